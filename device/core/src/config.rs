@@ -1,0 +1,199 @@
+//! The scheduler's run-time configuration, shared verbatim by the host and every worker.
+//!
+//! Everything is plain `u32`/`u64` in `#[repr(C)]` structs so that the host can pass it to a GPU
+//! kernel by value. The host validates a configuration before a run (`validate`); the core trusts it.
+
+use bitflags::bitflags;
+
+use crate::word::MAX_FIELD;
+
+/// How workers agree that no work is left.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum TerminationMode {
+    /// An atomic counter of idle workers (thesis 5.6.1).
+    IdleCounter = 0,
+    /// Voting trees: one per device plus a global tree of the device roots (thesis 5.6.2).
+    VotingTree = 1,
+}
+
+/// How thieves keep the 24-bit steal counter from overflowing (thesis 4.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum OverflowMode {
+    /// Always load the victim's word first and fetch-add only if it shows work.
+    TwoAtomics = 0,
+    /// SWS steal damping: load first only for victims that were empty last time.
+    Damping = 1,
+}
+
+bitflags! {
+    /// Boolean switches of a run.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+    pub struct RunFlags: u32 {
+        /// Collect per-worker statistics.
+        const STATS = 1 << 0;
+        /// Only steal from workers of the same device.
+        const SAME_DEVICE_ONLY = 1 << 1;
+        /// TESTING ONLY: let a worker count itself idle while steals from its queue are in flight
+        /// (breaks termination; used to show that the loom models catch the race).
+        const BREAK_IN_FLIGHT_RULE = 1 << 30;
+        /// TESTING ONLY: let a worker that was stolen from this round vote "idle".
+        const BREAK_TARGETED_RULE = 1 << 31;
+    }
+}
+
+/// The most devices (GPUs, or the one CPU "device") a run may span.
+pub const MAX_DEVICES: usize = 8;
+
+/// Scheduler parameters of one run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct SchedConfig {
+    /// Workers across all devices.
+    pub workers: u32,
+    /// Workers that share one public queue: 1, 2 or 4.
+    pub workers_per_queue: u32,
+    /// Tasks the local queue (scratch memory) holds.
+    pub local_capacity: u32,
+    /// Tasks a public queue holds.
+    pub public_capacity: u32,
+    /// Tasks of a worker's overflow stack, used when both of its queues are full.
+    pub spill_capacity: u32,
+    /// Initial tasks a worker claims with one fetch-add on the cursor.
+    pub initial_chunk: u32,
+    /// [`TerminationMode`] as `u32`.
+    pub termination: u32,
+    /// [`OverflowMode`] as `u32`.
+    pub overflow: u32,
+    /// Probability, in 1/1000, that a victim is drawn from the thief's own device (multi-device runs).
+    pub same_device_bias_permille: u32,
+    /// [`RunFlags`] bits.
+    pub flags: u32,
+    /// [`crate::Scope`] of the atomics on orchestration data (public queues, termination state).
+    pub queue_scope: u32,
+    /// Loop iterations between two progress reports of a worker (a power of two).
+    pub progress_interval: u32,
+    /// Seed of the victim-selection generators.
+    pub seed: u64,
+}
+
+/// Why a configuration cannot run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConfigError {
+    NoWorkers,
+    BadQueueSharing(u32),
+    WorkersNotDivisibleBySharing { workers: u32, sharing: u32 },
+    LocalCapacity(u32),
+    PublicCapacity(u32),
+    InitialChunk(u32),
+    Termination(u32),
+    Overflow(u32),
+    Bias(u32),
+    ProgressInterval(u32),
+}
+
+impl core::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            ConfigError::NoWorkers => write!(f, "at least one worker is needed"),
+            ConfigError::BadQueueSharing(s) => {
+                write!(f, "workers per public queue must be 1, 2 or 4, not {s}")
+            }
+            ConfigError::WorkersNotDivisibleBySharing { workers, sharing } => write!(
+                f,
+                "the workers of each device ({workers}) must be a multiple of the workers per queue ({sharing})"
+            ),
+            ConfigError::LocalCapacity(c) => {
+                write!(f, "local capacity must be between 2 and 65536 tasks, not {c}")
+            }
+            ConfigError::PublicCapacity(c) => write!(
+                f,
+                "public capacity must be between 2 and {MAX_FIELD} tasks (19-bit epoch fields), not {c}"
+            ),
+            ConfigError::InitialChunk(c) => write!(
+                f,
+                "the initial-task chunk must be between 1 and half the local capacity, not {c}"
+            ),
+            ConfigError::Termination(t) => write!(f, "unknown termination mode {t}"),
+            ConfigError::Overflow(o) => write!(f, "unknown overflow mode {o}"),
+            ConfigError::Bias(b) => write!(f, "same-device bias must be at most 1000 per mille, not {b}"),
+            ConfigError::ProgressInterval(p) => {
+                write!(f, "the progress interval must be a power of two, not {p}")
+            }
+        }
+    }
+}
+
+impl SchedConfig {
+    /// The thesis defaults: local 32, public 256, idle counter, steal damping.
+    pub const fn new(workers: u32) -> SchedConfig {
+        SchedConfig {
+            workers,
+            workers_per_queue: 1,
+            local_capacity: 32,
+            public_capacity: 256,
+            spill_capacity: 4096,
+            initial_chunk: 16,
+            termination: TerminationMode::IdleCounter as u32,
+            overflow: OverflowMode::Damping as u32,
+            same_device_bias_permille: 0,
+            flags: 0,
+            queue_scope: crate::Scope::Device as u32,
+            progress_interval: 256,
+            seed: 0x6d67_7773,
+        }
+    }
+
+    /// Checks every field against the limits of the queue word and the worker loop.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.workers == 0 {
+            return Err(ConfigError::NoWorkers);
+        }
+        if !matches!(self.workers_per_queue, 1 | 2 | 4) {
+            return Err(ConfigError::BadQueueSharing(self.workers_per_queue));
+        }
+        if !(2..=65536).contains(&self.local_capacity) {
+            return Err(ConfigError::LocalCapacity(self.local_capacity));
+        }
+        if !(2..=MAX_FIELD as u32).contains(&self.public_capacity) {
+            return Err(ConfigError::PublicCapacity(self.public_capacity));
+        }
+        if self.initial_chunk == 0 || self.initial_chunk > self.local_capacity / 2 {
+            return Err(ConfigError::InitialChunk(self.initial_chunk));
+        }
+        if self.termination > 1 {
+            return Err(ConfigError::Termination(self.termination));
+        }
+        if self.overflow > 1 {
+            return Err(ConfigError::Overflow(self.overflow));
+        }
+        if self.same_device_bias_permille > 1000 {
+            return Err(ConfigError::Bias(self.same_device_bias_permille));
+        }
+        if !self.progress_interval.is_power_of_two() {
+            return Err(ConfigError::ProgressInterval(self.progress_interval));
+        }
+        Ok(())
+    }
+
+    pub fn termination_mode(&self) -> TerminationMode {
+        if self.termination == 1 {
+            TerminationMode::VotingTree
+        } else {
+            TerminationMode::IdleCounter
+        }
+    }
+
+    pub fn overflow_mode(&self) -> OverflowMode {
+        if self.overflow == 1 {
+            OverflowMode::Damping
+        } else {
+            OverflowMode::TwoAtomics
+        }
+    }
+
+    pub fn run_flags(&self) -> RunFlags {
+        RunFlags::from_bits_truncate(self.flags)
+    }
+}

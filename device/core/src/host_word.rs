@@ -1,0 +1,61 @@
+//! The atomic word of CPU workers: `core::sync::atomic::AtomicU64` (loom's under `--cfg loom`).
+//! Scopes need no distinction on a CPU: every atomic is coherent system-wide.
+
+use crate::platform::{AtomicWord, Ordering, Scope};
+
+#[cfg(loom)]
+use loom::sync::atomic::AtomicU64;
+#[cfg(not(loom))]
+use core::sync::atomic::AtomicU64;
+
+/// A 64-bit atomic word for host threads, layout-compatible with a `u64` (outside loom).
+#[derive(Debug)]
+#[repr(transparent)]
+pub struct HostWord(AtomicU64);
+
+impl Default for HostWord {
+    fn default() -> Self {
+        HostWord::new(0)
+    }
+}
+
+impl AtomicWord for HostWord {
+    fn new(value: u64) -> Self {
+        HostWord(AtomicU64::new(value))
+    }
+    #[inline(always)]
+    fn load(&self, order: Ordering, _: Scope) -> u64 {
+        self.0.load(order)
+    }
+    #[inline(always)]
+    fn store(&self, value: u64, order: Ordering, _: Scope) {
+        self.0.store(value, order)
+    }
+    #[inline(always)]
+    fn fetch_add(&self, value: u64, order: Ordering, _: Scope) -> u64 {
+        self.0.fetch_add(value, order)
+    }
+    #[inline(always)]
+    fn fetch_sub(&self, value: u64, order: Ordering, _: Scope) -> u64 {
+        self.0.fetch_sub(value, order)
+    }
+    #[inline(always)]
+    fn fetch_or(&self, value: u64, order: Ordering, _: Scope) -> u64 {
+        self.0.fetch_or(value, order)
+    }
+    #[inline(always)]
+    fn fetch_and(&self, value: u64, order: Ordering, _: Scope) -> u64 {
+        self.0.fetch_and(value, order)
+    }
+    #[inline(always)]
+    fn compare_exchange(
+        &self,
+        current: u64,
+        new: u64,
+        success: Ordering,
+        failure: Ordering,
+        _: Scope,
+    ) -> Result<u64, u64> {
+        self.0.compare_exchange(current, new, success, failure)
+    }
+}

@@ -1,0 +1,258 @@
+//! The orchestration data every worker reads: where it lives is the host's choice (the GPU's own
+//! memory, mapped host memory or a peer GPU), its layout is fixed here. Every structure is
+//! `#[repr(C)]` over 64-bit words, and all-zero bytes are its initial state, so a host can allocate
+//! and zero it without knowing more.
+
+use crate::config::{SchedConfig, MAX_DEVICES};
+use crate::platform::AtomicWord;
+
+/// Run-wide state shared by all workers.
+#[repr(C)]
+pub struct SharedState<W> {
+    /// Index of the next initial task to load.
+    pub initial_cursor: W,
+    /// Workers that currently count themselves idle ([`crate::TerminationMode::IdleCounter`]).
+    pub idle_workers: W,
+    /// Nonzero once the run must stop (an error, or the host's watchdog).
+    pub abort: W,
+    /// The first error of the run, packed by [`crate::RunError::pack`]; 0 when none.
+    pub error: W,
+    /// Voting-tree decision of the global root: `round << 1 | terminate`.
+    pub decision: W,
+    /// Workers that have left the worker loop.
+    pub exited_workers: W,
+    _pad: [W; 2],
+}
+
+/// Metadata of one public queue. Thieves touch `word` and `completed`; the rest is the owners'
+/// bookkeeping, changed only while the owner holds the lock bit of `word`.
+#[repr(C)]
+pub struct QueueHeader<W> {
+    /// The packed [`crate::QueueWord`].
+    pub word: W,
+    /// Tasks that thieves finished copying, per epoch index.
+    pub completed: [W; 2],
+    /// Tasks that thieves claimed, per epoch index; written by the owner when the epoch ends.
+    pub claimed: [W; 2],
+    /// Ring position (monotonic, not reduced) of the tail each epoch opened with.
+    pub epoch_tail: [W; 2],
+    /// Ring position one past the newest public task.
+    pub head: W,
+    /// Tasks ever claimed by thieves from this queue (the voting tree's "was I targeted").
+    pub total_claimed: W,
+    _pad: [W; 7],
+}
+
+/// Which workers and queues live on which device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct Topology {
+    /// Number of devices, 1..=[`MAX_DEVICES`].
+    pub devices: u32,
+    _pad: u32,
+    /// `first_worker[d]..first_worker[d + 1]` are the workers of device `d`.
+    pub first_worker: [u32; MAX_DEVICES + 1],
+    /// `first_queue[d]..first_queue[d + 1]` are the public queues of device `d`.
+    pub first_queue: [u32; MAX_DEVICES + 1],
+}
+
+impl Topology {
+    /// One device with `workers` workers sharing queues `workers_per_queue` at a time.
+    pub fn single(workers: u32, workers_per_queue: u32) -> Topology {
+        Topology::split(&[workers], workers_per_queue)
+    }
+
+    /// Devices with the given worker counts (each a multiple of `workers_per_queue`).
+    pub fn split(workers_per_device: &[u32], workers_per_queue: u32) -> Topology {
+        assert!(!workers_per_device.is_empty() && workers_per_device.len() <= MAX_DEVICES);
+        let mut t = Topology {
+            devices: workers_per_device.len() as u32,
+            _pad: 0,
+            first_worker: [0; MAX_DEVICES + 1],
+            first_queue: [0; MAX_DEVICES + 1],
+        };
+        for (d, &w) in workers_per_device.iter().enumerate() {
+            t.first_worker[d + 1] = t.first_worker[d] + w;
+            t.first_queue[d + 1] = t.first_queue[d] + w.div_ceil(workers_per_queue);
+        }
+        for d in workers_per_device.len() + 1..=MAX_DEVICES {
+            t.first_worker[d] = t.first_worker[workers_per_device.len()];
+            t.first_queue[d] = t.first_queue[workers_per_device.len()];
+        }
+        t
+    }
+
+    pub fn workers(&self) -> u32 {
+        self.first_worker[self.devices as usize]
+    }
+    pub fn queues(&self) -> u32 {
+        self.first_queue[self.devices as usize]
+    }
+    /// The device of worker `w`.
+    pub fn device_of_worker(&self, w: u32) -> u32 {
+        let mut d = 0;
+        while d + 1 < self.devices && w >= self.first_worker[d as usize + 1] {
+            d += 1;
+        }
+        d
+    }
+    /// The device of queue `q`.
+    pub fn device_of_queue(&self, q: u32) -> u32 {
+        let mut d = 0;
+        while d + 1 < self.devices && q >= self.first_queue[d as usize + 1] {
+            d += 1;
+        }
+        d
+    }
+    /// The public queue of worker `w`.
+    pub fn queue_of_worker(&self, w: u32, workers_per_queue: u32) -> u32 {
+        let d = self.device_of_worker(w) as usize;
+        self.first_queue[d] + (w - self.first_worker[d]) / workers_per_queue
+    }
+}
+
+/// What the host last heard of a worker: written by the worker's lane 0 with plain volatile stores
+/// every `progress_interval` loop iterations and at every idle transition; read by the watchdog.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct WorkerProgress {
+    /// Loop iterations so far.
+    pub iterations: u64,
+    /// Tasks executed so far.
+    pub tasks_run: u64,
+    /// The last [`crate::Operation`] the worker started.
+    pub last_operation: u64,
+    /// 1 while the worker counts itself idle, 2 once it left the loop.
+    pub state: u64,
+}
+
+/// Per-worker statistics, collected when [`crate::RunFlags::STATS`] is set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct WorkerStats {
+    pub tasks_run: u64,
+    pub tasks_spawned: u64,
+    pub steal_attempts: u64,
+    pub steals: u64,
+    pub tasks_stolen: u64,
+    pub acquires: u64,
+    pub releases: u64,
+    pub idle_rounds: u64,
+    pub initial_loads: u64,
+    pub spills: u64,
+}
+
+/// Number of data areas a task's descriptors can refer to (thesis 5.3's memory areas).
+pub const DATA_AREAS: usize = 8;
+
+/// Everything a worker needs, passed by value to each worker (a GPU kernel parameter).
+///
+/// Pointers are in the address space of the device that runs the worker. Per-device arrays let a
+/// thief reach queues on other devices (peer memory over NVLink, or one shared host allocation).
+#[derive(Clone, Copy, Debug)]
+#[repr(C)]
+pub struct Env<W, T> {
+    pub config: SchedConfig,
+    pub topology: Topology,
+    pub shared: *const SharedState<W>,
+    /// Public-queue headers of device `d`, indexed by `q - first_queue[d]`.
+    pub queue_headers: [*const QueueHeader<W>; MAX_DEVICES],
+    /// Public-queue rings of device `d`: `public_capacity` tasks per queue.
+    pub queue_slots: [*mut T; MAX_DEVICES],
+    /// Voting tree: one word per worker, then one per device for the global tree, then one per
+    /// device for the device-local copy of the decision.
+    pub tree: *const W,
+    /// Overflow stacks, `spill_capacity` tasks per worker.
+    pub spill: *mut T,
+    /// Initial tasks.
+    pub initial: *const T,
+    pub initial_len: u64,
+    /// One [`WorkerProgress`] per worker.
+    pub progress: *mut WorkerProgress,
+    /// One [`WorkerStats`] per worker, or null.
+    pub stats: *mut WorkerStats,
+    /// Base addresses of the data areas that descriptors' offsets are relative to.
+    pub areas: [u64; DATA_AREAS],
+}
+
+// SAFETY: an `Env` is a bundle of addresses into memory whose concurrent use follows the queue and
+// termination protocols; the pointers themselves are plain values that any lane may copy.
+unsafe impl<W, T> Send for Env<W, T> {}
+// SAFETY: as above; sharing an `Env` only shares the addresses.
+unsafe impl<W, T> Sync for Env<W, T> {}
+
+impl<W: AtomicWord, T> Env<W, T> {
+    /// The header of public queue `q`.
+    ///
+    /// # Safety
+    /// `q < topology.queues()` and the env's pointers are valid.
+    #[inline(always)]
+    pub unsafe fn header(&self, q: u32) -> &QueueHeader<W> {
+        let d = self.topology.device_of_queue(q) as usize;
+        // SAFETY: the caller guarantees that q is a queue of device d, whose headers start here.
+        unsafe { &*self.queue_headers[d].add((q - self.topology.first_queue[d]) as usize) }
+    }
+
+    /// Slot `index` (already reduced modulo the capacity) of public queue `q`.
+    ///
+    /// # Safety
+    /// As for [`Env::header`], and `index < public_capacity`.
+    #[inline(always)]
+    pub unsafe fn slot(&self, q: u32, index: u64) -> *mut T {
+        let d = self.topology.device_of_queue(q) as usize;
+        let local = (q - self.topology.first_queue[d]) as usize;
+        // SAFETY: the caller guarantees the queue and index are in range of device d's rings.
+        unsafe {
+            self.queue_slots[d].add(local * self.config.public_capacity as usize + index as usize)
+        }
+    }
+
+    /// The run-wide shared state.
+    ///
+    /// # Safety
+    /// The env's pointers are valid.
+    #[inline(always)]
+    pub unsafe fn shared(&self) -> &SharedState<W> {
+        // SAFETY: guaranteed by the caller.
+        unsafe { &*self.shared }
+    }
+
+    /// Number of words the voting tree needs.
+    pub fn tree_words(workers: u32, devices: u32) -> usize {
+        workers as usize + 2 * devices as usize
+    }
+}
+
+/// Words in the scratch exchange area.
+pub const EXCHANGE_WORDS: usize = 8;
+
+/// How a worker's scratch memory (GPU shared memory) is divided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScratchLayout {
+    /// Offset of the local-queue ring.
+    pub local_slots: usize,
+    /// Offset of the per-lane exchange area (`u64` per lane) used for reductions.
+    pub lanes_area: usize,
+    /// Offset of the [`EXCHANGE_WORDS`] words lane 0 uses to hand decisions to the other lanes.
+    pub exchange: usize,
+    /// Offset of the steal-damping bitmap (one bit per queue).
+    pub damping: usize,
+    /// Total bytes.
+    pub total: usize,
+}
+
+impl ScratchLayout {
+    /// The layout for `local_capacity` tasks of `task_size` bytes, `lanes` lanes and `queues` queues.
+    pub const fn new(local_capacity: u32, task_size: usize, lanes: u32, queues: u32) -> ScratchLayout {
+        let local_slots = 0;
+        let lanes_area = local_slots + round16(local_capacity as usize * task_size);
+        let exchange = lanes_area + round16(8 * lanes as usize);
+        let damping = exchange + 8 * EXCHANGE_WORDS;
+        let total = damping + round16((queues as usize).div_ceil(64) * 8);
+        ScratchLayout { local_slots, lanes_area, exchange, damping, total }
+    }
+}
+
+const fn round16(x: usize) -> usize {
+    (x + 15) & !15
+}

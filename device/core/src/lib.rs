@@ -1,0 +1,32 @@
+//! # mgws-core
+//!
+//! The MGWS scheduler core (thesis chapters 4-5), written once and compiled both for host threads
+//! and for `nvptx64-nvidia-cuda` persistent kernels. What differs per platform is behind
+//! [`Platform`]: scoped atomics, the worker's lanes, their barrier and broadcast, and scratch
+//! memory. See `docs/design.md` for the protocols and their invariants.
+#![no_std]
+#![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch, stdarch_nvptx))]
+
+pub mod config;
+pub mod error;
+pub mod host_word;
+pub mod layout;
+pub mod operation;
+pub mod platform;
+pub mod public_queue;
+pub mod share;
+pub mod termination;
+pub mod victim;
+pub mod word;
+pub mod worker;
+
+pub use config::{ConfigError, OverflowMode, RunFlags, SchedConfig, TerminationMode, MAX_DEVICES};
+pub use error::{RunError, TaskError};
+pub use host_word::HostWord;
+pub use layout::{Env, QueueHeader, ScratchLayout, SharedState, Topology, WorkerProgress, WorkerStats, DATA_AREAS};
+pub use operation::Operation;
+pub use platform::{AtomicWord, Ordering, Platform, ProtocolStep, Scope};
+pub use public_queue::{Claim, OwnerView, PublicQueue};
+pub use share::{claimed_by, max_successful_steals, share, StealShare};
+pub use word::{QueueWord, WordFlags, MAX_FIELD};
+pub use worker::{TaskContext, TaskExecutor, Worker};

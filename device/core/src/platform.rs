@@ -1,0 +1,119 @@
+//! What differs per platform: scoped atomics, the worker's lanes, their barrier and broadcast, and
+//! the worker's scratch memory. Everything else in the core is written once against this module.
+//!
+//! A *worker* is a group of `lane_count()` lanes that execute the scheduler in lockstep: on a GPU the
+//! threads of one block, on the CPU a group of threads joined by a barrier. Control flow in the core
+//! is uniform across a worker's lanes: a value that decides a branch is either read after a barrier
+//! from scratch memory or broadcast from lane 0.
+
+pub use core::sync::atomic::Ordering;
+
+/// The set of agents an atomic operation or fence must be coherent with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum Scope {
+    /// The lanes of one worker (a GPU thread block).
+    Block = 0,
+    /// Every worker on one device (one GPU, or all CPU threads of a process).
+    Device = 1,
+    /// Every agent in the system: other GPUs over NVLink and the host.
+    System = 2,
+}
+
+impl Scope {
+    /// Decodes a scope stored as a `u32` in a launch environment; unknown values widen to `System`.
+    pub const fn from_u32(raw: u32) -> Scope {
+        match raw {
+            0 => Scope::Block,
+            1 => Scope::Device,
+            _ => Scope::System,
+        }
+    }
+}
+
+/// A 64-bit word that supports atomic operations with an explicit ordering and scope.
+///
+/// Implementations must be `#[repr(transparent)]` over a `u64` where the word is shared with another
+/// platform (host-initialised memory that a GPU kernel reads), so that all-zero bytes are a valid word
+/// holding 0. The loom implementation is the only one that is not, and it is never shared.
+pub trait AtomicWord: Sync {
+    /// A word holding `value`.
+    fn new(value: u64) -> Self;
+    fn load(&self, order: Ordering, scope: Scope) -> u64;
+    fn store(&self, value: u64, order: Ordering, scope: Scope);
+    fn fetch_add(&self, value: u64, order: Ordering, scope: Scope) -> u64;
+    fn fetch_sub(&self, value: u64, order: Ordering, scope: Scope) -> u64;
+    fn fetch_or(&self, value: u64, order: Ordering, scope: Scope) -> u64;
+    fn fetch_and(&self, value: u64, order: Ordering, scope: Scope) -> u64;
+    fn compare_exchange(
+        &self,
+        current: u64,
+        new: u64,
+        success: Ordering,
+        failure: Ordering,
+        scope: Scope,
+    ) -> Result<u64, u64>;
+}
+
+/// A step of the scheduling protocols, reported to [`Platform::protocol_step`] so that a test
+/// platform can inject delays and yields exactly where the protocols can race.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProtocolStep {
+    StealLoad,
+    StealClaim,
+    StealCopy,
+    StealComplete,
+    Lock,
+    Unlock,
+    Release,
+    Acquire,
+    IdleEnter,
+    IdleLeave,
+    Vote,
+    LoadInitial,
+}
+
+/// The per-platform services the scheduler core needs.
+///
+/// # Safety
+/// Implementations must guarantee that `barrier` synchronises every lane of the worker (all memory
+/// operations of every lane before the barrier happen-before every operation after it, like
+/// `bar.sync` or a `std::sync::Barrier`), that `broadcast` returns lane 0's value to every lane, and
+/// that `scratch` points to `scratch_len` bytes, 16-byte aligned, that only this worker's lanes use
+/// and that stay valid for the worker's whole run.
+pub unsafe trait Platform {
+    /// The atomic word type of this platform.
+    type Word: AtomicWord;
+
+    /// This lane's index within the worker, `0..lane_count()`.
+    fn lane_id(&self) -> u32;
+    /// The number of lanes of the worker.
+    fn lane_count(&self) -> u32;
+    /// Blocks until every lane of the worker reached the barrier.
+    fn barrier(&self);
+    /// Returns lane 0's `value` on every lane. Every lane must call it (it contains barriers).
+    fn broadcast(&self, value: u64) -> u64;
+    /// Start of the worker's scratch memory (shared memory on a GPU).
+    fn scratch(&self) -> *mut u8;
+    /// Size of the scratch memory in bytes.
+    fn scratch_len(&self) -> usize;
+    /// A memory fence with the given ordering and scope.
+    fn fence(&self, order: Ordering, scope: Scope);
+    /// Called in spin loops; may sleep briefly (`nanosleep`, `thread::yield_now`).
+    fn relax(&self) {
+        core::hint::spin_loop();
+    }
+    /// A monotonic clock in nanoseconds, or 0 where none is available.
+    fn now_ns(&self) -> u64 {
+        0
+    }
+    /// A hook at each protocol step; a no-op except on test platforms that inject chaos.
+    #[inline(always)]
+    fn protocol_step(&self, _step: ProtocolStep) {}
+
+    /// True on lane 0, the lane that performs the worker's atomic operations.
+    #[inline(always)]
+    fn is_leader(&self) -> bool {
+        self.lane_id() == 0
+    }
+}

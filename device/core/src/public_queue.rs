@@ -1,0 +1,229 @@
+//! The public-queue protocol (thesis 5.1, SWS): lockless steal-half claims on the packed word,
+//! owner-side locking and epoch turnover, and the completion counters that say when a ring slot
+//! may be reused.
+//!
+//! These are the operations of one lane (lane 0 of a worker): they touch only the queue header.
+//! Copying the tasks themselves is done by all lanes of the worker, between a claim and its
+//! completion, or between a lock and the reopen of the queue.
+//!
+//! Invariants (with `t = epoch_tail[e]` and `n` the tasks the epoch opened with):
+//! 1. While epoch `e` is open, ring positions `t..t+n` hold published tasks; the k-th steal of
+//!    the epoch owns positions `t + share(n, k)`, and the owner never writes them again until
+//!    `completed[e] == claimed[e]`.
+//! 2. Only a lock holder writes `head`, `epoch_tail`, `claimed` and `total_claimed`, and the word
+//!    (other than the steal counter, which thieves add to).
+//! 3. Epoch `e` is reopened only after every task claimed in its previous use was copied out.
+
+use crate::platform::{AtomicWord, Ordering, Platform, ProtocolStep, Scope};
+use crate::share::{claimed_by, share, StealShare};
+use crate::word::{QueueWord, STEAL_INCREMENT, WordFlags};
+use crate::layout::QueueHeader;
+
+/// What a steal attempt found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// The owner held the lock; nothing was claimed.
+    Locked,
+    /// Every task of the epoch was already claimed.
+    Empty,
+    /// The thief owns `share` of the epoch described by `word` and must complete it.
+    Claimed { word: QueueWord, share: StealShare },
+}
+
+/// What the owner learned when it took the lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OwnerView {
+    /// The word as it was when the lock was taken.
+    pub word: QueueWord,
+    /// Tasks thieves claimed in the epoch that is ending.
+    pub claimed: u64,
+    /// Ring position where the epoch opened.
+    pub epoch_tail: u64,
+    /// Ring position of the first unclaimed public task.
+    pub first_unclaimed: u64,
+    /// Ring position one past the newest public task.
+    pub head: u64,
+}
+
+impl OwnerView {
+    /// Unclaimed public tasks.
+    pub fn available(&self) -> u64 {
+        self.head - self.first_unclaimed
+    }
+}
+
+/// A public queue seen through its header.
+pub struct PublicQueue<'a, W> {
+    pub header: &'a QueueHeader<W>,
+    pub capacity: u64,
+    pub scope: Scope,
+}
+
+impl<'a, W: AtomicWord> PublicQueue<'a, W> {
+    pub fn new(header: &'a QueueHeader<W>, capacity: u64, scope: Scope) -> Self {
+        PublicQueue { header, capacity, scope }
+    }
+
+    /// The current word. Relaxed: callers use it as a hint, or re-check it with an RMW.
+    #[inline]
+    pub fn peek(&self) -> QueueWord {
+        QueueWord(self.header.word.load(Ordering::Relaxed, self.scope))
+    }
+
+    /// True if the word shows unclaimed tasks and no lock.
+    #[inline]
+    pub fn looks_stealable(word: QueueWord) -> bool {
+        !word.locked() && claimed_by(word.initial(), word.steals()) < word.initial()
+    }
+
+    /// One steal attempt: a single fetch-add on the word claims the next steal-half share.
+    ///
+    /// Acquire: the owner published the tasks with a release store of the word that opened the
+    /// epoch, so the thief's later reads of the slots see them.
+    #[inline]
+    pub fn claim<P: Platform>(&self, p: &P) -> Claim {
+        p.protocol_step(ProtocolStep::StealClaim);
+        let word = QueueWord(self.header.word.fetch_add(STEAL_INCREMENT, Ordering::Acquire, self.scope));
+        if word.locked() {
+            return Claim::Locked;
+        }
+        match share(word.initial(), word.steals()) {
+            Some(share) => Claim::Claimed { word, share },
+            None => Claim::Empty,
+        }
+    }
+
+    /// Ring index of the `j`-th task of a claimed share.
+    #[inline]
+    pub fn claimed_index(&self, word: QueueWord, share: StealShare, j: u64) -> u64 {
+        (word.tail() + share.offset + j) % self.capacity
+    }
+
+    /// Marks a claimed share as copied out.
+    ///
+    /// Release: the thief's reads of the slots happen-before the owner's acquire load of the
+    /// counter, after which it may overwrite them.
+    #[inline]
+    pub fn complete<P: Platform>(&self, p: &P, word: QueueWord, count: u64) {
+        p.protocol_step(ProtocolStep::StealComplete);
+        self.header.completed[word.epoch() as usize].fetch_add(count, Ordering::Release, self.scope);
+    }
+
+    /// Takes the owner lock (spinning while a co-owner holds it) and reports the ending epoch.
+    ///
+    /// Acquire on the RMW: a co-owner's bookkeeping and slot writes, published by the release
+    /// store that unlocked the queue, are visible afterwards. Returns `None` if `abort` said so.
+    pub fn lock<P: Platform>(&self, p: &P, abort: &impl Fn() -> bool) -> Option<OwnerView> {
+        p.protocol_step(ProtocolStep::Lock);
+        let word = loop {
+            let old = QueueWord(self.header.word.fetch_or(WordFlags::LOCK.bits(), Ordering::Acquire, self.scope));
+            if !old.locked() {
+                break old;
+            }
+            if abort() {
+                return None;
+            }
+            p.relax();
+        };
+        let claimed = claimed_by(word.initial(), word.steals());
+        let epoch_tail = self.header.epoch_tail[word.epoch() as usize].load(Ordering::Relaxed, self.scope);
+        let head = self.header.head.load(Ordering::Relaxed, self.scope);
+        Some(OwnerView { word, claimed, epoch_tail, first_unclaimed: epoch_tail + claimed, head })
+    }
+
+    /// Waits until every task claimed in the previous use of epoch index `epoch` is copied out.
+    ///
+    /// Acquire: pairs with the thieves' release adds in [`PublicQueue::complete`].
+    pub fn wait_drained<P: Platform>(&self, p: &P, epoch: usize, abort: &impl Fn() -> bool) -> bool {
+        let claimed = self.header.claimed[epoch].load(Ordering::Relaxed, self.scope);
+        while self.header.completed[epoch].load(Ordering::Acquire, self.scope) != claimed {
+            if abort() {
+                return false;
+            }
+            p.relax();
+        }
+        true
+    }
+
+    /// Waits until every claim of the ending epoch (`view`) is copied out.
+    pub fn wait_drained_current<P: Platform>(&self, p: &P, view: &OwnerView, abort: &impl Fn() -> bool) -> bool {
+        while !self.ending_epoch_drained(view) {
+            if abort() {
+                return false;
+            }
+            p.relax();
+        }
+        true
+    }
+
+    /// True if every claim of the ending epoch (`view`) is already copied out.
+    pub fn ending_epoch_drained(&self, view: &OwnerView) -> bool {
+        self.header.completed[view.word.epoch() as usize].load(Ordering::Acquire, self.scope) == view.claimed
+    }
+
+    /// Free ring slots after the lock holder waited for the other epoch to drain: the ending epoch's
+    /// claimed slots still count as used until its thieves finish.
+    pub fn free_slots(&self, view: &OwnerView) -> u64 {
+        let live_start = if self.ending_epoch_drained(view) { view.first_unclaimed } else { view.epoch_tail };
+        self.capacity - (view.head - live_start)
+    }
+
+    /// Opens the next epoch with the public tasks at positions `tail..head` and releases the lock.
+    ///
+    /// The caller holds the lock, has waited with [`PublicQueue::wait_drained`] for the next epoch
+    /// index, and has finished writing the slots. Release on the final store publishes those slots
+    /// and the bookkeeping to thieves and co-owners.
+    pub fn reopen<P: Platform>(&self, p: &P, view: &OwnerView, tail: u64, head: u64) {
+        let h = self.header;
+        let ending = view.word.epoch() as usize;
+        let next = 1 - ending;
+        h.claimed[ending].store(view.claimed, Ordering::Relaxed, self.scope);
+        let total = h.total_claimed.load(Ordering::Relaxed, self.scope);
+        h.total_claimed.store(total + view.claimed, Ordering::Relaxed, self.scope);
+        // No thief can be inside epoch `next`: its previous use drained, and the word still names
+        // `ending` (locked). Resetting its counters is therefore race-free.
+        h.completed[next].store(0, Ordering::Relaxed, self.scope);
+        h.claimed[next].store(0, Ordering::Relaxed, self.scope);
+        h.epoch_tail[next].store(tail, Ordering::Relaxed, self.scope);
+        h.head.store(head, Ordering::Relaxed, self.scope);
+        p.protocol_step(ProtocolStep::Unlock);
+        let word = QueueWord::open(next as u32, head - tail, tail % self.capacity);
+        h.word.store(word.0, Ordering::Release, self.scope);
+    }
+
+    /// If the queue is empty and no steal from it is still copying, the tasks ever claimed from it
+    /// (for the voting tree's "targeted" test); otherwise `None`.
+    ///
+    /// `ignore_in_flight` skips the in-flight test (only to show that tests catch the race).
+    pub fn quiescent(&self, ignore_in_flight: bool) -> Option<u64> {
+        let h = self.header;
+        let word = QueueWord(h.word.load(Ordering::Acquire, self.scope));
+        if word.locked() {
+            return None;
+        }
+        let claimed = claimed_by(word.initial(), word.steals());
+        if claimed < word.initial() {
+            return None;
+        }
+        let ending = word.epoch() as usize;
+        let total = h.total_claimed.load(Ordering::Relaxed, self.scope) + claimed;
+        if ignore_in_flight {
+            return Some(total);
+        }
+        if h.completed[ending].load(Ordering::Acquire, self.scope) != claimed {
+            return None;
+        }
+        let other = 1 - ending;
+        let other_claimed = h.claimed[other].load(Ordering::Relaxed, self.scope);
+        if h.completed[other].load(Ordering::Acquire, self.scope) != other_claimed {
+            return None;
+        }
+        // A co-owner may have turned the epoch over while we read: only an unchanged word makes
+        // the reads above one consistent snapshot.
+        let again = QueueWord(h.word.load(Ordering::Acquire, self.scope));
+        if again.0 & !(u64::MAX << crate::word::STEALS_SHIFT) != word.0 & !(u64::MAX << crate::word::STEALS_SHIFT) {
+            return None;
+        }
+        Some(total)
+    }
+}

@@ -1,0 +1,102 @@
+//! Victim selection (thesis 5.5): uniform over all other public queues, optionally biased toward
+//! queues of the thief's own device, or restricted to them.
+
+use rand_core::{RngCore, SeedableRng};
+use rand_pcg::Pcg32;
+
+use crate::layout::Topology;
+
+/// A per-worker victim picker. Every lane of a worker owns an identical copy, so all lanes draw the
+/// same victim without communicating.
+#[derive(Clone, Debug)]
+pub struct VictimPicker {
+    rng: Pcg32,
+    own_queue: u32,
+    own_device: u32,
+    bias_permille: u32,
+    same_device_only: bool,
+}
+
+impl VictimPicker {
+    pub fn new(seed: u64, worker: u32, own_queue: u32, topology: &Topology, bias_permille: u32, same_device_only: bool) -> Self {
+        let mut rng = Pcg32::seed_from_u64(seed ^ (worker as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        rng.next_u32();
+        VictimPicker {
+            rng,
+            own_queue,
+            own_device: topology.device_of_worker(worker),
+            bias_permille,
+            same_device_only,
+        }
+    }
+
+    /// A uniform integer in `0..n` (`n > 0`) by multiply-shift, without division.
+    #[inline]
+    fn below(&mut self, n: u32) -> u32 {
+        ((self.rng.next_u32() as u64 * n as u64) >> 32) as u32
+    }
+
+    /// The queue to steal from next, or `None` if this worker has no possible victim.
+    pub fn pick(&mut self, t: &Topology) -> Option<u32> {
+        let d = self.own_device as usize;
+        let (dev_start, dev_end) = (t.first_queue[d], t.first_queue[d + 1]);
+        let dev_len = dev_end - dev_start;
+        let total = t.queues();
+        let others = total - dev_len;
+        let local = if others == 0 || self.same_device_only {
+            true
+        } else if self.bias_permille == 0 {
+            // Uniform over all other queues of the system.
+            let r = self.below(total - 1);
+            let q = if r >= self.own_queue { r + 1 } else { r };
+            return Some(q);
+        } else {
+            self.below(1000) < self.bias_permille
+        };
+        if local {
+            if dev_len < 2 {
+                return None;
+            }
+            let r = dev_start + self.below(dev_len - 1);
+            Some(if r >= self.own_queue { r + 1 } else { r })
+        } else {
+            let r = self.below(others);
+            Some(if r >= dev_start { r + dev_len } else { r })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn never_picks_itself_and_reaches_every_other_queue() {
+        let t = Topology::single(5, 1);
+        let mut p = VictimPicker::new(1, 2, 2, &t, 0, false);
+        let mut seen = [0u32; 5];
+        for _ in 0..5000 {
+            seen[p.pick(&t).unwrap() as usize] += 1;
+        }
+        assert_eq!(seen[2], 0);
+        assert!(seen.iter().enumerate().all(|(i, &n)| i == 2 || n > 1000), "{seen:?}");
+    }
+
+    #[test]
+    fn bias_and_same_device_only_prefer_the_own_device() {
+        let t = Topology::split(&[4, 4], 1);
+        let mut biased = VictimPicker::new(7, 1, 1, &t, 900, false);
+        let mut only = VictimPicker::new(7, 1, 1, &t, 0, true);
+        let (mut own, mut own_only) = (0, 0);
+        for _ in 0..10_000 {
+            own += (biased.pick(&t).unwrap() < 4) as u32;
+            let q = only.pick(&t).unwrap();
+            assert_ne!(q, 1);
+            own_only += (q < 4) as u32;
+        }
+        assert!((8700..9300).contains(&own), "{own}");
+        assert_eq!(own_only, 10_000);
+        let single = Topology::single(1, 1);
+        assert_eq!(VictimPicker::new(0, 0, 0, &single, 0, false).pick(&single), None);
+    }
+}

@@ -1,0 +1,826 @@
+//! The worker loop (thesis Listing 5) and the queue operations that move tasks between a worker's
+//! local queue, its public queue, its overflow stack, the initial task set and other workers.
+//!
+//! Every function here is executed by all lanes of a worker in lockstep. Lane 0 performs the
+//! atomics and hands its decisions to the other lanes through [`WorkerCore::exchange`]; all lanes
+//! copy tasks together. Uniform state (local-queue positions, the victim generator, flags) is kept
+//! as an identical copy on every lane, so it needs no communication.
+
+use crate::config::{OverflowMode, RunFlags, TerminationMode};
+use crate::error::{RunError, TaskError};
+use crate::layout::{Env, ScratchLayout, WorkerProgress, WorkerStats, EXCHANGE_WORDS};
+use crate::operation::Operation;
+use crate::platform::{AtomicWord, Ordering, Platform, ProtocolStep, Scope};
+use crate::public_queue::{Claim, OwnerView, PublicQueue};
+use crate::termination::{IdleCounter, VoteOutcome, VotingTree};
+use crate::victim::VictimPicker;
+
+/// Runs a task. Implemented by the task registry (`mgws-tasks`), which dispatches on the task tag.
+pub trait TaskExecutor<T>: Sync {
+    /// Runs `task` on every lane of the worker; all lanes call it and must return the same result.
+    fn execute<P: Platform>(&self, task: &T, ctx: &mut TaskContext<'_, '_, P, T>) -> Result<(), TaskError>;
+}
+
+/// The scheduler state of one worker, shared by the loop and the task context.
+pub struct WorkerCore<'e, P: Platform, T> {
+    p: P,
+    env: &'e Env<P::Word, T>,
+    id: u32,
+    queue: u32,
+    scope: Scope,
+    layout: ScratchLayout,
+    local_capacity: u64,
+    spill_capacity: u64,
+    flags: RunFlags,
+    // Uniform state: identical on every lane.
+    local_tail: u64,
+    local_head: u64,
+    spill_len: u64,
+    initial_exhausted: bool,
+    idle: bool,
+    aborted: bool,
+    iterations: u64,
+    picker: VictimPicker,
+    // Lane 0's bookkeeping.
+    stats: WorkerStats,
+    claims_at_last_vote: u64,
+    voted_round: u64,
+    operation: Operation,
+}
+
+/// A worker: its scheduler state plus the executor of its tasks.
+pub struct Worker<'e, P: Platform, T, X> {
+    core: WorkerCore<'e, P, T>,
+    exec: &'e X,
+}
+
+/// What a running task sees of its worker: its lanes, a spawner and the data areas.
+pub struct TaskContext<'w, 'e, P: Platform, T> {
+    core: &'w mut WorkerCore<'e, P, T>,
+}
+
+impl<'e, P: Platform, T: Copy, X: TaskExecutor<T>> Worker<'e, P, T, X> {
+    /// Worker `id` on platform `p`.
+    ///
+    /// # Safety
+    /// `env` must describe live orchestration memory laid out as [`crate::layout`] says, `id` must be
+    /// a worker of `env.topology`, the platform's scratch must hold `ScratchLayout::new(...)`
+    /// bytes for this configuration, and every lane of the worker must make the same call.
+    pub unsafe fn new(p: P, env: &'e Env<P::Word, T>, exec: &'e X, id: u32) -> Self {
+        let cfg = &env.config;
+        let queue = env.topology.queue_of_worker(id, cfg.workers_per_queue);
+        let flags = cfg.run_flags();
+        let picker = VictimPicker::new(
+            cfg.seed,
+            id,
+            queue,
+            &env.topology,
+            cfg.same_device_bias_permille,
+            flags.contains(RunFlags::SAME_DEVICE_ONLY),
+        );
+        let layout = ScratchLayout::new(cfg.local_capacity, core::mem::size_of::<T>(), p.lane_count(), env.topology.queues());
+        debug_assert!(p.scratch_len() >= layout.total);
+        Worker {
+            core: WorkerCore {
+                scope: Scope::from_u32(cfg.queue_scope),
+                local_capacity: cfg.local_capacity as u64,
+                spill_capacity: cfg.spill_capacity as u64,
+                p,
+                env,
+                id,
+                queue,
+                layout,
+                flags,
+                local_tail: 0,
+                local_head: 0,
+                spill_len: 0,
+                initial_exhausted: false,
+                idle: false,
+                aborted: false,
+                iterations: 0,
+                picker,
+                stats: WorkerStats::default(),
+                claims_at_last_vote: 0,
+                voted_round: 0,
+                operation: Operation::Start,
+            },
+            exec,
+        }
+    }
+
+    /// The worker loop: runs until termination is detected or the run is aborted.
+    pub fn run(mut self) {
+        let c = &mut self.core;
+        c.clear_damping();
+        loop {
+            c.iterations += 1;
+            if c.iterations & (c.env.config.progress_interval as u64 - 1) == 0 {
+                c.report_progress();
+                c.check_abort();
+            }
+            if c.aborted {
+                break;
+            }
+            if c.local_len() > 0 {
+                if c.local_len() >= 2 && c.should_release() {
+                    c.release(c.local_len() / 2);
+                    continue;
+                }
+                let task = c.pop_local();
+                c.operation = Operation::RunTask;
+                c.stats.tasks_run += 1;
+                let exec = self.exec;
+                let result = exec.execute(&task, &mut TaskContext { core: c });
+                if let Err(e) = result {
+                    let worker = c.id;
+                    c.fail(match e {
+                        TaskError::UnknownTag(tag) => RunError::UnknownTag { worker, tag },
+                        TaskError::Failed(code) => RunError::TaskFailed { worker, code },
+                    });
+                }
+                continue;
+            }
+            if c.spill_len > 0 {
+                c.refill_from_spill();
+                continue;
+            }
+            if c.acquire() {
+                continue;
+            }
+            if !c.initial_exhausted && c.load_initial() {
+                continue;
+            }
+            if c.steal() {
+                continue;
+            }
+            if c.idle_step() {
+                break;
+            }
+        }
+        c.finish();
+    }
+}
+
+impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
+    // ----- lanes -----------------------------------------------------------------------------
+
+    /// Hands lane 0's `values` to every lane.
+    #[inline]
+    fn exchange<const N: usize>(&self, values: [u64; N]) -> [u64; N] {
+        const { assert!(N <= EXCHANGE_WORDS) };
+        if self.p.lane_count() == 1 {
+            return values;
+        }
+        let base = self.scratch_at::<u64>(self.layout.exchange);
+        if self.p.is_leader() {
+            for (i, v) in values.iter().enumerate() {
+                // SAFETY: the exchange area holds EXCHANGE_WORDS words of this worker's scratch,
+                // and only lane 0 writes it, between two barriers.
+                unsafe { base.add(i).write_volatile(*v) };
+            }
+        }
+        self.p.barrier();
+        let mut out = [0u64; N];
+        for (i, o) in out.iter_mut().enumerate() {
+            // SAFETY: as above; the barrier ordered lane 0's writes before these reads.
+            *o = unsafe { base.add(i).read_volatile() };
+        }
+        self.p.barrier();
+        out
+    }
+
+    #[inline(always)]
+    fn scratch_at<U>(&self, offset: usize) -> *mut U {
+        // SAFETY: offsets come from the ScratchLayout that sized this worker's scratch.
+        unsafe { self.p.scratch().add(offset) as *mut U }
+    }
+
+    /// Copies `count` tasks with all lanes: word `i` of the flattened range goes to lane
+    /// `i % lanes`, so consecutive lanes touch consecutive words (coalesced on a GPU).
+    #[inline]
+    fn copy_tasks(&self, count: u64, src: impl Fn(u64) -> *const T, dst: impl Fn(u64) -> *mut T) {
+        const { assert!(core::mem::size_of::<T>() % 8 == 0 && core::mem::align_of::<T>() >= 8) };
+        let words = (core::mem::size_of::<T>() / 8) as u64;
+        let lanes = self.p.lane_count() as u64;
+        let mut i = self.p.lane_id() as u64;
+        while i < count * words {
+            let (task, word) = (i / words, (i % words) as usize);
+            // SAFETY: callers pass task addresses that are valid for `count` tasks and owned by
+            // this worker under the queue protocol (claimed, locked, or local).
+            unsafe {
+                let v = (src(task) as *const u64).add(word).read();
+                (dst(task) as *mut u64).add(word).write(v);
+            }
+            i += lanes;
+        }
+    }
+
+    // ----- local queue and overflow stack -------------------------------------------------------
+
+    #[inline(always)]
+    fn local_len(&self) -> u64 {
+        self.local_head - self.local_tail
+    }
+
+    #[inline(always)]
+    fn local_slot(&self, position: u64) -> *mut T {
+        self.local_ring().slot(position)
+    }
+
+    #[inline(always)]
+    fn local_ring(&self) -> LocalRing<T> {
+        LocalRing { base: self.scratch_at::<T>(self.layout.local_slots), capacity: self.local_capacity }
+    }
+
+    #[inline(always)]
+    fn spill_slot(&self, index: u64) -> *mut T {
+        // SAFETY: the host allocates spill_capacity tasks per worker; index < spill_capacity.
+        unsafe { self.env.spill.add((self.id as u64 * self.spill_capacity + index) as usize) }
+    }
+
+    /// Takes the newest local task (depth-first order for spawning workloads).
+    fn pop_local(&mut self) -> T {
+        self.local_head -= 1;
+        // SAFETY: position local_head holds a task written by this worker's lanes before a barrier.
+        let task = unsafe { self.local_slot(self.local_head).read() };
+        // The slot may be overwritten by the next spawn: every lane must have read it first.
+        self.p.barrier();
+        task
+    }
+
+    /// Pushes lane `source`'s `task` onto the local queue, making room first if it is full.
+    fn push_local(&mut self, source: u32, task: &T) {
+        if self.local_len() == self.local_capacity {
+            self.make_room();
+            if self.aborted {
+                return;
+            }
+        }
+        if self.p.lane_id() == source {
+            // SAFETY: the slot is free (len < capacity) and only this lane writes it.
+            unsafe { self.local_slot(self.local_head).write(*task) };
+        }
+        self.local_head += 1;
+        self.p.barrier();
+    }
+
+    /// Frees half of a full local queue: into the public queue if it has room, else onto the
+    /// overflow stack.
+    fn make_room(&mut self) {
+        let half = self.local_capacity / 2;
+        let moved = self.release(half);
+        if moved == 0 && !self.aborted {
+            self.spill(half);
+        }
+    }
+
+    /// Moves the `count` oldest local tasks onto the overflow stack.
+    fn spill(&mut self, count: u64) {
+        self.operation = Operation::Spill;
+        if self.spill_len + count > self.spill_capacity {
+            let (worker, capacity) = (self.id, self.spill_capacity as u32);
+            self.fail(RunError::SpillOverflow { worker, capacity });
+            return;
+        }
+        let (tail, top) = (self.local_tail, self.spill_len);
+        self.copy_tasks(count, |j| self.local_slot(tail + j), |j| self.spill_slot(top + j));
+        self.p.barrier();
+        self.local_tail += count;
+        self.spill_len += count;
+        self.stats.spills += 1;
+    }
+
+    /// Moves the newest overflow tasks back into the (empty) local queue.
+    fn refill_from_spill(&mut self) {
+        self.operation = Operation::Spill;
+        let count = self.spill_len.min(self.local_capacity / 2);
+        let (from, head) = (self.spill_len - count, self.local_head);
+        self.copy_tasks(count, |j| self.spill_slot(from + j), |j| self.local_slot(head + j));
+        self.p.barrier();
+        self.spill_len -= count;
+        self.local_head += count;
+    }
+
+    // ----- own public queue --------------------------------------------------------------------
+
+    fn own_queue(&self) -> PublicQueue<'e, P::Word> {
+        // SAFETY: `queue` is this worker's queue, a valid index of the env's topology.
+        let header = unsafe { self.env.header(self.queue) };
+        PublicQueue::new(header, self.env.config.public_capacity as u64, self.scope)
+    }
+
+    fn abort_flag(&self) -> impl Fn() -> bool + 'e {
+        // SAFETY: the shared state outlives the run.
+        let shared = unsafe { self.env.shared() };
+        let scope = self.scope;
+        move || shared.abort.load(Ordering::Relaxed, scope) != 0
+    }
+
+    /// Listing 5's "if the public queue is empty, release": while initial tasks remain, idle
+    /// workers take those instead of stealing, so releasing would only add copies. Lane 0 checks
+    /// the public word, and every 32 iterations the initial-task cursor.
+    fn should_release(&mut self) -> bool {
+        let mut answer = [0u64; 2];
+        if self.p.is_leader() {
+            let empty = !PublicQueue::<P::Word>::looks_stealable(self.own_queue().peek())
+                && !self.own_queue().peek().locked();
+            let mut exhausted = self.initial_exhausted;
+            if !exhausted && self.iterations % 32 == 0 {
+                // SAFETY: the shared state outlives the run.
+                let cursor = unsafe { self.env.shared() }.initial_cursor.load(Ordering::Relaxed, self.scope);
+                exhausted = cursor >= self.env.initial_len;
+            }
+            answer = [empty as u64, exhausted as u64];
+        }
+        let [empty, exhausted] = self.exchange(answer);
+        self.initial_exhausted = exhausted != 0;
+        empty != 0 && self.initial_exhausted
+    }
+
+    /// Moves up to `want` of the oldest local tasks into the public queue and opens a new epoch.
+    /// Returns how many moved (0 when the public queue has no free slot).
+    fn release(&mut self, want: u64) -> u64 {
+        self.operation = Operation::Release;
+        self.p.protocol_step(ProtocolStep::Release);
+        let (tail, ring) = (self.local_tail, self.local_ring());
+        let moved = self.publish(want, |j| ring.slot(tail + j) as *const T);
+        self.local_tail += moved;
+        if moved > 0 {
+            self.stats.releases += 1;
+        }
+        moved
+    }
+
+    /// The owner's side of adding tasks to its public queue: lock, wait for the next epoch index
+    /// to drain, copy up to `want` tasks from `src` to the head of the ring, reopen. Returns the
+    /// number of tasks published.
+    fn publish(&mut self, want: u64, src: impl Fn(u64) -> *const T) -> u64 {
+        let queue = self.own_queue();
+        let abort = self.abort_flag();
+        let mut plan = [0u64; 2];
+        let mut view: Option<OwnerView> = None;
+        if self.p.is_leader() {
+            plan = match queue.lock(&self.p, &abort) {
+                None => [0, 1],
+                Some(v) => {
+                    let next = 1 - v.word.epoch() as usize;
+                    let mut ok = queue.wait_drained(&self.p, next, &abort);
+                    let mut free = queue.free_slots(&v);
+                    if ok && free < want && !queue.ending_epoch_drained(&v) {
+                        // The ending epoch's thieves are still copying: wait for them rather than
+                        // publish fewer tasks.
+                        ok = queue.wait_drained_current(&self.p, &v, &abort);
+                        free = queue.free_slots(&v);
+                    }
+                    view = Some(v);
+                    if ok {
+                        [want.min(free), 0]
+                    } else {
+                        [0, 1]
+                    }
+                }
+            };
+        }
+        let [count, aborted] = self.exchange(plan);
+        if aborted != 0 {
+            self.aborted = true;
+            return 0;
+        }
+        let head = self.exchange([view.map_or(0, |v| v.head)])[0];
+        let capacity = queue.capacity;
+        let env = self.env;
+        let q = self.queue;
+        // SAFETY: positions head..head+count are free ring slots of our locked queue.
+        self.copy_tasks(count, src, |j| unsafe { env.slot(q, (head + j) % capacity) });
+        self.p.barrier();
+        if let Some(v) = view {
+            queue.reopen(&self.p, &v, v.first_unclaimed, v.head + count);
+        }
+        count
+    }
+
+    /// Moves tasks from the public queue into the empty local queue: `min(ceil(n/2), local/2)`
+    /// of the `n` unclaimed tasks, the newest ones. Returns false if the public queue had none.
+    fn acquire(&mut self) -> bool {
+        let queue = self.own_queue();
+        let abort = self.abort_flag();
+        let mut plan = [0u64; 3];
+        let mut view: Option<OwnerView> = None;
+        if self.p.is_leader() && PublicQueue::<P::Word>::looks_stealable(queue.peek()) {
+            self.p.protocol_step(ProtocolStep::Acquire);
+            plan = match queue.lock(&self.p, &abort) {
+                None => [0, 0, 1],
+                Some(v) => {
+                    let next = 1 - v.word.epoch() as usize;
+                    let ok = queue.wait_drained(&self.p, next, &abort);
+                    let take = v.available().div_ceil(2).min(self.local_capacity / 2);
+                    view = Some(v);
+                    [take, v.head - take, !ok as u64]
+                }
+            };
+        }
+        let [take, from, aborted] = self.exchange(plan);
+        if aborted != 0 {
+            self.aborted = true;
+            return false;
+        }
+        if take == 0 {
+            if let Some(v) = view {
+                queue.reopen(&self.p, &v, v.first_unclaimed, v.head);
+            }
+            return false;
+        }
+        self.operation = Operation::Acquire;
+        let capacity = queue.capacity;
+        let (env, q, head) = (self.env, self.queue, self.local_head);
+        // SAFETY: positions from..from+take are unclaimed tasks of our locked queue.
+        self.copy_tasks(take, |j| unsafe { env.slot(q, (from + j) % capacity) }, |j| self.local_slot(head + j));
+        self.p.barrier();
+        if let Some(v) = view {
+            queue.reopen(&self.p, &v, v.first_unclaimed, from);
+        }
+        self.local_head += take;
+        self.stats.acquires += 1;
+        self.leave_idle();
+        true
+    }
+
+    // ----- initial tasks -----------------------------------------------------------------------
+
+    /// Claims the next chunk of initial tasks with one fetch-add on the shared cursor.
+    fn load_initial(&mut self) -> bool {
+        self.operation = Operation::LoadInitial;
+        self.p.protocol_step(ProtocolStep::LoadInitial);
+        let total = self.env.initial_len;
+        let chunk = self.env.config.initial_chunk as u64;
+        let mut plan = [0u64; 2];
+        if self.p.is_leader() {
+            // SAFETY: the shared state outlives the run.
+            let shared = unsafe { self.env.shared() };
+            // Relaxed: the initial tasks were written by the host before the run started.
+            let start = shared.initial_cursor.fetch_add(chunk, Ordering::Relaxed, self.scope);
+            plan = [start, if start < total { chunk.min(total - start) } else { 0 }];
+        }
+        let [start, count] = self.exchange(plan);
+        if count == 0 || start + count >= total {
+            self.initial_exhausted = true;
+        }
+        if count == 0 {
+            return false;
+        }
+        let (initial, head) = (self.env.initial, self.local_head);
+        // SAFETY: tasks start..start+count of the initial set were claimed by this worker alone.
+        self.copy_tasks(count, |j| unsafe { initial.add((start + j) as usize) }, |j| self.local_slot(head + j));
+        self.p.barrier();
+        self.local_head += count;
+        self.stats.initial_loads += 1;
+        true
+    }
+
+    // ----- stealing ----------------------------------------------------------------------------
+
+    fn damping_bit(&self, queue: u32) -> (*mut u64, u64) {
+        let words = self.scratch_at::<u64>(self.layout.damping);
+        // SAFETY: the damping bitmap has one bit per queue.
+        (unsafe { words.add(queue as usize / 64) }, 1u64 << (queue % 64))
+    }
+
+    fn clear_damping(&self) {
+        let words = (self.env.topology.queues() as usize).div_ceil(64);
+        let base = self.scratch_at::<u64>(self.layout.damping);
+        let mut i = self.p.lane_id() as usize;
+        while i < words {
+            // SAFETY: i indexes the damping bitmap of this worker's scratch.
+            unsafe { base.add(i).write(0) };
+            i += self.p.lane_count() as usize;
+        }
+        self.p.barrier();
+    }
+
+    /// Lane 0's steal attempt on `victim`, with the configured overflow prevention.
+    fn claim_from(&mut self, victim: u32) -> Option<(crate::word::QueueWord, crate::share::StealShare)> {
+        // SAFETY: the picker returns valid queue indices.
+        let header = unsafe { self.env.header(victim) };
+        let queue = PublicQueue::new(header, self.env.config.public_capacity as u64, self.scope);
+        let damping = self.env.config.overflow_mode() == OverflowMode::Damping;
+        let (word, bit) = self.damping_bit(victim);
+        // SAFETY: the bitmap word is in this worker's scratch and only lane 0 uses it.
+        let marked_empty = damping && unsafe { word.read() } & bit != 0;
+        if !damping || marked_empty {
+            self.p.protocol_step(ProtocolStep::StealLoad);
+            if !PublicQueue::<P::Word>::looks_stealable(queue.peek()) {
+                return None;
+            }
+        }
+        self.stats.steal_attempts += 1;
+        let result = match queue.claim(&self.p) {
+            Claim::Claimed { word, share } => Some((word, share)),
+            Claim::Empty | Claim::Locked => None,
+        };
+        if damping {
+            // SAFETY: as above.
+            unsafe {
+                let w = word.read();
+                word.write(if result.is_some() { w & !bit } else { w | bit });
+            }
+        }
+        result
+    }
+
+    /// One steal attempt. The stolen tasks go to the local queue (up to half its capacity) and the
+    /// rest to this worker's public queue, where others can steal them again.
+    fn steal(&mut self) -> bool {
+        self.operation = Operation::Steal;
+        let Some(victim) = self.picker.pick(&self.env.topology) else {
+            return false;
+        };
+        let mut plan = [0u64; 3];
+        if self.p.is_leader() {
+            if let Some((word, share)) = self.claim_from(victim) {
+                plan = [word.0, share.offset, share.count];
+            }
+        }
+        let [word, offset, count] = self.exchange(plan);
+        if count == 0 {
+            return false;
+        }
+        self.p.protocol_step(ProtocolStep::StealCopy);
+        let word = crate::word::QueueWord(word);
+        let capacity = self.env.config.public_capacity as u64;
+        let env = self.env;
+        let src = move |j: u64| -> *const T {
+            // SAFETY: the claimed share's slots belong to this thief until it completes the steal.
+            unsafe { env.slot(victim, (word.tail() + offset + j) % capacity) }
+        };
+        let to_local = count.min((self.local_capacity / 2).max(1));
+        let head = self.local_head;
+        self.copy_tasks(to_local, src, |j| self.local_slot(head + j));
+        self.p.barrier();
+        self.local_head += to_local;
+        self.leave_idle();
+        let mut rest = count - to_local;
+        while rest > 0 && !self.aborted {
+            let done = count - rest;
+            let published = self.publish(rest, |j| src(done + j));
+            rest -= published;
+            if published == 0 && rest > 0 {
+                // Our public queue is full: keep the remainder on the overflow stack.
+                let top = self.spill_len;
+                if top + rest > self.spill_capacity {
+                    let (worker, capacity) = (self.id, self.spill_capacity as u32);
+                    self.fail(RunError::SpillOverflow { worker, capacity });
+                    break;
+                }
+                let done = count - rest;
+                self.copy_tasks(rest, |j| src(done + j), |j| self.spill_slot(top + j));
+                self.p.barrier();
+                self.spill_len += rest;
+                rest = 0;
+            }
+        }
+        if self.p.is_leader() {
+            // SAFETY: victim is a valid queue index.
+            let header = unsafe { self.env.header(victim) };
+            PublicQueue::new(header, capacity, self.scope).complete(&self.p, word, count);
+            self.stats.steals += 1;
+            self.stats.tasks_stolen += count;
+        }
+        true
+    }
+
+    // ----- termination -------------------------------------------------------------------------
+
+    /// Leaves the idle count after gaining work, before any steal that gave the work completes.
+    fn leave_idle(&mut self) {
+        if self.idle {
+            if self.p.is_leader() && self.env.config.termination_mode() == TerminationMode::IdleCounter {
+                self.p.protocol_step(ProtocolStep::IdleLeave);
+                self.idle_counter().leave();
+            }
+            self.idle = false;
+            self.report_progress();
+        }
+    }
+
+    fn idle_counter(&self) -> IdleCounter<'e, P::Word> {
+        // SAFETY: the shared state outlives the run.
+        let shared = unsafe { self.env.shared() };
+        IdleCounter { counter: &shared.idle_workers, workers: self.env.config.workers as u64, scope: self.scope }
+    }
+
+    /// The idle path of the loop: nothing local, public, initial or stealable was found. Returns
+    /// true when the run is over.
+    fn idle_step(&mut self) -> bool {
+        self.operation = Operation::Idle;
+        self.stats.idle_rounds += 1;
+        let ignore_in_flight = self.flags.contains(RunFlags::BREAK_IN_FLIGHT_RULE);
+        let mut plan = [0u64; 3];
+        if self.p.is_leader() {
+            let abort = (self.abort_flag())();
+            let quiescent = self.own_queue().quiescent(ignore_in_flight);
+            let mut became_idle = false;
+            let terminate = match self.env.config.termination_mode() {
+                TerminationMode::IdleCounter => {
+                    if !self.idle && quiescent.is_some() {
+                        self.p.protocol_step(ProtocolStep::IdleEnter);
+                        self.idle_counter().enter();
+                        became_idle = true;
+                    }
+                    (self.idle || became_idle) && self.idle_counter().all_idle()
+                }
+                TerminationMode::VotingTree => {
+                    let targeted = match quiescent {
+                        Some(claims) => {
+                            let t = claims != self.claims_at_last_vote && !self.flags.contains(RunFlags::BREAK_TARGETED_RULE);
+                            Some((claims, t))
+                        }
+                        None => None,
+                    };
+                    let vote_idle = matches!(targeted, Some((_, false)));
+                    became_idle = !self.idle && quiescent.is_some();
+                    self.p.protocol_step(ProtocolStep::Vote);
+                    // SAFETY: the shared state outlives the run.
+                    let tree = VotingTree {
+                        tree: self.env.tree,
+                        shared: unsafe { self.env.shared() },
+                        topology: &self.env.topology,
+                        scope: self.scope,
+                    };
+                    let outcome = tree.step(self.id, vote_idle, &mut self.voted_round);
+                    if outcome == VoteOutcome::Voted {
+                        if let Some((claims, _)) = targeted {
+                            self.claims_at_last_vote = claims;
+                        }
+                    }
+                    outcome == VoteOutcome::Terminate
+                }
+            };
+            plan = [terminate as u64, abort as u64, became_idle as u64];
+        }
+        let [terminate, abort, became_idle] = self.exchange(plan);
+        if became_idle != 0 {
+            self.idle = true;
+            self.report_progress();
+        }
+        if abort != 0 {
+            self.aborted = true;
+            return true;
+        }
+        if terminate == 0 {
+            self.p.relax();
+        }
+        terminate != 0
+    }
+
+    // ----- errors, progress, exit --------------------------------------------------------------
+
+    /// Records `error` (the first one wins) and aborts the run. Called by all lanes.
+    fn fail(&mut self, error: RunError) {
+        if self.p.is_leader() {
+            // SAFETY: the shared state outlives the run.
+            let shared = unsafe { self.env.shared() };
+            let _ = shared.error.compare_exchange(0, error.pack(), Ordering::AcqRel, Ordering::Relaxed, self.scope);
+            shared.abort.store(1, Ordering::Release, self.scope);
+        }
+        self.aborted = true;
+    }
+
+    fn check_abort(&mut self) {
+        let flag = self.p.is_leader() && (self.abort_flag())();
+        if self.exchange([flag as u64])[0] != 0 {
+            self.aborted = true;
+        }
+    }
+
+    fn report_progress(&self) {
+        if !self.p.is_leader() {
+            return;
+        }
+        let state = if self.operation == Operation::Exited { 2 } else { self.idle as u64 };
+        let progress = WorkerProgress {
+            iterations: self.iterations,
+            tasks_run: self.stats.tasks_run,
+            last_operation: self.operation as u64,
+            state,
+        };
+        // SAFETY: one progress record per worker; only this worker's lane 0 writes it. Volatile so
+        // that the host's watchdog, reading concurrently, sees the stores.
+        unsafe { self.env.progress.add(self.id as usize).write_volatile(progress) };
+    }
+
+    fn finish(&mut self) {
+        self.operation = Operation::Exited;
+        self.report_progress();
+        if self.p.is_leader() {
+            if !self.env.stats.is_null() {
+                // SAFETY: one stats record per worker, written only by this worker's lane 0.
+                unsafe { self.env.stats.add(self.id as usize).write_volatile(self.stats) };
+            }
+            // SAFETY: the shared state outlives the run.
+            unsafe { self.env.shared() }.exited_workers.fetch_add(1, Ordering::Release, self.scope);
+        }
+        self.p.barrier();
+    }
+}
+
+/// The local queue's ring in scratch memory.
+#[derive(Clone, Copy)]
+struct LocalRing<T> {
+    base: *mut T,
+    capacity: u64,
+}
+
+impl<T> LocalRing<T> {
+    #[inline(always)]
+    fn slot(self, position: u64) -> *mut T {
+        // SAFETY: the ring holds `capacity` tasks; the index is reduced modulo the capacity.
+        unsafe { self.base.add((position % self.capacity) as usize) }
+    }
+}
+
+impl<'e, P: Platform, T: Copy> TaskContext<'_, 'e, P, T> {
+    /// This lane's index in the worker.
+    #[inline(always)]
+    pub fn lane_id(&self) -> u32 {
+        self.core.p.lane_id()
+    }
+    /// The number of lanes of the worker.
+    #[inline(always)]
+    pub fn lane_count(&self) -> u32 {
+        self.core.p.lane_count()
+    }
+    /// The id of the worker running the task.
+    pub fn worker_id(&self) -> u32 {
+        self.core.id
+    }
+    /// Waits for every lane of the worker.
+    #[inline(always)]
+    pub fn barrier(&self) {
+        self.core.p.barrier()
+    }
+    /// Lane 0's `value`, on every lane.
+    pub fn broadcast(&self, value: u64) -> u64 {
+        self.core.p.broadcast(value)
+    }
+    /// The sum of every lane's `value`, on every lane.
+    pub fn sum(&self, value: u64) -> u64 {
+        self.reduce(value, |a, b| a.wrapping_add(b))
+    }
+    /// True on every lane if any lane passed true.
+    pub fn any(&self, value: bool) -> bool {
+        self.reduce(value as u64, |a, b| a | b) != 0
+    }
+    /// The maximum of every lane's `value`, on every lane.
+    pub fn max(&self, value: u64) -> u64 {
+        self.reduce(value, |a, b| a.max(b))
+    }
+
+    fn reduce(&self, value: u64, f: impl Fn(u64, u64) -> u64) -> u64 {
+        let p = &self.core.p;
+        if p.lane_count() == 1 {
+            return value;
+        }
+        let area = self.core.scratch_at::<u64>(self.core.layout.lanes_area);
+        // SAFETY: the lanes area has one word per lane; each lane writes only its own.
+        unsafe { area.add(p.lane_id() as usize).write_volatile(value) };
+        p.barrier();
+        let mut acc = value;
+        for lane in 0..p.lane_count() as usize {
+            if lane != p.lane_id() as usize {
+                // SAFETY: written by that lane before the barrier.
+                acc = f(acc, unsafe { area.add(lane).read_volatile() });
+            }
+        }
+        p.barrier();
+        acc
+    }
+
+    /// Enqueues lane 0's `task` as a new task. Every lane must call it.
+    pub fn spawn(&mut self, task: &T) {
+        self.spawn_from(0, task);
+    }
+
+    /// Enqueues the `task` of lane `source` as a new task; the other lanes' `task` is ignored.
+    /// Every lane must call it with the same `source`.
+    pub fn spawn_from(&mut self, source: u32, task: &T) {
+        self.core.stats.tasks_spawned += 1;
+        self.core.push_local(source, task);
+    }
+
+    /// Atomically adds `value` to the `u64` at `target` with relaxed ordering at the run's
+    /// orchestration scope, and returns the previous value.
+    ///
+    /// # Safety
+    /// `target` must be valid, 8-byte aligned and only accessed atomically during the run.
+    pub unsafe fn atomic_add(&self, target: *mut u64, value: u64) -> u64 {
+        // SAFETY: every platform that runs tasks has a word type that is `repr(transparent)` over
+        // a u64 (see `AtomicWord`); the caller guarantees the address.
+        let word = unsafe { &*(target as *const P::Word) };
+        word.fetch_add(value, Ordering::Relaxed, self.core.scope)
+    }
+
+    /// Base address of data area `index` on this worker's device (0 if unset).
+    pub fn area(&self, index: usize) -> u64 {
+        self.core.env.areas.get(index).copied().unwrap_or(0)
+    }
+}

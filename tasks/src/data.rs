@@ -1,0 +1,54 @@
+//! Data descriptors: where a task's out-of-struct data lives, how large it is and how it is used.
+
+/// How a task uses the data a descriptor names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Access {
+    /// No data: an unused descriptor slot.
+    None = 0,
+    Read = 1,
+    ReadWrite = 2,
+    /// The data is an array of further descriptors (for tasks that need more than fit the struct).
+    Indirection = 3,
+}
+
+/// An offset pointer into one of the run's data areas, plus its size and access rights.
+///
+/// The same descriptor is valid on every device: each device resolves `area` to its own base
+/// address (thesis 5.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[repr(C)]
+pub struct DataDescriptor {
+    /// Byte offset from the start of the area.
+    pub offset: u64,
+    /// Size in bytes.
+    pub size: u32,
+    /// Index of the data area (`0..mgws_core::DATA_AREAS`).
+    pub area: u8,
+    /// An [`Access`] as `u8`.
+    pub access: u8,
+    _pad: u16,
+}
+
+impl DataDescriptor {
+    /// A descriptor of `size` bytes at `offset` in `area`.
+    pub const fn new(area: u8, offset: u64, size: u32, access: Access) -> DataDescriptor {
+        DataDescriptor { offset, size, area, access: access as u8, _pad: 0 }
+    }
+
+    /// The access rights, or `None` for a corrupt value.
+    pub fn access(&self) -> Option<Access> {
+        Some(match self.access {
+            0 => Access::None,
+            1 => Access::Read,
+            2 => Access::ReadWrite,
+            3 => Access::Indirection,
+            _ => return None,
+        })
+    }
+
+    /// The address of the described data, given the base address of its area.
+    pub fn resolve(&self, area_base: u64) -> *mut u8 {
+        (area_base + self.offset) as *mut u8
+    }
+}

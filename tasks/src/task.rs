@@ -1,0 +1,78 @@
+//! The fixed-size task struct and the functor trait.
+
+use mgws_core::{Platform, TaskError};
+
+use crate::data::DataDescriptor;
+use crate::Ctx;
+
+/// Bytes of the functor parameter area.
+pub const PARAM_BYTES: usize = 24;
+/// The strictest alignment a functor may have.
+pub const PARAM_ALIGN: usize = 8;
+/// Data descriptors stored in the task struct itself.
+pub const DESCRIPTORS: usize = 2;
+
+/// One task: 64 bytes, 16-byte aligned, so lanes can copy it in coalesced 8- or 16-byte words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C, align(16))]
+pub struct TaskStruct {
+    /// The registry tag of the functor type; 0 is never valid.
+    pub tag: u32,
+    /// Reserved, 0.
+    pub flags: u32,
+    /// The functor's bytes.
+    pub params: [u64; PARAM_BYTES / 8],
+    /// Data the task reads or writes outside the struct.
+    pub data: [DataDescriptor; DESCRIPTORS],
+}
+
+const _: () = assert!(core::mem::size_of::<TaskStruct>() == 64);
+
+/// Implemented by a registry for each functor type it contains, giving that type's tag.
+pub trait Tagged<F> {
+    const TAG: u32;
+}
+
+/// What a task does. The functor value is stored in the task's parameter area.
+pub trait TaskFunctor: Copy + 'static {
+    /// Runs the task on every lane of the worker. `task` is the whole struct (for its data
+    /// descriptors and tag); spawned subtasks go through `ctx`.
+    fn run<P: Platform>(&self, task: &TaskStruct, ctx: &mut Ctx<'_, '_, P>) -> Result<(), TaskError>;
+}
+
+impl TaskStruct {
+    /// A task with tag `tag` whose parameter area holds `functor`.
+    pub fn new<F: Copy>(tag: u32, functor: &F) -> TaskStruct {
+        const { assert!(core::mem::size_of::<F>() <= PARAM_BYTES && core::mem::align_of::<F>() <= PARAM_ALIGN) };
+        let mut task = TaskStruct { tag, flags: 0, params: [0; PARAM_BYTES / 8], data: [DataDescriptor::default(); DESCRIPTORS] };
+        // SAFETY: F fits the parameter area in size and alignment (checked above), and the area
+        // is plain bytes; F: Copy, so a bitwise copy is a valid value.
+        unsafe { (task.params.as_mut_ptr() as *mut F).write(*functor) };
+        task
+    }
+
+    /// The same task with descriptor `index` set.
+    pub fn with_data(mut self, index: usize, descriptor: DataDescriptor) -> TaskStruct {
+        self.data[index] = descriptor;
+        self
+    }
+
+    /// A task of the same tag and descriptors, with a new functor value (for a functor that
+    /// spawns tasks of its own type).
+    pub fn with_params<F: Copy>(&self, functor: &F) -> TaskStruct {
+        let mut t = TaskStruct::new(self.tag, functor);
+        t.data = self.data;
+        t
+    }
+
+    /// The functor stored in the parameter area, read as `F`.
+    ///
+    /// Only meaningful when `F` is the type the task was built with, which the registry's
+    /// dispatch guarantees by tag. Functor types must be plain data valid for any bit pattern
+    /// (integers and arrays of them), so even a corrupt task struct cannot produce an invalid value.
+    pub fn params_as<F: Copy>(&self) -> F {
+        const { assert!(core::mem::size_of::<F>() <= PARAM_BYTES && core::mem::align_of::<F>() <= PARAM_ALIGN) };
+        // SAFETY: in bounds and aligned (checked above); functors are plain-data types.
+        unsafe { (self.params.as_ptr() as *const F).read() }
+    }
+}
