@@ -33,7 +33,13 @@ pub struct DataDescriptor {
 impl DataDescriptor {
     /// A descriptor of `size` bytes at `offset` in `area`.
     pub const fn new(area: u8, offset: u64, size: u32, access: Access) -> DataDescriptor {
-        DataDescriptor { offset, size, area, access: access as u8, _pad: 0 }
+        DataDescriptor {
+            offset,
+            size,
+            area,
+            access: access as u8,
+            _pad: 0,
+        }
     }
 
     /// The access rights, or `None` for a corrupt value.

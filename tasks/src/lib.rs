@@ -24,7 +24,7 @@ pub mod workloads;
 pub use data::{Access, DataDescriptor};
 pub use mgws_core::{TaskContext, TaskError};
 pub use mgws_tasks_macros::registry;
-pub use task::{TaskFunctor, TaskStruct, Tagged, DESCRIPTORS, PARAM_ALIGN, PARAM_BYTES};
+pub use task::{Tagged, TaskFunctor, TaskStruct, DESCRIPTORS, PARAM_ALIGN, PARAM_BYTES};
 pub use workloads::Builtin;
 
 /// The task context the functors of this crate receive.

@@ -37,14 +37,28 @@ pub trait Tagged<F> {
 pub trait TaskFunctor: Copy + 'static {
     /// Runs the task on every lane of the worker. `task` is the whole struct (for its data
     /// descriptors and tag); spawned subtasks go through `ctx`.
-    fn run<P: Platform>(&self, task: &TaskStruct, ctx: &mut Ctx<'_, '_, P>) -> Result<(), TaskError>;
+    fn run<P: Platform>(
+        &self,
+        task: &TaskStruct,
+        ctx: &mut Ctx<'_, '_, P>,
+    ) -> Result<(), TaskError>;
 }
 
 impl TaskStruct {
     /// A task with tag `tag` whose parameter area holds `functor`.
     pub fn new<F: Copy>(tag: u32, functor: &F) -> TaskStruct {
-        const { assert!(core::mem::size_of::<F>() <= PARAM_BYTES && core::mem::align_of::<F>() <= PARAM_ALIGN) };
-        let mut task = TaskStruct { tag, flags: 0, params: [0; PARAM_BYTES / 8], data: [DataDescriptor::default(); DESCRIPTORS] };
+        const {
+            assert!(
+                core::mem::size_of::<F>() <= PARAM_BYTES
+                    && core::mem::align_of::<F>() <= PARAM_ALIGN
+            )
+        };
+        let mut task = TaskStruct {
+            tag,
+            flags: 0,
+            params: [0; PARAM_BYTES / 8],
+            data: [DataDescriptor::default(); DESCRIPTORS],
+        };
         // SAFETY: F fits the parameter area in size and alignment (checked above), and the area
         // is plain bytes; F: Copy, so a bitwise copy is a valid value.
         unsafe { (task.params.as_mut_ptr() as *mut F).write(*functor) };
@@ -71,7 +85,12 @@ impl TaskStruct {
     /// dispatch guarantees by tag. Functor types must be plain data valid for any bit pattern
     /// (integers and arrays of them), so even a corrupt task struct cannot produce an invalid value.
     pub fn params_as<F: Copy>(&self) -> F {
-        const { assert!(core::mem::size_of::<F>() <= PARAM_BYTES && core::mem::align_of::<F>() <= PARAM_ALIGN) };
+        const {
+            assert!(
+                core::mem::size_of::<F>() <= PARAM_BYTES
+                    && core::mem::align_of::<F>() <= PARAM_ALIGN
+            )
+        };
         // SAFETY: in bounds and aligned (checked above); functors are plain-data types.
         unsafe { (self.params.as_ptr() as *const F).read() }
     }

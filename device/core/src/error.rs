@@ -38,9 +38,18 @@ impl RunError {
         let detail = word as u32;
         match word >> 56 {
             0 => None,
-            1 => Some(RunError::UnknownTag { worker, tag: detail }),
-            2 => Some(RunError::TaskFailed { worker, code: detail }),
-            3 => Some(RunError::SpillOverflow { worker, capacity: detail }),
+            1 => Some(RunError::UnknownTag {
+                worker,
+                tag: detail,
+            }),
+            2 => Some(RunError::TaskFailed {
+                worker,
+                code: detail,
+            }),
+            3 => Some(RunError::SpillOverflow {
+                worker,
+                capacity: detail,
+            }),
             _ => Some(RunError::Aborted),
         }
     }
@@ -53,9 +62,18 @@ mod tests {
     #[test]
     fn errors_round_trip_through_their_word() {
         for e in [
-            RunError::UnknownTag { worker: 7, tag: 0xdead },
-            RunError::TaskFailed { worker: 0xff_ffff, code: u32::MAX },
-            RunError::SpillOverflow { worker: 3, capacity: 4096 },
+            RunError::UnknownTag {
+                worker: 7,
+                tag: 0xdead,
+            },
+            RunError::TaskFailed {
+                worker: 0xff_ffff,
+                code: u32::MAX,
+            },
+            RunError::SpillOverflow {
+                worker: 3,
+                capacity: 4096,
+            },
             RunError::Aborted,
         ] {
             assert_ne!(e.pack(), 0);

@@ -3,10 +3,10 @@
 
 use crate::platform::{AtomicWord, Ordering, Scope};
 
-#[cfg(loom)]
-use loom::sync::atomic::AtomicU64;
 #[cfg(not(loom))]
 use core::sync::atomic::AtomicU64;
+#[cfg(loom)]
+use loom::sync::atomic::AtomicU64;
 
 /// A 64-bit atomic word for host threads, layout-compatible with a `u64` (outside loom).
 #[derive(Debug)]

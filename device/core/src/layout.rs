@@ -243,13 +243,24 @@ pub struct ScratchLayout {
 
 impl ScratchLayout {
     /// The layout for `local_capacity` tasks of `task_size` bytes, `lanes` lanes and `queues` queues.
-    pub const fn new(local_capacity: u32, task_size: usize, lanes: u32, queues: u32) -> ScratchLayout {
+    pub const fn new(
+        local_capacity: u32,
+        task_size: usize,
+        lanes: u32,
+        queues: u32,
+    ) -> ScratchLayout {
         let local_slots = 0;
         let lanes_area = local_slots + round16(local_capacity as usize * task_size);
         let exchange = lanes_area + round16(8 * lanes as usize);
         let damping = exchange + 8 * EXCHANGE_WORDS;
         let total = damping + round16((queues as usize).div_ceil(64) * 8);
-        ScratchLayout { local_slots, lanes_area, exchange, damping, total }
+        ScratchLayout {
+            local_slots,
+            lanes_area,
+            exchange,
+            damping,
+            total,
+        }
     }
 }
 

@@ -23,7 +23,9 @@ pub mod worker;
 pub use config::{ConfigError, OverflowMode, RunFlags, SchedConfig, TerminationMode, MAX_DEVICES};
 pub use error::{RunError, TaskError};
 pub use host_word::HostWord;
-pub use layout::{Env, QueueHeader, ScratchLayout, SharedState, Topology, WorkerProgress, WorkerStats, DATA_AREAS};
+pub use layout::{
+    Env, QueueHeader, ScratchLayout, SharedState, Topology, WorkerProgress, WorkerStats, DATA_AREAS,
+};
 pub use operation::Operation;
 pub use platform::{AtomicWord, Ordering, Platform, ProtocolStep, Scope};
 pub use public_queue::{Claim, OwnerView, PublicQueue};

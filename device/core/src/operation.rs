@@ -18,7 +18,19 @@ pub enum Operation {
 impl Operation {
     pub fn from_u64(v: u64) -> Option<Operation> {
         use Operation::*;
-        [Start, RunTask, Release, Acquire, LoadInitial, Steal, Idle, Spill, Exited].get(v as usize).copied()
+        [
+            Start,
+            RunTask,
+            Release,
+            Acquire,
+            LoadInitial,
+            Steal,
+            Idle,
+            Spill,
+            Exited,
+        ]
+        .get(v as usize)
+        .copied()
     }
     pub fn name(self) -> &'static str {
         match self {

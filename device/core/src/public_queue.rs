@@ -14,10 +14,10 @@
 //!    (other than the steal counter, which thieves add to).
 //! 3. Epoch `e` is reopened only after every task claimed in its previous use was copied out.
 
+use crate::layout::QueueHeader;
 use crate::platform::{AtomicWord, Ordering, Platform, ProtocolStep, Scope};
 use crate::share::{claimed_by, share, StealShare};
-use crate::word::{QueueWord, STEAL_INCREMENT, WordFlags};
-use crate::layout::QueueHeader;
+use crate::word::{QueueWord, WordFlags, STEAL_INCREMENT};
 
 /// What a steal attempt found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,7 +61,11 @@ pub struct PublicQueue<'a, W> {
 
 impl<'a, W: AtomicWord> PublicQueue<'a, W> {
     pub fn new(header: &'a QueueHeader<W>, capacity: u64, scope: Scope) -> Self {
-        PublicQueue { header, capacity, scope }
+        PublicQueue {
+            header,
+            capacity,
+            scope,
+        }
     }
 
     /// The current word. Relaxed: callers use it as a hint, or re-check it with an RMW.
@@ -83,7 +87,11 @@ impl<'a, W: AtomicWord> PublicQueue<'a, W> {
     #[inline]
     pub fn claim<P: Platform>(&self, p: &P) -> Claim {
         p.protocol_step(ProtocolStep::StealClaim);
-        let word = QueueWord(self.header.word.fetch_add(STEAL_INCREMENT, Ordering::Acquire, self.scope));
+        let word = QueueWord(self.header.word.fetch_add(
+            STEAL_INCREMENT,
+            Ordering::Acquire,
+            self.scope,
+        ));
         if word.locked() {
             return Claim::Locked;
         }
@@ -106,7 +114,11 @@ impl<'a, W: AtomicWord> PublicQueue<'a, W> {
     #[inline]
     pub fn complete<P: Platform>(&self, p: &P, word: QueueWord, count: u64) {
         p.protocol_step(ProtocolStep::StealComplete);
-        self.header.completed[word.epoch() as usize].fetch_add(count, Ordering::Release, self.scope);
+        self.header.completed[word.epoch() as usize].fetch_add(
+            count,
+            Ordering::Release,
+            self.scope,
+        );
     }
 
     /// Takes the owner lock (spinning while a co-owner holds it) and reports the ending epoch.
@@ -116,7 +128,11 @@ impl<'a, W: AtomicWord> PublicQueue<'a, W> {
     pub fn lock<P: Platform>(&self, p: &P, abort: &impl Fn() -> bool) -> Option<OwnerView> {
         p.protocol_step(ProtocolStep::Lock);
         let word = loop {
-            let old = QueueWord(self.header.word.fetch_or(WordFlags::LOCK.bits(), Ordering::Acquire, self.scope));
+            let old = QueueWord(self.header.word.fetch_or(
+                WordFlags::LOCK.bits(),
+                Ordering::Acquire,
+                self.scope,
+            ));
             if !old.locked() {
                 break old;
             }
@@ -126,15 +142,27 @@ impl<'a, W: AtomicWord> PublicQueue<'a, W> {
             p.relax();
         };
         let claimed = claimed_by(word.initial(), word.steals());
-        let epoch_tail = self.header.epoch_tail[word.epoch() as usize].load(Ordering::Relaxed, self.scope);
+        let epoch_tail =
+            self.header.epoch_tail[word.epoch() as usize].load(Ordering::Relaxed, self.scope);
         let head = self.header.head.load(Ordering::Relaxed, self.scope);
-        Some(OwnerView { word, claimed, epoch_tail, first_unclaimed: epoch_tail + claimed, head })
+        Some(OwnerView {
+            word,
+            claimed,
+            epoch_tail,
+            first_unclaimed: epoch_tail + claimed,
+            head,
+        })
     }
 
     /// Waits until every task claimed in the previous use of epoch index `epoch` is copied out.
     ///
     /// Acquire: pairs with the thieves' release adds in [`PublicQueue::complete`].
-    pub fn wait_drained<P: Platform>(&self, p: &P, epoch: usize, abort: &impl Fn() -> bool) -> bool {
+    pub fn wait_drained<P: Platform>(
+        &self,
+        p: &P,
+        epoch: usize,
+        abort: &impl Fn() -> bool,
+    ) -> bool {
         let claimed = self.header.claimed[epoch].load(Ordering::Relaxed, self.scope);
         while self.header.completed[epoch].load(Ordering::Acquire, self.scope) != claimed {
             if abort() {
@@ -146,7 +174,12 @@ impl<'a, W: AtomicWord> PublicQueue<'a, W> {
     }
 
     /// Waits until every claim of the ending epoch (`view`) is copied out.
-    pub fn wait_drained_current<P: Platform>(&self, p: &P, view: &OwnerView, abort: &impl Fn() -> bool) -> bool {
+    pub fn wait_drained_current<P: Platform>(
+        &self,
+        p: &P,
+        view: &OwnerView,
+        abort: &impl Fn() -> bool,
+    ) -> bool {
         while !self.ending_epoch_drained(view) {
             if abort() {
                 return false;
@@ -158,13 +191,18 @@ impl<'a, W: AtomicWord> PublicQueue<'a, W> {
 
     /// True if every claim of the ending epoch (`view`) is already copied out.
     pub fn ending_epoch_drained(&self, view: &OwnerView) -> bool {
-        self.header.completed[view.word.epoch() as usize].load(Ordering::Acquire, self.scope) == view.claimed
+        self.header.completed[view.word.epoch() as usize].load(Ordering::Acquire, self.scope)
+            == view.claimed
     }
 
     /// Free ring slots after the lock holder waited for the other epoch to drain: the ending epoch's
     /// claimed slots still count as used until its thieves finish.
     pub fn free_slots(&self, view: &OwnerView) -> u64 {
-        let live_start = if self.ending_epoch_drained(view) { view.first_unclaimed } else { view.epoch_tail };
+        let live_start = if self.ending_epoch_drained(view) {
+            view.first_unclaimed
+        } else {
+            view.epoch_tail
+        };
         self.capacity - (view.head - live_start)
     }
 
@@ -179,7 +217,8 @@ impl<'a, W: AtomicWord> PublicQueue<'a, W> {
         let next = 1 - ending;
         h.claimed[ending].store(view.claimed, Ordering::Relaxed, self.scope);
         let total = h.total_claimed.load(Ordering::Relaxed, self.scope);
-        h.total_claimed.store(total + view.claimed, Ordering::Relaxed, self.scope);
+        h.total_claimed
+            .store(total + view.claimed, Ordering::Relaxed, self.scope);
         // No thief can be inside epoch `next`: its previous use drained, and the word still names
         // `ending` (locked). Resetting its counters is therefore race-free.
         h.completed[next].store(0, Ordering::Relaxed, self.scope);
@@ -221,7 +260,9 @@ impl<'a, W: AtomicWord> PublicQueue<'a, W> {
         // A co-owner may have turned the epoch over while we read: only an unchanged word makes
         // the reads above one consistent snapshot.
         let again = QueueWord(h.word.load(Ordering::Acquire, self.scope));
-        if again.0 & !(u64::MAX << crate::word::STEALS_SHIFT) != word.0 & !(u64::MAX << crate::word::STEALS_SHIFT) {
+        if again.0 & !(u64::MAX << crate::word::STEALS_SHIFT)
+            != word.0 & !(u64::MAX << crate::word::STEALS_SHIFT)
+        {
             return None;
         }
         Some(total)

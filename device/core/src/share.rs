@@ -35,7 +35,10 @@ pub fn share(initial: u64, attempt: u64) -> Option<StealShare> {
         }
         let take = take_of(remaining);
         if k == attempt {
-            return Some(StealShare { offset, count: take });
+            return Some(StealShare {
+                offset,
+                count: take,
+            });
         }
         offset += take;
         k += 1;
@@ -76,10 +79,22 @@ mod tests {
     fn eight_tasks_split_four_two_one_one() {
         let takes: Vec<u64> = (0..5).map(|k| share(8, k).map_or(0, |s| s.count)).collect();
         assert_eq!(takes, [4, 2, 1, 1, 0]);
-        assert_eq!(share(8, 2), Some(StealShare { offset: 6, count: 1 }));
+        assert_eq!(
+            share(8, 2),
+            Some(StealShare {
+                offset: 6,
+                count: 1
+            })
+        );
         assert_eq!(max_successful_steals(8), 4);
         assert_eq!(share(0, 0), None);
-        assert_eq!(share(1, 0), Some(StealShare { offset: 0, count: 1 }));
+        assert_eq!(
+            share(1, 0),
+            Some(StealShare {
+                offset: 0,
+                count: 1
+            })
+        );
     }
 
     #[test]

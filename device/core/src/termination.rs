@@ -104,7 +104,9 @@ impl<W: AtomicWord> VotingTree<'_, W> {
         let mut all_idle = idle;
         for child in [2 * local + 1, 2 * local + 2] {
             if child < count {
-                let v = self.word((first + child) as usize).load(Ordering::Acquire, self.scope);
+                let v = self
+                    .word((first + child) as usize)
+                    .load(Ordering::Acquire, self.scope);
                 if v >> 1 != round {
                     return VoteOutcome::Waiting;
                 }
@@ -112,7 +114,11 @@ impl<W: AtomicWord> VotingTree<'_, W> {
             }
         }
         if local != 0 {
-            self.word(worker as usize).store(round << 1 | all_idle as u64, Ordering::Release, self.scope);
+            self.word(worker as usize).store(
+                round << 1 | all_idle as u64,
+                Ordering::Release,
+                self.scope,
+            );
             *voted_round = round;
             return VoteOutcome::Voted;
         }
@@ -128,13 +134,21 @@ impl<W: AtomicWord> VotingTree<'_, W> {
         }
         *voted_round = round;
         if d != 0 {
-            self.global_vote(d).store(round << 1 | all_idle as u64, Ordering::Release, self.scope);
+            self.global_vote(d)
+                .store(round << 1 | all_idle as u64, Ordering::Release, self.scope);
             return VoteOutcome::Voted;
         }
         // Global root: decide the round. `round` is the 1-based number of the round just decided.
-        let next = if all_idle { (round - 1) << 1 | 1 } else { round << 1 };
-        self.shared.decision.store(next, Ordering::Release, self.scope);
-        self.device_decision(0).store(next, Ordering::Release, self.scope);
+        let next = if all_idle {
+            (round - 1) << 1 | 1
+        } else {
+            round << 1
+        };
+        self.shared
+            .decision
+            .store(next, Ordering::Release, self.scope);
+        self.device_decision(0)
+            .store(next, Ordering::Release, self.scope);
         if all_idle {
             VoteOutcome::Terminate
         } else {

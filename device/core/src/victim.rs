@@ -18,8 +18,16 @@ pub struct VictimPicker {
 }
 
 impl VictimPicker {
-    pub fn new(seed: u64, worker: u32, own_queue: u32, topology: &Topology, bias_permille: u32, same_device_only: bool) -> Self {
-        let mut rng = Pcg32::seed_from_u64(seed ^ (worker as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    pub fn new(
+        seed: u64,
+        worker: u32,
+        own_queue: u32,
+        topology: &Topology,
+        bias_permille: u32,
+        same_device_only: bool,
+    ) -> Self {
+        let mut rng =
+            Pcg32::seed_from_u64(seed ^ (worker as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
         rng.next_u32();
         VictimPicker {
             rng,
@@ -79,7 +87,10 @@ mod tests {
             seen[p.pick(&t).unwrap() as usize] += 1;
         }
         assert_eq!(seen[2], 0);
-        assert!(seen.iter().enumerate().all(|(i, &n)| i == 2 || n > 1000), "{seen:?}");
+        assert!(
+            seen.iter().enumerate().all(|(i, &n)| i == 2 || n > 1000),
+            "{seen:?}"
+        );
     }
 
     #[test]
@@ -97,6 +108,9 @@ mod tests {
         assert!((8700..9300).contains(&own), "{own}");
         assert_eq!(own_only, 10_000);
         let single = Topology::single(1, 1);
-        assert_eq!(VictimPicker::new(0, 0, 0, &single, 0, false).pick(&single), None);
+        assert_eq!(
+            VictimPicker::new(0, 0, 0, &single, 0, false).pick(&single),
+            None
+        );
     }
 }

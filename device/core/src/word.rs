@@ -85,7 +85,10 @@ mod tests {
     #[test]
     fn fields_round_trip_at_their_limits() {
         let w = QueueWord::open(1, MAX_FIELD, MAX_FIELD);
-        assert_eq!((w.epoch(), w.initial(), w.tail(), w.steals()), (1, MAX_FIELD, MAX_FIELD, 0));
+        assert_eq!(
+            (w.epoch(), w.initial(), w.tail(), w.steals()),
+            (1, MAX_FIELD, MAX_FIELD, 0)
+        );
         assert!(!w.locked());
         assert!(w.with_lock().locked());
         assert_eq!(w.with_lock().flags(), WordFlags::LOCK | WordFlags::EPOCH);
@@ -94,7 +97,10 @@ mod tests {
     #[test]
     fn steal_increment_leaves_other_fields_alone() {
         let w = QueueWord(QueueWord::open(0, 77, 12345).0 + 5 * STEAL_INCREMENT);
-        assert_eq!((w.steals(), w.initial(), w.tail(), w.epoch()), (5, 77, 12345, 0));
+        assert_eq!(
+            (w.steals(), w.initial(), w.tail(), w.epoch()),
+            (5, 77, 12345, 0)
+        );
         let max_steals = QueueWord(w.0 + ((1 << STEALS_BITS) - 6) * STEAL_INCREMENT);
         assert_eq!(max_steals.steals(), (1 << STEALS_BITS) - 1);
         assert_eq!(max_steals.initial(), 77);

@@ -18,7 +18,11 @@ use crate::victim::VictimPicker;
 /// Runs a task. Implemented by the task registry (`mgws-tasks`), which dispatches on the task tag.
 pub trait TaskExecutor<T>: Sync {
     /// Runs `task` on every lane of the worker; all lanes call it and must return the same result.
-    fn execute<P: Platform>(&self, task: &T, ctx: &mut TaskContext<'_, '_, P, T>) -> Result<(), TaskError>;
+    fn execute<P: Platform>(
+        &self,
+        task: &T,
+        ctx: &mut TaskContext<'_, '_, P, T>,
+    ) -> Result<(), TaskError>;
 }
 
 /// The scheduler state of one worker, shared by the loop and the task context.
@@ -78,7 +82,12 @@ impl<'e, P: Platform, T: Copy, X: TaskExecutor<T>> Worker<'e, P, T, X> {
             cfg.same_device_bias_permille,
             flags.contains(RunFlags::SAME_DEVICE_ONLY),
         );
-        let layout = ScratchLayout::new(cfg.local_capacity, core::mem::size_of::<T>(), p.lane_count(), env.topology.queues());
+        let layout = ScratchLayout::new(
+            cfg.local_capacity,
+            core::mem::size_of::<T>(),
+            p.lane_count(),
+            env.topology.queues(),
+        );
         debug_assert!(p.scratch_len() >= layout.total);
         Worker {
             core: WorkerCore {
@@ -229,13 +238,20 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
 
     #[inline(always)]
     fn local_ring(&self) -> LocalRing<T> {
-        LocalRing { base: self.scratch_at::<T>(self.layout.local_slots), capacity: self.local_capacity }
+        LocalRing {
+            base: self.scratch_at::<T>(self.layout.local_slots),
+            capacity: self.local_capacity,
+        }
     }
 
     #[inline(always)]
     fn spill_slot(&self, index: u64) -> *mut T {
         // SAFETY: the host allocates spill_capacity tasks per worker; index < spill_capacity.
-        unsafe { self.env.spill.add((self.id as u64 * self.spill_capacity + index) as usize) }
+        unsafe {
+            self.env
+                .spill
+                .add((self.id as u64 * self.spill_capacity + index) as usize)
+        }
     }
 
     /// Takes the newest local task (depth-first order for spawning workloads).
@@ -283,7 +299,11 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
             return;
         }
         let (tail, top) = (self.local_tail, self.spill_len);
-        self.copy_tasks(count, |j| self.local_slot(tail + j), |j| self.spill_slot(top + j));
+        self.copy_tasks(
+            count,
+            |j| self.local_slot(tail + j),
+            |j| self.spill_slot(top + j),
+        );
         self.p.barrier();
         self.local_tail += count;
         self.spill_len += count;
@@ -295,7 +315,11 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         self.operation = Operation::Spill;
         let count = self.spill_len.min(self.local_capacity / 2);
         let (from, head) = (self.spill_len - count, self.local_head);
-        self.copy_tasks(count, |j| self.spill_slot(from + j), |j| self.local_slot(head + j));
+        self.copy_tasks(
+            count,
+            |j| self.spill_slot(from + j),
+            |j| self.local_slot(head + j),
+        );
         self.p.barrier();
         self.spill_len -= count;
         self.local_head += count;
@@ -327,7 +351,9 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
             let mut exhausted = self.initial_exhausted;
             if !exhausted && self.iterations % 32 == 0 {
                 // SAFETY: the shared state outlives the run.
-                let cursor = unsafe { self.env.shared() }.initial_cursor.load(Ordering::Relaxed, self.scope);
+                let cursor = unsafe { self.env.shared() }
+                    .initial_cursor
+                    .load(Ordering::Relaxed, self.scope);
                 exhausted = cursor >= self.env.initial_len;
             }
             answer = [empty as u64, exhausted as u64];
@@ -391,7 +417,9 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         let env = self.env;
         let q = self.queue;
         // SAFETY: positions head..head+count are free ring slots of our locked queue.
-        self.copy_tasks(count, src, |j| unsafe { env.slot(q, (head + j) % capacity) });
+        self.copy_tasks(count, src, |j| unsafe {
+            env.slot(q, (head + j) % capacity)
+        });
         self.p.barrier();
         if let Some(v) = view {
             queue.reopen(&self.p, &v, v.first_unclaimed, v.head + count);
@@ -434,7 +462,11 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         let capacity = queue.capacity;
         let (env, q, head) = (self.env, self.queue, self.local_head);
         // SAFETY: positions from..from+take are unclaimed tasks of our locked queue.
-        self.copy_tasks(take, |j| unsafe { env.slot(q, (from + j) % capacity) }, |j| self.local_slot(head + j));
+        self.copy_tasks(
+            take,
+            |j| unsafe { env.slot(q, (from + j) % capacity) },
+            |j| self.local_slot(head + j),
+        );
         self.p.barrier();
         if let Some(v) = view {
             queue.reopen(&self.p, &v, v.first_unclaimed, from);
@@ -458,8 +490,17 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
             // SAFETY: the shared state outlives the run.
             let shared = unsafe { self.env.shared() };
             // Relaxed: the initial tasks were written by the host before the run started.
-            let start = shared.initial_cursor.fetch_add(chunk, Ordering::Relaxed, self.scope);
-            plan = [start, if start < total { chunk.min(total - start) } else { 0 }];
+            let start = shared
+                .initial_cursor
+                .fetch_add(chunk, Ordering::Relaxed, self.scope);
+            plan = [
+                start,
+                if start < total {
+                    chunk.min(total - start)
+                } else {
+                    0
+                },
+            ];
         }
         let [start, count] = self.exchange(plan);
         if count == 0 || start + count >= total {
@@ -470,7 +511,11 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         }
         let (initial, head) = (self.env.initial, self.local_head);
         // SAFETY: tasks start..start+count of the initial set were claimed by this worker alone.
-        self.copy_tasks(count, |j| unsafe { initial.add((start + j) as usize) }, |j| self.local_slot(head + j));
+        self.copy_tasks(
+            count,
+            |j| unsafe { initial.add((start + j) as usize) },
+            |j| self.local_slot(head + j),
+        );
         self.p.barrier();
         self.local_head += count;
         self.stats.initial_loads += 1;
@@ -482,7 +527,10 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     fn damping_bit(&self, queue: u32) -> (*mut u64, u64) {
         let words = self.scratch_at::<u64>(self.layout.damping);
         // SAFETY: the damping bitmap has one bit per queue.
-        (unsafe { words.add(queue as usize / 64) }, 1u64 << (queue % 64))
+        (
+            unsafe { words.add(queue as usize / 64) },
+            1u64 << (queue % 64),
+        )
     }
 
     fn clear_damping(&self) {
@@ -498,7 +546,10 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     }
 
     /// Lane 0's steal attempt on `victim`, with the configured overflow prevention.
-    fn claim_from(&mut self, victim: u32) -> Option<(crate::word::QueueWord, crate::share::StealShare)> {
+    fn claim_from(
+        &mut self,
+        victim: u32,
+    ) -> Option<(crate::word::QueueWord, crate::share::StealShare)> {
         // SAFETY: the picker returns valid queue indices.
         let header = unsafe { self.env.header(victim) };
         let queue = PublicQueue::new(header, self.env.config.public_capacity as u64, self.scope);
@@ -593,7 +644,9 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     /// Leaves the idle count after gaining work, before any steal that gave the work completes.
     fn leave_idle(&mut self) {
         if self.idle {
-            if self.p.is_leader() && self.env.config.termination_mode() == TerminationMode::IdleCounter {
+            if self.p.is_leader()
+                && self.env.config.termination_mode() == TerminationMode::IdleCounter
+            {
                 self.p.protocol_step(ProtocolStep::IdleLeave);
                 self.idle_counter().leave();
             }
@@ -605,7 +658,11 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     fn idle_counter(&self) -> IdleCounter<'e, P::Word> {
         // SAFETY: the shared state outlives the run.
         let shared = unsafe { self.env.shared() };
-        IdleCounter { counter: &shared.idle_workers, workers: self.env.config.workers as u64, scope: self.scope }
+        IdleCounter {
+            counter: &shared.idle_workers,
+            workers: self.env.config.workers as u64,
+            scope: self.scope,
+        }
     }
 
     /// The idle path of the loop: nothing local, public, initial or stealable was found. Returns
@@ -631,7 +688,8 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
                 TerminationMode::VotingTree => {
                     let targeted = match quiescent {
                         Some(claims) => {
-                            let t = claims != self.claims_at_last_vote && !self.flags.contains(RunFlags::BREAK_TARGETED_RULE);
+                            let t = claims != self.claims_at_last_vote
+                                && !self.flags.contains(RunFlags::BREAK_TARGETED_RULE);
                             Some((claims, t))
                         }
                         None => None,
@@ -679,7 +737,13 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         if self.p.is_leader() {
             // SAFETY: the shared state outlives the run.
             let shared = unsafe { self.env.shared() };
-            let _ = shared.error.compare_exchange(0, error.pack(), Ordering::AcqRel, Ordering::Relaxed, self.scope);
+            let _ = shared.error.compare_exchange(
+                0,
+                error.pack(),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+                self.scope,
+            );
             shared.abort.store(1, Ordering::Release, self.scope);
         }
         self.aborted = true;
@@ -696,7 +760,11 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         if !self.p.is_leader() {
             return;
         }
-        let state = if self.operation == Operation::Exited { 2 } else { self.idle as u64 };
+        let state = if self.operation == Operation::Exited {
+            2
+        } else {
+            self.idle as u64
+        };
         let progress = WorkerProgress {
             iterations: self.iterations,
             tasks_run: self.stats.tasks_run,
@@ -705,7 +773,12 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         };
         // SAFETY: one progress record per worker; only this worker's lane 0 writes it. Volatile so
         // that the host's watchdog, reading concurrently, sees the stores.
-        unsafe { self.env.progress.add(self.id as usize).write_volatile(progress) };
+        unsafe {
+            self.env
+                .progress
+                .add(self.id as usize)
+                .write_volatile(progress)
+        };
     }
 
     fn finish(&mut self) {
@@ -714,10 +787,17 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         if self.p.is_leader() {
             if !self.env.stats.is_null() {
                 // SAFETY: one stats record per worker, written only by this worker's lane 0.
-                unsafe { self.env.stats.add(self.id as usize).write_volatile(self.stats) };
+                unsafe {
+                    self.env
+                        .stats
+                        .add(self.id as usize)
+                        .write_volatile(self.stats)
+                };
             }
             // SAFETY: the shared state outlives the run.
-            unsafe { self.env.shared() }.exited_workers.fetch_add(1, Ordering::Release, self.scope);
+            unsafe { self.env.shared() }
+                .exited_workers
+                .fetch_add(1, Ordering::Release, self.scope);
         }
         self.p.barrier();
     }

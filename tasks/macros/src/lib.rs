@@ -24,9 +24,12 @@ use syn::{parse_macro_input, Fields, ItemEnum};
 #[proc_macro_attribute]
 pub fn registry(attr: TokenStream, item: TokenStream) -> TokenStream {
     if !attr.is_empty() {
-        return syn::Error::new(proc_macro2::Span::call_site(), "#[registry] takes no arguments")
-            .to_compile_error()
-            .into();
+        return syn::Error::new(
+            proc_macro2::Span::call_site(),
+            "#[registry] takes no arguments",
+        )
+        .to_compile_error()
+        .into();
     }
     let input = parse_macro_input!(item as ItemEnum);
     match expand(input) {
@@ -51,7 +54,10 @@ fn expand(input: ItemEnum) -> syn::Result<proc_macro2::TokenStream> {
     let name = &input.ident;
     let attrs = &input.attrs;
     if input.variants.is_empty() {
-        return Err(syn::Error::new_spanned(&input.ident, "a registry needs at least one task functor"));
+        return Err(syn::Error::new_spanned(
+            &input.ident,
+            "a registry needs at least one task functor",
+        ));
     }
     let mut consts = Vec::new();
     let mut arms = Vec::new();
@@ -71,7 +77,10 @@ fn expand(input: ItemEnum) -> syn::Result<proc_macro2::TokenStream> {
             }
         };
         if !seen.insert(quote!(#ty).to_string()) {
-            return Err(syn::Error::new_spanned(ty, "this functor type is registered twice"));
+            return Err(syn::Error::new_spanned(
+                ty,
+                "this functor type is registered twice",
+            ));
         }
         let tag = (i + 1) as u32;
         let cname = format_ident!("{}", screaming_snake(&v.ident.to_string()));

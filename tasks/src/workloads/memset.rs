@@ -22,7 +22,11 @@ pub const MEMSET_OUT_OF_BOUNDS: u32 = 0x4d53_0001;
 
 impl TaskFunctor for MemsetTask {
     #[inline]
-    fn run<P: Platform>(&self, task: &TaskStruct, ctx: &mut Ctx<'_, '_, P>) -> Result<(), TaskError> {
+    fn run<P: Platform>(
+        &self,
+        task: &TaskStruct,
+        ctx: &mut Ctx<'_, '_, P>,
+    ) -> Result<(), TaskError> {
         let out = task.data[0];
         if (self.index + 1) * 8 > out.size as u64 {
             return Err(TaskError::Failed(MEMSET_OUT_OF_BOUNDS));

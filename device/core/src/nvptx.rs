@@ -1,0 +1,395 @@
+//! The GPU platform (`nvptx64-nvidia-cuda`): one worker is one thread block.
+//!
+//! - [`NvptxWord`]: a `u64` whose atomics are written as inline PTX with an explicit ordering *and*
+//!   scope. LLVM's NVPTX backend drops the ordering of atomic read-modify-writes (every `fetch_add`
+//!   becomes a relaxed `.gpu` atom) and gives loads, stores and fences `.sys` scope only
+//!   (NOTES.md section 4), so none of the core's atomics go through `core::sync::atomic` here.
+//! - [`GpuBlockPlatform`]: lanes are the threads of a one-dimensional block, the barrier is
+//!   `bar.sync 0`, scratch memory is the block's dynamic shared memory.
+//!
+//! Mapping of orderings (the C++-to-PTX mapping of Lustig et al., ASPLOS 2019, made a bit stronger
+//! for `SeqCst` stores and RMWs):
+//!
+//! | Rust       | load                | store               | read-modify-write        | fence             |
+//! |------------|---------------------|---------------------|--------------------------|-------------------|
+//! | `Relaxed`  | `ld.relaxed.S`      | `st.relaxed.S`      | `atom.relaxed.S`         | nothing           |
+//! | `Acquire`  | `ld.acquire.S`      | (`st.release.S`)    | `atom.acquire.S`         | `fence.acq_rel.S` |
+//! | `Release`  | (`ld.acquire.S`)    | `st.release.S`      | `atom.release.S`         | `fence.acq_rel.S` |
+//! | `AcqRel`   | (`ld.acquire.S`)    | (`st.release.S`)    | `atom.acq_rel.S`         | `fence.acq_rel.S` |
+//! | `SeqCst`   | `fence.sc.S; ld.acquire.S` | `fence.sc.S; st.release.S` | `fence.sc.S; atom.acq_rel.S` | `fence.sc.S` |
+//!
+//! with `S` = `cta` for [`Scope::Block`], `gpu` for [`Scope::Device`] and `sys` for
+//! [`Scope::System`]. Orderings in parentheses are not valid Rust for that operation; they are
+//! mapped to the nearest stronger one instead of panicking on the GPU.
+
+use core::arch::asm;
+use core::arch::nvptx;
+use core::cell::UnsafeCell;
+
+use crate::platform::{AtomicWord, Ordering, Platform, Scope};
+
+/// The PTX memory-ordering qualifier of one instruction.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Sem {
+    Relaxed,
+    Acquire,
+    Release,
+    AcqRel,
+}
+
+/// Splits a Rust ordering into "needs a leading `fence.sc`" and the instruction's own semantics.
+#[inline(always)]
+fn rmw_sem(order: Ordering) -> (bool, Sem) {
+    match order {
+        Ordering::Relaxed => (false, Sem::Relaxed),
+        Ordering::Acquire => (false, Sem::Acquire),
+        Ordering::Release => (false, Sem::Release),
+        Ordering::AcqRel => (false, Sem::AcqRel),
+        _ => (true, Sem::AcqRel),
+    }
+}
+
+/// The semantics of a compare-exchange: the union of its success and failure orderings.
+#[inline(always)]
+fn cas_sem(success: Ordering, failure: Ordering) -> (bool, Sem) {
+    let (sc_s, s) = rmw_sem(success);
+    let (sc_f, f) = rmw_sem(failure);
+    let sem = match (s, f) {
+        (Sem::Relaxed, other) | (other, Sem::Relaxed) => other,
+        (a, b) if a == b => a,
+        _ => Sem::AcqRel,
+    };
+    (sc_s || sc_f, sem)
+}
+
+/// Expands `$m!(scope_literal, args...)` for the PTX scope of `$scope`.
+macro_rules! by_scope {
+    ($scope:expr, $m:ident!($($arg:tt)*)) => {
+        match $scope {
+            Scope::Block => $m!("cta", $($arg)*),
+            Scope::Device => $m!("gpu", $($arg)*),
+            Scope::System => $m!("sys", $($arg)*),
+        }
+    };
+}
+
+/// `fence.sc.<scope>`.
+macro_rules! fence_sc {
+    ($sc:literal) => {
+        // SAFETY: a fence has no operands and no effect other than ordering memory operations.
+        unsafe { asm!(concat!("fence.sc.", $sc, ";"), options(nostack)) }
+    };
+}
+
+/// `fence.acq_rel.<scope>`.
+macro_rules! fence_acq_rel {
+    ($sc:literal) => {
+        // SAFETY: as for `fence_sc`.
+        unsafe { asm!(concat!("fence.acq_rel.", $sc, ";"), options(nostack)) }
+    };
+}
+
+#[inline(always)]
+fn fence_sc(scope: Scope) {
+    by_scope!(scope, fence_sc!())
+}
+
+/// `ld.<sem>.<scope>.u64`.
+macro_rules! ld {
+    ($sc:literal, $sem:literal, $p:expr) => {{
+        let v: u64;
+        // SAFETY: `$p` points to a live, 8-byte aligned word (it comes from `&NvptxWord`).
+        unsafe {
+            asm!(concat!("ld.", $sem, ".", $sc, ".u64 {v}, [{p}];"),
+                 v = out(reg64) v, p = in(reg64) $p, options(nostack))
+        };
+        v
+    }};
+}
+
+/// `st.<sem>.<scope>.u64`.
+macro_rules! st {
+    ($sc:literal, $sem:literal, $p:expr, $v:expr) => {
+        // SAFETY: as for `ld`; the word is an `UnsafeCell`, so writing through `&self` is allowed.
+        unsafe {
+            asm!(concat!("st.", $sem, ".", $sc, ".u64 [{p}], {v};"),
+                 p = in(reg64) $p, v = in(reg64) $v, options(nostack))
+        }
+    };
+}
+
+/// `atom.<sem>.<scope>.<op> d, [p], v;`.
+macro_rules! atom {
+    ($sc:literal, $sem:literal, $op:literal, $p:expr, $v:expr) => {{
+        let r: u64;
+        // SAFETY: as for `st`.
+        unsafe {
+            asm!(concat!("atom.", $sem, ".", $sc, ".", $op, " {r}, [{p}], {v};"),
+                 r = out(reg64) r, p = in(reg64) $p, v = in(reg64) $v, options(nostack))
+        };
+        r
+    }};
+}
+
+/// `atom.<sem>.<scope>.cas.b64 d, [p], current, new;`.
+macro_rules! cas {
+    ($sc:literal, $sem:literal, $p:expr, $current:expr, $new:expr) => {{
+        let r: u64;
+        // SAFETY: as for `st`.
+        unsafe {
+            asm!(concat!("atom.", $sem, ".", $sc, ".cas.b64 {r}, [{p}], {c}, {n};"),
+                 r = out(reg64) r, p = in(reg64) $p, c = in(reg64) $current, n = in(reg64) $new,
+                 options(nostack))
+        };
+        r
+    }};
+}
+
+/// A read-modify-write `$op` with the semantics and scope asked for.
+macro_rules! rmw {
+    ($self:ident, $op:literal, $value:expr, $order:expr, $scope:expr) => {{
+        let (p, v, scope): (*mut u64, u64, Scope) = ($self.0.get(), $value, $scope);
+        let (sc, sem) = rmw_sem($order);
+        if sc {
+            fence_sc(scope);
+        }
+        match sem {
+            Sem::Relaxed => by_scope!(scope, atom!("relaxed", $op, p, v)),
+            Sem::Acquire => by_scope!(scope, atom!("acquire", $op, p, v)),
+            Sem::Release => by_scope!(scope, atom!("release", $op, p, v)),
+            Sem::AcqRel => by_scope!(scope, atom!("acq_rel", $op, p, v)),
+        }
+    }};
+}
+
+/// A 64-bit word whose atomics are PTX instructions with explicit ordering and scope.
+///
+/// `#[repr(transparent)]` over a `u64`: host-zeroed memory is a valid word holding 0, and a
+/// `*mut u64` into orchestration memory can be viewed as `&NvptxWord`.
+#[repr(transparent)]
+pub struct NvptxWord(UnsafeCell<u64>);
+
+// SAFETY: every access to the inner value goes through an atomic PTX instruction.
+unsafe impl Sync for NvptxWord {}
+
+impl AtomicWord for NvptxWord {
+    #[inline(always)]
+    fn new(value: u64) -> Self {
+        NvptxWord(UnsafeCell::new(value))
+    }
+
+    #[inline(always)]
+    fn load(&self, order: Ordering, scope: Scope) -> u64 {
+        let p = self.0.get();
+        match order {
+            Ordering::Relaxed => by_scope!(scope, ld!("relaxed", p)),
+            Ordering::SeqCst => {
+                fence_sc(scope);
+                by_scope!(scope, ld!("acquire", p))
+            }
+            _ => by_scope!(scope, ld!("acquire", p)),
+        }
+    }
+
+    #[inline(always)]
+    fn store(&self, value: u64, order: Ordering, scope: Scope) {
+        let p = self.0.get();
+        match order {
+            Ordering::Relaxed => by_scope!(scope, st!("relaxed", p, value)),
+            Ordering::SeqCst => {
+                fence_sc(scope);
+                by_scope!(scope, st!("release", p, value))
+            }
+            _ => by_scope!(scope, st!("release", p, value)),
+        }
+    }
+
+    #[inline(always)]
+    fn fetch_add(&self, value: u64, order: Ordering, scope: Scope) -> u64 {
+        rmw!(self, "add.u64", value, order, scope)
+    }
+
+    #[inline(always)]
+    fn fetch_sub(&self, value: u64, order: Ordering, scope: Scope) -> u64 {
+        rmw!(self, "add.u64", value.wrapping_neg(), order, scope)
+    }
+
+    #[inline(always)]
+    fn fetch_or(&self, value: u64, order: Ordering, scope: Scope) -> u64 {
+        rmw!(self, "or.b64", value, order, scope)
+    }
+
+    #[inline(always)]
+    fn fetch_and(&self, value: u64, order: Ordering, scope: Scope) -> u64 {
+        rmw!(self, "and.b64", value, order, scope)
+    }
+
+    #[inline(always)]
+    fn compare_exchange(
+        &self,
+        current: u64,
+        new: u64,
+        success: Ordering,
+        failure: Ordering,
+        scope: Scope,
+    ) -> Result<u64, u64> {
+        let p = self.0.get();
+        let (sc, sem) = cas_sem(success, failure);
+        if sc {
+            fence_sc(scope);
+        }
+        let old = match sem {
+            Sem::Relaxed => by_scope!(scope, cas!("relaxed", p, current, new)),
+            Sem::Acquire => by_scope!(scope, cas!("acquire", p, current, new)),
+            Sem::Release => by_scope!(scope, cas!("release", p, current, new)),
+            Sem::AcqRel => by_scope!(scope, cas!("acq_rel", p, current, new)),
+        };
+        if old == current {
+            Ok(old)
+        } else {
+            Err(old)
+        }
+    }
+}
+
+impl NvptxWord {
+    /// Swaps in `value` and returns the previous value (`atom.exch.b64`).
+    #[inline(always)]
+    pub fn swap(&self, value: u64, order: Ordering, scope: Scope) -> u64 {
+        rmw!(self, "exch.b64", value, order, scope)
+    }
+}
+
+// The broadcast slot: one word of static shared memory per block, apart from the dynamic shared
+// memory that holds the worker's scratch. `.weak` so that several kernels of one module share one.
+core::arch::global_asm!(".weak .shared .align 8 .b8 mgws_broadcast_slot[8];");
+
+/// The broadcast slot's generic address.
+#[inline(always)]
+fn broadcast_slot() -> *mut u64 {
+    let p: u64;
+    // SAFETY: only converts the address of the shared variable declared above.
+    unsafe { asm!("cvta.shared.u64 {p}, mgws_broadcast_slot;", p = out(reg64) p, options(pure, nomem, nostack)) };
+    p as *mut u64
+}
+
+/// A worker made of the threads of one one-dimensional thread block.
+///
+/// Lane `i` is `threadIdx.x == i`; the block must be launched with `blockDim.y == blockDim.z == 1`.
+/// Scratch memory is the block's dynamic shared memory, whose size the launch sets and the
+/// constructor is told.
+#[derive(Clone, Copy)]
+pub struct GpuBlockPlatform {
+    lane: u32,
+    lanes: u32,
+    scratch: *mut u8,
+    scratch_len: usize,
+}
+
+impl GpuBlockPlatform {
+    /// The platform of the calling thread's block.
+    ///
+    /// # Safety
+    /// Must be called on the GPU by every thread of a one-dimensional block that was launched with
+    /// at least `scratch_len` bytes of dynamic shared memory.
+    #[inline(always)]
+    pub unsafe fn new(scratch_len: usize) -> GpuBlockPlatform {
+        // SAFETY: reading special registers has no preconditions beyond running on the GPU.
+        let (lane, lanes) = unsafe { (nvptx::_thread_idx_x(), nvptx::_block_dim_x()) };
+        GpuBlockPlatform {
+            lane,
+            lanes,
+            scratch: core::intrinsics::gpu::gpu_launch_sized_workgroup_mem::<u128>() as *mut u8,
+            scratch_len,
+        }
+    }
+
+    /// The index of this worker's block in the grid.
+    #[inline(always)]
+    pub fn block_index(&self) -> u32 {
+        // SAFETY: a special-register read.
+        unsafe { nvptx::_block_idx_x() }
+    }
+
+    /// The number of blocks in the grid.
+    #[inline(always)]
+    pub fn block_count(&self) -> u32 {
+        // SAFETY: a special-register read.
+        unsafe { nvptx::_grid_dim_x() }
+    }
+}
+
+// SAFETY: `bar.sync 0` waits for every thread of the block and orders their memory operations
+// (PTX ISA: barrier has `membar.cta` semantics); `broadcast` hands lane 0's value over a shared
+// slot between two barriers; the dynamic shared memory is private to the block, 16-byte aligned
+// (the `u128` in `new`) and lives as long as the block, and the caller of `new` vouched for its size.
+unsafe impl Platform for GpuBlockPlatform {
+    type Word = NvptxWord;
+
+    #[inline(always)]
+    fn lane_id(&self) -> u32 {
+        self.lane
+    }
+
+    #[inline(always)]
+    fn lane_count(&self) -> u32 {
+        self.lanes
+    }
+
+    #[inline(always)]
+    fn barrier(&self) {
+        // SAFETY: every lane of the worker calls `barrier` (the core's control flow is uniform).
+        unsafe { nvptx::_syncthreads() }
+    }
+
+    #[inline]
+    fn broadcast(&self, value: u64) -> u64 {
+        if self.lanes == 1 {
+            return value;
+        }
+        let slot = broadcast_slot();
+        if self.lane == 0 {
+            // SAFETY: the slot is this block's; the barrier that ended the previous broadcast
+            // ordered every lane's read of it before this write.
+            unsafe { slot.write_volatile(value) };
+        }
+        self.barrier();
+        // SAFETY: written by lane 0 before the barrier.
+        let v = unsafe { slot.read_volatile() };
+        self.barrier();
+        v
+    }
+
+    #[inline(always)]
+    fn scratch(&self) -> *mut u8 {
+        self.scratch
+    }
+
+    #[inline(always)]
+    fn scratch_len(&self) -> usize {
+        self.scratch_len
+    }
+
+    #[inline(always)]
+    fn fence(&self, order: Ordering, scope: Scope) {
+        match order {
+            Ordering::Relaxed => {}
+            Ordering::SeqCst => fence_sc(scope),
+            _ => by_scope!(scope, fence_acq_rel!()),
+        }
+    }
+
+    #[inline(always)]
+    fn relax(&self) {
+        // SAFETY: `nanosleep` (sm_70+) only suspends the thread for up to the given nanoseconds.
+        unsafe { asm!("nanosleep.u32 64;", options(nomem, nostack)) }
+    }
+
+    #[inline(always)]
+    fn now_ns(&self) -> u64 {
+        let t: u64;
+        // SAFETY: reads the global nanosecond timer.
+        unsafe { asm!("mov.u64 {t}, %globaltimer;", t = out(reg64) t, options(nomem, nostack)) };
+        t
+    }
+}

@@ -1,0 +1,30 @@
+//! Backend selection: where a job's workers run.
+
+use mgws_tasks::Builtin;
+
+use crate::error::Result;
+use crate::job::Job;
+use crate::report::RunReport;
+use crate::scheduler::Scheduler;
+
+/// Where to run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// Host threads.
+    Cpu,
+}
+
+impl Backend {
+    /// Runs `job` with the built-in task registry.
+    pub fn run(&self, sched: &Scheduler, job: Job<'_>) -> Result<RunReport> {
+        match self {
+            Backend::Cpu => crate::cpu::run(sched, &Builtin, job),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Cpu => "cpu",
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! The `mgws` command line.
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::backend::Backend;
+use crate::error::{Error, Result};
+use crate::scheduler::{default_workers, Scheduler, VictimPolicy};
+use crate::workload::Outcome;
+use crate::{OverflowMode, TerminationMode};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "mgws",
+    version,
+    about = "MGWS: work stealing in which GPUs schedule their own work"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run one workload and verify its result.
+    Run {
+        #[command(subcommand)]
+        workload: WorkloadCmd,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum WorkloadCmd {
+    /// MEMSET: N independent tasks, task x marks slot x; verifies exactly-once execution.
+    Memset {
+        /// Number of tasks.
+        #[arg(long, default_value_t = 1 << 20)]
+        tasks: u64,
+        #[command(flatten)]
+        sched: SchedArgs,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackendArg {
+    /// The GPU when one is usable, else the CPU.
+    Auto,
+    Cpu,
+    Cuda,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TerminationArg {
+    Counter,
+    Tree,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OverflowArg {
+    TwoAtomics,
+    Damping,
+}
+
+/// Backend, worker and queue flags shared by every workload.
+#[derive(Args, Debug, Clone)]
+pub struct SchedArgs {
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    pub backend: BackendArg,
+    /// Workers (CPU: thread groups, default one per core).
+    #[arg(long)]
+    pub workers: Option<u32>,
+    /// Lanes per worker (CPU threads per worker, GPU threads per block).
+    #[arg(long, default_value_t = 1)]
+    pub lanes: u32,
+    #[arg(long, default_value_t = 256)]
+    pub public_capacity: u32,
+    #[arg(long, default_value_t = 32)]
+    pub local_capacity: u32,
+    /// Overflow-stack tasks per worker, used when both queues are full.
+    #[arg(long, default_value_t = 4096)]
+    pub spill_capacity: u32,
+    /// Workers sharing one public queue (1, 2 or 4).
+    #[arg(long, default_value_t = 1)]
+    pub queue_sharing: u32,
+    #[arg(long, value_enum, default_value_t = TerminationArg::Counter)]
+    pub termination: TerminationArg,
+    #[arg(long, value_enum, default_value_t = OverflowArg::Damping)]
+    pub overflow: OverflowArg,
+    /// Probability of stealing from the own device first (multi-device runs).
+    #[arg(long)]
+    pub same_device_bias: Option<f64>,
+    /// Steal only from workers of the own device.
+    #[arg(long)]
+    pub same_device_only: bool,
+    /// Seed of the victim-selection generators.
+    #[arg(long, default_value_t = 0x6d67_7773)]
+    pub seed: u64,
+    /// Abort a run that makes no progress for this many milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    pub watchdog_ms: u64,
+    /// Print one JSON object on stdout instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl SchedArgs {
+    /// The scheduler these flags describe.
+    pub fn scheduler(&self) -> Result<Scheduler> {
+        let victims = match (self.same_device_only, self.same_device_bias) {
+            (true, Some(_)) => {
+                return Err(Error::Config(
+                    "--same-device-only and --same-device-bias exclude each other".into(),
+                ))
+            }
+            (true, None) => VictimPolicy::SameDeviceOnly,
+            (false, Some(p)) => VictimPolicy::SameDeviceBias(p),
+            (false, None) => VictimPolicy::Uniform,
+        };
+        Scheduler::builder()
+            .workers(self.workers.unwrap_or_else(default_workers))
+            .lanes(self.lanes)
+            .public_capacity(self.public_capacity)
+            .local_capacity(self.local_capacity)
+            .spill_capacity(self.spill_capacity)
+            .queue_sharing(self.queue_sharing)
+            .termination(match self.termination {
+                TerminationArg::Counter => TerminationMode::IdleCounter,
+                TerminationArg::Tree => TerminationMode::VotingTree,
+            })
+            .overflow(match self.overflow {
+                OverflowArg::TwoAtomics => OverflowMode::TwoAtomics,
+                OverflowArg::Damping => OverflowMode::Damping,
+            })
+            .victims(victims)
+            .seed(self.seed)
+            .watchdog(Duration::from_millis(self.watchdog_ms))
+            .build()
+    }
+
+    /// The backend these flags select.
+    pub fn backend(&self) -> Result<Backend> {
+        match self.backend {
+            BackendArg::Cpu | BackendArg::Auto => Ok(Backend::Cpu),
+            BackendArg::Cuda => Err(Error::BackendUnavailable(
+                "this build has no CUDA backend".into(),
+            )),
+        }
+    }
+}
+
+/// Prints an outcome as text or as one JSON object.
+pub fn print_outcome(outcome: &Outcome, sched: &Scheduler, json: bool) {
+    let r = &outcome.report;
+    if json {
+        let v = serde_json::json!({
+            "workload": outcome.workload,
+            "backend": r.backend,
+            "workers": r.workers,
+            "lanes": r.lanes,
+            "tasks": r.tasks_run,
+            "elapsed_s": r.elapsed_s,
+            "tasks_per_s": r.tasks_per_s(),
+            "verified": outcome.verified,
+            "check": outcome.check,
+            "result": outcome.result,
+            "config": {
+                "public_capacity": sched.config().public_capacity,
+                "local_capacity": sched.config().local_capacity,
+                "queue_sharing": sched.config().workers_per_queue,
+                "termination": format!("{:?}", sched.config().termination_mode()),
+                "overflow": format!("{:?}", sched.config().overflow_mode()),
+            },
+            "stats": {
+                "steal_attempts": r.total(|w| w.steal_attempts),
+                "steals": r.total(|w| w.steals),
+                "tasks_stolen": r.total(|w| w.tasks_stolen),
+                "acquires": r.total(|w| w.acquires),
+                "releases": r.total(|w| w.releases),
+                "spills": r.total(|w| w.spills),
+            },
+            "per_worker": r.per_worker,
+        });
+        println!("{v}");
+    } else {
+        println!(
+            "{} on {} backend: {} workers x {} lanes, {} tasks in {:.4} s = {:.3e} tasks/s",
+            outcome.workload,
+            r.backend,
+            r.workers,
+            r.lanes,
+            r.tasks_run,
+            r.elapsed_s,
+            r.tasks_per_s()
+        );
+        println!("result: {}", outcome.result);
+        println!(
+            "steals: {} of {} attempts ({} tasks), acquires {}, releases {}",
+            r.total(|w| w.steals),
+            r.total(|w| w.steal_attempts),
+            r.total(|w| w.tasks_stolen),
+            r.total(|w| w.acquires),
+            r.total(|w| w.releases)
+        );
+        println!(
+            "verified: {} ({})",
+            if outcome.verified { "yes" } else { "NO" },
+            outcome.check
+        );
+    }
+}
+
+/// Runs the parsed command line; returns the process exit code.
+pub fn main_with(cli: Cli) -> Result<i32> {
+    match cli.command {
+        Command::Run { workload } => {
+            let (outcome, sched, json) = match workload {
+                WorkloadCmd::Memset { tasks, sched } => {
+                    let s = sched.scheduler()?;
+                    (
+                        crate::workload::memset::run(&s, &sched.backend()?, tasks)?,
+                        s,
+                        sched.json,
+                    )
+                }
+            };
+            print_outcome(&outcome, &sched, json);
+            Ok(if outcome.verified { 0 } else { 2 })
+        }
+    }
+}

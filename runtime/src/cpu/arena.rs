@@ -1,0 +1,86 @@
+//! Host allocations of the orchestration data for the CPU backend.
+
+use mgws_core::{
+    AtomicWord, Env, HostWord, QueueHeader, SchedConfig, SharedState, Topology, WorkerProgress,
+    WorkerStats, DATA_AREAS, MAX_DEVICES,
+};
+use mgws_tasks::TaskStruct;
+
+/// Zero-initialised orchestration memory that outlives a CPU run.
+pub struct Arena {
+    pub shared: Box<SharedState<HostWord>>,
+    pub headers: Vec<QueueHeader<HostWord>>,
+    pub slots: Vec<TaskStruct>,
+    pub tree: Vec<HostWord>,
+    pub spill: Vec<TaskStruct>,
+    pub progress: Vec<WorkerProgress>,
+    pub stats: Vec<WorkerStats>,
+}
+
+/// A value of `T` whose bytes are all zero.
+///
+/// # Safety
+/// All-zero bytes must be a valid `T`: true of the orchestration structs (`repr(C)` over
+/// `HostWord`s, which are `repr(transparent)` atomics) and of task structs.
+unsafe fn zeroed<T>() -> T {
+    // SAFETY: guaranteed by the caller.
+    unsafe { std::mem::zeroed() }
+}
+
+fn zeroed_vec<T>(n: usize) -> Vec<T> {
+    // SAFETY: only instantiated below with types valid as zero bytes (see `zeroed`).
+    (0..n).map(|_| unsafe { zeroed::<T>() }).collect()
+}
+
+impl Arena {
+    pub fn new(config: &SchedConfig, topology: &Topology) -> Self {
+        let queues = topology.queues() as usize;
+        let workers = topology.workers() as usize;
+        Arena {
+            // SAFETY: SharedState<HostWord> is repr(C) over HostWords; zero is its initial state.
+            shared: Box::new(unsafe { zeroed() }),
+            headers: zeroed_vec(queues),
+            slots: zeroed_vec(queues * config.public_capacity as usize),
+            tree: (0..Env::<HostWord, TaskStruct>::tree_words(
+                topology.workers(),
+                topology.devices,
+            ))
+                .map(|_| HostWord::new(0))
+                .collect(),
+            spill: zeroed_vec(workers * config.spill_capacity as usize),
+            progress: vec![WorkerProgress::default(); workers],
+            stats: vec![WorkerStats::default(); workers],
+        }
+    }
+
+    /// The environment all workers receive; `initial` and `areas` are the job's.
+    pub fn env(
+        &mut self,
+        config: SchedConfig,
+        topology: Topology,
+        initial: &[TaskStruct],
+        areas: [u64; DATA_AREAS],
+    ) -> Env<HostWord, TaskStruct> {
+        let mut queue_headers = [std::ptr::null(); MAX_DEVICES];
+        let mut queue_slots = [std::ptr::null_mut(); MAX_DEVICES];
+        for d in 0..topology.devices as usize {
+            let q = topology.first_queue[d] as usize;
+            queue_headers[d] = self.headers[q..].as_ptr();
+            queue_slots[d] = self.slots[q * config.public_capacity as usize..].as_mut_ptr();
+        }
+        Env {
+            config,
+            topology,
+            shared: &*self.shared,
+            queue_headers,
+            queue_slots,
+            tree: self.tree.as_ptr(),
+            spill: self.spill.as_mut_ptr(),
+            initial: initial.as_ptr(),
+            initial_len: initial.len() as u64,
+            progress: self.progress.as_mut_ptr(),
+            stats: self.stats.as_mut_ptr(),
+            areas,
+        }
+    }
+}

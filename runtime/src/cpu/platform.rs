@@ -1,0 +1,131 @@
+//! The CPU platform: a worker is a group of `lanes` threads sharing a scratch buffer and a barrier.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use mgws_core::{HostWord, Platform, ProtocolStep, Scope};
+
+use super::barrier::LaneBarrier;
+use crate::scheduler::Chaos;
+
+/// What the lanes of one CPU worker share.
+pub struct LaneGroup {
+    pub barrier: LaneBarrier,
+    broadcast: AtomicU64,
+    scratch: Box<[u128]>,
+}
+
+impl LaneGroup {
+    pub fn new(lanes: u32, scratch_bytes: usize) -> Self {
+        LaneGroup {
+            barrier: LaneBarrier::new(lanes),
+            broadcast: AtomicU64::new(0),
+            scratch: vec![0u128; scratch_bytes.div_ceil(16)].into_boxed_slice(),
+        }
+    }
+}
+
+/// One lane of a CPU worker.
+pub struct CpuPlatform<'g> {
+    lane: u32,
+    lanes: u32,
+    group: &'g LaneGroup,
+    scratch: *mut u8,
+    start: Instant,
+    chaos: Option<(Chaos, Cell<u64>)>,
+}
+
+impl<'g> CpuPlatform<'g> {
+    pub fn new(
+        lane: u32,
+        lanes: u32,
+        group: &'g LaneGroup,
+        start: Instant,
+        chaos: Option<Chaos>,
+        worker: u32,
+    ) -> Self {
+        CpuPlatform {
+            lane,
+            lanes,
+            group,
+            // The scratch buffer is written by several lanes through this pointer; the worker
+            // protocol separates their accesses with barriers.
+            scratch: group.scratch.as_ptr() as *mut u8,
+            start,
+            chaos: chaos.map(|c| {
+                (
+                    c,
+                    Cell::new(c.seed ^ ((worker as u64) << 32 | lane as u64) | 1),
+                )
+            }),
+        }
+    }
+}
+
+// SAFETY: `barrier` is LaneBarrier::wait (a full happens-before barrier over the worker's lanes),
+// `broadcast` returns lane 0's value to every lane (write, barrier, read, barrier), and the scratch
+// buffer is owned by the lane group, 16-byte aligned (u128 elements), used only by its lanes and
+// alive for the whole run.
+unsafe impl Platform for CpuPlatform<'_> {
+    type Word = HostWord;
+
+    #[inline(always)]
+    fn lane_id(&self) -> u32 {
+        self.lane
+    }
+    #[inline(always)]
+    fn lane_count(&self) -> u32 {
+        self.lanes
+    }
+    #[inline(always)]
+    fn barrier(&self) {
+        self.group.barrier.wait()
+    }
+    fn broadcast(&self, value: u64) -> u64 {
+        if self.lanes == 1 {
+            return value;
+        }
+        if self.lane == 0 {
+            self.group.broadcast.store(value, Ordering::Relaxed);
+        }
+        self.barrier();
+        let v = self.group.broadcast.load(Ordering::Relaxed);
+        self.barrier();
+        v
+    }
+    #[inline(always)]
+    fn scratch(&self) -> *mut u8 {
+        self.scratch
+    }
+    fn scratch_len(&self) -> usize {
+        self.group.scratch.len() * 16
+    }
+    fn fence(&self, order: mgws_core::Ordering, _scope: Scope) {
+        std::sync::atomic::fence(order)
+    }
+    fn relax(&self) {
+        std::thread::yield_now();
+    }
+    fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+    #[inline(always)]
+    fn protocol_step(&self, _step: ProtocolStep) {
+        if let Some((chaos, state)) = &self.chaos {
+            // xorshift64: cheap, per-lane, reproducible from the chaos seed.
+            let mut x = state.get();
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            state.set(x);
+            let r = (x % 1024) as u32;
+            if r < chaos.sleep_per_1024 {
+                let us = (x >> 10) % (chaos.max_sleep_us.max(1) as u64);
+                std::thread::sleep(std::time::Duration::from_micros(us));
+            } else if r < chaos.sleep_per_1024 + chaos.yield_per_1024 {
+                std::thread::yield_now();
+            }
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! A job: the initial tasks and the data areas their descriptors point into.
+
+use mgws_core::DATA_AREAS;
+use mgws_tasks::TaskStruct;
+
+use crate::error::{Error, Result};
+
+/// The bytes of one data area.
+pub enum AreaBytes<'a> {
+    /// Read by tasks; a GPU backend copies it to the device once.
+    Read(&'a [u8]),
+    /// Read and written by tasks; a GPU backend copies it back after the run.
+    ReadWrite(&'a mut [u8]),
+}
+
+impl AreaBytes<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            AreaBytes::Read(b) => b.len(),
+            AreaBytes::ReadWrite(b) => b.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The host address of the bytes.
+    pub fn host_ptr(&mut self) -> *mut u8 {
+        match self {
+            AreaBytes::Read(b) => b.as_ptr() as *mut u8,
+            AreaBytes::ReadWrite(b) => b.as_mut_ptr(),
+        }
+    }
+}
+
+/// What a backend runs: initial tasks plus the data areas `0..DATA_AREAS` they refer to.
+pub struct Job<'a> {
+    pub tasks: &'a [TaskStruct],
+    pub areas: Vec<(u8, AreaBytes<'a>)>,
+}
+
+impl<'a> Job<'a> {
+    pub fn new(tasks: &'a [TaskStruct]) -> Self {
+        Job {
+            tasks,
+            areas: Vec::new(),
+        }
+    }
+
+    /// Adds data area `index`.
+    pub fn area(mut self, index: u8, bytes: AreaBytes<'a>) -> Self {
+        self.areas.push((index, bytes));
+        self
+    }
+
+    /// Checks that area indices are unique and in range, and that every descriptor of every
+    /// initial task stays inside its area.
+    pub fn validate(&self) -> Result<()> {
+        let mut sizes = [None::<usize>; DATA_AREAS];
+        for (index, bytes) in &self.areas {
+            let slot = sizes.get_mut(*index as usize).ok_or_else(|| {
+                Error::Input(format!(
+                    "data area {index} is out of range (0..{DATA_AREAS})"
+                ))
+            })?;
+            if slot.replace(bytes.len()).is_some() {
+                return Err(Error::Input(format!("data area {index} is given twice")));
+            }
+        }
+        for (i, task) in self.tasks.iter().enumerate() {
+            for d in task.data.iter().filter(|d| d.access != 0) {
+                let size = sizes
+                    .get(d.area as usize)
+                    .copied()
+                    .flatten()
+                    .ok_or_else(|| {
+                        Error::Input(format!(
+                            "initial task {i} refers to data area {}, which the job does not have",
+                            d.area
+                        ))
+                    })?;
+                if d.offset + d.size as u64 > size as u64 {
+                    return Err(Error::Input(format!(
+                        "initial task {i}'s descriptor {}..{} exceeds data area {} ({size} bytes)",
+                        d.offset,
+                        d.offset + d.size as u64,
+                        d.area
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Views a `u64` slice as bytes.
+pub fn u64_bytes_mut(words: &mut [u64]) -> &mut [u8] {
+    // SAFETY: u8 has no alignment or validity requirement; the length covers exactly the words.
+    unsafe {
+        std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, std::mem::size_of_val(words))
+    }
+}

@@ -1,0 +1,136 @@
+//! What a run reports: timing, task counts and per-worker statistics, or, for a run the watchdog
+//! stopped, each worker's last known state.
+
+use std::fmt;
+use std::time::Duration;
+
+use mgws_core::{Operation, WorkerProgress, WorkerStats};
+use serde::Serialize;
+
+/// Per-worker statistics of a finished run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct WorkerReport {
+    pub worker: u32,
+    pub tasks_run: u64,
+    pub tasks_spawned: u64,
+    pub steal_attempts: u64,
+    pub steals: u64,
+    pub tasks_stolen: u64,
+    pub acquires: u64,
+    pub releases: u64,
+    pub idle_rounds: u64,
+    pub initial_loads: u64,
+    pub spills: u64,
+}
+
+impl WorkerReport {
+    pub fn from_stats(worker: u32, s: &WorkerStats) -> Self {
+        WorkerReport {
+            worker,
+            tasks_run: s.tasks_run,
+            tasks_spawned: s.tasks_spawned,
+            steal_attempts: s.steal_attempts,
+            steals: s.steals,
+            tasks_stolen: s.tasks_stolen,
+            acquires: s.acquires,
+            releases: s.releases,
+            idle_rounds: s.idle_rounds,
+            initial_loads: s.initial_loads,
+            spills: s.spills,
+        }
+    }
+}
+
+/// The outcome of a finished run.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    pub backend: String,
+    pub workers: u32,
+    pub lanes: u32,
+    /// Wall time of the scheduling phase alone (no allocation or copies).
+    pub elapsed_s: f64,
+    /// Tasks executed, initial and spawned.
+    pub tasks_run: u64,
+    pub per_worker: Vec<WorkerReport>,
+}
+
+impl RunReport {
+    pub fn tasks_per_s(&self) -> f64 {
+        self.tasks_run as f64 / self.elapsed_s.max(1e-12)
+    }
+
+    /// Sum of a statistic over all workers.
+    pub fn total(&self, f: impl Fn(&WorkerReport) -> u64) -> u64 {
+        self.per_worker.iter().map(f).sum()
+    }
+}
+
+/// One worker's state when the watchdog fired.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct WorkerHangState {
+    pub worker: u32,
+    pub iterations: u64,
+    pub tasks_run: u64,
+    pub last_operation: String,
+    pub idle: bool,
+    pub exited: bool,
+    /// The worker's public-queue word, decoded.
+    pub queue_word: String,
+}
+
+impl WorkerHangState {
+    pub fn new(worker: u32, p: &WorkerProgress, queue_word: u64) -> Self {
+        let w = mgws_core::QueueWord(queue_word);
+        WorkerHangState {
+            worker,
+            iterations: p.iterations,
+            tasks_run: p.tasks_run,
+            last_operation: Operation::from_u64(p.last_operation)
+                .map_or("?", |o| o.name())
+                .to_string(),
+            idle: p.state == 1,
+            exited: p.state == 2,
+            queue_word: format!(
+                "steals={} locked={} epoch={} initial={} tail={}",
+                w.steals(),
+                w.locked(),
+                w.epoch(),
+                w.initial(),
+                w.tail()
+            ),
+        }
+    }
+}
+
+/// Everything the watchdog knew when it stopped a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct HangReport {
+    pub stalled_for: Duration,
+    pub idle_counter: u64,
+    pub initial_cursor: u64,
+    pub workers: Vec<WorkerHangState>,
+}
+
+impl fmt::Display for HangReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "idle counter {}, initial cursor {}",
+            self.idle_counter, self.initial_cursor
+        )?;
+        for w in &self.workers {
+            writeln!(
+                f,
+                "  worker {:>4}: op={:<12} idle={} exited={} iterations={} tasks={} queue[{}]",
+                w.worker,
+                w.last_operation,
+                w.idle,
+                w.exited,
+                w.iterations,
+                w.tasks_run,
+                w.queue_word
+            )?;
+        }
+        Ok(())
+    }
+}

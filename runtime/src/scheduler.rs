@@ -1,0 +1,247 @@
+//! The public entry point: configure a scheduler with [`SchedulerBuilder`], then run jobs on a
+//! backend.
+
+use std::time::Duration;
+
+use mgws_core::{OverflowMode, RunFlags, SchedConfig, TerminationMode};
+
+use crate::error::{Error, Result};
+
+/// How thieves choose victims.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum VictimPolicy {
+    /// Uniform over all other workers.
+    Uniform,
+    /// A victim on the thief's own device with this probability, otherwise uniform over the rest.
+    SameDeviceBias(f64),
+    /// Only workers on the thief's own device.
+    SameDeviceOnly,
+}
+
+/// Host-side chaos injection for tests: random yields and sleeps at every protocol step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chaos {
+    pub seed: u64,
+    /// Out of 1024 protocol steps, how many yield the thread.
+    pub yield_per_1024: u32,
+    /// Out of 1024 protocol steps, how many sleep for up to `max_sleep_us`.
+    pub sleep_per_1024: u32,
+    pub max_sleep_us: u32,
+}
+
+/// A validated scheduler configuration.
+#[derive(Clone, Debug)]
+pub struct Scheduler {
+    pub(crate) config: SchedConfig,
+    pub(crate) lanes: u32,
+    pub(crate) watchdog: Duration,
+    pub(crate) chaos: Option<Chaos>,
+}
+
+/// Builds a [`Scheduler`]. Defaults follow the thesis: local queues of 32 tasks, public queues of
+/// 256, one worker per public queue, the idle-counter termination and steal damping.
+#[derive(Clone, Debug)]
+pub struct SchedulerBuilder {
+    config: SchedConfig,
+    lanes: u32,
+    victims: VictimPolicy,
+    stats: bool,
+    watchdog: Duration,
+    chaos: Option<Chaos>,
+    flags: RunFlags,
+}
+
+impl Default for SchedulerBuilder {
+    fn default() -> Self {
+        SchedulerBuilder {
+            config: SchedConfig::new(default_workers()),
+            lanes: 1,
+            victims: VictimPolicy::Uniform,
+            stats: true,
+            watchdog: Duration::from_secs(10),
+            chaos: None,
+            flags: RunFlags::empty(),
+        }
+    }
+}
+
+/// One worker per available CPU.
+pub fn default_workers() -> u32 {
+    std::thread::available_parallelism().map_or(1, |n| n.get() as u32)
+}
+
+/// The most lanes a CPU worker may have (a GPU block's limit).
+pub const MAX_LANES: u32 = 1024;
+
+impl SchedulerBuilder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Number of workers (CPU: worker thread groups; GPU: thread blocks, per device).
+    pub fn workers(mut self, n: u32) -> Self {
+        self.config.workers = n;
+        self
+    }
+    /// Lanes per worker (CPU: threads per worker; GPU: threads per block).
+    pub fn lanes(mut self, n: u32) -> Self {
+        self.lanes = n;
+        self
+    }
+    pub fn local_capacity(mut self, n: u32) -> Self {
+        self.config.local_capacity = n;
+        self.config.initial_chunk = self.config.initial_chunk.min((n / 2).max(1));
+        self
+    }
+    pub fn public_capacity(mut self, n: u32) -> Self {
+        self.config.public_capacity = n;
+        self
+    }
+    /// Tasks per worker in the overflow stack used when both queues are full.
+    pub fn spill_capacity(mut self, n: u32) -> Self {
+        self.config.spill_capacity = n;
+        self
+    }
+    /// Initial tasks a worker claims at once.
+    pub fn initial_chunk(mut self, n: u32) -> Self {
+        self.config.initial_chunk = n;
+        self
+    }
+    /// Workers sharing one public queue: 1, 2 or 4.
+    pub fn queue_sharing(mut self, n: u32) -> Self {
+        self.config.workers_per_queue = n;
+        self
+    }
+    pub fn termination(mut self, mode: TerminationMode) -> Self {
+        self.config.termination = mode as u32;
+        self
+    }
+    pub fn overflow(mut self, mode: OverflowMode) -> Self {
+        self.config.overflow = mode as u32;
+        self
+    }
+    pub fn victims(mut self, policy: VictimPolicy) -> Self {
+        self.victims = policy;
+        self
+    }
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.config.seed = seed;
+        self
+    }
+    /// Collect per-worker statistics (on by default; cheap).
+    pub fn stats(mut self, on: bool) -> Self {
+        self.stats = on;
+        self
+    }
+    /// Abort a run that makes no progress for this long (default 10 s).
+    pub fn watchdog(mut self, timeout: Duration) -> Self {
+        self.watchdog = timeout;
+        self
+    }
+    /// Inject random yields and sleeps at every protocol step (CPU backend only).
+    pub fn chaos(mut self, chaos: Chaos) -> Self {
+        self.chaos = Some(chaos);
+        self
+    }
+    /// TESTING ONLY: switch off protocol rules to show that the tests catch their races.
+    #[doc(hidden)]
+    pub fn break_rules(mut self, flags: RunFlags) -> Self {
+        self.flags |= flags & (RunFlags::BREAK_IN_FLIGHT_RULE | RunFlags::BREAK_TARGETED_RULE);
+        self
+    }
+
+    /// Checks the configuration and builds the scheduler.
+    pub fn build(self) -> Result<Scheduler> {
+        let mut config = self.config;
+        let mut flags = self.flags;
+        if self.stats {
+            flags |= RunFlags::STATS;
+        }
+        match self.victims {
+            VictimPolicy::Uniform => config.same_device_bias_permille = 0,
+            VictimPolicy::SameDeviceBias(p) => {
+                if !(0.0..=1.0).contains(&p) {
+                    return Err(Error::Config(format!(
+                        "the same-device bias must be a probability in [0, 1], not {p}"
+                    )));
+                }
+                config.same_device_bias_permille = (p * 1000.0).round() as u32;
+            }
+            VictimPolicy::SameDeviceOnly => flags |= RunFlags::SAME_DEVICE_ONLY,
+        }
+        config.flags = flags.bits();
+        config.validate()?;
+        if self.lanes == 0 || self.lanes > MAX_LANES {
+            return Err(Error::Config(format!(
+                "lanes per worker must be between 1 and {MAX_LANES}, not {}",
+                self.lanes
+            )));
+        }
+        if config.workers % config.workers_per_queue != 0 {
+            return Err(Error::Config(format!(
+                "the number of workers ({}) must be a multiple of the workers per public queue ({})",
+                config.workers, config.workers_per_queue
+            )));
+        }
+        if self.watchdog.is_zero() {
+            return Err(Error::Config(
+                "the watchdog timeout must be positive".into(),
+            ));
+        }
+        Ok(Scheduler {
+            config,
+            lanes: self.lanes,
+            watchdog: self.watchdog,
+            chaos: self.chaos,
+        })
+    }
+}
+
+impl Scheduler {
+    pub fn builder() -> SchedulerBuilder {
+        SchedulerBuilder::new()
+    }
+    pub fn config(&self) -> &SchedConfig {
+        &self.config
+    }
+    pub fn lanes(&self) -> u32 {
+        self.lanes
+    }
+    pub fn workers(&self) -> u32 {
+        self.config.workers
+    }
+    pub fn watchdog(&self) -> Duration {
+        self.watchdog
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_configurations_are_refused_with_a_reason() {
+        let cases: Vec<(SchedulerBuilder, &str)> = vec![
+            (Scheduler::builder().workers(0), "at least one worker"),
+            (Scheduler::builder().lanes(0), "lanes per worker"),
+            (Scheduler::builder().lanes(2048), "lanes per worker"),
+            (Scheduler::builder().queue_sharing(3), "1, 2 or 4"),
+            (Scheduler::builder().workers(6).queue_sharing(4), "multiple"),
+            (Scheduler::builder().public_capacity(1 << 20), "19-bit"),
+            (Scheduler::builder().local_capacity(1), "local capacity"),
+            (
+                Scheduler::builder().victims(VictimPolicy::SameDeviceBias(1.5)),
+                "probability",
+            ),
+            (Scheduler::builder().watchdog(Duration::ZERO), "watchdog"),
+        ];
+        for (builder, needle) in cases {
+            let err = builder.build().unwrap_err().to_string();
+            assert!(err.contains(needle), "{err:?} should mention {needle:?}");
+        }
+        assert!(Scheduler::builder()
+            .workers(8)
+            .queue_sharing(4)
+            .build()
+            .is_ok());
+    }
+}

@@ -1,0 +1,56 @@
+//! Hang detection shared by the backends: a run makes progress while any worker runs tasks or
+//! changes its idle state; a run that does neither for the timeout is hung.
+
+use std::time::{Duration, Instant};
+
+use mgws_core::WorkerProgress;
+
+pub struct Watchdog {
+    timeout: Duration,
+    last: Vec<(u64, u64)>,
+    last_change: Instant,
+}
+
+impl Watchdog {
+    pub fn new(timeout: Duration, workers: usize) -> Self {
+        Watchdog {
+            timeout,
+            last: vec![(u64::MAX, u64::MAX); workers],
+            last_change: Instant::now(),
+        }
+    }
+
+    /// Feeds a snapshot; returns how long the run has been stalled once that exceeds the timeout.
+    pub fn observe(&mut self, snapshot: &[WorkerProgress]) -> Option<Duration> {
+        let mut changed = false;
+        for (last, p) in self.last.iter_mut().zip(snapshot) {
+            let now = (p.tasks_run, p.state);
+            if *last != now {
+                *last = now;
+                changed = true;
+            }
+        }
+        if changed {
+            self.last_change = Instant::now();
+            return None;
+        }
+        let stalled = self.last_change.elapsed();
+        (stalled >= self.timeout).then_some(stalled)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fires_only_after_the_timeout_without_change() {
+        let mut w = Watchdog::new(Duration::from_millis(30), 2);
+        let mut snap = vec![WorkerProgress::default(); 2];
+        assert_eq!(w.observe(&snap), None);
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(w.observe(&snap).is_some());
+        snap[1].tasks_run = 5;
+        assert_eq!(w.observe(&snap), None);
+    }
+}

@@ -1,0 +1,48 @@
+//! MEMSET: `tasks` independent tasks; task `x` marks slot `x`. Verifies exactly-once execution.
+
+use mgws_tasks::workloads::memset::{output_descriptor, verify, MemsetTask};
+use mgws_tasks::{Builtin, TaskStruct};
+
+use super::Outcome;
+use crate::backend::Backend;
+use crate::error::{Error, Result};
+use crate::job::{u64_bytes_mut, AreaBytes, Job};
+use crate::scheduler::Scheduler;
+
+/// The most MEMSET tasks one run may have (the output descriptor's size is a u32 of bytes).
+pub const MAX_TASKS: u64 = (u32::MAX / 8) as u64;
+
+/// The initial tasks of a MEMSET run of `n` tasks writing to data area 0.
+pub fn tasks(n: u64) -> Vec<TaskStruct> {
+    let out = output_descriptor(0, n);
+    (0..n)
+        .map(|index| Builtin::task(&MemsetTask { index }).with_data(0, out))
+        .collect()
+}
+
+/// Runs MEMSET with `n` tasks on `backend` and checks that every slot was written exactly once.
+pub fn run(sched: &Scheduler, backend: &Backend, n: u64) -> Result<Outcome> {
+    if n == 0 || n > MAX_TASKS {
+        return Err(Error::Input(format!(
+            "MEMSET needs between 1 and {MAX_TASKS} tasks, not {n}"
+        )));
+    }
+    let initial = tasks(n);
+    let mut slots = vec![0u64; n as usize];
+    let report = backend.run(
+        sched,
+        Job::new(&initial).area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut slots))),
+    )?;
+    let check = verify(&slots);
+    let verified = check.ok() && report.tasks_run == n;
+    Ok(Outcome {
+        workload: "memset".into(),
+        result: serde_json::json!({ "slots": n, "lost": check.lost, "duplicated": check.duplicated }),
+        verified,
+        check: format!(
+            "{n} slots: {} lost, {} written more than once; {} tasks ran",
+            check.lost, check.duplicated, report.tasks_run
+        ),
+        report,
+    })
+}
