@@ -6,11 +6,15 @@
 //! memory. See `docs/design.md` for the protocols and their invariants.
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch, stdarch_nvptx))]
+#![cfg_attr(target_arch = "nvptx64", feature(core_intrinsics, gpu_intrinsics, gpu_launch_sized_workgroup_mem))]
+#![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
 
 pub mod config;
 pub mod error;
 pub mod host_word;
 pub mod layout;
+#[cfg(target_arch = "nvptx64")]
+pub mod nvptx;
 pub mod operation;
 pub mod platform;
 pub mod public_queue;

@@ -75,7 +75,7 @@ macro_rules! by_scope {
 
 /// `fence.sc.<scope>`.
 macro_rules! fence_sc {
-    ($sc:literal) => {
+    ($sc:literal,) => {
         // SAFETY: a fence has no operands and no effect other than ordering memory operations.
         unsafe { asm!(concat!("fence.sc.", $sc, ";"), options(nostack)) }
     };
@@ -83,7 +83,7 @@ macro_rules! fence_sc {
 
 /// `fence.acq_rel.<scope>`.
 macro_rules! fence_acq_rel {
-    ($sc:literal) => {
+    ($sc:literal,) => {
         // SAFETY: as for `fence_sc`.
         unsafe { asm!(concat!("fence.acq_rel.", $sc, ";"), options(nostack)) }
     };
@@ -269,7 +269,9 @@ core::arch::global_asm!(".weak .shared .align 8 .b8 mgws_broadcast_slot[8];");
 fn broadcast_slot() -> *mut u64 {
     let p: u64;
     // SAFETY: only converts the address of the shared variable declared above.
-    unsafe { asm!("cvta.shared.u64 {p}, mgws_broadcast_slot;", p = out(reg64) p, options(pure, nomem, nostack)) };
+    unsafe {
+        asm!("cvta.shared.u64 {p}, mgws_broadcast_slot;", p = out(reg64) p, options(pure, nomem, nostack))
+    };
     p as *mut u64
 }
 
