@@ -6,7 +6,10 @@
 //! memory. See `docs/design.md` for the protocols and their invariants.
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(asm_experimental_arch, stdarch_nvptx))]
-#![cfg_attr(target_arch = "nvptx64", feature(core_intrinsics, gpu_intrinsics, gpu_launch_sized_workgroup_mem))]
+#![cfg_attr(
+    target_arch = "nvptx64",
+    feature(core_intrinsics, gpu_intrinsics, gpu_launch_sized_workgroup_mem)
+)]
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
 
 pub mod config;
