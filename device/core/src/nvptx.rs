@@ -261,7 +261,8 @@ impl NvptxWord {
 }
 
 // The broadcast slot: one word of static shared memory per block, apart from the dynamic shared
-// memory that holds the worker's scratch. `.weak` so that several kernels of one module share one.
+// memory that holds the worker's scratch. `.weak` so that two PTX modules that both contain it can
+// still be linked into one program.
 core::arch::global_asm!(".weak .shared .align 8 .b8 mgws_broadcast_slot[8];");
 
 /// The broadcast slot's generic address.

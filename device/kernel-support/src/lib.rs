@@ -1,0 +1,81 @@
+//! # mgws-kernel-support
+//!
+//! The pieces every MGWS GPU kernel crate needs, so that a kernel crate is one line:
+//!
+//! ```ignore
+//! #![cfg_attr(target_arch = "nvptx64", no_std)]
+//! mgws_kernel_support::worker_kernel!(my_crate::MyRegistry);
+//! ```
+//!
+//! - [`worker_kernel!`]: defines the `mgws_worker` kernel entry point for a task registry;
+//! - a `#[panic_handler]` that traps (a failed bounds check or `unwrap` aborts the kernel; the host
+//!   sees a launch failure);
+//! - with the `mem-builtins` feature, `memcmp` and `bcmp`, which core calls for slice comparisons
+//!   and which no library provides on `nvptx64-nvidia-cuda` (`cargo xtask ptx` names them when a
+//!   kernel needs them). They live in this ordinary crate, not a `#![no_builtins]` one, because
+//!   rustc leaves `no_builtins` crates out of LTO.
+//!
+//! On every target other than `nvptx64` this crate is empty, so host builds of the workspace
+//! (`cargo clippy --workspace`) compile kernel crates as empty libraries.
+#![no_std]
+// `allow_internal_unstable` lets `worker_kernel!` expand to an `extern "ptx-kernel"` function in a
+// crate that does not itself enable `abi_ptx`.
+#![cfg_attr(
+    target_arch = "nvptx64",
+    feature(stdarch_nvptx, allow_internal_unstable),
+    allow(internal_features)
+)]
+
+#[cfg(target_arch = "nvptx64")]
+mod gpu;
+#[cfg(target_arch = "nvptx64")]
+pub use gpu::run_worker;
+
+/// Defines the `mgws_worker` kernel entry point running the task registry `$registry`.
+///
+/// The kernel's signature, which the host launches with one block per worker:
+///
+/// ```ignore
+/// extern "ptx-kernel" fn mgws_worker(env: *const Env<NvptxWord, TaskStruct>, scratch_len: u32, device: u32)
+/// ```
+///
+/// - `env`: the run's [`mgws_core::Env`] in device memory (read-only for the kernel);
+/// - `scratch_len`: bytes of dynamic shared memory the launch gave each block; at least
+///   `ScratchLayout::new(local_capacity, 64, blockDim.x, queues).total`, or the kernel traps;
+/// - `device`: the index of this GPU in `env.topology`; block `b` is worker
+///   `env.topology.first_worker[device] + b`. Blocks past that device's last worker return at once.
+///
+/// Blocks must be one-dimensional (`blockDim.y == blockDim.z == 1`); every thread is a lane.
+/// On targets other than `nvptx64` the macro expands to nothing.
+#[macro_export]
+#[cfg_attr(target_arch = "nvptx64", allow_internal_unstable(abi_ptx))]
+macro_rules! worker_kernel {
+    ($registry:path) => {
+        /// The persistent worker kernel: one block per worker, running until termination.
+        ///
+        /// # Safety
+        /// See `mgws_kernel_support::worker_kernel!`.
+        #[cfg(target_arch = "nvptx64")]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn mgws_worker(
+            env: *const $crate::__private::Env<
+                $crate::__private::NvptxWord,
+                $crate::__private::TaskStruct,
+            >,
+            scratch_len: u32,
+            device: u32,
+        ) {
+            static REGISTRY: $registry = $registry;
+            // SAFETY: the host launches this kernel as documented on `worker_kernel!`.
+            unsafe { $crate::run_worker(&REGISTRY, env, scratch_len, device) }
+        }
+    };
+}
+
+#[doc(hidden)]
+pub mod __private {
+    #[cfg(target_arch = "nvptx64")]
+    pub use mgws_core::nvptx::NvptxWord;
+    pub use mgws_core::Env;
+    pub use mgws_tasks::TaskStruct;
+}
