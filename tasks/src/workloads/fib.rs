@@ -1,0 +1,89 @@
+//! FIB: naive recursive Fibonacci as a task tree. Task `fib(n)` with `n >= 2` spawns `fib(n-1)`
+//! and `fib(n-2)`; a leaf (`n < 2`) adds `n` to its worker's sum. The sum over all leaves is
+//! `fib(n)`, and the tree has `2 * fib(n+1) - 1` nodes, both known in closed form.
+//!
+//! Tasks are tiny, so FIB measures the scheduler's per-task cost under spawning, where MEMSET
+//! measures it for a flat task set.
+
+use mgws_core::{Platform, TaskError};
+
+use crate::data::{Access, DataDescriptor};
+use crate::task::{TaskFunctor, TaskStruct};
+use crate::workloads::rows;
+use crate::Ctx;
+
+/// Result-row columns.
+pub const COL_SUM: usize = 0;
+pub const COL_NODES: usize = 1;
+
+/// The largest `n` a run accepts: fib(93) is the largest Fibonacci number in a u64, and trees
+/// much beyond n = 50 would take days anyway.
+pub const MAX_N: u64 = 93;
+
+/// One node of the call tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+pub struct FibTask {
+    pub n: u64,
+}
+
+impl FibTask {
+    /// The children of node `n` (none for a leaf).
+    #[inline]
+    pub fn children(self) -> Option<[FibTask; 2]> {
+        (self.n >= 2).then(|| [FibTask { n: self.n - 1 }, FibTask { n: self.n - 2 }])
+    }
+    /// What a leaf contributes to the sum.
+    #[inline]
+    pub fn leaf_value(self) -> u64 {
+        if self.n >= 2 {
+            0
+        } else {
+            self.n
+        }
+    }
+}
+
+impl TaskFunctor for FibTask {
+    #[inline]
+    fn run<P: Platform>(
+        &self,
+        task: &TaskStruct,
+        ctx: &mut Ctx<'_, '_, P>,
+    ) -> Result<(), TaskError> {
+        let row = rows::row(ctx, task.data[0])?;
+        if ctx.lane_id() == 0 {
+            // SAFETY: only lane 0 of this worker touches its row during the run.
+            unsafe {
+                *row.add(COL_SUM) += self.leaf_value();
+                *row.add(COL_NODES) += 1;
+            }
+        }
+        if let Some([a, b]) = self.children() {
+            ctx.spawn(&task.with_params(&a));
+            ctx.spawn(&task.with_params(&b));
+        }
+        Ok(())
+    }
+}
+
+/// The result-table descriptor of a FIB run with `workers` workers, at offset 0 of `area`.
+pub fn rows_descriptor(area: u8, workers: u32) -> DataDescriptor {
+    DataDescriptor::new(area, 0, workers * rows::ROW_BYTES as u32, Access::ReadWrite)
+}
+
+/// fib(n), computed iteratively (n <= [`MAX_N`]).
+pub fn fib(n: u64) -> u64 {
+    let (mut a, mut b) = (0u64, 1u64);
+    for _ in 0..n {
+        let c = a.wrapping_add(b);
+        a = b;
+        b = c;
+    }
+    a
+}
+
+/// Nodes of the call tree of fib(n): `2 * fib(n + 1) - 1`.
+pub fn tree_nodes(n: u64) -> u64 {
+    2 * fib(n + 1) - 1
+}

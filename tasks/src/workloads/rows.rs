@@ -1,0 +1,76 @@
+//! Per-worker result rows: a workload's counters without contention.
+//!
+//! A result table holds one row of [`ROW_WORDS`] `u64`s (64 bytes, one cache line) per worker.
+//! Only lane 0 of worker `w` ever touches row `w` during a run, with plain loads and stores; the
+//! host adds the rows up afterwards. Rows are 64-byte apart so that workers never share a line.
+
+use mgws_core::{Platform, TaskError};
+
+use crate::data::DataDescriptor;
+use crate::Ctx;
+
+/// `u64` words per result row.
+pub const ROW_WORDS: usize = 8;
+/// Bytes per result row.
+pub const ROW_BYTES: usize = ROW_WORDS * 8;
+
+/// Error code of a task whose worker has no row in the result table.
+pub const NO_RESULT_ROW: u32 = 0x5257_0001;
+
+/// The result row of the running worker in the table `table` describes.
+///
+/// Every lane may call it (the check is uniform); only lane 0 may use the row.
+pub fn row<P: Platform>(
+    ctx: &Ctx<'_, '_, P>,
+    table: DataDescriptor,
+) -> Result<*mut u64, TaskError> {
+    let w = ctx.worker_id() as u64;
+    if (w + 1) * ROW_BYTES as u64 > table.size as u64 || table.offset % 8 != 0 {
+        return Err(TaskError::Failed(NO_RESULT_ROW));
+    }
+    let base = table.resolve(ctx.area(table.area as usize)) as *mut u64;
+    // SAFETY: in bounds of the descriptor (checked above).
+    Ok(unsafe { base.add(w as usize * ROW_WORDS) })
+}
+
+/// A result table named without a descriptor, packed into one `u64` for tasks whose two
+/// descriptors are taken: data area (8 bits), rows (24 bits), byte offset (32 bits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(transparent)]
+pub struct PackedTable(pub u64);
+
+impl PackedTable {
+    /// Packs `rows` rows at `offset` in `area`; `None` if a field does not fit.
+    pub const fn new(area: u8, offset: u64, rows: u32) -> Option<PackedTable> {
+        if rows >= 1 << 24 || offset > u32::MAX as u64 {
+            return None;
+        }
+        Some(PackedTable(
+            (area as u64) << 56 | (rows as u64) << 32 | offset,
+        ))
+    }
+
+    /// The equivalent descriptor.
+    pub const fn descriptor(self) -> DataDescriptor {
+        let rows = (self.0 >> 32) & 0xff_ffff;
+        DataDescriptor::new(
+            (self.0 >> 56) as u8,
+            self.0 & 0xffff_ffff,
+            (rows * ROW_BYTES as u64) as u32,
+            crate::data::Access::ReadWrite,
+        )
+    }
+}
+
+/// Sums column `col` over result rows.
+pub fn column_sum(rows: &[u64], col: usize) -> u64 {
+    rows.chunks_exact(ROW_WORDS).map(|r| r[col]).sum()
+}
+
+/// The maximum of column `col` over result rows.
+pub fn column_max(rows: &[u64], col: usize) -> u64 {
+    rows.chunks_exact(ROW_WORDS)
+        .map(|r| r[col])
+        .max()
+        .unwrap_or(0)
+}

@@ -1,0 +1,348 @@
+//! UTS, the Unbalanced Tree Search benchmark (Olivier et al., 2006), reimplemented from its
+//! definition: an implicit tree whose shape is only known by expanding it.
+//!
+//! Each node is a task ([`UtsNode`]: 20 bytes of SHA-1 state and the depth, exactly the 24-byte
+//! parameter area) that counts itself and spawns its children. The tree parameters
+//! ([`UtsParams`]) live in a read-only data area (descriptor 0); the counts go to a per-worker
+//! result table (descriptor 1, see [`super::rows`]): nodes, leaves and the maximum depth.
+//!
+//! The per-node logic ([`UtsParams::num_children`], [`UtsNode::child`], [`UtsParams::root`]) is
+//! public so that the host's sequential, static and rayon baselines run exactly the same code.
+//! Floating point uses the `libm` crate, so the CPU and the GPU compute the same branching.
+
+use mgws_core::{Platform, TaskError};
+use sha1::{Digest, Sha1};
+
+use crate::data::{Access, DataDescriptor};
+use crate::task::{TaskFunctor, TaskStruct};
+use crate::workloads::rows;
+use crate::Ctx;
+
+/// Tree types (UTS `-t`).
+pub const BINOMIAL: u32 = 0;
+pub const GEOMETRIC: u32 = 1;
+pub const HYBRID: u32 = 2;
+
+/// Geometric shapes (UTS `-a`).
+pub const LINEAR: u32 = 0;
+pub const EXPDEC: u32 = 1;
+pub const CYCLIC: u32 = 2;
+pub const FIXED: u32 = 3;
+
+/// At most this many children per node, except the binomial root (UTS `MAXNUMCHILDREN`).
+pub const MAX_CHILDREN: u32 = 100;
+
+/// Result-row columns.
+pub const COL_NODES: usize = 0;
+pub const COL_LEAVES: usize = 1;
+pub const COL_DEPTH: usize = 2;
+
+/// Error code of a UTS task whose parameter descriptor is too small.
+pub const UTS_BAD_PARAMS: u32 = 0x5554_0001;
+
+/// The parameters of a UTS tree, as stored in the read-only parameter area.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[repr(C)]
+pub struct UtsParams {
+    /// [`BINOMIAL`], [`GEOMETRIC`] or [`HYBRID`] (`-t`).
+    pub tree: u32,
+    /// [`LINEAR`], [`EXPDEC`], [`CYCLIC`] or [`FIXED`] (`-a`).
+    pub shape: u32,
+    /// Depth limit of geometric trees (`-d`).
+    pub gen_mx: u32,
+    /// Children of a binomial non-root node that has any (`-m`).
+    pub non_leaf_bf: u32,
+    /// Root branching factor (`-b`).
+    pub b0: f64,
+    /// Probability that a binomial non-root node has children (`-q`).
+    pub non_leaf_prob: f64,
+    /// Hybrid trees are geometric above `shift_depth * gen_mx`, binomial below (`-f`).
+    pub shift_depth: f64,
+    /// Root seed (`-r`).
+    pub root_seed: u32,
+    pub _pad: u32,
+    /// `-ln(b0) / ln(gen_mx)`, the exponent of the EXPDEC shape.
+    pub expdec_exponent: f64,
+}
+
+/// A node of the tree and the functor of its task: the SHA-1 state and the depth (root: 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(C)]
+pub struct UtsNode {
+    pub state: [u8; 20],
+    pub depth: u32,
+}
+
+impl UtsParams {
+    /// Parameters with the derived fields filled in (no range checks: the host validates).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        tree: u32,
+        shape: u32,
+        b0: f64,
+        gen_mx: u32,
+        non_leaf_prob: f64,
+        non_leaf_bf: u32,
+        root_seed: u32,
+        shift_depth: f64,
+    ) -> UtsParams {
+        UtsParams {
+            tree,
+            shape,
+            gen_mx,
+            non_leaf_bf,
+            b0,
+            non_leaf_prob,
+            shift_depth,
+            root_seed,
+            _pad: 0,
+            expdec_exponent: -libm::log(b0) / libm::log(gen_mx as f64),
+        }
+    }
+
+    /// The root: SHA-1 of 16 zero bytes and the big-endian seed.
+    pub fn root(&self) -> UtsNode {
+        let mut bytes = [0u8; 20];
+        bytes[16..].copy_from_slice(&self.root_seed.to_be_bytes());
+        let state: [u8; 20] = Sha1::digest(bytes).into();
+        UtsNode { state, depth: 0 }
+    }
+
+    /// The expected branching factor of a geometric node at `depth`.
+    fn geometric_b(&self, depth: u32) -> f64 {
+        if depth == 0 {
+            return self.b0;
+        }
+        let (h, d) = (depth as f64, self.gen_mx as f64);
+        match self.shape {
+            EXPDEC => self.b0 * libm::pow(h, self.expdec_exponent),
+            CYCLIC => {
+                if depth > 5 * self.gen_mx {
+                    0.0
+                } else {
+                    libm::pow(self.b0, libm::sin(2.0 * 3.141592653589793 * h / d))
+                }
+            }
+            FIXED => {
+                if depth < self.gen_mx {
+                    self.b0
+                } else {
+                    0.0
+                }
+            }
+            _ => self.b0 * (1.0 - h / d),
+        }
+    }
+
+    fn geometric_children(&self, node: &UtsNode) -> u32 {
+        let b = self.geometric_b(node.depth);
+        let p = 1.0 / (1.0 + b);
+        let u = node.prob();
+        let n = libm::floor(libm::log(1.0 - u) / libm::log(1.0 - p));
+        // `as` saturates (NaN gives 0), where C's conversion would be undefined.
+        (n as i64).clamp(0, u32::MAX as i64) as u32
+    }
+
+    fn binomial_children(&self, node: &UtsNode) -> u32 {
+        if node.prob() < self.non_leaf_prob {
+            self.non_leaf_bf
+        } else {
+            0
+        }
+    }
+
+    /// How many children `node` has.
+    pub fn num_children(&self, node: &UtsNode) -> u32 {
+        let n = match self.tree {
+            BINOMIAL => {
+                if node.depth == 0 {
+                    // The binomial root has floor(b0) children, capped at ceil(b0) only.
+                    let b = libm::floor(self.b0) as i64;
+                    return b.clamp(0, libm::ceil(self.b0) as i64) as u32;
+                }
+                self.binomial_children(node)
+            }
+            GEOMETRIC => self.geometric_children(node),
+            _ => {
+                if (node.depth as f64) < self.shift_depth * self.gen_mx as f64 {
+                    self.geometric_children(node)
+                } else {
+                    self.binomial_children(node)
+                }
+            }
+        };
+        n.min(MAX_CHILDREN)
+    }
+}
+
+impl UtsNode {
+    /// The node's random number: big-endian bytes 16..20, masked to 31 bits.
+    #[inline]
+    pub fn rand(&self) -> u32 {
+        u32::from_be_bytes([
+            self.state[16],
+            self.state[17],
+            self.state[18],
+            self.state[19],
+        ]) & 0x7fff_ffff
+    }
+
+    /// [`Self::rand`] as a probability in [0, 1).
+    #[inline]
+    pub fn prob(&self) -> f64 {
+        self.rand() as f64 / 2147483648.0
+    }
+
+    /// Child `i`: SHA-1 of the parent's state and `i` as 4 big-endian bytes.
+    #[inline]
+    pub fn child(&self, i: u32) -> UtsNode {
+        let mut h = Sha1::new();
+        h.update(self.state);
+        h.update(i.to_be_bytes());
+        UtsNode {
+            state: h.finalize().into(),
+            depth: self.depth + 1,
+        }
+    }
+}
+
+/// Reads the tree parameters a task's descriptor 0 points at.
+fn params<P: Platform>(ctx: &Ctx<'_, '_, P>, d: DataDescriptor) -> Result<UtsParams, TaskError> {
+    if (d.size as usize) < core::mem::size_of::<UtsParams>() || d.offset % 8 != 0 {
+        return Err(TaskError::Failed(UTS_BAD_PARAMS));
+    }
+    // SAFETY: in bounds and aligned (checked above); UtsParams is plain data valid for any bits.
+    Ok(unsafe { (d.resolve(ctx.area(d.area as usize)) as *const UtsParams).read() })
+}
+
+impl TaskFunctor for UtsNode {
+    #[inline]
+    fn run<P: Platform>(
+        &self,
+        task: &TaskStruct,
+        ctx: &mut Ctx<'_, '_, P>,
+    ) -> Result<(), TaskError> {
+        let params = params(ctx, task.data[0])?;
+        let row = rows::row(ctx, task.data[1])?;
+        let n = params.num_children(self);
+        if ctx.lane_id() == 0 {
+            // SAFETY: only lane 0 of this worker touches its row during the run.
+            unsafe {
+                *row.add(COL_NODES) += 1;
+                *row.add(COL_LEAVES) += (n == 0) as u64;
+                let d = row.add(COL_DEPTH);
+                *d = (*d).max(self.depth as u64);
+            }
+        }
+        // Lanes compute children in parallel, one per lane per round, then spawn them in lane
+        // order: every lane makes the same calls.
+        let (lane, lanes) = (ctx.lane_id(), ctx.lane_count());
+        let mut first = 0;
+        while first < n {
+            let i = first + lane;
+            let child = if i < n { self.child(i) } else { *self };
+            let spawned = task.with_params(&child);
+            for source in 0..lanes.min(n - first) {
+                ctx.spawn_from(source, &spawned);
+            }
+            first += lanes;
+        }
+        Ok(())
+    }
+}
+
+/// The descriptors of a UTS run: parameters at `params_area` offset 0, result rows for
+/// `workers` workers at `rows_area` offset 0.
+pub fn descriptors(params_area: u8, rows_area: u8, workers: u32) -> [DataDescriptor; 2] {
+    [
+        DataDescriptor::new(
+            params_area,
+            0,
+            core::mem::size_of::<UtsParams>() as u32,
+            Access::Read,
+        ),
+        DataDescriptor::new(
+            rows_area,
+            0,
+            workers * rows::ROW_BYTES as u32,
+            Access::ReadWrite,
+        ),
+    ]
+}
+
+/// Tree statistics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UtsCounts {
+    pub nodes: u64,
+    pub leaves: u64,
+    pub depth: u64,
+}
+
+impl UtsCounts {
+    /// Counts one node with `children` children.
+    #[inline]
+    pub fn add_node(&mut self, node: &UtsNode, children: u32) {
+        self.nodes += 1;
+        self.leaves += (children == 0) as u64;
+        self.depth = self.depth.max(node.depth as u64);
+    }
+
+    /// Combines two disjoint parts of a tree.
+    #[inline]
+    pub fn merge(self, other: UtsCounts) -> UtsCounts {
+        UtsCounts {
+            nodes: self.nodes + other.nodes,
+            leaves: self.leaves + other.leaves,
+            depth: self.depth.max(other.depth),
+        }
+    }
+
+    /// The totals of a result table.
+    pub fn from_rows(table: &[u64]) -> UtsCounts {
+        UtsCounts {
+            nodes: rows::column_sum(table, COL_NODES),
+            leaves: rows::column_sum(table, COL_LEAVES),
+            depth: rows::column_max(table, COL_DEPTH),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_fits_and_root_is_deterministic() {
+        assert_eq!(core::mem::size_of::<UtsNode>(), 24);
+        let p = UtsParams::new(GEOMETRIC, LINEAR, 4.0, 6, 15.0 / 64.0, 4, 0, 0.5);
+        assert_eq!(p.root(), p.root());
+        assert_ne!(p.root().child(0), p.root().child(1));
+        assert_eq!(p.root().child(3).depth, 1);
+    }
+
+    #[test]
+    fn default_tree_counts_match_the_published_ones() {
+        let p = UtsParams::new(GEOMETRIC, LINEAR, 4.0, 6, 15.0 / 64.0, 4, 0, 0.5);
+        let mut stack = [p.root(); 256];
+        let mut len = 1;
+        let mut c = UtsCounts::default();
+        while len > 0 {
+            len -= 1;
+            let node = stack[len];
+            let n = p.num_children(&node);
+            c.add_node(&node, n);
+            for i in 0..n {
+                stack[len] = node.child(i);
+                len += 1;
+            }
+        }
+        assert_eq!(
+            c,
+            UtsCounts {
+                nodes: 1732,
+                leaves: 1050,
+                depth: 6
+            }
+        );
+    }
+}
