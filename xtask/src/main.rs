@@ -8,11 +8,12 @@
 //! 2. finds a sysroot with `core` for nvptx64: `MGWS_NVPTX_SYSROOT`, else the toolchain's installed
 //!    `nvptx64-nvidia-cuda` target, else one built by `shared/tools/nvptx-sysroot.sh`;
 //! 3. runs that toolchain's cargo with profile `ptx` (fat LTO, one codegen unit), target rustflags
-//!    `--sysroot <sysroot> --emit=asm,link -Ctarget-cpu=<arch>`, target dir `target/nvptx`, and
+//!    `--sysroot <sysroot> --emit=asm,link -Ctarget-cpu=<arch>`, target dir `target/nvptx` (the
+//!    `target` part follows `CARGO_TARGET_DIR`), crate type `cdylib` (`cargo rustc`), and
 //!    this very binary as the linker: rustc's linker for nvptx64 is `llvm-bitcode-linker`, which
 //!    is not installed here; instead, called with [`LINKER_ENV`] set, this program copies the
 //!    `<out>.s` rustc wrote for the LTO'd module to the `<out>.ptx` it asked the linker for;
-//! 4. copies the PTX to `--out` (default `target/ptx/<crate>.<arch>.ptx`), checks that it has no
+//! 4. copies the PTX to `--out` (default `target/ptx/<lib>.<arch>.ptx`), checks that it has no
 //!    unresolved functions (`.extern .func`) and has a `.entry mgws_worker`, and assembles it with
 //!    ptxas (`MGWS_PTXAS`, else `ptxas` on the PATH, else `shared/tools/ptxas.sh`), printing the
 //!    register, shared-memory and spill figures of every kernel entry.
@@ -59,7 +60,7 @@ usage: cargo xtask ptx [--arch sm_XX] [--crate PACKAGE] [--out PATH]
 Builds a GPU kernel crate to PTX with the nightly toolchain and checks it with ptxas.
   --arch sm_XX     GPU architecture (default sm_90; sm_70 or newer)
   --crate PACKAGE  kernel crate to build (default mgws-kernel)
-  --out PATH       where to write the PTX (default target/ptx/<crate>.<arch>.ptx); the cubin
+  --out PATH       where to write the PTX (default target/ptx/<lib>.<arch>.ptx); the cubin
                    ptxas produced goes next to it with the extension .cubin
 Environment: MGWS_NIGHTLY (toolchain directory), MGWS_NVPTX_SYSROOT, MGWS_PTXAS.";
 
@@ -151,15 +152,25 @@ fn ptx(opts: &PtxOptions) -> Result<()> {
     rustflags.push("--emit=asm,link".into());
     rustflags.push(format!("-Ctarget-cpu={}", opts.arch));
     let me = env::current_exe().map_err(|e| format!("cannot locate the xtask binary: {e}"))?;
-    let target_dir = root.join("target").join("nvptx");
+    // The kernel build gets a target directory of its own: its custom linker and rustflags must
+    // not clash with host builds.
+    let target_base =
+        env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), |d| root.join(d));
+    let target_dir = target_base.join("nvptx");
 
     let mut cargo = Command::new(toolchain.bin.join("cargo"));
     cargo
         .current_dir(&root)
+        // `cargo rustc --crate-type cdylib`: the PTX module needs a cdylib (one LTO'd module), and
+        // only that one crate type, or rustc's `.s` would not be the LTO'd module. A kernel crate
+        // may list `rlib` too, so that the host can use its registry.
         .args([
-            "build",
+            "rustc",
             "--package",
             &opts.package,
+            "--lib",
+            "--crate-type",
+            "cdylib",
             "--profile",
             "ptx",
             "--target",
@@ -204,7 +215,8 @@ fn ptx(opts: &PtxOptions) -> Result<()> {
         .unwrap_or("kernel")
         .to_string();
     let out = opts.out.clone().unwrap_or_else(|| {
-        root.join("target/ptx")
+        target_base
+            .join("ptx")
             .join(format!("{lib_name}.{}.ptx", opts.arch))
     });
     if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
