@@ -28,6 +28,12 @@ pub enum Command {
         #[command(subcommand)]
         workload: WorkloadCmd,
     },
+    /// Run a workload with mgws, static assignment, rayon and sequentially for several worker
+    /// counts; print tasks/s (min/median/max over repetitions) and write CSV and an SVG plot.
+    Bench {
+        #[command(subcommand)]
+        workload: crate::bench::BenchCmd,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -37,6 +43,28 @@ pub enum WorkloadCmd {
         /// Number of tasks.
         #[arg(long, default_value_t = 1 << 20)]
         tasks: u64,
+        #[command(flatten)]
+        sched: SchedArgs,
+    },
+    /// CONTAINS: count the articles of a corpus that contain a word; verified by a sequential scan.
+    Contains {
+        #[command(flatten)]
+        args: crate::workload::args::ContainsArgs,
+        #[command(flatten)]
+        sched: SchedArgs,
+    },
+    /// UTS: expand an unbalanced tree search tree, one task per node; verified by the published
+    /// counts or a sequential traversal.
+    Uts {
+        #[command(flatten)]
+        args: crate::workload::args::UtsArgs,
+        #[command(flatten)]
+        sched: SchedArgs,
+    },
+    /// FIB: naive recursive Fibonacci, one task per call; verified in closed form.
+    Fib {
+        #[command(flatten)]
+        args: crate::workload::args::FibArgs,
         #[command(flatten)]
         sched: SchedArgs,
     },
@@ -223,9 +251,41 @@ pub fn main_with(cli: Cli) -> Result<i32> {
                         sched.json,
                     )
                 }
+                WorkloadCmd::Contains { args, sched } => {
+                    let corpus = args.load()?;
+                    let s = sched.scheduler()?;
+                    (
+                        crate::workload::contains::run(
+                            &s,
+                            &sched.backend()?,
+                            &corpus,
+                            args.word.as_bytes(),
+                        )?,
+                        s,
+                        sched.json,
+                    )
+                }
+                WorkloadCmd::Uts { args, sched } => {
+                    let cfg = args.config()?;
+                    let s = sched.scheduler()?;
+                    (
+                        crate::workload::uts::run(&s, &sched.backend()?, &cfg)?,
+                        s,
+                        sched.json,
+                    )
+                }
+                WorkloadCmd::Fib { args, sched } => {
+                    let s = sched.scheduler()?;
+                    (
+                        crate::workload::fib::run(&s, &sched.backend()?, args.n)?,
+                        s,
+                        sched.json,
+                    )
+                }
             };
             print_outcome(&outcome, &sched, json);
             Ok(if outcome.verified { 0 } else { 2 })
         }
+        Command::Bench { workload } => crate::bench::main(workload),
     }
 }

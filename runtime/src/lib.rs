@@ -13,7 +13,10 @@
 //! ```
 
 pub mod backend;
+pub mod baseline;
+pub mod bench;
 pub mod cli;
+pub mod corpus;
 pub mod cpu;
 pub mod error;
 pub mod job;

@@ -1,7 +1,11 @@
 //! Host-side drivers of the built-in workloads: build the initial tasks and data, run them on a
 //! backend, and verify the result on every run.
 
+pub mod args;
+pub mod contains;
+pub mod fib;
 pub mod memset;
+pub mod uts;
 
 use serde::Serialize;
 

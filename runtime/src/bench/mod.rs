@@ -1,0 +1,618 @@
+//! `mgws bench`: one workload with mgws, static assignment, rayon and sequentially, for several
+//! worker counts, in one process. Every run is verified. Prints a table of tasks/s (min, median
+//! and max over the repetitions) with ratios, and writes the samples and the summary as CSV and a
+//! plot of tasks/s against workers as SVG.
+
+mod plot;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use clap::{Args, Subcommand, ValueEnum};
+use mgws_tasks::workloads::fib as fib_task;
+use mgws_tasks::workloads::uts::{UtsCounts, UtsParams};
+use mgws_tasks::TaskStruct;
+
+use crate::baseline;
+use crate::cli::SchedArgs;
+use crate::corpus::Corpus;
+use crate::error::{Error, Result};
+use crate::scheduler::Scheduler;
+use crate::workload::args::{ContainsArgs, FibArgs, UtsArgs};
+use crate::workload::uts::UtsConfig;
+use crate::workload::{contains, fib, uts};
+
+/// The workloads `mgws bench` measures. `--workers` takes a list here; the other scheduler flags
+/// are those of `mgws run`.
+#[derive(Subcommand, Debug)]
+pub enum BenchCmd {
+    /// CONTAINS on a corpus.
+    #[command(mut_arg("workers", |a| a.long("sched-workers").hide(true)))]
+    Contains {
+        #[command(flatten)]
+        args: ContainsArgs,
+        #[command(flatten)]
+        bench: BenchOpts,
+        #[command(flatten)]
+        sched: SchedArgs,
+    },
+    /// UTS on a tree.
+    #[command(mut_arg("workers", |a| a.long("sched-workers").hide(true)))]
+    Uts {
+        #[command(flatten)]
+        args: UtsArgs,
+        #[command(flatten)]
+        bench: BenchOpts,
+        #[command(flatten)]
+        sched: SchedArgs,
+    },
+    /// FIB(n).
+    #[command(mut_arg("workers", |a| a.long("sched-workers").hide(true)))]
+    Fib {
+        #[command(flatten)]
+        args: FibArgs,
+        #[command(flatten)]
+        bench: BenchOpts,
+        #[command(flatten)]
+        sched: SchedArgs,
+    },
+}
+
+/// How a run is scheduled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, ValueEnum)]
+pub enum Method {
+    Mgws,
+    Static,
+    Rayon,
+    Sequential,
+}
+
+impl Method {
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Mgws => "mgws",
+            Method::Static => "static",
+            Method::Rayon => "rayon",
+            Method::Sequential => "sequential",
+        }
+    }
+}
+
+/// Options of `mgws bench`.
+#[derive(Args, Debug, Clone)]
+pub struct BenchOpts {
+    /// Worker counts (threads for static and rayon), comma-separated.
+    #[arg(
+        long = "workers",
+        id = "worker_counts",
+        value_delimiter = ',',
+        default_value = "1,2"
+    )]
+    pub workers: Vec<u32>,
+    /// Measured repetitions per method and worker count.
+    #[arg(long, default_value_t = 5)]
+    pub reps: u32,
+    /// Unmeasured warm-up repetitions.
+    #[arg(long, default_value_t = 1)]
+    pub warmup: u32,
+    /// Methods to run, comma-separated.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "mgws,static,rayon,sequential"
+    )]
+    pub methods: Vec<Method>,
+    /// Directory for the CSV files and the SVG plot.
+    #[arg(long, default_value = "target/bench")]
+    pub out: PathBuf,
+    /// Name of the output files (default: the workload and its parameters).
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+/// A workload prepared for repeated runs, with its expected result.
+pub enum Prepared {
+    Contains {
+        corpus: Corpus,
+        word: Vec<u8>,
+        /// Task structs per worker count (their result table has one row per worker).
+        tasks: BTreeMap<u32, Vec<TaskStruct>>,
+        expected: u64,
+    },
+    Uts {
+        cfg: UtsConfig,
+        params: UtsParams,
+        expected: UtsCounts,
+    },
+    Fib {
+        n: u64,
+    },
+}
+
+impl Prepared {
+    /// The tasks one run executes.
+    pub fn tasks(&self) -> u64 {
+        match self {
+            Prepared::Contains { corpus, .. } => corpus.len() as u64,
+            Prepared::Uts { expected, .. } => expected.nodes,
+            Prepared::Fib { n } => fib_task::tree_nodes(*n),
+        }
+    }
+
+    /// A short name for files and titles.
+    pub fn name(&self) -> String {
+        match self {
+            Prepared::Contains { word, corpus, .. } => format!(
+                "contains-{}-{}",
+                String::from_utf8_lossy(word)
+                    .chars()
+                    .filter(|c| c.is_alphanumeric())
+                    .collect::<String>(),
+                corpus.len()
+            ),
+            Prepared::Uts { cfg, .. } => match cfg.published() {
+                Some((name, _)) => format!("uts-{name}"),
+                None => format!("uts-{}", cfg.flags().replace(' ', "").replace('-', "_")),
+            },
+            Prepared::Fib { n } => format!("fib-{n}"),
+        }
+    }
+
+    /// A one-line description.
+    pub fn describe(&self) -> String {
+        match self {
+            Prepared::Contains {
+                corpus,
+                word,
+                expected,
+                ..
+            } => format!(
+                "CONTAINS {:?}: {} articles, {} bytes, {expected} matches",
+                String::from_utf8_lossy(word),
+                corpus.len(),
+                corpus.bytes.len()
+            ),
+            Prepared::Uts { cfg, expected, .. } => format!(
+                "UTS {}: {} nodes, {} leaves, depth {}",
+                cfg.flags(),
+                expected.nodes,
+                expected.leaves,
+                expected.depth
+            ),
+            Prepared::Fib { n } => format!(
+                "FIB({n}) = {}: {} calls",
+                fib_task::fib(*n),
+                fib_task::tree_nodes(*n)
+            ),
+        }
+    }
+
+    /// Prepares CONTAINS: loads nothing, builds the task structs for every worker count.
+    pub fn contains(corpus: Corpus, word: &[u8], workers: &[u32]) -> Result<Prepared> {
+        contains::check_input(&corpus, word)?;
+        let mut tasks = BTreeMap::new();
+        for &w in workers.iter().chain(std::iter::once(&1)) {
+            tasks.insert(w, contains::tasks(&corpus, word, w)?);
+        }
+        let expected = contains::reference_count(&corpus, word);
+        Ok(Prepared::Contains {
+            corpus,
+            word: word.to_vec(),
+            tasks,
+            expected,
+        })
+    }
+
+    /// Prepares UTS: the published counts, or a sequential traversal's.
+    pub fn uts(cfg: UtsConfig) -> Result<Prepared> {
+        cfg.validate()?;
+        let params = cfg.params();
+        let expected = match cfg.published() {
+            Some((_, c)) => c,
+            None => baseline::uts::sequential(&params),
+        };
+        Ok(Prepared::Uts {
+            cfg,
+            params,
+            expected,
+        })
+    }
+
+    /// Prepares FIB.
+    pub fn fib(n: u64) -> Result<Prepared> {
+        fib::check_n(n)?;
+        Ok(Prepared::Fib { n })
+    }
+
+    /// One verified run; returns its time in seconds. `sched` must have `workers` workers.
+    pub fn run(
+        &self,
+        method: Method,
+        workers: u32,
+        sched: &Scheduler,
+        pool: &rayon::ThreadPool,
+    ) -> Result<f64> {
+        let mismatch = |what: String| {
+            Err(Error::Verification(format!(
+                "{} with {workers} workers: {what}",
+                method.name()
+            )))
+        };
+        match self {
+            Prepared::Contains {
+                corpus,
+                word,
+                tasks,
+                expected,
+            } => {
+                let tasks = &tasks[&workers];
+                let t = Instant::now();
+                let (got, secs) = match method {
+                    Method::Mgws => {
+                        let (m, r) =
+                            contains::run_once(sched, &crate::Backend::Cpu, corpus, word, tasks)?;
+                        (m, r.elapsed_s)
+                    }
+                    Method::Static => (
+                        baseline::contains::static_split(corpus, word, tasks, workers),
+                        t.elapsed().as_secs_f64(),
+                    ),
+                    Method::Rayon => (
+                        baseline::contains::rayon(corpus, word, tasks, pool),
+                        t.elapsed().as_secs_f64(),
+                    ),
+                    Method::Sequential => (
+                        baseline::contains::sequential(corpus, word, tasks),
+                        t.elapsed().as_secs_f64(),
+                    ),
+                };
+                let secs = if method == Method::Mgws {
+                    secs
+                } else {
+                    t.elapsed().as_secs_f64()
+                };
+                if got != *expected {
+                    return mismatch(format!("{got} matches, expected {expected}"));
+                }
+                Ok(secs)
+            }
+            Prepared::Uts {
+                params, expected, ..
+            } => {
+                let t = Instant::now();
+                let (got, secs) = match method {
+                    Method::Mgws => {
+                        let (c, r) = uts::run_once(sched, &crate::Backend::Cpu, params)?;
+                        (c, r.elapsed_s)
+                    }
+                    Method::Static => (baseline::uts::static_levels(params, workers), 0.0),
+                    Method::Rayon => (baseline::uts::rayon(params, pool), 0.0),
+                    Method::Sequential => (baseline::uts::sequential(params), 0.0),
+                };
+                let secs = if method == Method::Mgws {
+                    secs
+                } else {
+                    t.elapsed().as_secs_f64()
+                };
+                if got != *expected {
+                    return mismatch(format!("{got:?}, expected {expected:?}"));
+                }
+                Ok(secs)
+            }
+            Prepared::Fib { n } => {
+                let t = Instant::now();
+                let (got, secs) = match method {
+                    Method::Mgws => {
+                        let (c, r) = fib::run_once(sched, &crate::Backend::Cpu, *n)?;
+                        (c, r.elapsed_s)
+                    }
+                    Method::Static => (baseline::fib::static_levels(*n, workers), 0.0),
+                    Method::Rayon => (baseline::fib::rayon(*n, pool), 0.0),
+                    Method::Sequential => (baseline::fib::sequential(*n), 0.0),
+                };
+                let secs = if method == Method::Mgws {
+                    secs
+                } else {
+                    t.elapsed().as_secs_f64()
+                };
+                let expected = (fib_task::fib(*n), fib_task::tree_nodes(*n));
+                if got != expected {
+                    return mismatch(format!("{got:?}, expected {expected:?}"));
+                }
+                Ok(secs)
+            }
+        }
+    }
+}
+
+/// One measured run.
+#[derive(Clone, Debug)]
+pub struct Sample {
+    pub method: Method,
+    pub workers: u32,
+    pub rep: u32,
+    pub seconds: f64,
+    pub tasks: u64,
+}
+
+impl Sample {
+    pub fn tasks_per_s(&self) -> f64 {
+        self.tasks as f64 / self.seconds.max(1e-12)
+    }
+}
+
+/// Min, median and max of the tasks/s of one method at one worker count.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Summary {
+    pub method: Method,
+    pub workers: u32,
+    pub reps: usize,
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+}
+
+/// Summarises samples per (method, workers).
+pub fn summarize(samples: &[Sample]) -> Vec<Summary> {
+    let mut groups: BTreeMap<(Method, u32), Vec<f64>> = BTreeMap::new();
+    for s in samples {
+        groups
+            .entry((s.method, s.workers))
+            .or_default()
+            .push(s.tasks_per_s());
+    }
+    groups
+        .into_iter()
+        .map(|((method, workers), mut v)| {
+            v.sort_by(f64::total_cmp);
+            let median = if v.len() % 2 == 1 {
+                v[v.len() / 2]
+            } else {
+                (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+            };
+            Summary {
+                method,
+                workers,
+                reps: v.len(),
+                min: v[0],
+                median,
+                max: v[v.len() - 1],
+            }
+        })
+        .collect()
+}
+
+/// The measurements of one `mgws bench` invocation.
+pub struct BenchResult {
+    pub name: String,
+    pub title: String,
+    pub lanes: u32,
+    pub samples: Vec<Sample>,
+    pub summary: Vec<Summary>,
+}
+
+/// Runs the benchmark: `reps` measured repetitions (after `warmup` ones) of every method at every
+/// worker count, interleaved so that slow drifts of the machine hit all methods alike.
+pub fn measure(work: &Prepared, opts: &BenchOpts, sched_args: &SchedArgs) -> Result<BenchResult> {
+    if opts.workers.is_empty() || opts.workers.contains(&0) {
+        return Err(Error::Config(
+            "--workers needs a list of positive worker counts".into(),
+        ));
+    }
+    if opts.reps == 0 {
+        return Err(Error::Config("--reps must be at least 1".into()));
+    }
+    let mut setups = Vec::new();
+    for &w in &opts.workers {
+        let mut a = sched_args.clone();
+        a.workers = Some(w);
+        setups.push((w, a.scheduler()?, baseline::rayon_pool(w)?));
+    }
+    let lanes = setups[0].1.lanes();
+    let per_rep: u64 = opts
+        .methods
+        .iter()
+        .map(|&m| {
+            if m == Method::Sequential {
+                1
+            } else {
+                setups.len() as u64
+            }
+        })
+        .sum();
+    let total = per_rep * (opts.reps + opts.warmup) as u64;
+    let bar = indicatif::ProgressBar::new(total);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs, eta {eta} {msg}",
+        )
+        .expect("a valid progress template"),
+    );
+    let mut samples = Vec::new();
+    for rep in 0..opts.warmup + opts.reps {
+        let measured = rep >= opts.warmup;
+        for &method in &opts.methods {
+            for (i, (w, sched, pool)) in setups.iter().enumerate() {
+                if method == Method::Sequential && i > 0 {
+                    continue;
+                }
+                let w = if method == Method::Sequential { 1 } else { *w };
+                bar.set_message(format!(
+                    "{} x{w}{}",
+                    method.name(),
+                    if measured { "" } else { " (warm-up)" }
+                ));
+                let seconds = work.run(method, w, sched, pool)?;
+                bar.inc(1);
+                if measured {
+                    samples.push(Sample {
+                        method,
+                        workers: w,
+                        rep: rep - opts.warmup,
+                        seconds,
+                        tasks: work.tasks(),
+                    });
+                }
+            }
+        }
+    }
+    bar.finish_and_clear();
+    let summary = summarize(&samples);
+    Ok(BenchResult {
+        name: opts.name.clone().unwrap_or_else(|| work.name()),
+        title: work.describe(),
+        lanes,
+        samples,
+        summary,
+    })
+}
+
+impl BenchResult {
+    fn find(&self, method: Method, workers: u32) -> Option<&Summary> {
+        self.summary
+            .iter()
+            .find(|s| s.method == method && s.workers == workers)
+    }
+
+    /// The table `mgws bench` prints.
+    pub fn table(&self) -> String {
+        let mut t = String::new();
+        let _ = writeln!(
+            t,
+            "{} (lanes per mgws worker: {}; tasks/s over {} reps)",
+            self.title,
+            self.lanes,
+            self.summary.first().map_or(0, |s| s.reps)
+        );
+        let _ = writeln!(
+            t,
+            "{:>7}  {:<10}  {:>11}  {:>11}  {:>11}  {:>9}  {:>9}  {:>9}",
+            "workers", "method", "min", "median", "max", "/static", "/rayon", "speedup"
+        );
+        let seq = self
+            .summary
+            .iter()
+            .find(|s| s.method == Method::Sequential)
+            .map(|s| s.median);
+        let ratio = |a: f64, b: Option<f64>| match b {
+            Some(b) if b > 0.0 => format!("{:.2}", a / b),
+            _ => "-".into(),
+        };
+        for s in &self.summary {
+            let (vs_static, vs_rayon) = if s.method == Method::Mgws {
+                (
+                    ratio(
+                        s.median,
+                        self.find(Method::Static, s.workers).map(|x| x.median),
+                    ),
+                    ratio(
+                        s.median,
+                        self.find(Method::Rayon, s.workers).map(|x| x.median),
+                    ),
+                )
+            } else {
+                ("".into(), "".into())
+            };
+            let _ = writeln!(
+                t,
+                "{:>7}  {:<10}  {:>11.4e}  {:>11.4e}  {:>11.4e}  {:>9}  {:>9}  {:>9}",
+                if s.method == Method::Sequential {
+                    "-".to_string()
+                } else {
+                    s.workers.to_string()
+                },
+                s.method.name(),
+                s.min,
+                s.median,
+                s.max,
+                vs_static,
+                vs_rayon,
+                ratio(s.median, seq)
+            );
+        }
+        t
+    }
+
+    /// Writes `<name>-samples.csv`, `<name>-summary.csv` and `<name>.svg` to `dir`; returns the
+    /// paths written.
+    pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>> {
+        let io = |p: &Path, e: std::io::Error| Error::Io {
+            path: p.display().to_string(),
+            source: e,
+        };
+        std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+        let samples_path = dir.join(format!("{}-samples.csv", self.name));
+        let mut csv = String::from("workload,method,workers,lanes,rep,seconds,tasks,tasks_per_s\n");
+        for s in &self.samples {
+            let _ = writeln!(
+                csv,
+                "{},{},{},{},{},{:.6},{},{:.1}",
+                self.name,
+                s.method.name(),
+                s.workers,
+                self.lanes,
+                s.rep,
+                s.seconds,
+                s.tasks,
+                s.tasks_per_s()
+            );
+        }
+        std::fs::write(&samples_path, csv).map_err(|e| io(&samples_path, e))?;
+        let summary_path = dir.join(format!("{}-summary.csv", self.name));
+        let mut csv = String::from(
+            "workload,method,workers,lanes,reps,min_tasks_per_s,median_tasks_per_s,max_tasks_per_s\n",
+        );
+        for s in &self.summary {
+            let _ = writeln!(
+                csv,
+                "{},{},{},{},{},{:.1},{:.1},{:.1}",
+                self.name,
+                s.method.name(),
+                s.workers,
+                self.lanes,
+                s.reps,
+                s.min,
+                s.median,
+                s.max
+            );
+        }
+        std::fs::write(&summary_path, csv).map_err(|e| io(&summary_path, e))?;
+        let svg_path = dir.join(format!("{}.svg", self.name));
+        plot::tasks_per_s(&svg_path, &self.title, &self.summary)
+            .map_err(|e| Error::Input(format!("drawing {}: {e}", svg_path.display())))?;
+        Ok(vec![samples_path, summary_path, svg_path])
+    }
+}
+
+/// `mgws bench ...`: returns the exit code.
+pub fn main(cmd: BenchCmd) -> Result<i32> {
+    let (work, opts, sched) = match cmd {
+        BenchCmd::Contains { args, bench, sched } => {
+            let corpus = args.load()?;
+            (
+                Prepared::contains(corpus, args.word.as_bytes(), &bench.workers)?,
+                bench,
+                sched,
+            )
+        }
+        BenchCmd::Uts { args, bench, sched } => (Prepared::uts(args.config()?)?, bench, sched),
+        BenchCmd::Fib { args, bench, sched } => (Prepared::fib(args.n)?, bench, sched),
+    };
+    if !matches!(
+        sched.backend,
+        crate::cli::BackendArg::Cpu | crate::cli::BackendArg::Auto
+    ) {
+        return Err(Error::BackendUnavailable(
+            "mgws bench measures the CPU backend only".into(),
+        ));
+    }
+    let result = measure(&work, &opts, &sched)?;
+    print!("{}", result.table());
+    for p in result.write(&opts.out)? {
+        println!("wrote {}", p.display());
+    }
+    Ok(0)
+}

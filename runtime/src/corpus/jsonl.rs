@@ -1,0 +1,50 @@
+//! JSON Lines: one JSON object per line with a string field `"text"` (other fields are ignored,
+//! blank lines skipped). A `.bz2` file is decompressed on the fly.
+
+use std::io::BufRead;
+use std::path::Path;
+
+use super::{io_err, is_bz2, open, Corpus};
+use crate::error::{Error, Result};
+
+#[derive(serde::Deserialize)]
+struct Line<'a> {
+    #[serde(borrow)]
+    text: std::borrow::Cow<'a, str>,
+}
+
+/// Reads up to `limit` articles.
+pub fn read(path: &Path, limit: u64) -> Result<Corpus> {
+    let mut r = open(path)?;
+    let mut corpus = Corpus::default();
+    let mut line = Vec::new();
+    let mut number = 0u64;
+    while (corpus.len() as u64) < limit {
+        line.clear();
+        let n = r.read_until(b'\n', &mut line).map_err(|e| {
+            if is_bz2(path) {
+                Error::Input(format!(
+                    "reading {} failed after line {number}: {e} (a truncated or corrupt .bz2 file?)",
+                    path.display()
+                ))
+            } else {
+                io_err(path, e)
+            }
+        })?;
+        if n == 0 {
+            break;
+        }
+        number += 1;
+        if line.iter().all(|b| b.is_ascii_whitespace()) {
+            continue;
+        }
+        let parsed: Line = serde_json::from_slice(&line).map_err(|e| {
+            Error::Input(format!(
+                "{} line {number}: not a JSON object with a string \"text\" field: {e}",
+                path.display()
+            ))
+        })?;
+        corpus.push(parsed.text.as_bytes());
+    }
+    Ok(corpus)
+}

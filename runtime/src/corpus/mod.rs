@@ -1,0 +1,190 @@
+//! Text corpora for CONTAINS: articles packed into one contiguous buffer with an offset index.
+//!
+//! Readers for what a user really has:
+//! - a MediaWiki XML dump (`.xml`, or `.xml.bz2` such as
+//!   `dewiki-*-pages-articles-multistream.xml.bz2`), streamed: [`xml`];
+//! - JSON Lines with a `"text"` field per line (optionally `.bz2`): [`jsonl`];
+//! - a directory with one document per file: [`dir`].
+//!
+//! Every reader stops after `limit` articles and reports bad input as [`Error::Input`] or
+//! [`Error::Io`] naming the file (and line, for JSON Lines).
+
+pub mod dir;
+pub mod jsonl;
+pub mod xml;
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// The input formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// By the path: a directory, `.xml[.bz2]`, `.jsonl`/`.ndjson`/`.json[.bz2]`, else by content.
+    Auto,
+    Xml,
+    Jsonl,
+    Dir,
+}
+
+/// Articles in one buffer: article `i` is `bytes[offsets[i].0 ..][.. offsets[i].1]`.
+#[derive(Clone, Debug, Default)]
+pub struct Corpus {
+    pub bytes: Vec<u8>,
+    /// (offset, length) of every article.
+    pub articles: Vec<(u64, u64)>,
+}
+
+impl Corpus {
+    /// Appends one article.
+    pub fn push(&mut self, text: &[u8]) {
+        self.articles
+            .push((self.bytes.len() as u64, text.len() as u64));
+        self.bytes.extend_from_slice(text);
+    }
+
+    /// The number of articles.
+    pub fn len(&self) -> usize {
+        self.articles.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.articles.is_empty()
+    }
+
+    /// Article `i`.
+    pub fn article(&self, i: usize) -> &[u8] {
+        let (o, l) = self.articles[i];
+        &self.bytes[o as usize..(o + l) as usize]
+    }
+
+    /// Every article, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        (0..self.len()).map(|i| self.article(i))
+    }
+}
+
+/// An I/O error on `path`.
+pub(crate) fn io_err(path: &Path, source: std::io::Error) -> Error {
+    Error::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// Opens `path`, decompressing `.bz2` files (multistream too) on the fly.
+pub(crate) fn open(path: &Path) -> Result<Box<dyn BufRead>> {
+    let file = File::open(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            Error::Input(format!("the corpus {} does not exist", path.display()))
+        } else {
+            io_err(path, e)
+        }
+    })?;
+    let file = BufReader::with_capacity(1 << 16, file);
+    if is_bz2(path) {
+        Ok(Box::new(BufReader::with_capacity(
+            1 << 16,
+            bzip2::bufread::MultiBzDecoder::new(file),
+        )))
+    } else {
+        Ok(Box::new(file))
+    }
+}
+
+fn is_bz2(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("bz2"))
+}
+
+/// The format `auto` stands for at `path`.
+pub fn detect(path: &Path) -> Result<Format> {
+    let meta = std::fs::metadata(path).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            Error::Input(format!("the corpus {} does not exist", path.display()))
+        } else {
+            io_err(path, e)
+        }
+    })?;
+    if meta.is_dir() {
+        return Ok(Format::Dir);
+    }
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let name = name.strip_suffix(".bz2").unwrap_or(&name);
+    if name.ends_with(".xml") {
+        return Ok(Format::Xml);
+    }
+    if name.ends_with(".jsonl") || name.ends_with(".ndjson") || name.ends_with(".json") {
+        return Ok(Format::Jsonl);
+    }
+    // Sniff the first non-blank byte.
+    let mut r = open(path)?;
+    let mut head = [0u8; 512];
+    let n = read_up_to(&mut r, &mut head).map_err(|e| io_err(path, e))?;
+    match head[..n].iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'<') => Ok(Format::Xml),
+        Some(b'{') => Ok(Format::Jsonl),
+        _ => Err(Error::Input(format!(
+            "cannot tell the format of {}: pass --format xml, jsonl or dir",
+            path.display()
+        ))),
+    }
+}
+
+fn read_up_to(r: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
+
+/// Reads up to `limit` articles of the corpus at `path`. An empty corpus is an error.
+pub fn load(path: &Path, format: Format, limit: Option<u64>) -> Result<Corpus> {
+    if limit == Some(0) {
+        return Err(Error::Input("--limit must be at least 1".into()));
+    }
+    let format = match format {
+        Format::Auto => detect(path)?,
+        f => f,
+    };
+    let limit = limit.unwrap_or(u64::MAX);
+    let corpus = match format {
+        Format::Xml => xml::read(path, limit)?,
+        Format::Jsonl => jsonl::read(path, limit)?,
+        Format::Dir => dir::read(path, limit)?,
+        Format::Auto => unreachable!(),
+    };
+    if corpus.is_empty() {
+        return Err(Error::Input(format!(
+            "the corpus {} has no articles",
+            path.display()
+        )));
+    }
+    Ok(corpus)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packs_articles_contiguously() {
+        let mut c = Corpus::default();
+        c.push(b"abc");
+        c.push(b"");
+        c.push(b"de");
+        assert_eq!(c.bytes, b"abcde");
+        assert_eq!(c.articles, vec![(0, 3), (3, 0), (3, 2)]);
+        assert_eq!(c.article(2), b"de");
+        assert_eq!(c.iter().count(), 3);
+    }
+}

@@ -1,0 +1,113 @@
+//! Command-line arguments of the CONTAINS, UTS and FIB workloads (shared by `run` and `bench`).
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::uts::{Preset, Shape, TreeType, UtsConfig};
+use crate::corpus::{self, Corpus, Format};
+use crate::error::Result;
+
+/// CONTAINS: `--corpus PATH --word W [--format auto|xml|jsonl|dir] [--limit N]`.
+#[derive(Args, Debug, Clone)]
+pub struct ContainsArgs {
+    /// The corpus: a MediaWiki XML dump (.xml or .xml.bz2), JSON Lines with a "text" field, or a
+    /// directory with one document per file.
+    #[arg(long)]
+    pub corpus: PathBuf,
+    /// The word to search for (exact, case-sensitive bytes).
+    #[arg(long)]
+    pub word: String,
+    #[arg(long, value_enum, default_value_t = Format::Auto)]
+    pub format: Format,
+    /// Read at most this many articles.
+    #[arg(long)]
+    pub limit: Option<u64>,
+}
+
+impl ContainsArgs {
+    /// Loads the corpus; checks the word.
+    pub fn load(&self) -> Result<Corpus> {
+        if self.word.is_empty() {
+            return Err(crate::Error::Input(
+                "the word to search for (--word) is empty".into(),
+            ));
+        }
+        corpus::load(&self.corpus, self.format, self.limit)
+    }
+}
+
+/// UTS: a named tree (`--preset`) and/or the UTS flags, which override the preset's values.
+#[derive(Args, Debug, Clone)]
+pub struct UtsArgs {
+    /// A named tree; the flags below override its parameters.
+    #[arg(long, id = "uts_preset", value_enum)]
+    pub preset: Option<Preset>,
+    /// Tree type (UTS -t: 0 = bin, 1 = geo, 2 = hybrid).
+    #[arg(short = 't', long = "tree-type", id = "uts_tree", value_enum)]
+    pub tree: Option<TreeType>,
+    /// Shape of geometric trees (UTS -a: 0 = linear, 1 = expdec, 2 = cyclic, 3 = fixed).
+    #[arg(short = 'a', long, id = "uts_shape", value_enum)]
+    pub shape: Option<Shape>,
+    /// Root branching factor (UTS -b).
+    #[arg(short = 'b', long = "branching", id = "uts_branching")]
+    pub b0: Option<f64>,
+    /// Depth limit of geometric trees (UTS -d).
+    #[arg(short = 'd', long = "depth", id = "uts_depth")]
+    pub depth: Option<u32>,
+    /// Probability that a binomial node has children (UTS -q).
+    #[arg(short = 'q', long = "non-leaf-prob", id = "uts_non_leaf_prob")]
+    pub q: Option<f64>,
+    /// Children of a binomial node that has any (UTS -m).
+    #[arg(short = 'm', long = "non-leaf-children", id = "uts_non_leaf_children")]
+    pub m: Option<u32>,
+    /// Root seed (UTS -r).
+    #[arg(short = 'r', long = "root-seed", id = "uts_root_seed")]
+    pub seed: Option<u32>,
+    /// Hybrid trees switch from geometric to binomial at this fraction of -d (UTS -f).
+    #[arg(short = 'f', long = "shift", id = "uts_shift")]
+    pub shift: Option<f64>,
+}
+
+impl UtsArgs {
+    /// The tree these flags describe (validated).
+    pub fn config(&self) -> Result<UtsConfig> {
+        let mut c = self
+            .preset
+            .map_or_else(UtsConfig::default, UtsConfig::preset);
+        if let Some(v) = self.tree {
+            c.tree = v;
+        }
+        if let Some(v) = self.shape {
+            c.shape = v;
+        }
+        if let Some(v) = self.b0 {
+            c.b0 = v;
+        }
+        if let Some(v) = self.depth {
+            c.depth = v;
+        }
+        if let Some(v) = self.q {
+            c.q = v;
+        }
+        if let Some(v) = self.m {
+            c.m = v;
+        }
+        if let Some(v) = self.seed {
+            c.seed = v;
+        }
+        if let Some(v) = self.shift {
+            c.shift = v;
+        }
+        c.validate()?;
+        Ok(c)
+    }
+}
+
+/// FIB: `-n N`.
+#[derive(Args, Debug, Clone)]
+pub struct FibArgs {
+    /// Compute fib(n) by naive recursion, one task per call.
+    #[arg(short = 'n', long, default_value_t = 30)]
+    pub n: u64,
+}

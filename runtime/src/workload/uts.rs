@@ -1,0 +1,381 @@
+//! UTS: expands an implicit unbalanced tree, one task per node, and checks the counts.
+//!
+//! Every run is verified: against the published counts when the parameters are those of a
+//! published tree (default, T1, T5, T3), otherwise against a sequential host traversal that the
+//! run performs itself (its time is reported for the speedup).
+
+use std::time::Instant;
+
+use mgws_tasks::workloads::rows::ROW_WORDS;
+use mgws_tasks::workloads::uts::{self, descriptors, UtsCounts, UtsNode, UtsParams};
+use mgws_tasks::{Builtin, TaskStruct};
+use serde::Serialize;
+
+use super::Outcome;
+use crate::backend::Backend;
+use crate::error::{Error, Result};
+use crate::job::{u64_bytes_mut, AreaBytes, Job};
+use crate::report::RunReport;
+use crate::scheduler::Scheduler;
+
+/// Tree types (UTS `-t`: 0, 1, 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+pub enum TreeType {
+    /// Binomial (`-t 0`).
+    #[value(alias = "0", alias = "binomial")]
+    Bin,
+    /// Geometric (`-t 1`).
+    #[value(alias = "1", alias = "geometric")]
+    Geo,
+    /// Geometric above `shift * d`, binomial below (`-t 2`).
+    #[value(alias = "2")]
+    Hybrid,
+}
+
+/// Geometric shapes (UTS `-a`: 0..3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+pub enum Shape {
+    #[value(alias = "0")]
+    Linear,
+    #[value(alias = "1")]
+    Expdec,
+    #[value(alias = "2")]
+    Cyclic,
+    #[value(alias = "3")]
+    Fixed,
+}
+
+/// Named trees of the UTS distribution.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Preset {
+    /// -t 1 -a 0 -d 6 -b 4 -r 0 (1,732 nodes)
+    #[value(name = "default")]
+    Default,
+    /// -t 1 -a 3 -d 10 -b 4 -r 19 (4,130,071 nodes)
+    #[value(name = "T1", alias = "t1")]
+    T1,
+    /// -t 1 -a 0 -d 20 -b 4 -r 34 (4,147,582 nodes)
+    #[value(name = "T5", alias = "t5")]
+    T5,
+    /// -t 0 -b 2000 -q 0.124875 -m 8 -r 42 (4,112,897 nodes)
+    #[value(name = "T3", alias = "t3")]
+    T3,
+    /// -t 1 -a 3 -d 13 -b 4 -r 29 (about 10^8 nodes)
+    #[value(name = "T1L", alias = "t1l")]
+    T1L,
+}
+
+/// The parameters of a UTS tree, as the UTS flags give them.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct UtsConfig {
+    pub tree: TreeType,
+    pub shape: Shape,
+    /// `-b`
+    pub b0: f64,
+    /// `-d`
+    pub depth: u32,
+    /// `-q`
+    pub q: f64,
+    /// `-m`
+    pub m: u32,
+    /// `-r`
+    pub seed: u32,
+    /// `-f`
+    pub shift: f64,
+}
+
+impl Default for UtsConfig {
+    /// UTS's defaults: `-t 1 -a 0 -d 6 -b 4 -q 0.234375 -m 4 -r 0 -f 0.5`.
+    fn default() -> Self {
+        UtsConfig {
+            tree: TreeType::Geo,
+            shape: Shape::Linear,
+            b0: 4.0,
+            depth: 6,
+            q: 15.0 / 64.0,
+            m: 4,
+            seed: 0,
+            shift: 0.5,
+        }
+    }
+}
+
+/// The published trees with their (nodes, leaves, depth).
+const PUBLISHED: [(&str, Preset, UtsCounts); 4] = [
+    (
+        "default",
+        Preset::Default,
+        UtsCounts {
+            nodes: 1_732,
+            leaves: 1_050,
+            depth: 6,
+        },
+    ),
+    (
+        "T1",
+        Preset::T1,
+        UtsCounts {
+            nodes: 4_130_071,
+            leaves: 3_305_118,
+            depth: 10,
+        },
+    ),
+    (
+        "T5",
+        Preset::T5,
+        UtsCounts {
+            nodes: 4_147_582,
+            leaves: 2_181_318,
+            depth: 20,
+        },
+    ),
+    (
+        "T3",
+        Preset::T3,
+        UtsCounts {
+            nodes: 4_112_897,
+            leaves: 3_599_034,
+            depth: 1572,
+        },
+    ),
+];
+
+/// The largest `-b` accepted (the binomial root has `floor(b)` children).
+pub const MAX_B0: f64 = 1e6;
+/// The largest `-d` accepted.
+pub const MAX_DEPTH: u32 = 1 << 20;
+
+impl UtsConfig {
+    /// The parameters of a named tree.
+    pub fn preset(p: Preset) -> UtsConfig {
+        let d = UtsConfig::default();
+        match p {
+            Preset::Default => d,
+            Preset::T1 => UtsConfig {
+                shape: Shape::Fixed,
+                depth: 10,
+                seed: 19,
+                ..d
+            },
+            Preset::T5 => UtsConfig {
+                depth: 20,
+                seed: 34,
+                ..d
+            },
+            Preset::T3 => UtsConfig {
+                tree: TreeType::Bin,
+                b0: 2000.0,
+                q: 0.124875,
+                m: 8,
+                seed: 42,
+                ..d
+            },
+            Preset::T1L => UtsConfig {
+                shape: Shape::Fixed,
+                depth: 13,
+                seed: 29,
+                ..d
+            },
+        }
+    }
+
+    /// Checks that the parameters describe a finite tree this implementation can expand.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::Input(format!("UTS parameters out of range: {m}")));
+        if !(self.b0.is_finite() && self.b0 > 0.0 && self.b0 <= MAX_B0) {
+            return bad(format!(
+                "-b (branching factor) must be in (0, {MAX_B0}], not {}",
+                self.b0
+            ));
+        }
+        let geometric = self.tree != TreeType::Bin;
+        if geometric {
+            let min = if self.shape == Shape::Expdec { 2 } else { 1 };
+            if self.depth < min || self.depth > MAX_DEPTH {
+                return bad(format!(
+                    "-d (depth limit) must be in {min}..={MAX_DEPTH} for a {:?} tree of shape {:?}, not {}",
+                    self.tree, self.shape, self.depth
+                ));
+            }
+        }
+        if self.tree != TreeType::Geo {
+            if !(0.0..=1.0).contains(&self.q) {
+                return bad(format!(
+                    "-q (non-leaf probability) must be in [0, 1], not {}",
+                    self.q
+                ));
+            }
+            if self.m > uts::MAX_CHILDREN {
+                return bad(format!(
+                    "-m (children of a non-leaf) must be at most {}, not {}",
+                    uts::MAX_CHILDREN,
+                    self.m
+                ));
+            }
+            if self.q * self.m as f64 > 1.0 {
+                return bad(format!(
+                    "-q {} * -m {} = {} > 1: the binomial part would be infinite with positive probability",
+                    self.q,
+                    self.m,
+                    self.q * self.m as f64
+                ));
+            }
+        }
+        if self.tree == TreeType::Hybrid && !(0.0..=1.0).contains(&self.shift) {
+            return bad(format!(
+                "-f (hybrid shift depth) must be in [0, 1], not {}",
+                self.shift
+            ));
+        }
+        Ok(())
+    }
+
+    /// The parameters the tasks read.
+    pub fn params(&self) -> UtsParams {
+        UtsParams::new(
+            match self.tree {
+                TreeType::Bin => uts::BINOMIAL,
+                TreeType::Geo => uts::GEOMETRIC,
+                TreeType::Hybrid => uts::HYBRID,
+            },
+            match self.shape {
+                Shape::Linear => uts::LINEAR,
+                Shape::Expdec => uts::EXPDEC,
+                Shape::Cyclic => uts::CYCLIC,
+                Shape::Fixed => uts::FIXED,
+            },
+            self.b0,
+            self.depth,
+            self.q,
+            self.m,
+            self.seed,
+            self.shift,
+        )
+    }
+
+    /// Whether `other` describes the same tree (only the parameters the tree type uses count).
+    pub fn same_tree(&self, other: &UtsConfig) -> bool {
+        let geo = |c: &UtsConfig| (c.shape, c.depth);
+        let bin = |c: &UtsConfig| (c.q.to_bits(), c.m);
+        self.tree == other.tree
+            && self.b0 == other.b0
+            && self.seed == other.seed
+            && match self.tree {
+                TreeType::Geo => geo(self) == geo(other),
+                TreeType::Bin => bin(self) == bin(other),
+                TreeType::Hybrid => {
+                    geo(self) == geo(other) && bin(self) == bin(other) && self.shift == other.shift
+                }
+            }
+    }
+
+    /// The published counts of this tree, if it is a published one.
+    pub fn published(&self) -> Option<(&'static str, UtsCounts)> {
+        PUBLISHED
+            .iter()
+            .find(|(_, p, _)| self.same_tree(&UtsConfig::preset(*p)))
+            .map(|(name, _, c)| (*name, *c))
+    }
+
+    /// The UTS command-line flags of this tree.
+    pub fn flags(&self) -> String {
+        let t = match self.tree {
+            TreeType::Bin => 0,
+            TreeType::Geo => 1,
+            TreeType::Hybrid => 2,
+        };
+        let mut s = format!("-t {t} -b {} -r {}", self.b0, self.seed);
+        if self.tree != TreeType::Bin {
+            s += &format!(" -a {} -d {}", self.shape as u32, self.depth);
+        }
+        if self.tree != TreeType::Geo {
+            s += &format!(" -q {} -m {}", self.q, self.m);
+        }
+        if self.tree == TreeType::Hybrid {
+            s += &format!(" -f {}", self.shift);
+        }
+        s
+    }
+}
+
+/// The parameter area: `UtsParams` in 8-byte aligned words.
+fn params_words(p: &UtsParams) -> Vec<u64> {
+    const WORDS: usize = std::mem::size_of::<UtsParams>().div_ceil(8);
+    let mut words = vec![0u64; WORDS];
+    // SAFETY: the buffer holds at least size_of::<UtsParams>() bytes, 8-byte aligned.
+    unsafe { (words.as_mut_ptr() as *mut UtsParams).write(*p) };
+    words
+}
+
+/// One run of the tree on `backend`: the summed result rows and the run report.
+pub fn run_once(
+    sched: &Scheduler,
+    backend: &Backend,
+    params: &UtsParams,
+) -> Result<(UtsCounts, RunReport)> {
+    let workers = sched.workers();
+    let mut param_words = params_words(params);
+    let mut rows = vec![0u64; workers as usize * ROW_WORDS];
+    let [pd, rd] = descriptors(0, 1, workers);
+    let root: TaskStruct = Builtin::task(&params.root())
+        .with_data(0, pd)
+        .with_data(1, rd);
+    let initial = [root];
+    let report = backend.run(
+        sched,
+        Job::new(&initial)
+            .area(0, AreaBytes::Read(u64_bytes_mut(&mut param_words)))
+            .area(1, AreaBytes::ReadWrite(u64_bytes_mut(&mut rows))),
+    )?;
+    Ok((UtsCounts::from_rows(&rows), report))
+}
+
+/// The JSON result of a UTS run.
+pub fn result_json(c: &UtsCounts) -> serde_json::Value {
+    serde_json::json!({ "nodes": c.nodes, "leaves": c.leaves, "depth": c.depth })
+}
+
+/// Expands the tree `cfg` on `backend` and verifies the counts.
+pub fn run(sched: &Scheduler, backend: &Backend, cfg: &UtsConfig) -> Result<Outcome> {
+    cfg.validate()?;
+    let params = cfg.params();
+    let (counts, report) = run_once(sched, backend, &params)?;
+    let (expected, source) = match cfg.published() {
+        Some((name, c)) => (c, format!("the published counts of {name}")),
+        None => {
+            let t = Instant::now();
+            let c = crate::baseline::uts::sequential(&params);
+            let s = t.elapsed().as_secs_f64();
+            (
+                c,
+                format!(
+                    "a sequential traversal ({s:.4} s; speedup {:.2})",
+                    s / report.elapsed_s.max(1e-12)
+                ),
+            )
+        }
+    };
+    let verified = counts == expected && report.tasks_run == counts.nodes;
+    Ok(Outcome {
+        workload: "uts".into(),
+        result: result_json(&counts),
+        verified,
+        check: format!(
+            "{}: nodes {} / leaves {} / depth {} against {source}: {} / {} / {}; {} tasks ran",
+            cfg.flags(),
+            counts.nodes,
+            counts.leaves,
+            counts.depth,
+            expected.nodes,
+            expected.leaves,
+            expected.depth,
+            report.tasks_run
+        ),
+        report,
+    })
+}
+
+/// The root node of `cfg` (for baselines).
+pub fn root(cfg: &UtsConfig) -> UtsNode {
+    cfg.params().root()
+}
