@@ -12,6 +12,8 @@ use crate::scheduler::Scheduler;
 pub enum Backend {
     /// Host threads.
     Cpu,
+    /// NVIDIA GPUs: one persistent kernel per GPU (or a GPU baseline kernel).
+    Cuda(crate::cuda::CudaBackend),
 }
 
 impl Backend {
@@ -19,12 +21,15 @@ impl Backend {
     pub fn run(&self, sched: &Scheduler, job: Job<'_>) -> Result<RunReport> {
         match self {
             Backend::Cpu => crate::cpu::run(sched, &Builtin, job),
+            // The built-in registry is compiled into the PTX (`device/kernel`).
+            Backend::Cuda(cuda) => cuda.run(sched, job),
         }
     }
 
     pub fn name(&self) -> &'static str {
         match self {
             Backend::Cpu => "cpu",
+            Backend::Cuda(cuda) => cuda.kernel.backend_name(),
         }
     }
 }

@@ -90,17 +90,58 @@ pub enum OverflowArg {
     Damping,
 }
 
+/// Where a GPU run keeps its orchestration data (public queues, termination state).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PlacementArg {
+    /// Each GPU's own memory.
+    Global,
+    /// Mapped pinned host memory (one GPU only on GPUs without native host atomics).
+    Host,
+    /// Another GPU's memory over NVLink (needs two GPUs).
+    Remote,
+}
+
+/// Where a GPU run keeps the initial tasks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TasksInArg {
+    Device,
+    Host,
+}
+
+/// Which GPU kernel runs the workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum GpuKernelArg {
+    /// MGWS: the persistent work-stealing kernel.
+    Mgws,
+    /// Baseline: static assignment, the initial tasks split evenly over the blocks.
+    Static,
+    /// Baseline: one kernel launch per level of spawned tasks, orchestrated by the CPU.
+    Levels,
+}
+
+impl From<GpuKernelArg> for crate::cuda::GpuKernel {
+    fn from(k: GpuKernelArg) -> Self {
+        match k {
+            GpuKernelArg::Mgws => crate::cuda::GpuKernel::Mgws,
+            GpuKernelArg::Static => crate::cuda::GpuKernel::Static,
+            GpuKernelArg::Levels => crate::cuda::GpuKernel::Levels,
+        }
+    }
+}
+
 /// Backend, worker and queue flags shared by every workload.
 #[derive(Args, Debug, Clone)]
 pub struct SchedArgs {
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     pub backend: BackendArg,
-    /// Workers (CPU: thread groups, default one per core).
+    /// Workers (CPU: thread groups, default one per core; CUDA: thread blocks over all GPUs,
+    /// default as many as are co-resident, which is also the most accepted).
     #[arg(long)]
     pub workers: Option<u32>,
-    /// Lanes per worker (CPU threads per worker, GPU threads per block).
-    #[arg(long, default_value_t = 1)]
-    pub lanes: u32,
+    /// Lanes per worker (CPU: threads per worker, default 1; CUDA: threads per block, 32..=1024,
+    /// default 32).
+    #[arg(long)]
+    pub lanes: Option<u32>,
     #[arg(long, default_value_t = 256)]
     pub public_capacity: u32,
     #[arg(long, default_value_t = 32)]
@@ -130,6 +171,35 @@ pub struct SchedArgs {
     /// Print one JSON object on stdout instead of text.
     #[arg(long)]
     pub json: bool,
+    /// CUDA: the GPU to run on (default 0).
+    #[arg(long, conflicts_with = "devices")]
+    pub device: Option<u32>,
+    /// CUDA: several GPUs, one persistent kernel each (e.g. 0,1); they need peer access.
+    #[arg(long)]
+    pub devices: Option<String>,
+    /// CUDA: where the public queues and termination state live.
+    #[arg(long, value_enum, default_value_t = PlacementArg::Global)]
+    pub placement: PlacementArg,
+    /// CUDA: where the initial tasks live.
+    #[arg(long, value_enum, default_value_t = TasksInArg::Device)]
+    pub tasks_in: TasksInArg,
+    /// CUDA: the kernel PTX (default: $MGWS_PTX, else mgws_kernel.sm_90.ptx next to the binary or
+    /// in target/ptx/, as `cargo xtask ptx` writes it).
+    #[arg(long)]
+    pub ptx: Option<std::path::PathBuf>,
+    /// CUDA: the kernel that runs the workload.
+    #[arg(long, value_enum, default_value_t = GpuKernelArg::Mgws)]
+    pub gpu_kernel: GpuKernelArg,
+    /// CUDA: after the run, run the same workload with these baseline kernels in the same process
+    /// (e.g. static,levels) and print each outcome.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub baselines: Vec<GpuKernelArg>,
+    /// CUDA kernel-per-level: tasks one frontier buffer holds (default: from free GPU memory).
+    #[arg(long)]
+    pub level_capacity: Option<u64>,
+    /// Whether `--backend auto` found a usable GPU (probed once).
+    #[arg(skip)]
+    pub auto_cuda: std::sync::OnceLock<bool>,
 }
 
 impl SchedArgs {
@@ -145,9 +215,24 @@ impl SchedArgs {
             (false, Some(p)) => VictimPolicy::SameDeviceBias(p),
             (false, None) => VictimPolicy::Uniform,
         };
+        let backend = self.backend()?;
+        let (lanes, workers) = match &backend {
+            Backend::Cuda(cuda) => {
+                let lanes = self.lanes.unwrap_or(crate::cuda::DEFAULT_LANES);
+                let workers = match self.workers {
+                    Some(w) => w,
+                    None => cuda.max_workers(lanes, self.local_capacity, self.queue_sharing)?,
+                };
+                (lanes, workers)
+            }
+            Backend::Cpu => (
+                self.lanes.unwrap_or(1),
+                self.workers.unwrap_or_else(default_workers),
+            ),
+        };
         Scheduler::builder()
-            .workers(self.workers.unwrap_or_else(default_workers))
-            .lanes(self.lanes)
+            .workers(workers)
+            .lanes(lanes)
             .public_capacity(self.public_capacity)
             .local_capacity(self.local_capacity)
             .spill_capacity(self.spill_capacity)
@@ -166,13 +251,67 @@ impl SchedArgs {
             .build()
     }
 
-    /// The backend these flags select.
+    /// The CUDA backend these flags describe (whether or not it is selected).
+    pub fn cuda(&self) -> Result<crate::cuda::CudaBackend> {
+        let devices = match (&self.devices, self.device) {
+            (Some(list), _) => crate::cuda::plan::parse_devices(list)?,
+            (None, Some(d)) => vec![d],
+            (None, None) => vec![0],
+        };
+        Ok(crate::cuda::CudaBackend {
+            devices,
+            placement: match self.placement {
+                PlacementArg::Global => crate::cuda::Placement::Global,
+                PlacementArg::Host => crate::cuda::Placement::Host,
+                PlacementArg::Remote => crate::cuda::Placement::Remote,
+            },
+            tasks_in: match self.tasks_in {
+                TasksInArg::Device => crate::cuda::TasksIn::Device,
+                TasksInArg::Host => crate::cuda::TasksIn::Host,
+            },
+            ptx: self.ptx.clone(),
+            kernel: self.gpu_kernel.into(),
+            level_capacity: self.level_capacity,
+        })
+    }
+
+    /// The backend these flags select. `auto` takes the GPU when libcuda loads, the GPU exists
+    /// and the kernel PTX is found, else the CPU, and says which on stderr (once).
     pub fn backend(&self) -> Result<Backend> {
+        let gpu_only = self.device.is_some()
+            || self.devices.is_some()
+            || self.ptx.is_some()
+            || !self.baselines.is_empty()
+            || self.gpu_kernel != GpuKernelArg::Mgws;
         match self.backend {
-            BackendArg::Cpu | BackendArg::Auto => Ok(Backend::Cpu),
-            BackendArg::Cuda => Err(Error::BackendUnavailable(
-                "this build has no CUDA backend".into(),
+            BackendArg::Cpu if gpu_only => Err(Error::Config(
+                "--device, --devices, --ptx, --gpu-kernel and --baselines need --backend cuda"
+                    .into(),
             )),
+            BackendArg::Cpu => Ok(Backend::Cpu),
+            BackendArg::Cuda => {
+                let cuda = self.cuda()?;
+                cuda.probe()?;
+                Ok(Backend::Cuda(cuda))
+            }
+            BackendArg::Auto => {
+                let cuda = self.cuda()?;
+                let use_cuda = *self.auto_cuda.get_or_init(|| match cuda.probe() {
+                    Ok(what) => {
+                        eprintln!("mgws: --backend auto: running on CUDA, {what}");
+                        true
+                    }
+                    Err(e) => {
+                        eprintln!("mgws: --backend auto: running on the CPU ({e})");
+                        false
+                    }
+                });
+                Ok(if use_cuda {
+                    Backend::Cuda(cuda)
+                } else {
+                    Backend::Cpu
+                })
+            }
         }
     }
 }
@@ -241,51 +380,81 @@ pub fn print_outcome(outcome: &Outcome, sched: &Scheduler, json: bool) {
 /// Runs the parsed command line; returns the process exit code.
 pub fn main_with(cli: Cli) -> Result<i32> {
     match cli.command {
-        Command::Run { workload } => {
-            let (outcome, sched, json) = match workload {
-                WorkloadCmd::Memset { tasks, sched } => {
-                    let s = sched.scheduler()?;
-                    (
-                        crate::workload::memset::run(&s, &sched.backend()?, tasks)?,
-                        s,
-                        sched.json,
-                    )
+        Command::Run { mut workload } => {
+            let baselines = std::mem::take(&mut workload.sched_mut().baselines);
+            let mut code = run_workload(&workload)?;
+            // GPU baselines: the same workload, built and verified the same way, in this process.
+            for kernel in baselines {
+                workload.sched_mut().gpu_kernel = kernel;
+                match run_workload(&workload) {
+                    Ok(c) => code = code.max(c),
+                    Err(e) => eprintln!(
+                        "mgws: baseline {}: error: {e}",
+                        crate::cuda::GpuKernel::from(kernel).name()
+                    ),
                 }
-                WorkloadCmd::Contains { args, sched } => {
-                    let corpus = args.load()?;
-                    let s = sched.scheduler()?;
-                    (
-                        crate::workload::contains::run(
-                            &s,
-                            &sched.backend()?,
-                            &corpus,
-                            args.word.as_bytes(),
-                        )?,
-                        s,
-                        sched.json,
-                    )
-                }
-                WorkloadCmd::Uts { args, sched } => {
-                    let cfg = args.config()?;
-                    let s = sched.scheduler()?;
-                    (
-                        crate::workload::uts::run(&s, &sched.backend()?, &cfg)?,
-                        s,
-                        sched.json,
-                    )
-                }
-                WorkloadCmd::Fib { args, sched } => {
-                    let s = sched.scheduler()?;
-                    (
-                        crate::workload::fib::run(&s, &sched.backend()?, args.n)?,
-                        s,
-                        sched.json,
-                    )
-                }
-            };
-            print_outcome(&outcome, &sched, json);
-            Ok(if outcome.verified { 0 } else { 2 })
+            }
+            Ok(code)
         }
         Command::Bench { workload } => crate::bench::main(workload),
     }
+}
+
+impl WorkloadCmd {
+    /// The scheduler and backend flags of the command.
+    pub fn sched_mut(&mut self) -> &mut SchedArgs {
+        match self {
+            WorkloadCmd::Memset { sched, .. }
+            | WorkloadCmd::Contains { sched, .. }
+            | WorkloadCmd::Uts { sched, .. }
+            | WorkloadCmd::Fib { sched, .. } => sched,
+        }
+    }
+}
+
+/// Runs one workload command and prints its outcome; returns the exit code (2: not verified).
+fn run_workload(workload: &WorkloadCmd) -> Result<i32> {
+    let (outcome, sched, json) = match workload {
+        WorkloadCmd::Memset { tasks, sched } => {
+            let s = sched.scheduler()?;
+            (
+                crate::workload::memset::run(&s, &sched.backend()?, *tasks)?,
+                s,
+                sched.json,
+            )
+        }
+        WorkloadCmd::Contains { args, sched } => {
+            let corpus = args.load()?;
+            let s = sched.scheduler()?;
+            (
+                crate::workload::contains::run(
+                    &s,
+                    &sched.backend()?,
+                    &corpus,
+                    args.word.as_bytes(),
+                )?,
+                s,
+                sched.json,
+            )
+        }
+        WorkloadCmd::Uts { args, sched } => {
+            let cfg = args.config()?;
+            let s = sched.scheduler()?;
+            (
+                crate::workload::uts::run(&s, &sched.backend()?, &cfg)?,
+                s,
+                sched.json,
+            )
+        }
+        WorkloadCmd::Fib { args, sched } => {
+            let s = sched.scheduler()?;
+            (
+                crate::workload::fib::run(&s, &sched.backend()?, args.n)?,
+                s,
+                sched.json,
+            )
+        }
+    };
+    print_outcome(&outcome, &sched, json);
+    Ok(if outcome.verified { 0 } else { 2 })
 }

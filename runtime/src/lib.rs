@@ -18,6 +18,7 @@ pub mod bench;
 pub mod cli;
 pub mod corpus;
 pub mod cpu;
+pub mod cuda;
 pub mod error;
 pub mod job;
 pub mod report;

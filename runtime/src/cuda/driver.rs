@@ -1,0 +1,798 @@
+//! A thin layer over the CUDA driver API (`cudarc::driver::sys`, which loads libcuda at run time):
+//! every call's result becomes an [`Error`] that names the call, and every resource is freed on
+//! drop with errors ignored (after a kernel trapped, the context is dead and every call fails).
+//!
+//! Nothing here is specific to MGWS; the run logic lives in the sibling modules.
+
+use std::ffi::{c_void, CStr, CString};
+
+use cudarc::driver::sys::{self, CUresult};
+
+use crate::error::{Error, Result};
+
+pub use sys::{
+    CUdevice_P2PAttribute as P2pAttr, CUdevice_attribute as Attr, CUfunction_attribute as FuncAttr,
+};
+
+/// The driver's name for `r`, e.g. `CUDA_ERROR_ILLEGAL_ADDRESS`.
+pub fn error_name(r: CUresult) -> String {
+    let mut p: *const std::ffi::c_char = std::ptr::null();
+    // SAFETY: cuGetErrorName writes a pointer to a static string or leaves it null.
+    let ok = unsafe { sys::cuGetErrorName(r, &mut p) } == CUresult::CUDA_SUCCESS;
+    if ok && !p.is_null() {
+        // SAFETY: the driver returned a NUL-terminated static string.
+        unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+    } else {
+        format!("{r:?}")
+    }
+}
+
+/// What a failed call means for a user, for the codes a run can end with.
+pub fn explain(r: CUresult) -> &'static str {
+    use CUresult::*;
+    match r {
+        CUDA_ERROR_LAUNCH_FAILED => {
+            "the kernel trapped: a task panicked or failed a bounds check (PTX `trap`), or the \
+             launch gave the kernel less shared memory than its scratch layout needs"
+        }
+        CUDA_ERROR_ILLEGAL_ADDRESS => {
+            "the kernel accessed memory it may not (a bad data-area offset in a task, or \
+             orchestration memory the device cannot reach)"
+        }
+        CUDA_ERROR_MISALIGNED_ADDRESS => "the kernel made a misaligned memory access",
+        CUDA_ERROR_ILLEGAL_INSTRUCTION => "the kernel executed an illegal instruction",
+        CUDA_ERROR_INVALID_PC => "the kernel jumped to an invalid program counter",
+        CUDA_ERROR_HARDWARE_STACK_ERROR => "the kernel overflowed its call stack",
+        CUDA_ERROR_ASSERT => "a device-side assertion failed",
+        CUDA_ERROR_LAUNCH_TIMEOUT => {
+            "the kernel ran longer than the display watchdog allows on this GPU"
+        }
+        CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES => {
+            "the block needs more registers or shared memory than an SM has: lower --lanes or \
+             --local-capacity"
+        }
+        CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE => {
+            "more blocks than fit on the GPU at once were launched cooperatively"
+        }
+        CUDA_ERROR_OUT_OF_MEMORY => "the GPU is out of memory",
+        CUDA_ERROR_INVALID_PTX | CUDA_ERROR_UNSUPPORTED_PTX_VERSION => {
+            "the driver could not compile the PTX: rebuild it with `cargo xtask ptx` for this GPU's \
+             architecture, or update the driver"
+        }
+        CUDA_ERROR_NO_BINARY_FOR_GPU => {
+            "the PTX was built for a newer architecture than this GPU (see `cargo xtask ptx --arch`)"
+        }
+        CUDA_ERROR_PEER_ACCESS_UNSUPPORTED => "the GPUs cannot access each other's memory",
+        _ => "",
+    }
+}
+
+/// True for the errors after which the context can no longer be used (a kernel fault).
+pub fn is_sticky(r: CUresult) -> bool {
+    use CUresult::*;
+    matches!(
+        r,
+        CUDA_ERROR_LAUNCH_FAILED
+            | CUDA_ERROR_ILLEGAL_ADDRESS
+            | CUDA_ERROR_MISALIGNED_ADDRESS
+            | CUDA_ERROR_ILLEGAL_INSTRUCTION
+            | CUDA_ERROR_INVALID_PC
+            | CUDA_ERROR_HARDWARE_STACK_ERROR
+            | CUDA_ERROR_ASSERT
+            | CUDA_ERROR_LAUNCH_TIMEOUT
+    )
+}
+
+/// `Ok` for `CUDA_SUCCESS`, else an [`Error::Cuda`] naming `what` and the error.
+pub fn check(r: CUresult, what: impl FnOnce() -> String) -> Result<()> {
+    if r == CUresult::CUDA_SUCCESS {
+        return Ok(());
+    }
+    let why = explain(r);
+    Err(Error::Cuda(if why.is_empty() {
+        format!("{} failed: {}", what(), error_name(r))
+    } else {
+        format!("{} failed: {} ({why})", what(), error_name(r))
+    }))
+}
+
+/// Loads libcuda and initialises the driver. Errors are [`Error::BackendUnavailable`].
+pub fn init() -> Result<()> {
+    // SAFETY: only tries to dlopen the library under its usual names.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(Error::BackendUnavailable(
+            "the CUDA driver library (libcuda.so.1) could not be loaded: no NVIDIA driver is \
+             installed here, or it is not on the loader path (LD_LIBRARY_PATH)"
+                .into(),
+        ));
+    }
+    // SAFETY: cuInit has no preconditions.
+    let r = unsafe { sys::cuInit(0) };
+    if r != CUresult::CUDA_SUCCESS {
+        return Err(Error::BackendUnavailable(format!(
+            "the CUDA driver did not initialise: {}{}",
+            error_name(r),
+            if r == CUresult::CUDA_ERROR_NO_DEVICE {
+                " (no CUDA-capable GPU is visible; check CUDA_VISIBLE_DEVICES)"
+            } else {
+                ""
+            }
+        )));
+    }
+    Ok(())
+}
+
+/// The driver's CUDA version as (major, minor).
+pub fn driver_version() -> Result<(u32, u32)> {
+    let mut v = 0;
+    // SAFETY: writes one int.
+    check(unsafe { sys::cuDriverGetVersion(&mut v) }, || {
+        "cuDriverGetVersion".into()
+    })?;
+    Ok((v as u32 / 1000, (v as u32 % 1000) / 10))
+}
+
+/// Number of visible GPUs (after [`init`]).
+pub fn device_count() -> Result<u32> {
+    let mut n = 0;
+    // SAFETY: writes one int.
+    check(unsafe { sys::cuDeviceGetCount(&mut n) }, || {
+        "cuDeviceGetCount".into()
+    })?;
+    Ok(n.max(0) as u32)
+}
+
+/// Whether GPU `a` can access GPU `b`'s memory, and whether its atomics there are native.
+pub fn peer_caps(a: sys::CUdevice, b: sys::CUdevice) -> Result<(bool, bool)> {
+    let mut can = 0;
+    // SAFETY: writes one int.
+    check(
+        unsafe { sys::cuDeviceCanAccessPeer(&mut can, a, b) },
+        || "cuDeviceCanAccessPeer".into(),
+    )?;
+    let mut atomics = 0;
+    if can != 0 {
+        // SAFETY: writes one int.
+        check(
+            unsafe {
+                sys::cuDeviceGetP2PAttribute(
+                    &mut atomics,
+                    P2pAttr::CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED,
+                    a,
+                    b,
+                )
+            },
+            || "cuDeviceGetP2PAttribute(NATIVE_ATOMIC_SUPPORTED)".into(),
+        )?;
+    }
+    Ok((can != 0, atomics != 0))
+}
+
+/// One GPU with its primary context retained.
+pub struct Gpu {
+    pub ordinal: u32,
+    pub dev: sys::CUdevice,
+    pub ctx: sys::CUcontext,
+    pub name: String,
+    pub sms: u32,
+    pub cc: (u32, u32),
+}
+
+impl Gpu {
+    /// Retains GPU `ordinal`'s primary context and makes it current.
+    pub fn open(ordinal: u32) -> Result<Gpu> {
+        let mut dev = 0;
+        // SAFETY: writes one device handle.
+        check(
+            unsafe { sys::cuDeviceGet(&mut dev, ordinal as i32) },
+            || format!("cuDeviceGet({ordinal})"),
+        )?;
+        let mut buf = [0 as std::ffi::c_char; 256];
+        // SAFETY: the buffer holds 256 chars; the driver NUL-terminates the name.
+        check(
+            unsafe { sys::cuDeviceGetName(buf.as_mut_ptr(), buf.len() as i32, dev) },
+            || format!("cuDeviceGetName({ordinal})"),
+        )?;
+        // SAFETY: NUL-terminated by the driver (and the buffer was zeroed).
+        let name = unsafe { CStr::from_ptr(buf.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
+        let mut ctx = std::ptr::null_mut();
+        // SAFETY: writes one context handle; released in Drop.
+        check(
+            unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, dev) },
+            || format!("cuDevicePrimaryCtxRetain(GPU {ordinal})"),
+        )?;
+        let mut gpu = Gpu {
+            ordinal,
+            dev,
+            ctx,
+            name,
+            sms: 0,
+            cc: (0, 0),
+        };
+        gpu.make_current()?;
+        gpu.sms = gpu.attr(Attr::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32;
+        gpu.cc = (
+            gpu.attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)? as u32,
+            gpu.attr(Attr::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)? as u32,
+        );
+        Ok(gpu)
+    }
+
+    pub fn make_current(&self) -> Result<()> {
+        // SAFETY: the context is retained for the lifetime of self.
+        check(unsafe { sys::cuCtxSetCurrent(self.ctx) }, || {
+            format!("cuCtxSetCurrent(GPU {})", self.ordinal)
+        })
+    }
+
+    pub fn attr(&self, a: Attr) -> Result<i32> {
+        let mut v = 0;
+        // SAFETY: writes one int.
+        check(
+            unsafe { sys::cuDeviceGetAttribute(&mut v, a, self.dev) },
+            || format!("cuDeviceGetAttribute({a:?}) on GPU {}", self.ordinal),
+        )?;
+        Ok(v)
+    }
+
+    /// Lets this GPU's kernels access `peer`'s memory (idempotent).
+    pub fn enable_peer_access(&self, peer: &Gpu) -> Result<()> {
+        self.make_current()?;
+        // SAFETY: both contexts are retained.
+        let r = unsafe { sys::cuCtxEnablePeerAccess(peer.ctx, 0) };
+        if r == CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED {
+            return Ok(());
+        }
+        check(r, || {
+            format!(
+                "enabling peer access from GPU {} to GPU {}",
+                self.ordinal, peer.ordinal
+            )
+        })
+    }
+
+    /// Free and total device memory in bytes.
+    pub fn mem_info(&self) -> Result<(usize, usize)> {
+        self.make_current()?;
+        let (mut free, mut total) = (0, 0);
+        // SAFETY: writes two sizes.
+        check(
+            unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) },
+            || "cuMemGetInfo".into(),
+        )?;
+        Ok((free, total))
+    }
+
+    /// Waits for all work of this GPU's context.
+    pub fn synchronize(&self) -> Result<()> {
+        self.make_current()?;
+        // SAFETY: no preconditions.
+        check(unsafe { sys::cuCtxSynchronize() }, || {
+            format!("synchronizing GPU {}", self.ordinal)
+        })
+    }
+}
+
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        // SAFETY: balances the retain in `open`; errors are ignored (the context may be dead).
+        unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.dev) };
+    }
+}
+
+/// Device memory of one GPU.
+pub struct DeviceBuffer {
+    pub ptr: u64,
+    pub bytes: usize,
+    ctx: sys::CUcontext,
+}
+
+impl DeviceBuffer {
+    /// `bytes` of device memory on `gpu` (at least 1 byte is allocated), not initialised.
+    pub fn alloc(gpu: &Gpu, bytes: usize, what: &str) -> Result<DeviceBuffer> {
+        gpu.make_current()?;
+        let mut ptr = 0;
+        // SAFETY: writes one device pointer; freed in Drop.
+        check(
+            unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes.max(1)) },
+            || {
+                format!(
+                    "allocating {what} ({}) on GPU {}",
+                    human_bytes(bytes),
+                    gpu.ordinal
+                )
+            },
+        )?;
+        Ok(DeviceBuffer {
+            ptr,
+            bytes,
+            ctx: gpu.ctx,
+        })
+    }
+
+    /// Sets every byte to zero (synchronously).
+    pub fn zero(&self) -> Result<()> {
+        // SAFETY: the buffer holds `bytes` bytes; the context is retained by its Gpu.
+        check(unsafe { sys::cuCtxSetCurrent(self.ctx) }, || {
+            "cuCtxSetCurrent".into()
+        })?;
+        // SAFETY: as above.
+        check(
+            unsafe { sys::cuMemsetD8_v2(self.ptr, 0, self.bytes) },
+            || "zeroing device memory".into(),
+        )
+    }
+
+    /// Copies `src` to byte `offset` (synchronously; no kernel of this context may be running).
+    pub fn write(&self, offset: usize, src: &[u8]) -> Result<()> {
+        assert!(offset + src.len() <= self.bytes);
+        if src.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: the context is retained by its Gpu.
+        check(unsafe { sys::cuCtxSetCurrent(self.ctx) }, || {
+            "cuCtxSetCurrent".into()
+        })?;
+        // SAFETY: the destination range lies inside the buffer (asserted), the source is a slice.
+        check(
+            unsafe {
+                sys::cuMemcpyHtoD_v2(
+                    self.ptr + offset as u64,
+                    src.as_ptr() as *const c_void,
+                    src.len(),
+                )
+            },
+            || format!("copying {} to the GPU", human_bytes(src.len())),
+        )
+    }
+
+    /// Copies from byte `offset` into `dst` (synchronously).
+    pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<()> {
+        assert!(offset + dst.len() <= self.bytes);
+        if dst.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: the context is retained by its Gpu.
+        check(unsafe { sys::cuCtxSetCurrent(self.ctx) }, || {
+            "cuCtxSetCurrent".into()
+        })?;
+        // SAFETY: the source range lies inside the buffer (asserted), the destination is a slice.
+        check(
+            unsafe {
+                sys::cuMemcpyDtoH_v2(
+                    dst.as_mut_ptr() as *mut c_void,
+                    self.ptr + offset as u64,
+                    dst.len(),
+                )
+            },
+            || format!("copying {} from the GPU", human_bytes(dst.len())),
+        )
+    }
+
+    /// Copies `src` to byte `offset` on `stream` and waits for that stream only: usable while a
+    /// kernel runs on another (non-blocking) stream.
+    pub fn write_async(&self, offset: usize, src: &[u8], stream: &Stream) -> Result<()> {
+        assert!(offset + src.len() <= self.bytes);
+        // SAFETY: as in `write`; the source outlives the synchronisation below.
+        unsafe {
+            check(sys::cuCtxSetCurrent(self.ctx), || "cuCtxSetCurrent".into())?;
+            check(
+                sys::cuMemcpyHtoDAsync_v2(
+                    self.ptr + offset as u64,
+                    src.as_ptr() as *const c_void,
+                    src.len(),
+                    stream.raw,
+                ),
+                || "writing to GPU memory while the kernel runs".into(),
+            )?;
+        }
+        stream.synchronize()
+    }
+
+    /// Reads into `dst` from byte `offset` on `stream` (see [`DeviceBuffer::write_async`]).
+    pub fn read_async(&self, offset: usize, dst: &mut [u8], stream: &Stream) -> Result<()> {
+        assert!(offset + dst.len() <= self.bytes);
+        // SAFETY: as in `read`; the destination outlives the synchronisation below.
+        unsafe {
+            check(sys::cuCtxSetCurrent(self.ctx), || "cuCtxSetCurrent".into())?;
+            check(
+                sys::cuMemcpyDtoHAsync_v2(
+                    dst.as_mut_ptr() as *mut c_void,
+                    self.ptr + offset as u64,
+                    dst.len(),
+                    stream.raw,
+                ),
+                || "reading GPU memory while the kernel runs".into(),
+            )?;
+        }
+        stream.synchronize()
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        // SAFETY: frees what `alloc` allocated; errors are ignored (the context may be dead).
+        unsafe {
+            sys::cuCtxSetCurrent(self.ctx);
+            sys::cuMemFree_v2(self.ptr);
+        }
+    }
+}
+
+/// Pinned host memory mapped into every context's address space (`cuMemHostAlloc` with
+/// `PORTABLE | DEVICEMAP`): the host reads and writes it directly while kernels run.
+pub struct HostBuffer {
+    pub host: *mut u8,
+    pub bytes: usize,
+}
+
+// SAFETY: the buffer is plain memory; concurrent access follows the protocols of its users.
+unsafe impl Send for HostBuffer {}
+
+impl HostBuffer {
+    /// `bytes` of zeroed, mapped, pinned host memory (a context must be current).
+    pub fn alloc(bytes: usize, what: &str) -> Result<HostBuffer> {
+        let mut p = std::ptr::null_mut();
+        // SAFETY: writes one host pointer; freed in Drop.
+        check(
+            unsafe {
+                sys::cuMemHostAlloc(
+                    &mut p,
+                    bytes.max(1),
+                    sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP,
+                )
+            },
+            || {
+                format!(
+                    "allocating {what} ({}) in pinned host memory",
+                    human_bytes(bytes)
+                )
+            },
+        )?;
+        let host = p as *mut u8;
+        // SAFETY: the allocation holds at least `bytes` bytes.
+        unsafe { std::ptr::write_bytes(host, 0, bytes) };
+        Ok(HostBuffer { host, bytes })
+    }
+
+    /// The address kernels of `gpu` use for this memory.
+    pub fn device_ptr(&self, gpu: &Gpu) -> Result<u64> {
+        gpu.make_current()?;
+        let mut d = 0;
+        // SAFETY: the host pointer is a DEVICEMAP allocation.
+        check(
+            unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, self.host as *mut c_void, 0) },
+            || format!("mapping pinned host memory into GPU {}", gpu.ordinal),
+        )?;
+        Ok(d)
+    }
+
+    /// Volatile read of the `T` at byte `offset` (the host's view while kernels write it).
+    ///
+    /// # Safety
+    /// `offset` is in range and aligned for `T`, and any bytes are a valid `T`.
+    pub unsafe fn read_volatile<T: Copy>(&self, offset: usize) -> T {
+        debug_assert!(offset + std::mem::size_of::<T>() <= self.bytes);
+        // SAFETY: guaranteed by the caller.
+        unsafe { (self.host.add(offset) as *const T).read_volatile() }
+    }
+
+    /// Volatile write of `value` at byte `offset`.
+    ///
+    /// # Safety
+    /// As for [`HostBuffer::read_volatile`].
+    pub unsafe fn write_volatile<T: Copy>(&self, offset: usize, value: T) {
+        debug_assert!(offset + std::mem::size_of::<T>() <= self.bytes);
+        // SAFETY: guaranteed by the caller.
+        unsafe { (self.host.add(offset) as *mut T).write_volatile(value) }
+    }
+
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: the allocation holds `bytes` initialised (zeroed) bytes owned by self.
+        unsafe { std::slice::from_raw_parts_mut(self.host, self.bytes) }
+    }
+}
+
+impl Drop for HostBuffer {
+    fn drop(&mut self) {
+        // SAFETY: frees what `alloc` allocated; errors are ignored.
+        unsafe { sys::cuMemFreeHost(self.host as *mut c_void) };
+    }
+}
+
+/// A PTX module loaded (JIT-compiled) into one context.
+pub struct Module {
+    raw: sys::CUmodule,
+    ctx: sys::CUcontext,
+}
+
+impl Module {
+    /// JIT-compiles `ptx` for `gpu`; a compile error carries the driver's log.
+    pub fn load(gpu: &Gpu, ptx: &str, origin: &str) -> Result<Module> {
+        gpu.make_current()?;
+        let image = CString::new(ptx)
+            .map_err(|_| Error::Input(format!("{origin} contains a NUL byte: not a PTX file")))?;
+        let mut log = vec![0u8; 16 * 1024];
+        let mut options = [
+            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
+            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+        ];
+        let mut values = [log.as_mut_ptr() as *mut c_void, log.len() as *mut c_void];
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: the image is NUL-terminated; the options point to a live log buffer of the
+        // given size (the size option's value is passed by value in the pointer slot).
+        let r = unsafe {
+            sys::cuModuleLoadDataEx(
+                &mut raw,
+                image.as_ptr() as *const c_void,
+                options.len() as u32,
+                options.as_mut_ptr(),
+                values.as_mut_ptr(),
+            )
+        };
+        if r != CUresult::CUDA_SUCCESS {
+            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+            let log = String::from_utf8_lossy(&log[..end]);
+            return Err(Error::Cuda(format!(
+                "loading {origin} on GPU {} ({}) failed: {} {}{}",
+                gpu.ordinal,
+                gpu.name,
+                error_name(r),
+                explain(r),
+                if log.trim().is_empty() {
+                    String::new()
+                } else {
+                    format!("\nJIT log:\n{}", log.trim())
+                }
+            )));
+        }
+        Ok(Module { raw, ctx: gpu.ctx })
+    }
+
+    /// The kernel `name`, or `None` if the module has no such entry.
+    pub fn function(&self, name: &str) -> Result<Option<Function>> {
+        let cname = CString::new(name).expect("kernel names have no NUL");
+        let mut f = std::ptr::null_mut();
+        // SAFETY: the module is loaded; writes one function handle.
+        let r = unsafe {
+            sys::cuCtxSetCurrent(self.ctx);
+            sys::cuModuleGetFunction(&mut f, self.raw, cname.as_ptr())
+        };
+        if r == CUresult::CUDA_ERROR_NOT_FOUND {
+            return Ok(None);
+        }
+        check(r, || format!("looking up kernel {name}"))?;
+        Ok(Some(Function { raw: f }))
+    }
+}
+
+impl Drop for Module {
+    fn drop(&mut self) {
+        // SAFETY: unloads what `load` loaded; errors are ignored.
+        unsafe {
+            sys::cuCtxSetCurrent(self.ctx);
+            sys::cuModuleUnload(self.raw);
+        }
+    }
+}
+
+/// A kernel of a loaded module (valid while the module is).
+#[derive(Clone, Copy)]
+pub struct Function {
+    pub raw: sys::CUfunction,
+}
+
+impl Function {
+    pub fn attr(&self, a: FuncAttr) -> Result<i32> {
+        let mut v = 0;
+        // SAFETY: writes one int.
+        check(
+            unsafe { sys::cuFuncGetAttribute(&mut v, a, self.raw) },
+            || format!("cuFuncGetAttribute({a:?})"),
+        )?;
+        Ok(v)
+    }
+
+    pub fn set_attr(&self, a: FuncAttr, value: i32) -> Result<()> {
+        // SAFETY: plain attribute setter.
+        check(
+            unsafe { sys::cuFuncSetAttribute(self.raw, a, value) },
+            || format!("cuFuncSetAttribute({a:?}, {value})"),
+        )
+    }
+
+    /// Blocks of `threads` threads with `smem` bytes of dynamic shared memory that fit on one SM.
+    pub fn max_blocks_per_sm(&self, threads: u32, smem: usize) -> Result<u32> {
+        let mut n = 0;
+        // SAFETY: writes one int.
+        check(
+            unsafe {
+                sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                    &mut n,
+                    self.raw,
+                    threads as i32,
+                    smem,
+                )
+            },
+            || format!("occupancy query for {threads} threads and {smem} B of shared memory"),
+        )?;
+        Ok(n.max(0) as u32)
+    }
+
+    /// Launches the kernel on `stream`: cooperatively (all blocks co-resident, or an error) or
+    /// normally. `params` are pointers to the argument values.
+    ///
+    /// # Safety
+    /// `params` must match the kernel's parameter list in number, order and size, and every
+    /// pointer argument must be valid for the kernel's use.
+    pub unsafe fn launch(
+        &self,
+        cooperative: bool,
+        grid: u32,
+        block: u32,
+        smem: u32,
+        stream: &Stream,
+        params: &mut [*mut c_void],
+    ) -> CUresult {
+        // SAFETY: forwarded to the caller.
+        unsafe {
+            if cooperative {
+                sys::cuLaunchCooperativeKernel(
+                    self.raw,
+                    grid,
+                    1,
+                    1,
+                    block,
+                    1,
+                    1,
+                    smem,
+                    stream.raw,
+                    params.as_mut_ptr(),
+                )
+            } else {
+                sys::cuLaunchKernel(
+                    self.raw,
+                    grid,
+                    1,
+                    1,
+                    block,
+                    1,
+                    1,
+                    smem,
+                    stream.raw,
+                    params.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                )
+            }
+        }
+    }
+}
+
+/// A non-blocking stream: it never waits for the legacy default stream, so copies on one stream
+/// proceed while a persistent kernel occupies another.
+pub struct Stream {
+    pub raw: sys::CUstream,
+    ctx: sys::CUcontext,
+}
+
+impl Stream {
+    pub fn new(gpu: &Gpu) -> Result<Stream> {
+        gpu.make_current()?;
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: writes one stream handle; destroyed in Drop.
+        check(
+            unsafe {
+                sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
+            },
+            || "cuStreamCreate".into(),
+        )?;
+        Ok(Stream { raw, ctx: gpu.ctx })
+    }
+
+    /// `Ok(true)` when all work on the stream finished, `Ok(false)` while it runs, or the error
+    /// the work ended with (as the raw code, for the caller to classify).
+    pub fn query(&self) -> std::result::Result<bool, CUresult> {
+        // SAFETY: the stream is live.
+        let r = unsafe {
+            sys::cuCtxSetCurrent(self.ctx);
+            sys::cuStreamQuery(self.raw)
+        };
+        match r {
+            CUresult::CUDA_SUCCESS => Ok(true),
+            CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            e => Err(e),
+        }
+    }
+
+    pub fn synchronize(&self) -> Result<()> {
+        // SAFETY: the stream is live.
+        check(
+            unsafe {
+                sys::cuCtxSetCurrent(self.ctx);
+                sys::cuStreamSynchronize(self.raw)
+            },
+            || "cuStreamSynchronize".into(),
+        )
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        // SAFETY: destroys what `new` created; errors are ignored.
+        unsafe {
+            sys::cuCtxSetCurrent(self.ctx);
+            sys::cuStreamDestroy_v2(self.raw);
+        }
+    }
+}
+
+/// A timing event.
+pub struct Event {
+    raw: sys::CUevent,
+    ctx: sys::CUcontext,
+}
+
+impl Event {
+    pub fn new(gpu: &Gpu) -> Result<Event> {
+        gpu.make_current()?;
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: writes one event handle; destroyed in Drop.
+        check(unsafe { sys::cuEventCreate(&mut raw, 0) }, || {
+            "cuEventCreate".into()
+        })?;
+        Ok(Event { raw, ctx: gpu.ctx })
+    }
+
+    pub fn record(&self, stream: &Stream) -> Result<()> {
+        // SAFETY: both handles are live.
+        check(
+            unsafe {
+                sys::cuCtxSetCurrent(self.ctx);
+                sys::cuEventRecord(self.raw, stream.raw)
+            },
+            || "cuEventRecord".into(),
+        )
+    }
+
+    /// Seconds from `self` to `end` (both recorded and complete).
+    pub fn seconds_until(&self, end: &Event) -> Result<f64> {
+        let mut ms = 0f32;
+        // SAFETY: both events are live and of the same context.
+        check(
+            unsafe {
+                sys::cuCtxSetCurrent(self.ctx);
+                sys::cuEventElapsedTime(&mut ms, self.raw, end.raw)
+            },
+            || "cuEventElapsedTime".into(),
+        )?;
+        Ok(ms as f64 / 1e3)
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: destroys what `new` created; errors are ignored.
+        unsafe {
+            sys::cuCtxSetCurrent(self.ctx);
+            sys::cuEventDestroy_v2(self.raw);
+        }
+    }
+}
+
+/// `n` bytes for humans.
+pub fn human_bytes(n: usize) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}

@@ -1,0 +1,251 @@
+//! The CUDA backend: the scheduler core as one persistent kernel per GPU, one worker per thread
+//! block, launched cooperatively so that every worker is resident at once.
+//!
+//! The kernel comes from PTX built by `cargo xtask ptx` (the `mgws_worker` entry of
+//! `device/kernel`, see `mgws_kernel_support::worker_kernel!`); libcuda is loaded at run time
+//! (`cudarc` with dynamic loading), so building and testing need no CUDA, and a machine without a
+//! GPU gets [`Error::BackendUnavailable`].
+//!
+//! - Grid: the occupancy API says how many blocks of `lanes` threads with the scratch layout's
+//!   dynamic shared memory fit per SM; times the SM count that is the most workers a GPU can run
+//!   (the default). More are refused.
+//! - Orchestration data (public queues, shared state, voting tree) lives where
+//!   [`CudaBackend::placement`] says; per-worker progress records and statistics always live in
+//!   mapped pinned host memory, so the host's watchdog reads them while the kernel runs.
+//! - Never hang: a run that stops making progress is aborted through `SharedState::abort`
+//!   (written with a copy on a separate stream while the kernel runs), and returns
+//!   [`Error::Hang`] with every worker's state. A kernel fault (trap, illegal address) becomes
+//!   [`Error::Cuda`] naming the cause; the process goes on.
+//! - Baselines in the same process: [`GpuKernel::Static`] runs the PTX's `mgws_static` entry with
+//!   the same tasks split evenly; [`GpuKernel::Levels`] runs one launch of `mgws_level` per level
+//!   of a spawning workload, orchestrated by the host.
+
+pub mod driver;
+mod level;
+mod persistent;
+pub mod plan;
+pub mod ptx;
+mod session;
+
+use std::path::PathBuf;
+
+pub use plan::{Placement, TasksIn};
+
+use crate::error::{Error, Result};
+use crate::job::Job;
+use crate::report::RunReport;
+use crate::scheduler::Scheduler;
+
+/// Which GPU kernel runs the job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum GpuKernel {
+    /// MGWS: the persistent work-stealing kernel `mgws_worker`.
+    #[default]
+    Mgws,
+    /// Baseline: the static-assignment kernel `mgws_static` (initial tasks split evenly over the
+    /// blocks, no stealing).
+    Static,
+    /// Baseline: kernel-per-level `mgws_level`, one launch per level of spawned tasks with the
+    /// frontier in device memory, orchestrated by the host.
+    Levels,
+}
+
+impl GpuKernel {
+    pub fn name(self) -> &'static str {
+        match self {
+            GpuKernel::Mgws => "mgws",
+            GpuKernel::Static => "static",
+            GpuKernel::Levels => "levels",
+        }
+    }
+
+    /// The kernel's PTX entry point.
+    pub fn entry(self) -> &'static str {
+        match self {
+            GpuKernel::Mgws => "mgws_worker",
+            GpuKernel::Static => "mgws_static",
+            GpuKernel::Levels => "mgws_level",
+        }
+    }
+
+    /// The name runs of this kernel report as their backend.
+    pub fn backend_name(self) -> &'static str {
+        match self {
+            GpuKernel::Mgws => "cuda",
+            GpuKernel::Static => "cuda-static",
+            GpuKernel::Levels => "cuda-levels",
+        }
+    }
+}
+
+/// Options of the CUDA backend. The scheduler's settings (workers in total over all GPUs, lanes =
+/// threads per block, queue capacities, termination, ...) come from the [`Scheduler`]; size its
+/// workers with [`CudaBackend::max_workers`] to fill the GPUs (workloads size their per-worker
+/// result tables from the scheduler, so the count must be known before the job is built).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct CudaBackend {
+    /// GPU ordinals to run on; empty means GPU 0.
+    pub devices: Vec<u32>,
+    pub placement: Placement,
+    pub tasks_in: TasksIn,
+    /// The PTX to load; `None` searches as [`ptx::resolve`] says.
+    pub ptx: Option<PathBuf>,
+    pub kernel: GpuKernel,
+    /// Kernel-per-level only: tasks one frontier buffer holds; `None` sizes it from free memory.
+    pub level_capacity: Option<u64>,
+}
+
+/// Threads per block the CUDA backend accepts (`--lanes`).
+pub const LANES: std::ops::RangeInclusive<u32> = 32..=1024;
+
+/// Threads per block when none are given.
+pub const DEFAULT_LANES: u32 = 32;
+
+impl CudaBackend {
+    /// GPU 0, global placement, initial tasks in device memory, the MGWS kernel.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The GPU ordinals of the run.
+    pub fn device_list(&self) -> Vec<u32> {
+        if self.devices.is_empty() {
+            vec![0]
+        } else {
+            self.devices.clone()
+        }
+    }
+
+    /// The same options with another kernel (for baselines).
+    pub fn with_kernel(&self, kernel: GpuKernel) -> Self {
+        CudaBackend {
+            kernel,
+            ..self.clone()
+        }
+    }
+
+    /// Checks that this backend can run here: libcuda loads, the GPUs exist and the PTX is found.
+    /// Returns a one-line description of what would run.
+    pub fn probe(&self) -> Result<String> {
+        guard(|| {
+            driver::init()?;
+            let count = driver::device_count()?;
+            let devices = self.device_list();
+            if count == 0 {
+                return Err(Error::BackendUnavailable("no CUDA GPU is visible".into()));
+            }
+            if let Some(&d) = devices.iter().find(|&&d| d >= count) {
+                return Err(Error::BackendUnavailable(format!(
+                    "GPU {d} does not exist: {count} GPU{} visible",
+                    if count == 1 { " is" } else { "s are" }
+                )));
+            }
+            let path = ptx::resolve(self.ptx.as_deref())?;
+            let gpu = driver::Gpu::open(devices[0])?;
+            let (major, minor) = driver::driver_version()?;
+            Ok(format!(
+                "GPU {} ({}, {} SMs, sm_{}{}){}, driver CUDA {major}.{minor}, PTX {}",
+                gpu.ordinal,
+                gpu.name,
+                gpu.sms,
+                gpu.cc.0,
+                gpu.cc.1,
+                if devices.len() > 1 {
+                    format!(" and {} more", devices.len() - 1)
+                } else {
+                    String::new()
+                },
+                path.display()
+            ))
+        })
+    }
+
+    /// The most workers (thread blocks, over all GPUs of the run) that are co-resident with
+    /// `lanes` threads per block and the scratch memory of `local_capacity` tasks: the default
+    /// worker count of a GPU run, and the most it accepts.
+    pub fn max_workers(
+        &self,
+        lanes: u32,
+        local_capacity: u32,
+        workers_per_queue: u32,
+    ) -> Result<u32> {
+        guard(|| {
+            let s = session::Session::open(self)?;
+            match self.kernel {
+                GpuKernel::Mgws | GpuKernel::Static => {
+                    let funcs = s.functions(self.kernel.entry(), &persistent::WORKER_PARAMS)?;
+                    let grid = persistent::size_grid(
+                        &s,
+                        &funcs,
+                        local_capacity,
+                        workers_per_queue,
+                        lanes,
+                        None,
+                    )?;
+                    Ok(grid.topology.workers())
+                }
+                GpuKernel::Levels => {
+                    let f = s.functions(self.kernel.entry(), &level::LEVEL_PARAMS)?[0];
+                    let g = &s.gpus[0];
+                    let smem = plan::scratch_bytes(local_capacity, lanes, 1);
+                    let per_sm = persistent::blocks_per_sm_for(g, &f, lanes, smem, local_capacity)?;
+                    let what = format!("GPU {} ({})", g.ordinal, g.name);
+                    plan::fit_workers(None, per_sm, g.sms, workers_per_queue, &what)
+                }
+            }
+        })
+    }
+
+    /// Runs `job` with the scheduler's settings.
+    pub fn run(&self, sched: &Scheduler, job: Job<'_>) -> Result<RunReport> {
+        guard(|| match self.kernel {
+            GpuKernel::Mgws | GpuKernel::Static => persistent::run(self, sched, job),
+            GpuKernel::Levels => level::run(self, sched, job),
+        })
+    }
+}
+
+/// Runs `f`, turning a panic inside the driver bindings (a libcuda that lacks a symbol they
+/// expect) into an error instead of a crash.
+fn guard<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        let msg = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("unknown panic");
+        Err(Error::Cuda(format!(
+            "the CUDA driver bindings failed: {msg} (is the NVIDIA driver older than CUDA 12.8?)"
+        )))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_libcuda_the_backend_is_unavailable_with_a_reason() {
+        // SAFETY: only probes for the library.
+        if unsafe { cudarc::driver::sys::is_culib_present() } {
+            return; // a machine with a driver: nothing to check here
+        }
+        let e = CudaBackend::new().probe().unwrap_err();
+        assert!(matches!(e, Error::BackendUnavailable(_)), "{e:?}");
+        assert!(e.to_string().contains("libcuda"), "{e}");
+        let sched = Scheduler::builder().workers(1).lanes(32).build().unwrap();
+        let backend = crate::Backend::Cuda(CudaBackend::new());
+        let e = crate::workload::memset::run(&sched, &backend, 4).unwrap_err();
+        assert!(matches!(e, Error::BackendUnavailable(_)), "{e:?}");
+    }
+
+    #[test]
+    fn kernels_have_entries_and_names() {
+        assert_eq!(GpuKernel::default(), GpuKernel::Mgws);
+        assert_eq!(GpuKernel::Mgws.entry(), "mgws_worker");
+        assert_eq!(GpuKernel::Static.backend_name(), "cuda-static");
+        assert_eq!(CudaBackend::new().device_list(), vec![0]);
+        let b = CudaBackend::new().with_kernel(GpuKernel::Levels);
+        assert_eq!(b.kernel, GpuKernel::Levels);
+    }
+}
