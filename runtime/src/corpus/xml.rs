@@ -86,10 +86,8 @@ pub fn read(path: &Path, limit: u64) -> Result<Corpus> {
                 open_elements = open_elements.saturating_sub(1);
                 field = Field::None;
                 if e.local_name().as_ref() == b"page" {
-                    if page.ns.trim() == "0" || page.ns.is_empty() {
-                        if !page.redirect {
-                            corpus.push(&page.text);
-                        }
+                    if (page.ns.trim() == "0" || page.ns.is_empty()) && !page.redirect {
+                        corpus.push(&page.text);
                     }
                     if corpus.len() as u64 >= limit {
                         break;
@@ -107,10 +105,8 @@ pub fn read(path: &Path, limit: u64) -> Result<Corpus> {
                 }
                 Field::None => {}
             },
-            Event::CData(t) => {
-                if field == Field::Text {
-                    page.text.extend_from_slice(&t.into_inner());
-                }
+            Event::CData(t) if field == Field::Text => {
+                page.text.extend_from_slice(&t.into_inner());
             }
             Event::Eof => {
                 if !saw_root {

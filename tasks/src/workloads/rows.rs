@@ -25,7 +25,7 @@ pub fn row<P: Platform>(
     table: DataDescriptor,
 ) -> Result<*mut u64, TaskError> {
     let w = ctx.worker_id() as u64;
-    if (w + 1) * ROW_BYTES as u64 > table.size as u64 || table.offset % 8 != 0 {
+    if (w + 1) * ROW_BYTES as u64 > table.size as u64 || table.offset & 7 != 0 {
         return Err(TaskError::Failed(NO_RESULT_ROW));
     }
     let base = table.resolve(ctx.area(table.area as usize)) as *mut u64;

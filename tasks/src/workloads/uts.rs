@@ -120,7 +120,7 @@ impl UtsParams {
                 if depth > 5 * self.gen_mx {
                     0.0
                 } else {
-                    libm::pow(self.b0, libm::sin(2.0 * 3.141592653589793 * h / d))
+                    libm::pow(self.b0, libm::sin(2.0 * core::f64::consts::PI * h / d))
                 }
             }
             FIXED => {
@@ -208,7 +208,7 @@ impl UtsNode {
 
 /// Reads the tree parameters a task's descriptor 0 points at.
 fn params<P: Platform>(ctx: &Ctx<'_, '_, P>, d: DataDescriptor) -> Result<UtsParams, TaskError> {
-    if (d.size as usize) < core::mem::size_of::<UtsParams>() || d.offset % 8 != 0 {
+    if (d.size as usize) < core::mem::size_of::<UtsParams>() || d.offset & 7 != 0 {
         return Err(TaskError::Failed(UTS_BAD_PARAMS));
     }
     // SAFETY: in bounds and aligned (checked above); UtsParams is plain data valid for any bits.

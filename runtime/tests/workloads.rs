@@ -1,0 +1,659 @@
+//! The workloads of issue 3 on the CPU backend: every run verified, on 1 to several workers and
+//! with 1 and 4 lanes; the published UTS counts; the baselines; bad input.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use clap::{CommandFactory, Parser};
+use mgws::baseline;
+use mgws::cli::Cli;
+use mgws::corpus::{self, Corpus, Format};
+use mgws::workload::uts::{Preset, Shape, TreeType, UtsConfig};
+use mgws::workload::{contains, fib, uts};
+use mgws::{Backend, Error, Scheduler};
+use mgws_tasks::workloads::uts::UtsCounts;
+
+fn sched(workers: u32, lanes: u32) -> Scheduler {
+    Scheduler::builder()
+        .workers(workers)
+        .lanes(lanes)
+        .spill_capacity(16384)
+        .build()
+        .unwrap()
+}
+
+/// A fresh, empty directory for one test.
+fn temp_dir(tag: &str) -> PathBuf {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let d = std::env::temp_dir().join(format!(
+        "mgws-workloads-{}-{tag}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn pool(n: u32) -> rayon::ThreadPool {
+    baseline::rayon_pool(n).unwrap()
+}
+
+// ----- UTS ---------------------------------------------------------------------------------------
+
+#[test]
+fn uts_default_tree_on_1_to_4_workers_and_1_and_4_lanes() {
+    let cfg = UtsConfig::preset(Preset::Default);
+    for lanes in [1, 4] {
+        for workers in 1..=4 {
+            let o = uts::run(&sched(workers, lanes), &Backend::Cpu, &cfg).unwrap();
+            assert!(o.verified, "{workers}x{lanes}: {}", o.check);
+            assert_eq!(o.result["nodes"], 1_732);
+            assert_eq!(o.result["leaves"], 1_050);
+            assert_eq!(o.result["depth"], 6);
+        }
+    }
+}
+
+fn assert_published(preset: Preset, nodes: u64, leaves: u64, depth: u64) {
+    let cfg = UtsConfig::preset(preset);
+    let want = UtsCounts {
+        nodes,
+        leaves,
+        depth,
+    };
+    assert_eq!(cfg.published().unwrap().1, want);
+    let (counts, report) = uts::run_once(&sched(2, 1), &Backend::Cpu, &cfg.params()).unwrap();
+    assert_eq!(counts, want, "{preset:?} on mgws");
+    assert_eq!(report.tasks_run, nodes);
+    // The static and rayon baselines expand the same tree.
+    assert_eq!(baseline::uts::rayon(&cfg.params(), &pool(2)), want);
+    assert_eq!(baseline::uts::static_levels(&cfg.params(), 2), want);
+}
+
+#[test]
+fn uts_t1_published_counts() {
+    assert_published(Preset::T1, 4_130_071, 3_305_118, 10);
+}
+
+#[test]
+fn uts_t5_published_counts() {
+    assert_published(Preset::T5, 4_147_582, 2_181_318, 20);
+}
+
+#[test]
+fn uts_t3_published_counts() {
+    assert_published(Preset::T3, 4_112_897, 3_599_034, 1572);
+}
+
+#[test]
+fn uts_t3_needs_more_than_the_default_overflow_stack() {
+    // A depth-first traversal of T3 keeps up to 5,730 nodes pending (the binomial root's 2,000
+    // children plus up to 7 siblings per level): more than local (32) + public (256) + the
+    // default overflow stack (4,096) of one worker. The run fails with a clear error.
+    let (_, peak) = baseline::uts::sequential_with_stack(&UtsConfig::preset(Preset::T3).params());
+    assert!(peak > 32 + 256 + 4096, "peak {peak}");
+    let s = Scheduler::builder().workers(1).build().unwrap();
+    let err = uts::run(&s, &Backend::Cpu, &UtsConfig::preset(Preset::T3)).unwrap_err();
+    assert!(
+        matches!(err, Error::SpillOverflow { .. }),
+        "unexpected error {err}"
+    );
+    assert!(err.to_string().contains("--spill-capacity"));
+}
+
+/// Small trees of every type and shape, checked against the sequential traversal.
+fn small_trees() -> Vec<UtsConfig> {
+    let d = UtsConfig::default();
+    vec![
+        UtsConfig {
+            shape: Shape::Expdec,
+            depth: 8,
+            b0: 3.0,
+            seed: 0,
+            ..d
+        },
+        UtsConfig {
+            shape: Shape::Cyclic,
+            depth: 6,
+            b0: 2.5,
+            seed: 0,
+            ..d
+        },
+        UtsConfig {
+            shape: Shape::Fixed,
+            depth: 5,
+            b0: 3.0,
+            seed: 0,
+            ..d
+        },
+        UtsConfig {
+            tree: TreeType::Bin,
+            b0: 200.0,
+            q: 0.2,
+            m: 4,
+            seed: 1,
+            ..d
+        },
+        UtsConfig {
+            tree: TreeType::Hybrid,
+            depth: 8,
+            b0: 3.0,
+            q: 0.22,
+            m: 4,
+            seed: 0,
+            ..d
+        },
+    ]
+}
+
+#[test]
+fn uts_every_tree_type_and_shape_verifies_on_1_to_3_workers_and_1_and_4_lanes() {
+    for cfg in small_trees() {
+        cfg.validate().unwrap();
+        assert!(cfg.published().is_none());
+        let reference = baseline::uts::sequential(&cfg.params());
+        assert!(
+            (100..20_000).contains(&reference.nodes),
+            "{}: {reference:?}",
+            cfg.flags()
+        );
+        for (workers, lanes) in [(1, 1), (2, 1), (3, 1), (1, 4), (2, 4)] {
+            let o = uts::run(&sched(workers, lanes), &Backend::Cpu, &cfg).unwrap();
+            assert!(o.verified, "{} {workers}x{lanes}: {}", cfg.flags(), o.check);
+            assert!(o.check.contains("sequential traversal"), "{}", o.check);
+            assert_eq!(o.result["nodes"], reference.nodes);
+        }
+        assert_eq!(baseline::uts::rayon(&cfg.params(), &pool(3)), reference);
+        assert_eq!(baseline::uts::static_levels(&cfg.params(), 3), reference);
+    }
+}
+
+#[test]
+fn uts_parameters_out_of_range_are_refused() {
+    let d = UtsConfig::default();
+    let bin = UtsConfig {
+        tree: TreeType::Bin,
+        ..d
+    };
+    let cases = [
+        (UtsConfig { b0: 0.0, ..d }, "-b"),
+        (UtsConfig { b0: f64::NAN, ..d }, "-b"),
+        (UtsConfig { b0: 1e9, ..d }, "-b"),
+        (UtsConfig { depth: 0, ..d }, "-d"),
+        (
+            UtsConfig {
+                shape: Shape::Expdec,
+                depth: 1,
+                ..d
+            },
+            "-d",
+        ),
+        (UtsConfig { q: 1.5, ..bin }, "-q"),
+        (UtsConfig { m: 101, ..bin }, "-m"),
+        (
+            UtsConfig {
+                q: 0.5,
+                m: 4,
+                ..bin
+            },
+            "infinite",
+        ),
+        (
+            UtsConfig {
+                tree: TreeType::Hybrid,
+                shift: 2.0,
+                ..d
+            },
+            "-f",
+        ),
+    ];
+    for (cfg, needle) in cases {
+        let err = cfg.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("out of range") && err.contains(needle),
+            "{err}"
+        );
+        let err = uts::run(&sched(1, 1), &Backend::Cpu, &cfg).unwrap_err();
+        assert!(matches!(err, Error::Input(_)));
+    }
+    // Through the command line too.
+    let cli =
+        Cli::try_parse_from(["mgws", "run", "uts", "-t", "bin", "-q", "0.9", "-m", "8"]).unwrap();
+    let err = mgws::cli::main_with(cli).unwrap_err().to_string();
+    assert!(err.contains("infinite"), "{err}");
+}
+
+#[test]
+fn uts_flags_override_presets() {
+    let cli = Cli::try_parse_from([
+        "mgws",
+        "run",
+        "uts",
+        "--preset",
+        "T1",
+        "-d",
+        "4",
+        "--workers",
+        "2",
+    ])
+    .unwrap();
+    let mgws::cli::Command::Run {
+        workload: mgws::cli::WorkloadCmd::Uts { args, .. },
+    } = cli.command
+    else {
+        panic!("parsed {:?}", cli.command)
+    };
+    let cfg = args.config().unwrap();
+    assert_eq!((cfg.shape, cfg.depth, cfg.seed), (Shape::Fixed, 4, 19));
+    assert!(cfg.published().is_none());
+    // UTS's numeric -t/-a values work as well.
+    let cli = Cli::try_parse_from(["mgws", "run", "uts", "-t", "0", "-a", "3"]).unwrap();
+    let mgws::cli::Command::Run {
+        workload: mgws::cli::WorkloadCmd::Uts { args, .. },
+    } = cli.command
+    else {
+        panic!()
+    };
+    assert_eq!(args.tree, Some(TreeType::Bin));
+    assert_eq!(args.shape, Some(Shape::Fixed));
+}
+
+// ----- CONTAINS ----------------------------------------------------------------------------------
+
+/// A corpus with a skewed (Pareto-like) length distribution: most articles short, a few very
+/// long; the word occurs in some of them, at random places.
+fn skewed_corpus(articles: usize, seed: u64) -> Corpus {
+    let mut x = seed | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let words: [&[u8]; 6] = [
+        b"und ",
+        b"der ",
+        b"die ",
+        b"Zwischenraum ",
+        b"zwisch ",
+        b"en ",
+    ];
+    let mut c = Corpus::default();
+    for _ in 0..articles {
+        // Lengths 16 * 2^k with k roughly geometric: a long tail.
+        let k = (next() % 1024).leading_zeros().saturating_sub(54).min(9) as usize
+            + (next() % 3) as usize;
+        let len = 16usize << k;
+        let mut text = Vec::with_capacity(len + 16);
+        while text.len() < len {
+            text.extend_from_slice(words[(next() % words.len() as u64) as usize]);
+        }
+        if next() % 3 == 0 {
+            let at = (next() as usize) % text.len();
+            text.splice(at..at, b"zwischen".iter().copied());
+        }
+        c.push(&text);
+    }
+    c
+}
+
+#[test]
+fn contains_verifies_on_1_to_3_workers_and_1_and_4_lanes() {
+    let corpus = skewed_corpus(3000, 42);
+    let lengths: Vec<u64> = corpus.articles.iter().map(|a| a.1).collect();
+    let (min, max) = (lengths.iter().min().unwrap(), lengths.iter().max().unwrap());
+    assert!(max / min.max(&1) >= 100, "skew {min}..{max}");
+    let want = contains::reference_count(&corpus, b"zwischen");
+    assert!(want > 500 && want < 2500, "{want}");
+    for (workers, lanes) in [(1, 1), (2, 1), (3, 1), (1, 4), (2, 4)] {
+        let o = contains::run(&sched(workers, lanes), &Backend::Cpu, &corpus, b"zwischen").unwrap();
+        assert!(o.verified, "{workers}x{lanes}: {}", o.check);
+        assert_eq!(o.result["matches"], want);
+        assert_eq!(o.report.tasks_run, 3000);
+    }
+    // Words that span round boundaries, never occur, or are a whole article.
+    for word in [&b"Zwischenraum zwisch"[..], b"nowhere", b"und der die"] {
+        let expect = contains::reference_count(&corpus, word);
+        let o = contains::run(&sched(2, 4), &Backend::Cpu, &corpus, word).unwrap();
+        assert!(o.verified, "{}", o.check);
+        assert_eq!(o.result["matches"], expect);
+    }
+}
+
+#[test]
+fn contains_baselines_agree_with_the_reference() {
+    let corpus = skewed_corpus(2000, 7);
+    let word = b"zwischen";
+    let want = contains::reference_count(&corpus, word);
+    let tasks = contains::tasks(&corpus, word, 3).unwrap();
+    assert_eq!(baseline::contains::sequential(&corpus, word, &tasks), want);
+    assert_eq!(
+        baseline::contains::static_split(&corpus, word, &tasks, 3),
+        want
+    );
+    assert_eq!(
+        baseline::contains::rayon(&corpus, word, &tasks, &pool(3)),
+        want
+    );
+}
+
+#[test]
+fn contains_refuses_an_empty_word_and_an_empty_corpus() {
+    let corpus = skewed_corpus(10, 1);
+    let err = contains::run(&sched(1, 1), &Backend::Cpu, &corpus, b"").unwrap_err();
+    assert!(err.to_string().contains("empty"), "{err}");
+    let err = contains::run(&sched(1, 1), &Backend::Cpu, &Corpus::default(), b"x").unwrap_err();
+    assert!(err.to_string().contains("no articles"), "{err}");
+    let cli =
+        Cli::try_parse_from(["mgws", "run", "contains", "--corpus", ".", "--word", ""]).unwrap();
+    let err = mgws::cli::main_with(cli).unwrap_err().to_string();
+    assert!(err.contains("empty"), "{err}");
+}
+
+// ----- corpus readers ----------------------------------------------------------------------------
+
+const DUMP: &str = r#"<mediawiki xmlns="http://www.mediawiki.org/xml/export-0.11/" version="0.11">
+  <siteinfo><sitename>Wikipedia</sitename></siteinfo>
+  <page>
+    <title>Alpha</title><ns>0</ns><id>1</id>
+    <revision><id>10</id><text bytes="40" xml:space="preserve">Alpha liegt zwischen &lt;b&gt; &amp; c.</text></revision>
+  </page>
+  <page>
+    <title>Talk:Alpha</title><ns>1</ns><id>2</id>
+    <revision><text xml:space="preserve">zwischen</text></revision>
+  </page>
+  <page>
+    <title>Beta</title><ns>0</ns><id>3</id><redirect title="Alpha" />
+    <revision><text xml:space="preserve">#REDIRECT [[Alpha]] zwischen</text></revision>
+  </page>
+  <page>
+    <title>Gamma</title><ns>0</ns><id>4</id>
+    <revision><text xml:space="preserve">Gamma ohne das Wort.</text></revision>
+  </page>
+  <page>
+    <title>Delta</title><ns>0</ns><id>5</id>
+    <revision><text xml:space="preserve" /></revision>
+  </page>
+</mediawiki>
+"#;
+
+fn bz2(bytes: &[u8]) -> Vec<u8> {
+    let mut e = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::best());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}
+
+#[test]
+fn xml_dumps_plain_and_bz2_multistream() {
+    let dir = temp_dir("xml");
+    let plain = dir.join("dump.xml");
+    std::fs::write(&plain, DUMP).unwrap();
+    let c = corpus::load(&plain, Format::Auto, None).unwrap();
+    // Main namespace, no redirects: Alpha, Gamma, Delta (empty).
+    assert_eq!(c.len(), 3);
+    assert_eq!(c.article(0), "Alpha liegt zwischen <b> & c.".as_bytes());
+    assert_eq!(c.article(2), b"");
+    assert_eq!(corpus::load(&plain, Format::Xml, Some(2)).unwrap().len(), 2);
+    // A multistream .bz2: two concatenated bzip2 streams, split inside the XML.
+    let (a, b) = DUMP.split_at(DUMP.len() / 2);
+    let mut multi = bz2(a.as_bytes());
+    multi.extend(bz2(b.as_bytes()));
+    let packed = dir.join("dewiki-pages-articles-multistream.xml.bz2");
+    std::fs::write(&packed, &multi).unwrap();
+    let cb = corpus::load(&packed, Format::Auto, None).unwrap();
+    assert_eq!(
+        (cb.bytes.clone(), cb.articles.clone()),
+        (c.bytes, c.articles)
+    );
+    let o = contains::run(&sched(2, 1), &Backend::Cpu, &cb, b"zwischen").unwrap();
+    assert!(o.verified);
+    assert_eq!(o.result["matches"], 1);
+}
+
+#[test]
+fn broken_corpora_get_clear_errors() {
+    let dir = temp_dir("broken");
+    let err = |p: &std::path::Path, f: Format| corpus::load(p, f, None).unwrap_err().to_string();
+    // Missing.
+    let e = err(&dir.join("nope.xml.bz2"), Format::Auto);
+    assert!(e.contains("does not exist"), "{e}");
+    // Truncated XML.
+    let p = dir.join("cut.xml");
+    std::fs::write(&p, &DUMP[..DUMP.len() / 2]).unwrap();
+    let e = err(&p, Format::Auto);
+    assert!(e.contains("truncated") || e.contains("not a valid"), "{e}");
+    // Mismatched tags.
+    let p = dir.join("bad.xml");
+    std::fs::write(&p, "<mediawiki><page><ns>0</ns></text></page></mediawiki>").unwrap();
+    let e = err(&p, Format::Xml);
+    assert!(e.contains("not a valid MediaWiki XML dump"), "{e}");
+    // Not a MediaWiki export.
+    let p = dir.join("other.xml");
+    std::fs::write(&p, "<html><body/></html>").unwrap();
+    let e = err(&p, Format::Xml);
+    assert!(e.contains("<html>"), "{e}");
+    // Truncated bz2.
+    let full = bz2(DUMP.as_bytes());
+    let p = dir.join("cut.xml.bz2");
+    std::fs::write(&p, &full[..full.len() * 2 / 3]).unwrap();
+    let e = err(&p, Format::Auto);
+    assert!(e.contains(".bz2"), "{e}");
+    // Corrupt bz2.
+    let mut bad = full.clone();
+    for b in bad.iter_mut().skip(40).take(64) {
+        *b ^= 0x5a;
+    }
+    let p = dir.join("corrupt.xml.bz2");
+    std::fs::write(&p, &bad).unwrap();
+    let e = err(&p, Format::Auto);
+    assert!(e.contains(".bz2") || e.contains("not a valid"), "{e}");
+    // Not bz2 at all.
+    let p = dir.join("plain-text.xml.bz2");
+    std::fs::write(&p, DUMP).unwrap();
+    let e = err(&p, Format::Auto);
+    assert!(e.contains(".bz2"), "{e}");
+    // Bad JSON line, with its number.
+    let p = dir.join("c.jsonl");
+    std::fs::write(&p, "{\"text\": \"a\"}\n\n{\"text\": 3}\n").unwrap();
+    let e = err(&p, Format::Auto);
+    assert!(e.contains("line 3"), "{e}");
+    std::fs::write(&p, "{\"text\": \"a\"}\n{\"title\": \"b\"}\n").unwrap();
+    let e = err(&p, Format::Jsonl);
+    assert!(e.contains("line 2") && e.contains("text"), "{e}");
+    // Empty corpora.
+    std::fs::write(&p, "\n\n").unwrap();
+    assert!(err(&p, Format::Jsonl).contains("no articles"));
+    let empty = dir.join("empty-dir");
+    std::fs::create_dir_all(&empty).unwrap();
+    assert!(err(&empty, Format::Auto).contains("no articles"));
+    let p = dir.join("empty.xml");
+    std::fs::write(&p, "<mediawiki></mediawiki>").unwrap();
+    assert!(err(&p, Format::Auto).contains("no articles"));
+    // A file given as a directory, and an unknown format.
+    assert!(err(&p, Format::Dir).contains("not a directory"));
+    let p = dir.join("mystery.bin");
+    std::fs::write(&p, "plain words").unwrap();
+    assert!(err(&p, Format::Auto).contains("--format"));
+}
+
+#[test]
+fn jsonl_and_directory_corpora() {
+    let dir = temp_dir("jsonl");
+    let p = dir.join("c.jsonl");
+    std::fs::write(
+        &p,
+        "{\"title\": \"A\", \"text\": \"by the way\"}\n\n{\"text\": \"nothing \\\"here\\\"\"}\n{\"text\": \"stand by\"}\n",
+    )
+    .unwrap();
+    let c = corpus::load(&p, Format::Auto, None).unwrap();
+    assert_eq!(c.len(), 3);
+    assert_eq!(c.article(1), b"nothing \"here\"");
+    assert_eq!(corpus::load(&p, Format::Auto, Some(1)).unwrap().len(), 1);
+    let pb = dir.join("c.jsonl.bz2");
+    std::fs::write(&pb, bz2(&std::fs::read(&p).unwrap())).unwrap();
+    assert_eq!(
+        corpus::load(&pb, Format::Auto, None).unwrap().bytes,
+        c.bytes
+    );
+    let o = contains::run(&sched(2, 4), &Backend::Cpu, &c, b"by").unwrap();
+    assert!(o.verified);
+    assert_eq!(o.result["matches"], 2);
+
+    let docs = dir.join("docs");
+    std::fs::create_dir_all(docs.join("sub")).unwrap();
+    std::fs::write(docs.join("b.txt"), "zwei").unwrap();
+    std::fs::write(docs.join("a.txt"), "eins zwischen").unwrap();
+    std::fs::write(docs.join("sub/c.html"), "<p>zwischen</p>").unwrap();
+    std::fs::write(docs.join(".hidden"), "zwischen").unwrap();
+    let d = corpus::load(&docs, Format::Auto, None).unwrap();
+    assert_eq!(d.len(), 3);
+    assert_eq!(d.article(0), b"eins zwischen");
+    let o = contains::run(&sched(3, 1), &Backend::Cpu, &d, b"zwischen").unwrap();
+    assert!(o.verified);
+    assert_eq!(o.result["matches"], 2);
+}
+
+// ----- FIB ---------------------------------------------------------------------------------------
+
+#[test]
+fn fib_verifies_on_1_to_4_workers_and_1_and_4_lanes() {
+    for (workers, lanes, n) in [(1, 1, 24), (2, 1, 24), (4, 1, 24), (1, 4, 14), (2, 4, 14)] {
+        let o = fib::run(&sched(workers, lanes), &Backend::Cpu, n).unwrap();
+        assert!(o.verified, "{workers}x{lanes}: {}", o.check);
+        assert_eq!(o.result["fib"], mgws_tasks::workloads::fib::fib(n));
+    }
+    for n in [0, 1, 2, 20] {
+        let want = (
+            mgws_tasks::workloads::fib::fib(n),
+            mgws_tasks::workloads::fib::tree_nodes(n),
+        );
+        assert_eq!(baseline::fib::sequential(n), want);
+        assert_eq!(baseline::fib::static_levels(n, 3), want);
+        assert_eq!(baseline::fib::rayon(n, &pool(2)), want);
+    }
+    assert!(fib::run(&sched(1, 1), &Backend::Cpu, 61).is_err());
+}
+
+// ----- CLI and bench -----------------------------------------------------------------------------
+
+#[test]
+fn command_line_is_consistent() {
+    Cli::command().debug_assert();
+    for args in [
+        &[
+            "mgws",
+            "run",
+            "contains",
+            "--corpus",
+            "x.xml.bz2",
+            "--word",
+            "w",
+            "--limit",
+            "5",
+        ][..],
+        &[
+            "mgws",
+            "run",
+            "uts",
+            "--preset",
+            "T3",
+            "--workers",
+            "2",
+            "--lanes",
+            "4",
+            "--json",
+        ],
+        &["mgws", "run", "fib", "-n", "20", "--backend", "cpu"],
+        &[
+            "mgws",
+            "bench",
+            "uts",
+            "--preset",
+            "T1",
+            "--workers",
+            "1,2,4",
+            "--reps",
+            "3",
+        ],
+        &[
+            "mgws",
+            "bench",
+            "contains",
+            "--corpus",
+            "d",
+            "--word",
+            "by",
+            "--workers",
+            "2",
+        ],
+        &[
+            "mgws",
+            "bench",
+            "fib",
+            "-n",
+            "25",
+            "--methods",
+            "mgws,rayon",
+            "--lanes",
+            "2",
+        ],
+    ] {
+        Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    }
+}
+
+#[test]
+fn bench_measures_every_method_and_writes_csv_and_svg() {
+    let dir = temp_dir("bench");
+    let cli = Cli::try_parse_from([
+        "mgws",
+        "bench",
+        "fib",
+        "-n",
+        "16",
+        "--workers",
+        "1,2",
+        "--reps",
+        "2",
+        "--warmup",
+        "0",
+        "--out",
+        dir.to_str().unwrap(),
+    ])
+    .unwrap();
+    assert_eq!(mgws::cli::main_with(cli).unwrap(), 0);
+    let summary = std::fs::read_to_string(dir.join("fib-16-summary.csv")).unwrap();
+    for m in ["mgws,1", "mgws,2", "static,2", "rayon,2", "sequential,1"] {
+        assert!(summary.contains(m), "{m} missing in\n{summary}");
+    }
+    let samples = std::fs::read_to_string(dir.join("fib-16-samples.csv")).unwrap();
+    // 3 methods x 2 worker counts + sequential, 2 reps each, plus the header.
+    assert_eq!(samples.lines().count(), 1 + 2 * 7);
+    let svg = std::fs::read_to_string(dir.join("fib-16.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("workers"));
+
+    let work = mgws::bench::Prepared::uts(UtsConfig::preset(Preset::Default)).unwrap();
+    let opts = mgws::bench::BenchOpts {
+        workers: vec![1, 3],
+        reps: 3,
+        warmup: 0,
+        methods: vec![mgws::bench::Method::Mgws, mgws::bench::Method::Static],
+        out: dir.clone(),
+        name: None,
+    };
+    let sched_args = match Cli::try_parse_from(["mgws", "run", "fib"]).unwrap().command {
+        mgws::cli::Command::Run {
+            workload: mgws::cli::WorkloadCmd::Fib { sched, .. },
+        } => sched,
+        _ => unreachable!(),
+    };
+    let r = mgws::bench::measure(&work, &opts, &sched_args).unwrap();
+    assert_eq!(r.samples.len(), 12);
+    let table = r.table();
+    assert!(
+        table.contains("/static") && table.contains("mgws"),
+        "{table}"
+    );
+}
