@@ -197,6 +197,10 @@ pub struct SchedArgs {
     /// CUDA kernel-per-level: tasks one frontier buffer holds (default: from free GPU memory).
     #[arg(long)]
     pub level_capacity: Option<u64>,
+    /// CUDA: registers per thread the PTX is compiled with (fewer: more resident workers, maybe
+    /// spills; default: the compiler's choice, capped so one block of --lanes threads fits).
+    #[arg(long)]
+    pub max_registers: Option<u32>,
     /// Whether `--backend auto` found a usable GPU (probed once).
     #[arg(skip)]
     pub auto_cuda: std::sync::OnceLock<bool>,
@@ -272,6 +276,7 @@ impl SchedArgs {
             ptx: self.ptx.clone(),
             kernel: self.gpu_kernel.into(),
             level_capacity: self.level_capacity,
+            max_registers: self.max_registers,
         })
     }
 
@@ -282,10 +287,12 @@ impl SchedArgs {
             || self.devices.is_some()
             || self.ptx.is_some()
             || !self.baselines.is_empty()
+            || self.max_registers.is_some()
             || self.gpu_kernel != GpuKernelArg::Mgws;
         match self.backend {
             BackendArg::Cpu if gpu_only => Err(Error::Config(
-                "--device, --devices, --ptx, --gpu-kernel and --baselines need --backend cuda"
+                "--device, --devices, --ptx, --gpu-kernel, --baselines and --max-registers need \
+                 --backend cuda"
                     .into(),
             )),
             BackendArg::Cpu => Ok(Backend::Cpu),

@@ -509,17 +509,22 @@ pub struct Module {
 }
 
 impl Module {
-    /// JIT-compiles `ptx` for `gpu`; a compile error carries the driver's log.
-    pub fn load(gpu: &Gpu, ptx: &str, origin: &str) -> Result<Module> {
+    /// JIT-compiles `ptx` for `gpu`, with at most `max_registers` registers per thread if given;
+    /// a compile error carries the driver's log.
+    pub fn load(gpu: &Gpu, ptx: &str, origin: &str, max_registers: Option<u32>) -> Result<Module> {
         gpu.make_current()?;
         let image = CString::new(ptx)
             .map_err(|_| Error::Input(format!("{origin} contains a NUL byte: not a PTX file")))?;
         let mut log = vec![0u8; 16 * 1024];
-        let mut options = [
+        let mut options = vec![
             sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
             sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
         ];
-        let mut values = [log.as_mut_ptr() as *mut c_void, log.len() as *mut c_void];
+        let mut values = vec![log.as_mut_ptr() as *mut c_void, log.len() as *mut c_void];
+        if let Some(n) = max_registers {
+            options.push(sys::CUjit_option::CU_JIT_MAX_REGISTERS);
+            values.push(n as usize as *mut c_void);
+        }
         let mut raw = std::ptr::null_mut();
         // SAFETY: the image is NUL-terminated; the options point to a live log buffer of the
         // given size (the size option's value is passed by value in the pointer slot).

@@ -71,7 +71,7 @@ pub fn run(b: &CudaBackend, sched: &Scheduler, mut job: Job<'_>) -> Result<RunRe
             "the kernel-per-level baseline runs on one GPU; pass a single --device".into(),
         ));
     }
-    let s = Session::open(b)?;
+    let s = Session::open(b, lanes)?;
     let f = s.functions("mgws_level", &LEVEL_PARAMS)?[0];
     let g = &s.gpus[0];
     g.make_current()?;

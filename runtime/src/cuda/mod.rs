@@ -93,6 +93,10 @@ pub struct CudaBackend {
     pub kernel: GpuKernel,
     /// Kernel-per-level only: tasks one frontier buffer holds; `None` sizes it from free memory.
     pub level_capacity: Option<u64>,
+    /// Registers per thread the JIT may use (`CU_JIT_MAX_REGISTERS`; fewer registers, more
+    /// resident blocks, possibly spills). `None`: as many as still let one block of the run's
+    /// lanes fit on an SM (65536 registers / lanes), else the compiler's choice.
+    pub max_registers: Option<u32>,
 }
 
 /// Threads per block the CUDA backend accepts (`--lanes`).
@@ -114,6 +118,12 @@ impl CudaBackend {
         } else {
             self.devices.clone()
         }
+    }
+
+    /// The register limit the PTX is compiled with for blocks of `lanes` threads.
+    pub fn register_cap(&self, lanes: u32) -> Option<u32> {
+        self.max_registers
+            .or_else(|| plan::default_register_cap(lanes))
     }
 
     /// The same options with another kernel (for baselines).
@@ -170,7 +180,7 @@ impl CudaBackend {
         workers_per_queue: u32,
     ) -> Result<u32> {
         guard(|| {
-            let s = session::Session::open(self)?;
+            let s = session::Session::open(self, lanes)?;
             match self.kernel {
                 GpuKernel::Mgws | GpuKernel::Static => {
                     let funcs = s.functions(self.kernel.entry(), &persistent::WORKER_PARAMS)?;

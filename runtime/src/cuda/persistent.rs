@@ -144,7 +144,7 @@ pub fn run(b: &CudaBackend, sched: &Scheduler, mut job: Job<'_>) -> Result<RunRe
             LANES.end()
         )));
     }
-    let s = Session::open(b)?;
+    let s = Session::open(b, lanes)?;
     let funcs = s.functions(b.kernel.entry(), &WORKER_PARAMS)?;
     let grid = size_grid(
         &s,

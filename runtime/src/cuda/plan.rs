@@ -121,6 +121,16 @@ pub fn worker_upper_bound(sms: u32) -> u32 {
     sms * 32
 }
 
+/// Registers per SM on every architecture since Kepler.
+pub const REGISTERS_PER_SM: u32 = 65536;
+
+/// The register cap that lets one block of `lanes` threads fit on an SM, or `None` when the
+/// compiler's maximum (255) already fits (blocks of up to 256 threads).
+pub fn default_register_cap(lanes: u32) -> Option<u32> {
+    let cap = (REGISTERS_PER_SM / lanes.max(1)) & !7;
+    (cap < 255).then_some(cap.max(16))
+}
+
 /// Dynamic shared memory per block for `queues` queues in total.
 pub fn scratch_bytes(local_capacity: u32, lanes: u32, queues: u32) -> usize {
     ScratchLayout::new(local_capacity, size_of::<TaskStruct>(), lanes, queues).total
@@ -349,6 +359,15 @@ mod tests {
             .to_string();
         assert!(e.contains("--lanes"), "{e}");
         assert!(fit_workers(None, 1, 2, 4, "GPU 0").is_err());
+    }
+
+    #[test]
+    fn registers_are_capped_only_where_a_block_would_not_fit() {
+        assert_eq!(default_register_cap(32), None);
+        assert_eq!(default_register_cap(256), None);
+        assert_eq!(default_register_cap(512), Some(128));
+        assert_eq!(default_register_cap(1024), Some(64));
+        assert_eq!(default_register_cap(384), Some(168));
     }
 
     #[test]

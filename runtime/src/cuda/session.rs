@@ -28,8 +28,9 @@ pub struct Session {
 }
 
 impl Session {
-    /// Initialises the driver, opens the GPUs of `b` and loads the PTX on each run device.
-    pub fn open(b: &CudaBackend) -> Result<Session> {
+    /// Initialises the driver, opens the GPUs of `b` and loads the PTX on each run device for
+    /// blocks of `lanes` threads (see [`CudaBackend::register_cap`]).
+    pub fn open(b: &CudaBackend, lanes: u32) -> Result<Session> {
         driver::init()?;
         let visible = driver::device_count()?;
         let devices = b.device_list();
@@ -81,7 +82,7 @@ impl Session {
         let origin = ptx_path.display().to_string();
         let modules = gpus[..run_devices]
             .iter()
-            .map(|g| Module::load(g, &ptx, &origin))
+            .map(|g| Module::load(g, &ptx, &origin, b.register_cap(lanes)))
             .collect::<Result<Vec<_>>>()?;
         let controls = gpus.iter().map(Stream::new).collect::<Result<Vec<_>>>()?;
         Ok(Session {
