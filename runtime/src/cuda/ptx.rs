@@ -24,8 +24,13 @@ pub fn candidates(exe: Option<&Path>, cwd: Option<&Path>) -> Vec<PathBuf> {
         out.push(cwd.join("target").join("ptx").join(DEFAULT_PTX));
         out.push(cwd.join(DEFAULT_PTX));
     }
-    out.dedup();
-    out
+    let mut unique = Vec::new();
+    for p in out {
+        if !unique.contains(&p) {
+            unique.push(p);
+        }
+    }
+    unique
 }
 
 /// The PTX file to load: `explicit`, else `$MGWS_PTX`, else the first candidate that exists.

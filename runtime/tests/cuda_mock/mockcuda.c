@@ -1,0 +1,270 @@
+/* A stand-in for libcuda.so that lets the CUDA backend's host logic run on a machine without a
+ * GPU: device memory is host memory, streams are flags, and a "kernel launch" starts a thread that
+ * plays one of a few scripted behaviours, chosen by MOCK_CUDA_MODE:
+ *
+ *   nodevice  cuInit fails with CUDA_ERROR_NO_DEVICE
+ *   exit      (default) the kernel marks every worker exited and returns
+ *   memset    as exit, and first runs MEMSET tasks itself: slot x of area 0 += x + 1
+ *   trap      the kernel faults: the stream reports CUDA_ERROR_LAUNCH_FAILED
+ *   hang      the kernel makes no progress until the abort flag is set, then exits
+ *   stuck     the kernel never exits, whatever the host writes
+ *   error     the kernel records an unknown-tag RunError in SharedState.error and exits
+ *
+ * MOCK_CUDA_GPUS sets the number of GPUs (default 1); MOCK_CUDA_HOST_ATOMICS the value of
+ * HOST_NATIVE_ATOMIC_SUPPORTED (default 0), MOCK_CUDA_P2P_ATOMICS the P2P native-atomic attribute
+ * (default 1). Every launch's grid and the env it got are printed to stderr as "mock: ...".
+ *
+ * Only the functions the mgws host calls exist; the offsets below follow mgws_core::Env.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef void *CUcontext;
+typedef void *CUmodule;
+typedef void *CUfunction;
+typedef uint64_t CUdeviceptr;
+
+enum {
+    OK = 0,
+    E_INVALID_VALUE = 1,
+    E_NO_DEVICE = 100,
+    E_NOT_FOUND = 500,
+    E_NOT_READY = 600,
+    E_PEER_ALREADY = 704,
+    E_LAUNCH_FAILED = 719,
+};
+
+/* mgws_core::Env offsets (see runtime/src/cuda/persistent.rs's layout test). */
+#define ENV_WORKERS 0
+#define ENV_SHARED 136
+#define ENV_PROGRESS 304
+#define ENV_STATS 312
+#define ENV_AREAS 320
+#define ENV_INITIAL 288
+#define ENV_INITIAL_LEN 296
+#define SHARED_ABORT 16
+#define SHARED_ERROR 24
+#define SHARED_EXITED 40
+
+static const char *mode(void) {
+    const char *m = getenv("MOCK_CUDA_MODE");
+    return m ? m : "exit";
+}
+static int env_int(const char *name, int dflt) {
+    const char *v = getenv(name);
+    return v ? atoi(v) : dflt;
+}
+
+CUresult cuInit(unsigned flags) {
+    (void)flags;
+    return strcmp(mode(), "nodevice") == 0 ? E_NO_DEVICE : OK;
+}
+CUresult cuDriverGetVersion(int *v) { *v = 13000; return OK; }
+CUresult cuDeviceGetCount(int *n) { *n = env_int("MOCK_CUDA_GPUS", 1); return OK; }
+CUresult cuDeviceGet(CUdevice *d, int ordinal) {
+    if (ordinal >= env_int("MOCK_CUDA_GPUS", 1)) return E_INVALID_VALUE;
+    *d = ordinal;
+    return OK;
+}
+CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
+    snprintf(name, len, "Mock GPU %d", d);
+    return OK;
+}
+CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
+    (void)d;
+    switch (attr) {
+    case 16: *v = 4; break;   /* MULTIPROCESSOR_COUNT */
+    case 75: *v = 9; break;   /* COMPUTE_CAPABILITY_MAJOR */
+    case 76: *v = 0; break;   /* COMPUTE_CAPABILITY_MINOR */
+    case 95: *v = 1; break;   /* COOPERATIVE_LAUNCH */
+    case 97: *v = 232448; break; /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
+    case 19: *v = 1; break;   /* CAN_MAP_HOST_MEMORY */
+    case 86: *v = env_int("MOCK_CUDA_HOST_ATOMICS", 0); break; /* HOST_NATIVE_ATOMIC_SUPPORTED */
+    default: *v = 0;
+    }
+    return OK;
+}
+CUresult cuDeviceCanAccessPeer(int *can, CUdevice a, CUdevice b) { *can = a != b; return OK; }
+CUresult cuDeviceGetP2PAttribute(int *v, int attr, CUdevice a, CUdevice b) {
+    (void)a; (void)b;
+    *v = attr == 3 ? env_int("MOCK_CUDA_P2P_ATOMICS", 1) : 1;
+    return OK;
+}
+static int ctx_tag[16];
+CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) { *c = &ctx_tag[d]; return OK; }
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) { (void)d; return OK; }
+CUresult cuCtxSetCurrent(CUcontext c) { (void)c; return OK; }
+CUresult cuCtxSynchronize(void) { return OK; }
+CUresult cuCtxEnablePeerAccess(CUcontext c, unsigned f) { (void)c; (void)f; return OK; }
+CUresult cuGetErrorName(CUresult r, const char **s) {
+    switch (r) {
+    case E_LAUNCH_FAILED: *s = "CUDA_ERROR_LAUNCH_FAILED"; break;
+    case E_NO_DEVICE: *s = "CUDA_ERROR_NO_DEVICE"; break;
+    default: *s = "CUDA_ERROR_MOCK";
+    }
+    return OK;
+}
+CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) { *free_ = 1 << 30; *total = 1 << 30; return OK; }
+
+static char module_tag, function_tag;
+CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n, void *o, void **v) {
+    (void)n; (void)o; (void)v;
+    if (!strstr((const char *)image, ".entry")) return 218; /* INVALID_PTX */
+    *m = &module_tag;
+    return OK;
+}
+CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
+    (void)m;
+    if (strcmp(name, "mgws_worker") && strcmp(name, "mgws_static")) return E_NOT_FOUND;
+    *f = &function_tag;
+    return OK;
+}
+CUresult cuModuleUnload(CUmodule m) { (void)m; return OK; }
+CUresult cuFuncGetAttribute(int *v, int attr, CUfunction f) {
+    (void)f;
+    switch (attr) {
+    case 0: *v = 1024; break; /* MAX_THREADS_PER_BLOCK */
+    case 1: *v = 8; break;    /* SHARED_SIZE_BYTES (static) */
+    case 4: *v = 40; break;   /* NUM_REGS */
+    default: *v = 0;
+    }
+    return OK;
+}
+CUresult cuFuncSetAttribute(CUfunction f, int attr, int v) { (void)f; (void)attr; (void)v; return OK; }
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction f, int threads, size_t smem) {
+    (void)f;
+    int by_threads = 2048 / threads, by_smem = (int)(228 * 1024 / (smem + 1024));
+    *n = by_threads < by_smem ? by_threads : by_smem;
+    if (*n > 32) *n = 32;
+    return OK;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) { *p = (CUdeviceptr)malloc(n); return *p ? OK : 2; }
+CUresult cuMemFree_v2(CUdeviceptr p) { free((void *)p); return OK; }
+CUresult cuMemHostAlloc(void **p, size_t n, unsigned f) { (void)f; *p = malloc(n); return *p ? OK : 2; }
+CUresult cuMemFreeHost(void *p) { free(p); return OK; }
+CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned f) {
+    (void)f;
+    *d = (CUdeviceptr)p;
+    return OK;
+}
+CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n) { memset((void *)p, v, n); return OK; }
+CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { memcpy((void *)d, s, n); return OK; }
+CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { memcpy(d, (void *)s, n); return OK; }
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, void *st) {
+    (void)st;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    memcpy((void *)d, s, n);
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    return OK;
+}
+CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, void *st) {
+    (void)st;
+    memcpy(d, (void *)s, n);
+    return OK;
+}
+
+struct stream {
+    volatile int busy;
+    volatile int fault;
+};
+CUresult cuStreamCreate(void **s, unsigned f) { (void)f; *s = calloc(1, sizeof(struct stream)); return OK; }
+CUresult cuStreamDestroy_v2(void *s) { (void)s; /* leaked on purpose: a kernel may still run */ return OK; }
+CUresult cuStreamQuery(void *s) {
+    struct stream *st = s;
+    if (st->fault) return E_LAUNCH_FAILED;
+    return st->busy ? E_NOT_READY : OK;
+}
+CUresult cuStreamSynchronize(void *s) {
+    struct stream *st = s;
+    while (st->busy) usleep(100);
+    return st->fault ? E_LAUNCH_FAILED : OK;
+}
+CUresult cuEventCreate(void **e, unsigned f) { (void)f; *e = calloc(1, sizeof(struct timespec)); return OK; }
+CUresult cuEventRecord(void *e, void *s) { (void)s; clock_gettime(CLOCK_MONOTONIC, e); return OK; }
+CUresult cuEventElapsedTime(float *ms, void *a, void *b) {
+    struct timespec *x = a, *y = b;
+    *ms = (float)((y->tv_sec - x->tv_sec) * 1e3 + (y->tv_nsec - x->tv_nsec) / 1e6);
+    return OK;
+}
+CUresult cuEventDestroy_v2(void *e) { free(e); return OK; }
+
+struct launch {
+    struct stream *st;
+    uint8_t *env;
+    unsigned grid;
+    unsigned device;
+};
+
+static uint64_t rd(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+static void *kernel(void *arg) {
+    struct launch *l = arg;
+    uint8_t *shared = (uint8_t *)rd(l->env + ENV_SHARED);
+    volatile uint64_t *abort_flag = (volatile uint64_t *)(shared + SHARED_ABORT);
+    uint64_t *exited = (uint64_t *)(shared + SHARED_EXITED);
+    const char *m = mode();
+    if (!strcmp(m, "trap")) {
+        usleep(20000);
+        l->st->fault = 1;
+        l->st->busy = 0;
+        return NULL;
+    }
+    if (!strcmp(m, "hang")) {
+        while (!*abort_flag) usleep(1000);
+    }
+    if (!strcmp(m, "stuck")) {
+        for (;;) pause();
+    }
+    if (!strcmp(m, "error")) {
+        uint64_t e = (1ull << 56) | (3ull << 32) | 0xdead; /* UnknownTag { worker: 3, tag } */
+        __atomic_store_n((uint64_t *)(shared + SHARED_ERROR), e, __ATOMIC_SEQ_CST);
+        *abort_flag = 1;
+    }
+    if (!strcmp(m, "memset") && l->device == 0) {
+        /* Every initial task is a MemsetTask {index} (params[0] at byte 8); area 0 holds u64s. */
+        uint64_t *slots = (uint64_t *)rd(l->env + ENV_AREAS);
+        const uint8_t *tasks = (const uint8_t *)rd(l->env + ENV_INITIAL);
+        uint64_t n = rd(l->env + ENV_INITIAL_LEN);
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t x = rd(tasks + 64 * i + 8);
+            slots[x] += x + 1;
+        }
+        /* Progress records: tasks_run of worker 0 = n, state 2 (exited). */
+        uint8_t *progress = (uint8_t *)rd(l->env + ENV_PROGRESS);
+        memcpy(progress + 8, &n, 8);
+        /* Statistics (if collected): tasks_run of worker 0 = n. */
+        uint8_t *stats = (uint8_t *)rd(l->env + ENV_STATS);
+        if (stats) memcpy(stats, &n, 8);
+    }
+    __atomic_fetch_add(exited, l->grid, __ATOMIC_SEQ_CST);
+    usleep(5000);
+    l->st->busy = 0;
+    free(l);
+    return NULL;
+}
+
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                   unsigned by, unsigned bz, unsigned smem, void *stream,
+                                   void **params) {
+    (void)f; (void)gy; (void)gz; (void)by; (void)bz;
+    struct launch *l = malloc(sizeof *l);
+    l->st = stream;
+    l->env = (uint8_t *)*(uint64_t *)params[0];
+    l->grid = gx;
+    l->device = *(uint32_t *)params[2];
+    fprintf(stderr, "mock: launch grid=%u block=%u smem=%u scratch=%u device=%u workers=%u\n", gx,
+            bx, smem, *(uint32_t *)params[1], l->device, *(uint32_t *)(l->env + ENV_WORKERS));
+    l->st->busy = 1;
+    pthread_t t;
+    pthread_create(&t, NULL, kernel, l);
+    pthread_detach(t);
+    return OK;
+}
