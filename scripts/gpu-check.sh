@@ -1,0 +1,289 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh - the whole GPU check of the CUDA backend in one call.
+#
+# Here (a machine with Rust, no GPU):
+#   scripts/gpu-check.sh
+#       builds the release `mgws` binary and the kernel PTX (`cargo xtask ptx`), stages both and a
+#       CONTAINS corpus into .device-carry/ (git-ignored), checks that the binary needs nothing but
+#       glibc (and libcuda, loaded at run time), and prints the device `run` invocations to use.
+#
+# On the GPU machine (CUDA driver, no Rust; the working tree plus .device-carry/ carried over):
+#   bash scripts/gpu-check.sh --on-device [SECTIONS]
+#       runs the workloads on the GPU with verification and timing and prints one table; every
+#       run's full output goes to $OUT/gpu-check/ (the table too: $OUT/gpu-check/table.txt).
+#       SECTIONS is a comma list (default: memset,uts,contains,fib,sanitizer):
+#         memset     MEMSET 2^26: global and host placement, both termination modes, both
+#                    overflow modes, queue sharing 1/2/4, block sizes 32/128/512; the static
+#                    baseline at each block size
+#         uts        UTS T1, T3, T5 (published counts) and T1L (~1e8 nodes, sequential check),
+#                    each with the kernel-per-level baseline
+#         contains   CONTAINS on the carried corpus against a sequential scan, static baseline
+#         fib        FIB(30), kernel-per-level baseline
+#         sanitizer  compute-sanitizer memcheck, racecheck and synccheck on small runs of each
+#                    workload (if compute-sanitizer is installed)
+#         multi      two GPUs: MEMSET and UTS T1 on --devices 0,1, and --placement remote (needs
+#                    2 GPUs joined by NVLink; not in the default list)
+#       GPU_CHECK_BUDGET (seconds, default 560) bounds the whole call: cases that would start
+#       after it are listed as skipped, so a 600 s device command always ends with the table.
+#       GPU_CHECK_MEMSET_TASKS overrides the MEMSET size (default 67108864).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+CARRY=.device-carry
+PTX_NAME=mgws_kernel.sm_90.ptx
+
+build_here() {
+    set -e
+    echo "== building the release host binary"
+    cargo build --release -p mgws
+    echo "== building the kernel PTX"
+    cargo xtask ptx --arch sm_90
+    if [ ! -f data/wiki-en.jsonl ]; then
+        echo "== fetching a CONTAINS corpus (scripts/fetch-corpus.sh en)"
+        bash scripts/fetch-corpus.sh en || echo "warning: no corpus; the contains section will be skipped"
+    fi
+    echo "== staging into $CARRY/"
+    rm -rf "$CARRY"
+    mkdir -p "$CARRY/data"
+    cp target/release/mgws "$CARRY/mgws"
+    cp "target/ptx/$PTX_NAME" "$CARRY/$PTX_NAME"
+    [ -f data/wiki-en.jsonl ] && cp data/wiki-en.jsonl "$CARRY/data/"
+    git rev-parse HEAD > "$CARRY/COMMIT" 2>/dev/null || true
+    git status --short > "$CARRY/STATUS" 2>/dev/null || true
+    # Never committed: git-ignored here and locally excluded.
+    grep -qxF "/$CARRY" .gitignore 2>/dev/null || echo "/$CARRY" >> .gitignore
+    mkdir -p .git/info
+    grep -qxF "/$CARRY" .git/info/exclude 2>/dev/null || echo "/$CARRY" >> .git/info/exclude
+    echo "== run-time dependencies of $CARRY/mgws (libcuda is loaded at run time):"
+    local bad=0
+    for lib in $(readelf -d "$CARRY/mgws" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p'); do
+        case "$lib" in
+            libc.so.*|libm.so.*|libgcc_s.so.*|ld-linux-x86-64.so.*|libpthread.so.*|libdl.so.*|librt.so.*)
+                echo "   $lib" ;;
+            *) echo "   $lib   <- NOT glibc: the device machine may lack it"; bad=1 ;;
+        esac
+    done
+    local glibc
+    glibc=$(objdump -T "$CARRY/mgws" | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
+    echo "   newest glibc symbol version needed: $glibc (Ubuntu 24.04 has GLIBC_2.39)"
+    [ $bad = 0 ] || { echo "error: unexpected shared libraries" >&2; exit 1; }
+    local size
+    size=$(du -sm "$CARRY" | cut -f1)
+    echo "== $CARRY/ is ${size} MiB (carry limit 64 MiB):"
+    ls -la "$CARRY" "$CARRY/data"
+    [ "$size" -lt 64 ] || { echo "error: $CARRY is too big to carry" >&2; exit 1; }
+    cat <<EOF
+
+== Run the check on a GPU with the device tool (one call each; the table is at the end of the
+   output and in \$OUT/gpu-check/table.txt):
+
+   run(kind="nvidia-h100-x1", carry=["$CARRY"], timeout_s=600,
+       command="bash scripts/gpu-check.sh --on-device memset,uts,contains,fib")
+   run(kind="nvidia-h100-x1", carry=["$CARRY"], timeout_s=600,
+       command="bash scripts/gpu-check.sh --on-device sanitizer")
+   run(kind="nvidia-h200-x2", carry=["$CARRY"], timeout_s=600,
+       command="bash scripts/gpu-check.sh --on-device multi")
+
+   (or everything in one call, within GPU_CHECK_BUDGET: command="bash scripts/gpu-check.sh --on-device")
+EOF
+}
+
+# ----- on the device -------------------------------------------------------------------------------
+
+on_device() {
+    local sections=${1:-memset,uts,contains,fib,sanitizer}
+    local budget=${GPU_CHECK_BUDGET:-560}
+    local memset_n=${GPU_CHECK_MEMSET_TASKS:-67108864}
+    OUT=${OUT:-/tmp/gpu-check-out}
+    LOGS=$OUT/gpu-check
+    mkdir -p "$LOGS"
+    TABLE=$LOGS/table.txt
+    : > "$TABLE.rows"
+    if [ ! -f "$CARRY/mgws" ]; then
+        echo "error: $CARRY/mgws is missing: run scripts/gpu-check.sh here first and carry $CARRY" >&2
+        exit 1
+    fi
+    BIN=/tmp/mgws-gpu-check
+    cp "$CARRY/mgws" "$BIN" && chmod +x "$BIN"
+    export MGWS_PTX=$PWD/$CARRY/$PTX_NAME
+    local gpu
+    gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+    GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
+    {
+        echo "commit: $(cat $CARRY/COMMIT 2>/dev/null)"
+        nvidia-smi 2>&1
+        nvidia-smi topo -m 2>&1
+        ldd "$BIN" 2>&1
+    } > "$LOGS/machine.txt"
+    echo "gpu-check on ${GPUS}x ${gpu:-unknown GPU}, commit $(cut -c1-12 $CARRY/COMMIT 2>/dev/null), sections $sections" >&2
+    if ! ldd "$BIN" | grep -q "not found"; then :; else
+        echo "error: the binary lacks libraries here:" >&2; ldd "$BIN" >&2
+    fi
+
+    SANITIZER=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
+    local corpus=$CARRY/data/wiki-en.jsonl
+    local G=(--backend cuda)
+    IFS=',' read -ra want <<< "$sections"
+    for section in "${want[@]}"; do
+        case "$section" in
+        memset)
+            local M=(run memset --tasks "$memset_n")
+            case_run memset-global-32 120 "${M[@]}" "${G[@]}" --baselines static
+            case_run memset-host 180 "${M[@]}" "${G[@]}" --placement host
+            case_run memset-host-tasks-in-host 180 "${M[@]}" "${G[@]}" --placement host --tasks-in host
+            case_run memset-tree 120 "${M[@]}" "${G[@]}" --termination tree
+            case_run memset-two-atomics 120 "${M[@]}" "${G[@]}" --overflow two-atomics
+            case_run memset-tree-two-atomics 120 "${M[@]}" "${G[@]}" --termination tree --overflow two-atomics
+            case_run memset-sharing-2 120 "${M[@]}" "${G[@]}" --queue-sharing 2
+            case_run memset-sharing-4 120 "${M[@]}" "${G[@]}" --queue-sharing 4
+            case_run memset-lanes-128 120 "${M[@]}" "${G[@]}" --lanes 128 --baselines static
+            case_run memset-lanes-512 120 "${M[@]}" "${G[@]}" --lanes 512 --baselines static
+            case_run memset-tasks-in-host 120 "${M[@]}" "${G[@]}" --tasks-in host
+            ;;
+        uts)
+            for t in T1 T3 T5; do
+                case_run "uts-$t" 120 run uts --preset "$t" "${G[@]}" --baselines levels
+            done
+            case_run uts-T1L 240 run uts --preset T1L "${G[@]}" --baselines levels
+            ;;
+        contains)
+            if [ -f "$corpus" ]; then
+                case_run contains-by 120 run contains --corpus "$corpus" --word by "${G[@]}" --baselines static
+            else
+                skip contains "no corpus carried ($corpus)"
+            fi
+            ;;
+        fib)
+            case_run fib-30 120 run fib -n 30 "${G[@]}" --baselines levels
+            ;;
+        sanitizer)
+            if [ -z "$SANITIZER" ]; then
+                skip sanitizer "compute-sanitizer not found (no CUDA toolkit on this machine)"
+                continue
+            fi
+            local S=("${G[@]}" --workers 8 --watchdog-ms 600000)
+            for tool in memcheck racecheck synccheck; do
+                SAN=("$SANITIZER" --tool "$tool" --error-exitcode 99)
+                case_run "san-$tool-memset" 180 run memset --tasks 4096 "${S[@]}"
+                case_run "san-$tool-uts" 180 run uts "${S[@]}"
+                if [ -f "$corpus" ]; then
+                    case_run "san-$tool-contains" 180 run contains --corpus "$corpus" --word by --limit 100 "${S[@]}"
+                fi
+                case_run "san-$tool-fib" 180 run fib -n 12 "${S[@]}"
+                SAN=()
+            done
+            ;;
+        multi)
+            if [ "$GPUS" -lt 2 ]; then
+                skip multi "needs 2 GPUs, this machine has $GPUS"
+                continue
+            fi
+            case_run multi-memset-2gpu 180 run memset --tasks "$memset_n" "${G[@]}" --devices 0,1
+            case_run multi-memset-2gpu-tree 180 run memset --tasks "$memset_n" "${G[@]}" --devices 0,1 --termination tree
+            case_run multi-memset-remote 180 run memset --tasks "$memset_n" "${G[@]}" --placement remote
+            case_run multi-memset-2gpu-remote 180 run memset --tasks "$memset_n" "${G[@]}" --devices 0,1 --placement remote
+            case_run multi-memset-1gpu 120 run memset --tasks "$memset_n" "${G[@]}"
+            case_run multi-uts-T1-2gpu 120 run uts --preset T1 "${G[@]}" --devices 0,1
+            case_run multi-uts-T1L-2gpu 240 run uts --preset T1L "${G[@]}" --devices 0,1
+            ;;
+        *)
+            echo "unknown section $section" >&2
+            ;;
+        esac
+    done
+    print_table "$gpu" | tee "$TABLE"
+}
+
+SAN=()
+
+# row CASE KERNEL RESULT WORKERS TASKS SECONDS RATE NOTES
+row() {
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >> "$TABLE.rows"
+}
+
+skip() {
+    row "$1" - SKIP - - - - "$2"
+}
+
+# case_run NAME TIMEOUT ARGS...: runs the binary (under $SAN if set), logs to $LOGS/NAME.log and
+# adds one table row per outcome it printed (the run and its baselines).
+case_run() {
+    local name=$1 limit=$2
+    shift 2
+    local left=$(( ${GPU_CHECK_BUDGET:-560} - SECONDS ))
+    if [ "$left" -lt 15 ]; then
+        skip "$name" "time budget used up (rerun this section alone)"
+        return
+    fi
+    [ "$limit" -gt "$left" ] && limit=$left
+    local log=$LOGS/$name.log
+    echo "+ [${SECONDS}s] $name: ${SAN[*]} mgws $*" >&2
+    local t0=$SECONDS
+    { echo "+ ${SAN[*]} $BIN $*"; timeout -k 10 "$limit" "${SAN[@]}" "$BIN" "$@"; } > "$log" 2>&1
+    local rc=$?
+    local wall=$(( SECONDS - t0 ))
+    echo "rc=$rc wall=${wall}s" >> "$log"
+    # Outcome lines: "<workload> on <backend> backend: W workers x L lanes, N tasks in T s = R tasks/s"
+    # each followed (a few lines later) by "verified: yes|NO (...)".
+    local rows
+    rows=$(awk -v name="$name" -v rc="$rc" -v wall="$wall" '
+        / backend: [0-9]+ workers x [0-9]+ lanes, / {
+            backend = $3; workers = $5; lanes = $8; tasks = $10; secs = $13; rate = $16
+            have = 1; next
+        }
+        /^verified: / && have {
+            v = ($2 == "yes") ? "PASS" : "FAIL"
+            printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, backend, v, workers "x" lanes, tasks, secs, rate
+            have = 0
+        }' "$log")
+    local note=""
+    if [ ${#SAN[@]} -gt 0 ]; then
+        note=$(grep -m1 "ERROR SUMMARY" "$log" | sed 's/^=* *//')
+    fi
+    if [ -n "$rows" ]; then
+        local errs
+        errs=$(grep -E "^mgws: (error|baseline)" "$log" | head -3 | tr '\n' ' ' | cut -c1-160)
+        while IFS= read -r row; do
+            printf '%s\t%s\n' "$row" "$note" >> "$TABLE.rows"
+        done <<< "$rows"
+        [ -n "$errs" ] && row "$name" - NOTE - - - - "$errs"
+        if [ ${#SAN[@]} -gt 0 ] && { [ "$rc" = 99 ] || ! grep -q "ERROR SUMMARY: 0 errors" "$log"; }; then
+            row "$name" sanitizer FAIL - - - - "rc=$rc ${note:-no error summary; see $name.log}"
+        fi
+    else
+        local why
+        why=$(grep -E "mgws: error|ERROR SUMMARY|panicked" "$log" | head -2 | tr '\n' ' ' | cut -c1-200)
+        [ "$rc" = 124 ] && why="timed out after ${limit}s (killed); $why"
+        row "$name" - ERROR - - - - "rc=$rc ${why:-see $name.log}"
+    fi
+    tail -n 3 "$log" | sed 's/^/    /' >&2
+}
+
+print_table() {
+    echo
+    echo "== gpu-check: ${1:-unknown GPU} x${GPUS}, commit $(cut -c1-12 $CARRY/COMMIT 2>/dev/null), $(date -u +%FT%TZ), ${SECONDS}s"
+    {
+        printf 'case\tkernel\tresult\tworkers\ttasks\tseconds\ttasks/s\tnotes\n'
+        cat "$TABLE.rows"
+    } | awk -F'\t' '{
+        for (i = 1; i <= NF; i++) { cell[NR, i] = $i; if (length($i) > w[i] && i < 8) w[i] = length($i) }
+        n[NR] = NF; rows = NR
+    } END {
+        for (r = 1; r <= rows; r++) {
+            line = ""
+            for (i = 1; i <= n[r]; i++) line = line sprintf(i < 8 ? "%-" w[i] "s  " : "%s", cell[r, i])
+            print line
+        }
+    }'
+    local pass fail
+    pass=$(grep -c $'\tPASS\t' "$TABLE.rows")
+    fail=$(grep -cE $'\t(FAIL|ERROR)\t' "$TABLE.rows")
+    echo "$pass passed, $fail failed"
+}
+
+case "${1:-}" in
+    --on-device) on_device "${2:-}" ;;
+    ""|--build) build_here ;;
+    -h|--help) sed -n '2,33p' "$0" ;;
+    *) echo "usage: $0 [--on-device [SECTIONS]]" >&2; exit 2 ;;
+esac
