@@ -176,7 +176,7 @@ impl SchedulerBuilder {
                 self.lanes
             )));
         }
-        if config.workers % config.workers_per_queue != 0 {
+        if !config.workers.is_multiple_of(config.workers_per_queue) {
             return Err(Error::Config(format!(
                 "the number of workers ({}) must be a multiple of the workers per public queue ({})",
                 config.workers, config.workers_per_queue

@@ -29,6 +29,18 @@ impl AtomicWord for HostWord {
     }
     #[inline(always)]
     fn store(&self, value: u64, order: Ordering, _: Scope) {
+        // loom 0.7 can order a plain store before a concurrent RMW that read the value preceding
+        // it, losing the store (a coherence violation real hardware never shows). Under loom a
+        // store is therefore modelled as a swap, which is one legal implementation of a store.
+        #[cfg(loom)]
+        self.0.swap(
+            value,
+            match order {
+                Ordering::Release | Ordering::SeqCst => order,
+                _ => Ordering::Relaxed,
+            },
+        );
+        #[cfg(not(loom))]
         self.0.store(value, order)
     }
     #[inline(always)]

@@ -43,6 +43,49 @@ pub struct QueueHeader<W> {
     _pad: [W; 7],
 }
 
+impl<W: AtomicWord> SharedState<W> {
+    /// The initial state (all zero), for hosts that build it from values rather than bytes.
+    pub fn new() -> Self {
+        SharedState {
+            initial_cursor: W::new(0),
+            idle_workers: W::new(0),
+            abort: W::new(0),
+            error: W::new(0),
+            decision: W::new(0),
+            exited_workers: W::new(0),
+            _pad: [W::new(0), W::new(0)],
+        }
+    }
+}
+
+impl<W: AtomicWord> Default for SharedState<W> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<W: AtomicWord> QueueHeader<W> {
+    /// An empty queue in epoch 0 (all zero).
+    pub fn new() -> Self {
+        let z = || W::new(0);
+        QueueHeader {
+            word: z(),
+            completed: [z(), z()],
+            claimed: [z(), z()],
+            epoch_tail: [z(), z()],
+            head: z(),
+            total_claimed: z(),
+            _pad: [z(), z(), z(), z(), z(), z(), z()],
+        }
+    }
+}
+
+impl<W: AtomicWord> Default for QueueHeader<W> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// Which workers and queues live on which device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]

@@ -268,3 +268,67 @@ impl<'a, W: AtomicWord> PublicQueue<'a, W> {
         Some(total)
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::host_word::HostWord;
+
+    struct OneLane;
+    // SAFETY: one lane; no scratch.
+    unsafe impl Platform for OneLane {
+        type Word = HostWord;
+        fn lane_id(&self) -> u32 {
+            0
+        }
+        fn lane_count(&self) -> u32 {
+            1
+        }
+        fn barrier(&self) {}
+        fn broadcast(&self, value: u64) -> u64 {
+            value
+        }
+        fn scratch(&self) -> *mut u8 {
+            core::ptr::null_mut()
+        }
+        fn scratch_len(&self) -> usize {
+            0
+        }
+        fn fence(&self, _: Ordering, _: Scope) {}
+    }
+
+    fn never() -> bool {
+        false
+    }
+
+    #[test]
+    fn epochs_turn_over_and_claims_are_accounted() {
+        let header = QueueHeader::<HostWord>::new();
+        let q = PublicQueue::new(&header, 4, Scope::Device);
+        let p = OneLane;
+        // Publish three tasks.
+        let v = q.lock(&p, &never).unwrap();
+        assert!(q.wait_drained(&p, 1 - v.word.epoch() as usize, &never));
+        q.reopen(&p, &v, v.first_unclaimed, v.head + 3);
+        assert_eq!((q.peek().initial(), q.peek().epoch()), (3, 1));
+        // A thief claims the first share (1 of 3), completes it.
+        let Claim::Claimed { word, share } = q.claim(&p) else {
+            panic!("claim failed")
+        };
+        assert_eq!((share.offset, share.count), (0, 1));
+        q.complete(&p, word, share.count);
+        // The owner takes the rest.
+        let v = q.lock(&p, &never).unwrap();
+        assert_eq!((v.claimed, v.available()), (1, 2));
+        assert!(q.wait_drained(&p, 1 - v.word.epoch() as usize, &never));
+        q.reopen(&p, &v, v.first_unclaimed, v.first_unclaimed);
+        assert!(!q.peek().locked());
+        assert_eq!(q.quiescent(false), Some(1));
+        let v = q.lock(&p, &never).unwrap();
+        assert_eq!(v.available(), 0);
+        assert!(q.wait_drained(&p, 1 - v.word.epoch() as usize, &never));
+        q.reopen(&p, &v, v.first_unclaimed, v.head);
+        // Steals on an empty or locked queue fail.
+        assert_eq!(q.claim(&p), Claim::Empty);
+    }
+}

@@ -77,7 +77,7 @@ mod tests {
 
     #[test]
     fn eight_tasks_split_four_two_one_one() {
-        let takes: Vec<u64> = (0..5).map(|k| share(8, k).map_or(0, |s| s.count)).collect();
+        let takes: [u64; 5] = core::array::from_fn(|k| share(8, k as u64).map_or(0, |s| s.count));
         assert_eq!(takes, [4, 2, 1, 1, 0]);
         assert_eq!(
             share(8, 2),

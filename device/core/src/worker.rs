@@ -208,7 +208,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     /// `i % lanes`, so consecutive lanes touch consecutive words (coalesced on a GPU).
     #[inline]
     fn copy_tasks(&self, count: u64, src: impl Fn(u64) -> *const T, dst: impl Fn(u64) -> *mut T) {
-        const { assert!(core::mem::size_of::<T>() % 8 == 0 && core::mem::align_of::<T>() >= 8) };
+        const { assert!(core::mem::size_of::<T>() & 7 == 0 && core::mem::align_of::<T>() >= 8) };
         let words = (core::mem::size_of::<T>() / 8) as u64;
         let lanes = self.p.lane_count() as u64;
         let mut i = self.p.lane_id() as u64;
@@ -349,7 +349,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
             let empty = !PublicQueue::<P::Word>::looks_stealable(self.own_queue().peek())
                 && !self.own_queue().peek().locked();
             let mut exhausted = self.initial_exhausted;
-            if !exhausted && self.iterations % 32 == 0 {
+            if !exhausted && self.iterations & 31 == 0 {
                 // SAFETY: the shared state outlives the run.
                 let cursor = unsafe { self.env.shared() }
                     .initial_cursor

@@ -1,0 +1,366 @@
+//! Loom models of the queue and termination protocols.
+//!
+//! Run with `RUSTFLAGS="--cfg loom" cargo test -p mgws-core --release --test loom`.
+//!
+//! Task slots are modelled as relaxed loom atomics holding task ids, so a missing
+//! acquire/release edge in the protocol shows up as a thief reading a stale or overwritten id.
+//! Each model checks that every task is taken exactly once. The termination models check that no
+//! worker decides "terminate" while another still holds a task; their `*_without_the_rule`
+//! twins switch the rule of thesis 5.6.3 off and must fail.
+#![cfg(loom)]
+
+use std::collections::BTreeSet;
+
+use loom::sync::atomic::AtomicU64;
+use loom::sync::{Arc, Mutex};
+use loom::thread;
+use mgws_core::termination::{IdleCounter, VoteOutcome, VotingTree};
+use mgws_core::{
+    AtomicWord, Claim, HostWord, Ordering, Platform, PublicQueue, QueueHeader, Scope, SharedState,
+    Topology,
+};
+
+struct LoomPlatform;
+
+// SAFETY: one lane, so barrier and broadcast are trivially correct; no scratch is used.
+unsafe impl Platform for LoomPlatform {
+    type Word = HostWord;
+    fn lane_id(&self) -> u32 {
+        0
+    }
+    fn lane_count(&self) -> u32 {
+        1
+    }
+    fn barrier(&self) {}
+    fn broadcast(&self, value: u64) -> u64 {
+        value
+    }
+    fn scratch(&self) -> *mut u8 {
+        std::ptr::null_mut()
+    }
+    fn scratch_len(&self) -> usize {
+        0
+    }
+    fn fence(&self, order: Ordering, _: Scope) {
+        loom::sync::atomic::fence(order)
+    }
+    fn relax(&self) {
+        thread::yield_now()
+    }
+}
+
+const P: LoomPlatform = LoomPlatform;
+const SCOPE: Scope = Scope::Device;
+fn never() -> bool {
+    false
+}
+
+/// A public queue with its ring of task ids.
+struct Queue {
+    header: QueueHeader<HostWord>,
+    slots: Vec<AtomicU64>,
+}
+
+impl Queue {
+    fn new(capacity: usize) -> Arc<Queue> {
+        Arc::new(Queue {
+            header: QueueHeader::new(),
+            slots: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
+        })
+    }
+    fn q(&self) -> PublicQueue<'_, HostWord> {
+        PublicQueue::new(&self.header, self.slots.len() as u64, SCOPE)
+    }
+    fn slot(&self, position: u64) -> &AtomicU64 {
+        &self.slots[(position % self.slots.len() as u64) as usize]
+    }
+
+    /// The owner publishes `ids` (as many as fit); returns the ids that did not fit.
+    fn publish(&self, ids: &[u64]) -> Vec<u64> {
+        let q = self.q();
+        let view = q.lock(&P, &never).unwrap();
+        assert!(q.wait_drained(&P, 1 - view.word.epoch() as usize, &never));
+        let mut free = q.free_slots(&view);
+        if free < ids.len() as u64 && !q.ending_epoch_drained(&view) {
+            assert!(q.wait_drained_current(&P, &view, &never));
+            free = q.free_slots(&view);
+        }
+        let n = free.min(ids.len() as u64);
+        for j in 0..n {
+            self.slot(view.head + j)
+                .store(ids[j as usize], Ordering::Relaxed);
+        }
+        q.reopen(&P, &view, view.first_unclaimed, view.head + n);
+        ids[n as usize..].to_vec()
+    }
+
+    /// The owner takes up to `max` of the newest public tasks.
+    fn acquire(&self, max: u64) -> Vec<u64> {
+        let q = self.q();
+        let view = q.lock(&P, &never).unwrap();
+        assert!(q.wait_drained(&P, 1 - view.word.epoch() as usize, &never));
+        let take = view.available().min(max);
+        let from = view.head - take;
+        let ids = (0..take)
+            .map(|j| self.slot(from + j).load(Ordering::Relaxed))
+            .collect();
+        q.reopen(&P, &view, view.first_unclaimed, from);
+        ids
+    }
+
+    /// One steal attempt; the stolen ids.
+    fn steal(&self) -> Vec<u64> {
+        let q = self.q();
+        match q.claim(&P) {
+            Claim::Claimed { word, share } => {
+                let ids = (0..share.count)
+                    .map(|j| {
+                        self.slots[q.claimed_index(word, share, j) as usize].load(Ordering::Relaxed)
+                    })
+                    .collect();
+                q.complete(&P, word, share.count);
+                ids
+            }
+            Claim::Empty | Claim::Locked => Vec::new(),
+        }
+    }
+}
+
+fn assert_exactly_once(taken: Vec<u64>, expected: std::ops::RangeInclusive<u64>) {
+    let mut sorted = taken.clone();
+    sorted.sort_unstable();
+    let want: Vec<u64> = expected.collect();
+    assert_eq!(sorted, want, "tasks taken {taken:?}");
+}
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    model_bounded(3, f)
+}
+
+fn model_bounded(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    b.preemption_bound = Some(preemptions);
+    // Owners spin on the lock and on completion counters; spinning adds scheduling branches.
+    b.max_branches = 100_000;
+    b.check(f);
+}
+
+#[test]
+fn steal_racing_release_takes_each_task_once() {
+    model(|| {
+        // Capacity 3 forces the release to wrap onto a slot that a thief may still be copying.
+        let queue = Queue::new(3);
+        assert!(queue.publish(&[1, 2]).is_empty());
+        let thief = {
+            let queue = queue.clone();
+            thread::spawn(move || queue.steal())
+        };
+        let mut kept = queue.publish(&[3, 4]);
+        let stolen = thief.join().unwrap();
+        kept.extend(queue.acquire(u64::MAX));
+        kept.extend(stolen);
+        assert_exactly_once(kept, 1..=4);
+    });
+}
+
+#[test]
+fn steal_racing_acquire_takes_each_task_once() {
+    model(|| {
+        let queue = Queue::new(4);
+        assert!(queue.publish(&[1, 2, 3]).is_empty());
+        let thief = {
+            let queue = queue.clone();
+            thread::spawn(move || queue.steal())
+        };
+        let mut taken = queue.acquire(2);
+        taken.extend(thief.join().unwrap());
+        taken.extend(queue.acquire(u64::MAX));
+        assert_exactly_once(taken, 1..=3);
+    });
+}
+
+#[test]
+fn two_thieves_on_one_victim_get_disjoint_shares() {
+    model(|| {
+        let queue = Queue::new(4);
+        assert!(queue.publish(&[1, 2, 3, 4]).is_empty());
+        let thieves: Vec<_> = (0..2)
+            .map(|_| {
+                let queue = queue.clone();
+                thread::spawn(move || queue.steal())
+            })
+            .collect();
+        let mut taken: Vec<u64> = thieves
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect();
+        taken.extend(queue.acquire(u64::MAX));
+        assert_exactly_once(taken, 1..=4);
+    });
+}
+
+#[test]
+fn shared_owners_serialise_on_the_lock() {
+    model_bounded(2, || {
+        let queue = Queue::new(4);
+        assert!(queue.publish(&[1]).is_empty());
+        let co_owner = {
+            let queue = queue.clone();
+            thread::spawn(move || queue.publish(&[2]))
+        };
+        let thief = {
+            let queue = queue.clone();
+            thread::spawn(move || queue.steal())
+        };
+        let mut taken = queue.acquire(1);
+        taken.extend(co_owner.join().unwrap());
+        taken.extend(thief.join().unwrap());
+        taken.extend(queue.acquire(u64::MAX));
+        assert_exactly_once(taken, 1..=2);
+    });
+}
+
+/// Thesis Table 6: worker A holds one public task, worker B is idle and steals it. A must not
+/// count itself idle while B's steal is in flight, or the counter reaches 2 and A terminates
+/// with B's task unrun.
+fn idle_counter_race(ignore_in_flight: bool) {
+    model(move || {
+        let queue = Queue::new(2);
+        assert!(queue.publish(&[1]).is_empty());
+        let counter = Arc::new(HostWord::new(1)); // B starts idle
+        let b_done = Arc::new(AtomicU64::new(0));
+        let b = {
+            let (queue, counter, b_done) = (queue.clone(), counter.clone(), b_done.clone());
+            thread::spawn(move || {
+                let idle = IdleCounter {
+                    counter: &*counter,
+                    workers: 2,
+                    scope: SCOPE,
+                };
+                let q = queue.q();
+                if let Claim::Claimed { word, share } = q.claim(&P) {
+                    idle.leave(); // regained work before the steal completes
+                    q.complete(&P, word, share.count);
+                    b_done.store(1, Ordering::Relaxed); // ran the task
+                    idle.enter();
+                }
+            })
+        };
+        let idle = IdleCounter {
+            counter: &*counter,
+            workers: 2,
+            scope: SCOPE,
+        };
+        // A: its task is gone (stolen) or it runs it itself; then it tries to go idle.
+        let mine = queue.acquire(1);
+        loop {
+            if queue.q().quiescent(ignore_in_flight).is_some() {
+                idle.enter();
+                break;
+            }
+            thread::yield_now();
+        }
+        if idle.all_idle() {
+            assert!(
+                !mine.is_empty() || b_done.load(Ordering::Relaxed) == 1,
+                "terminated while B's stolen task was unrun"
+            );
+        }
+        b.join().unwrap();
+    });
+}
+
+#[test]
+fn idle_counter_waits_for_steals_in_flight() {
+    idle_counter_race(false);
+}
+
+#[test]
+#[should_panic(expected = "terminated while")]
+fn idle_counter_without_the_rule_terminates_early() {
+    idle_counter_race(true);
+}
+
+/// Thesis 5.6.3's tree scenario with two workers: T (worker 0, the root) holds a task; B
+/// (worker 1, its child) votes idle, then steals T's task. T must vote "has work" because it was
+/// stolen from in this round, or the root ends the run while B still holds the task.
+fn voting_tree_race(break_targeted_rule: bool) {
+    model(move || {
+        let queue = Queue::new(2);
+        assert!(queue.publish(&[1]).is_empty());
+        let shared = Arc::new(SharedState::<HostWord>::new());
+        let topology = Topology::single(2, 1);
+        let tree: Arc<Vec<HostWord>> = Arc::new((0..4).map(|_| HostWord::new(0)).collect());
+        let b_holds_task = Arc::new(AtomicU64::new(0));
+        let b = {
+            let (queue, shared, tree, holds) = (
+                queue.clone(),
+                shared.clone(),
+                tree.clone(),
+                b_holds_task.clone(),
+            );
+            thread::spawn(move || {
+                let t = VotingTree {
+                    tree: tree.as_ptr(),
+                    shared: &shared,
+                    topology: &topology,
+                    scope: SCOPE,
+                };
+                let mut voted = 0;
+                assert_eq!(t.step(1, true, &mut voted), VoteOutcome::Voted);
+                let stolen = queue.steal();
+                holds.store(stolen.len() as u64, Ordering::Relaxed);
+                // B runs its task (if any), then keeps voting idle until the root decides.
+                holds.store(0, Ordering::Relaxed);
+                for _ in 0..3 {
+                    if t.step(1, true, &mut voted) == VoteOutcome::Terminate {
+                        break;
+                    }
+                    thread::yield_now();
+                }
+            })
+        };
+        let t = VotingTree {
+            tree: tree.as_ptr(),
+            shared: &shared,
+            topology: &topology,
+            scope: SCOPE,
+        };
+        let mut voted = 0;
+        let mut claims_at_last_vote = 0;
+        for _ in 0..3 {
+            // T has nothing local; it votes idle only if quiescent and not stolen from.
+            let Some(claims) = queue.q().quiescent(false) else {
+                thread::yield_now();
+                continue;
+            };
+            let targeted = claims != claims_at_last_vote && !break_targeted_rule;
+            match t.step(0, !targeted, &mut voted) {
+                VoteOutcome::Terminate => {
+                    assert_eq!(
+                        b_holds_task.load(Ordering::Relaxed),
+                        0,
+                        "terminated while B held a task"
+                    );
+                    break;
+                }
+                VoteOutcome::Voted => claims_at_last_vote = claims,
+                VoteOutcome::Waiting => thread::yield_now(),
+            }
+        }
+        b.join().unwrap();
+        let _ = Mutex::new(()); // keep the import used on every cfg
+        let _: BTreeSet<u8> = BTreeSet::new();
+    });
+}
+
+#[test]
+fn voting_tree_counts_a_stolen_from_worker_as_busy() {
+    voting_tree_race(false);
+}
+
+#[test]
+#[should_panic(expected = "terminated while")]
+fn voting_tree_without_the_rule_terminates_early() {
+    voting_tree_race(true);
+}
