@@ -310,3 +310,51 @@ impl ScratchLayout {
 const fn round16(x: usize) -> usize {
     (x + 15) & !15
 }
+
+/// The argument block of one launch of the kernel-per-level baseline (`mgws_level`), in device
+/// memory. Addresses are device addresses.
+#[derive(Clone, Copy, Debug)]
+#[repr(C)]
+pub struct LevelArgs {
+    /// The scheduler configuration (local capacity and lanes size the scratch; the scope of
+    /// `ctx.atomic_add` is `queue_scope`).
+    pub config: SchedConfig,
+    /// `*const TaskStruct`: the tasks of this level.
+    pub frontier: u64,
+    pub frontier_len: u64,
+    /// `*mut TaskStruct`: where spawned tasks go.
+    pub out: u64,
+    pub out_capacity: u64,
+    /// `*mut [u64; 4]`, zeroed before each launch: `[0]` tasks spawned (also those that did not
+    /// fit), `[1]` the first error (`RunError::pack`), `[2]` tasks run, `[3]` reserved.
+    pub counters: u64,
+    /// Base addresses of the data areas.
+    pub areas: [u64; DATA_AREAS],
+}
+
+impl<W, T> Env<W, T> {
+    /// An environment with only a configuration, initial tasks and data areas: what the
+    /// baselines that use no orchestration data (kernel-per-level) need.
+    pub fn bare(
+        config: SchedConfig,
+        workers: u32,
+        initial: *const T,
+        initial_len: u64,
+        areas: [u64; DATA_AREAS],
+    ) -> Self {
+        Env {
+            config,
+            topology: Topology::single(workers, 1),
+            shared: core::ptr::null(),
+            queue_headers: [core::ptr::null(); MAX_DEVICES],
+            queue_slots: [core::ptr::null_mut(); MAX_DEVICES],
+            tree: core::ptr::null(),
+            spill: core::ptr::null_mut(),
+            initial,
+            initial_len,
+            progress: core::ptr::null_mut(),
+            stats: core::ptr::null_mut(),
+            areas,
+        }
+    }
+}

@@ -31,11 +31,12 @@ pub use config::{ConfigError, OverflowMode, RunFlags, SchedConfig, TerminationMo
 pub use error::{RunError, TaskError};
 pub use host_word::HostWord;
 pub use layout::{
-    Env, QueueHeader, ScratchLayout, SharedState, Topology, WorkerProgress, WorkerStats, DATA_AREAS,
+    Env, LevelArgs, QueueHeader, ScratchLayout, SharedState, Topology, WorkerProgress, WorkerStats,
+    DATA_AREAS,
 };
 pub use operation::Operation;
 pub use platform::{AtomicWord, Ordering, Platform, ProtocolStep, Scope};
 pub use public_queue::{Claim, OwnerView, PublicQueue};
 pub use share::{claimed_by, max_successful_steals, share, StealShare};
 pub use word::{QueueWord, WordFlags, MAX_FIELD};
-pub use worker::{TaskContext, TaskExecutor, Worker};
+pub use worker::{LevelSink, TaskContext, TaskExecutor, Worker};

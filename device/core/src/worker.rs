@@ -50,6 +50,9 @@ pub struct WorkerCore<'e, P: Platform, T> {
     claims_at_last_vote: u64,
     voted_round: u64,
     operation: Operation,
+    // Baseline modes.
+    static_mode: bool,
+    level: Option<LevelSink<P::Word, T>>,
 }
 
 /// A worker: its scheduler state plus the executor of its tasks.
@@ -112,6 +115,8 @@ impl<'e, P: Platform, T: Copy, X: TaskExecutor<T>> Worker<'e, P, T, X> {
                 claims_at_last_vote: 0,
                 voted_round: 0,
                 operation: Operation::Start,
+                static_mode: false,
+                level: None,
             },
             exec,
         }
@@ -122,11 +127,7 @@ impl<'e, P: Platform, T: Copy, X: TaskExecutor<T>> Worker<'e, P, T, X> {
         let c = &mut self.core;
         c.clear_damping();
         loop {
-            c.iterations += 1;
-            if c.iterations & (c.env.config.progress_interval as u64 - 1) == 0 {
-                c.report_progress();
-                c.check_abort();
-            }
+            c.tick();
             if c.aborted {
                 break;
             }
@@ -135,18 +136,7 @@ impl<'e, P: Platform, T: Copy, X: TaskExecutor<T>> Worker<'e, P, T, X> {
                     c.release(c.local_len() / 2);
                     continue;
                 }
-                let task = c.pop_local();
-                c.operation = Operation::RunTask;
-                c.stats.tasks_run += 1;
-                let exec = self.exec;
-                let result = exec.execute(&task, &mut TaskContext { core: c });
-                if let Err(e) = result {
-                    let worker = c.id;
-                    c.fail(match e {
-                        TaskError::UnknownTag(tag) => RunError::UnknownTag { worker, tag },
-                        TaskError::Failed(code) => RunError::TaskFailed { worker, code },
-                    });
-                }
+                c.run_next_local(self.exec);
                 continue;
             }
             if c.spill_len > 0 {
@@ -168,9 +158,128 @@ impl<'e, P: Platform, T: Copy, X: TaskExecutor<T>> Worker<'e, P, T, X> {
         }
         c.finish();
     }
+
+    /// The static-assignment baseline (thesis 6.8): worker `id` of `W` runs initial tasks
+    /// `id, id + W, ...` and everything they spawn, depth-first on its own: no public queue, no
+    /// stealing, no termination protocol. Same task execution, same local queue and overflow stack.
+    pub fn run_static(mut self) {
+        let c = &mut self.core;
+        c.static_mode = true;
+        let (total, stride) = (c.env.initial_len, c.env.config.workers as u64);
+        let mut next = c.id as u64;
+        loop {
+            c.tick();
+            if c.aborted {
+                break;
+            }
+            if c.local_len() > 0 {
+                c.run_next_local(self.exec);
+            } else if c.spill_len > 0 {
+                c.refill_from_spill();
+            } else if next < total {
+                c.load_one(next);
+                next += stride;
+            } else {
+                break;
+            }
+        }
+        c.finish();
+    }
+
+    /// One level of the kernel-per-level baseline: this worker runs frontier tasks (the env's
+    /// initial tasks) `first, first + stride, ...`; every task they spawn is appended to
+    /// `sink.out` instead of being run.
+    pub fn run_level(mut self, sink: LevelSink<P::Word, T>, first: u64, stride: u64) {
+        let c = &mut self.core;
+        c.level = Some(sink);
+        let total = c.env.initial_len;
+        let mut next = first;
+        while next < total {
+            c.tick();
+            if c.aborted {
+                break;
+            }
+            c.load_one(next);
+            c.run_next_local(self.exec);
+            next += stride;
+        }
+        if c.p.is_leader() {
+            sink.counter(LevelSink::<P::Word, T>::TASKS_RUN).fetch_add(
+                c.stats.tasks_run,
+                Ordering::Relaxed,
+                c.scope,
+            );
+        }
+        c.finish();
+    }
+}
+
+/// Where the kernel-per-level baseline puts spawned tasks.
+pub struct LevelSink<W, T> {
+    /// The next frontier.
+    pub out: *mut T,
+    /// Tasks `out` holds; children beyond it are counted but dropped (the host reports that).
+    pub out_capacity: u64,
+    /// `[spawned, first error (RunError::pack), tasks run, reserved]`.
+    pub counters: *const W,
+}
+
+impl<W, T> Clone for LevelSink<W, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<W, T> Copy for LevelSink<W, T> {}
+
+impl<W: AtomicWord, T> LevelSink<W, T> {
+    pub const SPAWNED: usize = 0;
+    pub const ERROR: usize = 1;
+    pub const TASKS_RUN: usize = 2;
+
+    fn counter(&self, index: usize) -> &W {
+        // SAFETY: the host passes four counters.
+        unsafe { &*self.counters.add(index) }
+    }
 }
 
 impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
+    /// Counts a loop iteration; every `progress_interval` reports progress and checks for abort.
+    #[inline(always)]
+    fn tick(&mut self) {
+        self.iterations += 1;
+        if self.iterations & (self.env.config.progress_interval as u64 - 1) == 0 {
+            self.report_progress();
+            self.check_abort();
+        }
+    }
+
+    /// Pops the newest local task and runs it on all lanes; a task error stops the run.
+    fn run_next_local<X: TaskExecutor<T>>(&mut self, exec: &X) {
+        let task = self.pop_local();
+        self.operation = Operation::RunTask;
+        self.stats.tasks_run += 1;
+        if let Err(e) = exec.execute(&task, &mut TaskContext { core: self }) {
+            let worker = self.id;
+            self.fail(match e {
+                TaskError::UnknownTag(tag) => RunError::UnknownTag { worker, tag },
+                TaskError::Failed(code) => RunError::TaskFailed { worker, code },
+            });
+        }
+    }
+
+    /// Copies initial task `index` into the (empty) local queue.
+    fn load_one(&mut self, index: u64) {
+        let (initial, head) = (self.env.initial, self.local_head);
+        // SAFETY: index < initial_len, and this worker alone was assigned that task.
+        self.copy_tasks(
+            1,
+            |_| unsafe { initial.add(index as usize) },
+            |_| self.local_slot(head),
+        );
+        self.p.barrier();
+        self.local_head += 1;
+    }
+
     // ----- lanes -----------------------------------------------------------------------------
 
     /// Hands lane 0's `values` to every lane.
@@ -266,6 +375,20 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
 
     /// Pushes lane `source`'s `task` onto the local queue, making room first if it is full.
     fn push_local(&mut self, source: u32, task: &T) {
+        if let Some(sink) = self.level {
+            if self.p.lane_id() == source {
+                let index = sink.counter(LevelSink::<P::Word, T>::SPAWNED).fetch_add(
+                    1,
+                    Ordering::Relaxed,
+                    self.scope,
+                );
+                if index < sink.out_capacity {
+                    // SAFETY: the index was claimed by this fetch-add alone and is in bounds.
+                    unsafe { sink.out.add(index as usize).write(*task) };
+                }
+            }
+            return;
+        }
         if self.local_len() == self.local_capacity {
             self.make_room();
             if self.aborted {
@@ -284,7 +407,11 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     /// overflow stack.
     fn make_room(&mut self) {
         let half = self.local_capacity / 2;
-        let moved = self.release(half);
+        let moved = if self.static_mode {
+            0
+        } else {
+            self.release(half)
+        };
         if moved == 0 && !self.aborted {
             self.spill(half);
         }
@@ -734,6 +861,21 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
 
     /// Records `error` (the first one wins) and aborts the run. Called by all lanes.
     fn fail(&mut self, error: RunError) {
+        if let Some(sink) = self.level {
+            if self.p.is_leader() {
+                let _ = sink
+                    .counter(LevelSink::<P::Word, T>::ERROR)
+                    .compare_exchange(
+                        0,
+                        error.pack(),
+                        Ordering::AcqRel,
+                        Ordering::Relaxed,
+                        self.scope,
+                    );
+            }
+            self.aborted = true;
+            return;
+        }
         if self.p.is_leader() {
             // SAFETY: the shared state outlives the run.
             let shared = unsafe { self.env.shared() };
@@ -750,14 +892,22 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     }
 
     fn check_abort(&mut self) {
-        let flag = self.p.is_leader() && (self.abort_flag())();
+        let flag = self.p.is_leader()
+            && match self.level {
+                Some(sink) => {
+                    sink.counter(LevelSink::<P::Word, T>::ERROR)
+                        .load(Ordering::Relaxed, self.scope)
+                        != 0
+                }
+                None => (self.abort_flag())(),
+            };
         if self.exchange([flag as u64])[0] != 0 {
             self.aborted = true;
         }
     }
 
     fn report_progress(&self) {
-        if !self.p.is_leader() {
+        if !self.p.is_leader() || self.env.progress.is_null() {
             return;
         }
         let state = if self.operation == Operation::Exited {

@@ -3,7 +3,7 @@
 use core::arch::nvptx;
 
 use mgws_core::nvptx::{GpuBlockPlatform, NvptxWord};
-use mgws_core::{Env, Platform, ScratchLayout, TaskExecutor, Worker};
+use mgws_core::{Env, LevelArgs, LevelSink, Platform, ScratchLayout, TaskExecutor, Worker};
 use mgws_tasks::TaskStruct;
 
 /// Runs the calling block as one worker of `env` with `exec` as the task executor.
@@ -27,21 +27,82 @@ pub unsafe fn run_worker<X: TaskExecutor<TaskStruct>>(
     if id >= topology.first_worker[d + 1] {
         return;
     }
-    let needed = ScratchLayout::new(
-        env.config.local_capacity,
-        core::mem::size_of::<TaskStruct>(),
-        p.lane_count(),
-        topology.queues(),
-    )
-    .total;
-    if needed > p.scratch_len() {
-        // The launch gave too little shared memory: the local queue would overrun it.
-        // SAFETY: aborts the kernel.
-        unsafe { nvptx::trap() }
-    }
+    check_scratch(&p, env.config.local_capacity, topology.queues());
     // SAFETY: `id` is a worker of this device, the scratch holds the layout (checked above), and
     // every lane makes the same call; the rest is the caller's guarantee.
     unsafe { Worker::new(p, env, exec, id) }.run();
+}
+
+/// Runs the calling block as worker `blockIdx.x` of the static-assignment baseline: the same
+/// initial tasks and task execution as [`run_worker`], split evenly in advance, no stealing.
+///
+/// # Safety
+/// As for [`run_worker`].
+#[inline(always)]
+pub unsafe fn run_static<X: TaskExecutor<TaskStruct>>(
+    exec: &X,
+    env: *const Env<NvptxWord, TaskStruct>,
+    scratch_len: u32,
+    device: u32,
+) {
+    // SAFETY: guaranteed by the caller.
+    let (p, env) = unsafe { (GpuBlockPlatform::new(scratch_len as usize), &*env) };
+    let d = device as usize;
+    let id = env.topology.first_worker[d] + p.block_index();
+    if id >= env.topology.first_worker[d + 1] {
+        return;
+    }
+    check_scratch(&p, env.config.local_capacity, env.topology.queues());
+    // SAFETY: as in `run_worker`.
+    unsafe { Worker::new(p, env, exec, id) }.run_static();
+}
+
+/// Runs one level of the kernel-per-level baseline: block `b` of the grid runs frontier tasks
+/// `b, b + gridDim.x, ...`; spawned tasks are appended to the next frontier.
+///
+/// # Safety
+/// `args` points to a live [`LevelArgs`] in device memory whose buffers are valid; the launch
+/// gives each block `scratch_len` bytes of dynamic shared memory.
+#[inline(always)]
+pub unsafe fn run_level<X: TaskExecutor<TaskStruct>>(
+    exec: &X,
+    args: *const LevelArgs,
+    scratch_len: u32,
+) {
+    // SAFETY: guaranteed by the caller.
+    let (p, args) = unsafe { (GpuBlockPlatform::new(scratch_len as usize), &*args) };
+    let blocks = p.block_count();
+    check_scratch(&p, args.config.local_capacity, blocks);
+    let env = Env::<NvptxWord, TaskStruct>::bare(
+        args.config,
+        blocks,
+        args.frontier as *const TaskStruct,
+        args.frontier_len,
+        args.areas,
+    );
+    let sink = LevelSink {
+        out: args.out as *mut TaskStruct,
+        out_capacity: args.out_capacity,
+        counters: args.counters as *const NvptxWord,
+    };
+    let block = p.block_index();
+    // SAFETY: the bare env has every pointer a level run uses (frontier, areas); block < blocks.
+    unsafe { Worker::new(p, &env, exec, block) }.run_level(sink, block as u64, blocks as u64);
+}
+
+/// Traps if the launch gave less shared memory than the scratch layout needs.
+fn check_scratch(p: &GpuBlockPlatform, local_capacity: u32, queues: u32) {
+    let needed = ScratchLayout::new(
+        local_capacity,
+        core::mem::size_of::<TaskStruct>(),
+        p.lane_count(),
+        queues,
+    )
+    .total;
+    if needed > p.scratch_len() {
+        // SAFETY: aborts the kernel.
+        unsafe { nvptx::trap() }
+    }
 }
 
 #[panic_handler]

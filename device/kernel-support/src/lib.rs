@@ -29,9 +29,11 @@
 #[cfg(target_arch = "nvptx64")]
 mod gpu;
 #[cfg(target_arch = "nvptx64")]
-pub use gpu::run_worker;
+pub use gpu::{run_level, run_static, run_worker};
 
-/// Defines the `mgws_worker` kernel entry point running the task registry `$registry`.
+/// Defines the kernel entry points for the task registry `$registry`: `mgws_worker` (the MGWS
+/// persistent worker), `mgws_static` (the static-assignment baseline) and `mgws_level` (one level
+/// of the kernel-per-level baseline).
 ///
 /// The kernel's signature, which the host launches with one block per worker:
 ///
@@ -69,6 +71,43 @@ macro_rules! worker_kernel {
             // SAFETY: the host launches this kernel as documented on `worker_kernel!`.
             unsafe { $crate::run_worker(&REGISTRY, env, scratch_len, device) }
         }
+
+        /// The static-assignment baseline: the same parameters as `mgws_worker`; block `b` runs
+        /// the initial tasks `b, b + workers, ...` and what they spawn, with no stealing.
+        ///
+        /// # Safety
+        /// As for `mgws_worker`.
+        #[cfg(target_arch = "nvptx64")]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn mgws_static(
+            env: *const $crate::__private::Env<
+                $crate::__private::NvptxWord,
+                $crate::__private::TaskStruct,
+            >,
+            scratch_len: u32,
+            device: u32,
+        ) {
+            static REGISTRY: $registry = $registry;
+            // SAFETY: the host launches this kernel like `mgws_worker`.
+            unsafe { $crate::run_static(&REGISTRY, env, scratch_len, device) }
+        }
+
+        /// One level of the kernel-per-level baseline (`args`: a `mgws_core::LevelArgs` in
+        /// device memory).
+        ///
+        /// # Safety
+        /// `args` and its buffers are valid device memory; `scratch_len` bytes of dynamic shared
+        /// memory per block.
+        #[cfg(target_arch = "nvptx64")]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn mgws_level(
+            args: *const $crate::__private::LevelArgs,
+            scratch_len: u32,
+        ) {
+            static REGISTRY: $registry = $registry;
+            // SAFETY: the host launches this kernel as documented.
+            unsafe { $crate::run_level(&REGISTRY, args, scratch_len) }
+        }
     };
 }
 
@@ -76,6 +115,6 @@ macro_rules! worker_kernel {
 pub mod __private {
     #[cfg(target_arch = "nvptx64")]
     pub use mgws_core::nvptx::NvptxWord;
-    pub use mgws_core::Env;
+    pub use mgws_core::{Env, LevelArgs};
     pub use mgws_tasks::TaskStruct;
 }
