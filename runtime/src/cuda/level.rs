@@ -20,7 +20,7 @@ use std::ffi::c_void;
 use std::mem::size_of;
 use std::time::Instant;
 
-use mgws_core::{RunError, SchedConfig, DATA_AREAS};
+use mgws_core::{RunError, DATA_AREAS};
 use mgws_tasks::TaskStruct;
 
 use super::driver::{self, DeviceBuffer};
@@ -32,26 +32,7 @@ use crate::job::{AreaBytes, Job};
 use crate::report::RunReport;
 use crate::scheduler::Scheduler;
 
-/// The argument block of one `mgws_level` launch, in device memory. Addresses are device
-/// addresses.
-#[derive(Clone, Copy, Debug)]
-#[repr(C)]
-pub struct LevelArgs {
-    /// The scheduler configuration (local capacity and lanes size the scratch; the scope of
-    /// `ctx.atomic_add` is `queue_scope`).
-    pub config: SchedConfig,
-    /// `*const TaskStruct`: the tasks of this level.
-    pub frontier: u64,
-    pub frontier_len: u64,
-    /// `*mut TaskStruct`: where spawned tasks go.
-    pub out: u64,
-    pub out_capacity: u64,
-    /// `*mut [u64; 4]`, zeroed before each launch: `[0]` tasks spawned (also those that did not
-    /// fit), `[1]` the first error (`RunError::pack`), `[2]` tasks run, `[3]` reserved.
-    pub counters: u64,
-    /// Base addresses of the data areas.
-    pub areas: [u64; DATA_AREAS],
-}
+pub use mgws_core::LevelArgs;
 
 /// The parameters of `mgws_level`: `(args, scratch_len)`.
 pub const LEVEL_PARAMS: [Param; 2] = [Param::U64, Param::U32];
@@ -76,12 +57,13 @@ pub fn run(b: &CudaBackend, sched: &Scheduler, mut job: Job<'_>) -> Result<RunRe
     let g = &s.gpus[0];
     g.make_current()?;
     let cfg = &sched.config;
-    let smem = plan::scratch_bytes(cfg.local_capacity, lanes, 1);
-    // Checks the block size and raises the shared memory limit; the grid is the scheduler's
-    // worker count (workloads size per-worker result rows by it), blocks beyond what fits at
-    // once simply wait for a free SM.
-    super::persistent::blocks_per_sm_for(g, &f, lanes, smem, cfg.local_capacity)?;
+    // The grid is at most the scheduler's worker count (workloads size per-worker result rows by
+    // it); blocks beyond what fits at once simply wait for a free SM. The kernel sizes its
+    // scratch layout (damping bitmap) by the grid, so the largest grid sets the shared memory.
     let max_blocks = sched.config.workers;
+    let smem = plan::scratch_bytes(cfg.local_capacity, lanes, max_blocks);
+    // Checks the block size and raises the shared memory limit.
+    super::persistent::blocks_per_sm_for(g, &f, lanes, smem, cfg.local_capacity)?;
     let task = size_of::<TaskStruct>();
     let capacity = match b.level_capacity {
         Some(c) => c,
@@ -165,6 +147,13 @@ pub fn run(b: &CudaBackend, sched: &Scheduler, mut job: Job<'_>) -> Result<RunRe
             return Err(e.into());
         }
         let spawned = word(0);
+        let ran = word(2);
+        if ran != frontier_len {
+            return Err(Error::Cuda(format!(
+                "level {levels} of the kernel-per-level baseline ran {ran} of its {frontier_len} \
+                 tasks"
+            )));
+        }
         if spawned > capacity {
             return Err(Error::Config(format!(
                 "level {} of the kernel-per-level baseline spawned {spawned} tasks, more than a \
@@ -208,6 +197,8 @@ fn as_bytes(tasks: &[TaskStruct]) -> &[u8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use mgws_core::SchedConfig;
 
     #[test]
     fn level_args_have_a_fixed_layout() {

@@ -21,6 +21,8 @@
 //!   of a spawning workload, orchestrated by the host.
 
 pub mod driver;
+#[cfg(test)]
+mod emulate;
 mod level;
 mod persistent;
 pub mod plan;
@@ -197,7 +199,10 @@ impl CudaBackend {
                 GpuKernel::Levels => {
                     let f = s.functions(self.kernel.entry(), &level::LEVEL_PARAMS)?[0];
                     let g = &s.gpus[0];
-                    let smem = plan::scratch_bytes(local_capacity, lanes, 1);
+                    // The kernel's scratch grows with the grid (one damping bit per block):
+                    // size the occupancy query for the largest grid it could get.
+                    let ub = plan::worker_upper_bound(g.sms);
+                    let smem = plan::scratch_bytes(local_capacity, lanes, ub);
                     let per_sm = persistent::blocks_per_sm_for(g, &f, lanes, smem, local_capacity)?;
                     let what = format!("GPU {} ({})", g.ordinal, g.name);
                     plan::fit_workers(None, per_sm, g.sms, workers_per_queue, &what)
