@@ -33,7 +33,9 @@ fn mock_dir() -> Option<&'static Path> {
         std::fs::write(
             dir.join("mock.ptx"),
             ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry mgws_worker(\n\
-             \t.param .u64 p0,\n\t.param .u32 p1,\n\t.param .u32 p2\n)\n{\n\tret;\n}\n",
+             \t.param .u64 p0,\n\t.param .u32 p1,\n\t.param .u32 p2\n)\n{\n\tret;\n}\n\
+             .visible .entry mgws_level(\n\t.param .u64 .ptr .align 1 q0,\n\t.param .u32 q1\n)\n\
+             {\n\tret;\n}\n",
         )
         .ok()?;
         Some(dir)
@@ -230,6 +232,32 @@ fn auto_falls_back_to_the_cpu_when_no_gpu_is_usable() {
     let o = mgws("nodevice", 1, &["--backend", "cuda"]).unwrap();
     assert!(!o.status.success());
     assert!(text(&o).contains("backend unavailable"), "{}", text(&o));
+}
+
+#[test]
+fn the_kernel_per_level_baseline_runs_level_by_level_in_the_same_process() {
+    let Some(o) = mgws(
+        "memset",
+        1,
+        &[
+            "--backend",
+            "cuda",
+            "--baselines",
+            "levels",
+            "--tasks",
+            "300",
+        ],
+    ) else {
+        return;
+    };
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(
+        t.contains("mock: level launch") && t.contains("frontier=300"),
+        "{t}"
+    );
+    assert!(t.contains("on cuda-levels backend"), "{t}");
+    assert_eq!(t.matches("verified: yes").count(), 2, "{t}");
 }
 
 #[test]

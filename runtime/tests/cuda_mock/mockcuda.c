@@ -122,7 +122,8 @@ CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n, void *o,
 }
 CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
     (void)m;
-    if (strcmp(name, "mgws_worker") && strcmp(name, "mgws_static")) return E_NOT_FOUND;
+    if (strcmp(name, "mgws_worker") && strcmp(name, "mgws_static") && strcmp(name, "mgws_level"))
+        return E_NOT_FOUND;
     *f = &function_tag;
     return OK;
 }
@@ -266,5 +267,36 @@ CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsig
     pthread_t t;
     pthread_create(&t, NULL, kernel, l);
     pthread_detach(t);
+    return OK;
+}
+
+/* mgws_core::LevelArgs offsets: config (56 bytes), frontier, frontier_len, out, out_capacity,
+ * counters, areas. */
+#define LA_FRONTIER 56
+#define LA_FRONTIER_LEN 64
+#define LA_COUNTERS 88
+#define LA_AREAS 96
+
+/* The kernel-per-level entry (a normal launch): in "memset" mode it runs the frontier's MEMSET
+ * tasks and spawns nothing, so the host's loop ends after one level; the counters say how many
+ * tasks ran. Synchronous: the stream is idle again when the launch returns. */
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                        unsigned by, unsigned bz, unsigned smem, void *stream, void **params,
+                        void **extra) {
+    (void)f; (void)gy; (void)gz; (void)by; (void)bz; (void)stream; (void)extra;
+    const uint8_t *args = (const uint8_t *)*(uint64_t *)params[0];
+    uint64_t n = rd(args + LA_FRONTIER_LEN);
+    uint64_t *counters = (uint64_t *)rd(args + LA_COUNTERS);
+    fprintf(stderr, "mock: level launch grid=%u block=%u smem=%u frontier=%llu\n", gx, bx, smem,
+            (unsigned long long)n);
+    if (!strcmp(mode(), "memset")) {
+        uint64_t *slots = (uint64_t *)rd(args + LA_AREAS);
+        const uint8_t *tasks = (const uint8_t *)rd(args + LA_FRONTIER);
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t x = rd(tasks + 64 * i + 8);
+            slots[x] += x + 1;
+        }
+    }
+    counters[2] = n;
     return OK;
 }
