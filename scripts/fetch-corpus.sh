@@ -54,3 +54,17 @@ with open(dst, "w", encoding="utf-8") as out:
 print(f"{dst}: {n} documents")
 PY
 done
+
+# All three languages in one file, and the same documents longest first: an ordering like that of a
+# real dump, whose early (old) pages are the long ones, and the worst case for a static split into
+# contiguous shares.
+if [ -f data/wiki-en.jsonl ] && [ -f data/wiki-fr.jsonl ] && [ -f data/wiki-es.jsonl ]; then
+    cat data/wiki-en.jsonl data/wiki-fr.jsonl data/wiki-es.jsonl >data/wiki-all.jsonl
+    python3 - <<'PY'
+import json
+docs = [l for l in open("data/wiki-all.jsonl", encoding="utf-8") if l.strip()]
+docs.sort(key=lambda l: -len(json.loads(l)["text"].encode("utf-8")))
+open("data/wiki-all-longest-first.jsonl", "w", encoding="utf-8").writelines(docs)
+print(f"data/wiki-all.jsonl, data/wiki-all-longest-first.jsonl: {len(docs)} documents")
+PY
+fi

@@ -1,6 +1,7 @@
 //! FIB baselines, built on `FibTask::children` and `FibTask::leaf_value`.
 
 use mgws_tasks::workloads::fib::FibTask;
+use mgws_tasks::{Builtin, TaskStruct};
 
 /// (sum of leaves, nodes).
 pub type FibCounts = (u64, u64);
@@ -23,16 +24,20 @@ pub fn sequential(n: u64) -> FibCounts {
     go(FibTask { n })
 }
 
-/// Static assignment, level by level over `threads` threads.
+/// Static assignment, level by level over `threads` threads, on the same 64-byte task structs
+/// the mgws run moves.
 pub fn static_levels(n: u64, threads: u32) -> FibCounts {
+    let root = Builtin::task(&FibTask { n });
     super::static_levels(
-        vec![FibTask { n }],
+        vec![root],
         threads,
-        |t: &FibTask, out, acc: &mut FibCounts| {
+        |task: &TaskStruct, out, acc: &mut FibCounts| {
+            let t: FibTask = task.params_as();
             acc.0 += t.leaf_value();
             acc.1 += 1;
-            if let Some(c) = t.children() {
-                out.extend_from_slice(&c);
+            if let Some([a, b]) = t.children() {
+                out.push(task.with_params(&a));
+                out.push(task.with_params(&b));
             }
         },
     )

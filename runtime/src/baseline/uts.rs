@@ -1,6 +1,7 @@
 //! UTS baselines, all built on `UtsParams::num_children` and `UtsNode::child`.
 
 use mgws_tasks::workloads::uts::{UtsCounts, UtsNode, UtsParams};
+use mgws_tasks::{Builtin, TaskStruct};
 
 /// Depth-first traversal with an explicit stack (the reference for trees without published
 /// counts).
@@ -23,15 +24,18 @@ pub fn sequential_with_stack(p: &UtsParams) -> (UtsCounts, usize) {
     (counts, peak)
 }
 
-/// Static assignment, level by level over `threads` threads.
+/// Static assignment, level by level over `threads` threads, on the same 64-byte task structs
+/// the mgws run moves (each node's task carries its `UtsNode` in the parameter area).
 pub fn static_levels(p: &UtsParams, threads: u32) -> UtsCounts {
+    let root = Builtin::task(&p.root());
     super::static_levels(
-        vec![p.root()],
+        vec![root],
         threads,
-        |node: &UtsNode, out, acc: &mut UtsCounts| {
-            let n = p.num_children(node);
-            acc.add_node(node, n);
-            out.extend((0..n).map(|i| node.child(i)));
+        |task: &TaskStruct, out, acc: &mut UtsCounts| {
+            let node: UtsNode = task.params_as();
+            let n = p.num_children(&node);
+            acc.add_node(&node, n);
+            out.extend((0..n).map(|i| task.with_params(&node.child(i))));
         },
     )
     .into_iter()

@@ -4,14 +4,14 @@
 use mgws_tasks::workloads::contains::{
     corpus_descriptor, word_descriptor, ContainsTask, COL_MATCHES,
 };
-use mgws_tasks::workloads::rows::{column_sum, PackedTable, ROW_WORDS};
+use mgws_tasks::workloads::rows::{column_sum, PackedTable};
 use mgws_tasks::{Builtin, TaskStruct};
 
 use super::Outcome;
 use crate::backend::Backend;
 use crate::corpus::Corpus;
 use crate::error::{Error, Result};
-use crate::job::{u64_bytes_mut, AreaBytes, Job};
+use crate::job::{AreaBytes, Job};
 use crate::report::RunReport;
 use crate::scheduler::Scheduler;
 
@@ -70,15 +70,15 @@ pub fn run_once(
     word: &[u8],
     tasks: &[TaskStruct],
 ) -> Result<(u64, RunReport)> {
-    let mut rows = vec![0u64; sched.workers() as usize * ROW_WORDS];
+    let mut rows = super::ResultRows::new(sched.workers());
     let report = backend.run(
         sched,
         Job::new(tasks)
             .area(CORPUS_AREA, AreaBytes::Read(&corpus.bytes))
             .area(WORD_AREA, AreaBytes::Read(word))
-            .area(ROWS_AREA, AreaBytes::ReadWrite(u64_bytes_mut(&mut rows))),
+            .area(ROWS_AREA, AreaBytes::ReadWrite(rows.bytes_mut())),
     )?;
-    Ok((column_sum(&rows, COL_MATCHES), report))
+    Ok((column_sum(rows.words(), COL_MATCHES), report))
 }
 
 /// The plain sequential scan every run is checked against (independent of the task's code).

@@ -2,13 +2,13 @@
 //! the leaves sum to fib(n) and the tree has 2 fib(n+1) - 1 nodes.
 
 use mgws_tasks::workloads::fib::{self, rows_descriptor, FibTask, COL_NODES, COL_SUM, MAX_N};
-use mgws_tasks::workloads::rows::{column_sum, ROW_WORDS};
+use mgws_tasks::workloads::rows::column_sum;
 use mgws_tasks::Builtin;
 
 use super::Outcome;
 use crate::backend::Backend;
 use crate::error::{Error, Result};
-use crate::job::{u64_bytes_mut, AreaBytes, Job};
+use crate::job::{AreaBytes, Job};
 use crate::report::RunReport;
 use crate::scheduler::Scheduler;
 
@@ -30,14 +30,17 @@ pub fn check_n(n: u64) -> Result<()> {
 pub fn run_once(sched: &Scheduler, backend: &Backend, n: u64) -> Result<((u64, u64), RunReport)> {
     check_n(n)?;
     let workers = sched.workers();
-    let mut rows = vec![0u64; workers as usize * ROW_WORDS];
+    let mut rows = super::ResultRows::new(workers);
     let root = [Builtin::task(&FibTask { n }).with_data(0, rows_descriptor(0, workers))];
     let report = backend.run(
         sched,
-        Job::new(&root).area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut rows))),
+        Job::new(&root).area(0, AreaBytes::ReadWrite(rows.bytes_mut())),
     )?;
     Ok((
-        (column_sum(&rows, COL_SUM), column_sum(&rows, COL_NODES)),
+        (
+            column_sum(rows.words(), COL_SUM),
+            column_sum(rows.words(), COL_NODES),
+        ),
         report,
     ))
 }

