@@ -13,8 +13,8 @@
 #       run's full output goes to $OUT/gpu-check/ (the table too: $OUT/gpu-check/table.txt).
 #       SECTIONS is a comma list (default: memset,uts,contains,fib,sanitizer):
 #         memset     MEMSET 2^26: global and host placement, both termination modes, both
-#                    overflow modes, queue sharing 1/2/4, block sizes 32/128/512; the static
-#                    baseline at each block size
+#                    overflow modes, queue sharing 1/2/4, block sizes 32/128/512, initial
+#                    tasks in host memory, a 64-register cap; the static baseline alongside
 #         uts        UTS T1, T3, T5 (published counts) and T1L (~1e8 nodes, sequential check),
 #                    each with the kernel-per-level baseline
 #         contains   CONTAINS on the carried corpus against a sequential scan, static baseline
@@ -139,6 +139,9 @@ on_device() {
             case_run memset-lanes-128 120 "${M[@]}" "${G[@]}" --lanes 128 --baselines static
             case_run memset-lanes-512 120 "${M[@]}" "${G[@]}" --lanes 512 --baselines static
             case_run memset-tasks-in-host 120 "${M[@]}" "${G[@]}" --tasks-in host
+            # Occupancy: the kernel uses ~216 registers (9 blocks of 32 threads per SM); capped at
+            # 64 registers 32 blocks fit (with spills). Same cap for the static baseline.
+            case_run memset-maxreg-64 120 "${M[@]}" "${G[@]}" --max-registers 64 --baselines static
             ;;
         uts)
             for t in T1 T3 T5; do
