@@ -11,8 +11,12 @@ OUT=${1:-target/bench}
 WORKERS=${2:-1,2}
 REPS=${3:-5}
 
-cargo build --release -q -p mgws
-B=target/release/mgws
+if [ -n "${MGWS_BIN:-}" ]; then
+    B=$MGWS_BIN
+else
+    cargo build --release -q -p mgws
+    B=target/release/mgws
+fi
 mkdir -p "$OUT"
 {
     echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), $(nproc) cores"

@@ -73,16 +73,19 @@ fn assert_published(preset: Preset, nodes: u64, leaves: u64, depth: u64) {
 }
 
 #[test]
+#[cfg_attr(debug_assertions, ignore = "a 4M-node tree: run with --release")]
 fn uts_t1_published_counts() {
     assert_published(Preset::T1, 4_130_071, 3_305_118, 10);
 }
 
 #[test]
+#[cfg_attr(debug_assertions, ignore = "a 4M-node tree: run with --release")]
 fn uts_t5_published_counts() {
     assert_published(Preset::T5, 4_147_582, 2_181_318, 20);
 }
 
 #[test]
+#[cfg_attr(debug_assertions, ignore = "a 4M-node tree: run with --release")]
 fn uts_t3_published_counts() {
     assert_published(Preset::T3, 4_112_897, 3_599_034, 1572);
 }
