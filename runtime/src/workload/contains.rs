@@ -4,7 +4,7 @@
 use mgws_tasks::workloads::contains::{
     corpus_descriptor, word_descriptor, ContainsTask, COL_MATCHES,
 };
-use mgws_tasks::workloads::rows::{column_sum, PackedTable};
+use mgws_tasks::workloads::rows::{column_sum, PackedTable, ROW_BYTES};
 use mgws_tasks::{Builtin, TaskStruct};
 
 use super::Outcome;
@@ -70,7 +70,16 @@ pub fn run_once(
     word: &[u8],
     tasks: &[TaskStruct],
 ) -> Result<(u64, RunReport)> {
-    let mut rows = super::ResultRows::new(sched.workers());
+    let rows_needed = super::result_rows(sched, backend);
+    let table: PackedTable = tasks
+        .first()
+        .map_or(PackedTable(0), |t| t.params_as::<ContainsTask>().results);
+    if table.descriptor().size < rows_needed * ROW_BYTES as u32 {
+        return Err(Error::Input(format!(
+            "the CONTAINS tasks were built for fewer result rows than {rows_needed}: build them with `tasks(.., result_rows(..))`"
+        )));
+    }
+    let mut rows = super::ResultRows::new(rows_needed);
     let report = backend.run(
         sched,
         Job::new(tasks)
@@ -96,7 +105,7 @@ pub fn result_json(matches: u64, articles: usize) -> serde_json::Value {
 
 /// Counts the articles of `corpus` containing `word` on `backend` and verifies the count.
 pub fn run(sched: &Scheduler, backend: &Backend, corpus: &Corpus, word: &[u8]) -> Result<Outcome> {
-    let initial = tasks(corpus, word, sched.workers())?;
+    let initial = tasks(corpus, word, super::result_rows(sched, backend))?;
     let (matches, report) = run_once(sched, backend, corpus, word, &initial)?;
     let expected = reference_count(corpus, word);
     let verified = matches == expected && report.tasks_run == corpus.len() as u64;

@@ -29,7 +29,7 @@ pub fn check_n(n: u64) -> Result<()> {
 /// One run of fib(`n`): (sum of leaves, nodes counted by tasks) and the run report.
 pub fn run_once(sched: &Scheduler, backend: &Backend, n: u64) -> Result<((u64, u64), RunReport)> {
     check_n(n)?;
-    let workers = sched.workers();
+    let workers = super::result_rows(sched, backend);
     let mut rows = super::ResultRows::new(workers);
     let root = [Builtin::task(&FibTask { n }).with_data(0, rows_descriptor(0, workers))];
     let report = backend.run(

@@ -65,3 +65,19 @@ impl ResultRows {
         }
     }
 }
+
+/// Result rows to allocate for a run of `sched` on `backend`: one per worker. The CPU backend
+/// runs exactly `sched.workers()` workers; a GPU backend may size its grid by occupancy, so other
+/// backends get rows for up to [`MAX_DEVICE_WORKERS`] workers (1 MiB) until backends report their
+/// worker count before a run. A worker without a row fails its tasks with a clear error code
+/// (`NO_RESULT_ROW`), never writes out of bounds.
+pub fn result_rows(sched: &crate::Scheduler, backend: &crate::Backend) -> u32 {
+    if matches!(backend, crate::Backend::Cpu) {
+        sched.workers()
+    } else {
+        sched.workers().max(MAX_DEVICE_WORKERS)
+    }
+}
+
+/// See [`result_rows`].
+pub const MAX_DEVICE_WORKERS: u32 = 1 << 14;

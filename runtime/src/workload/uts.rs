@@ -322,7 +322,7 @@ pub fn run_once(
     backend: &Backend,
     params: &UtsParams,
 ) -> Result<(UtsCounts, RunReport)> {
-    let workers = sched.workers();
+    let workers = super::result_rows(sched, backend);
     let mut param_words = params_words(params);
     let mut rows = super::ResultRows::new(workers);
     let [pd, rd] = descriptors(0, 1, workers);
