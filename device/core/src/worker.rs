@@ -15,6 +15,9 @@ use crate::public_queue::{Claim, OwnerView, PublicQueue};
 use crate::termination::{IdleCounter, VoteOutcome, VotingTree};
 use crate::victim::VictimPicker;
 
+/// Loop iterations between two checks of whether the own public queue ran empty (a power of two).
+pub const RELEASE_CHECK_INTERVAL: u64 = 4;
+
 /// Runs a task. Implemented by the task registry (`mgws-tasks`), which dispatches on the task tag.
 pub trait TaskExecutor<T>: Sync {
     /// Runs `task` on every lane of the worker; all lanes call it and must return the same result.
@@ -132,7 +135,12 @@ impl<'e, P: Platform, T: Copy, X: TaskExecutor<T>> Worker<'e, P, T, X> {
                 break;
             }
             if c.local_len() > 0 {
-                if c.local_len() >= 2 && c.should_release() {
+                // Checking the public word costs a broadcast (two barriers on a GPU): do it every
+                // RELEASE_CHECK_INTERVAL tasks rather than before every task as Listing 5 does.
+                if c.local_len() >= 2
+                    && c.iterations & (RELEASE_CHECK_INTERVAL - 1) == 0
+                    && c.should_release()
+                {
                     c.release(c.local_len() / 2);
                     continue;
                 }
@@ -476,7 +484,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
             let empty = !PublicQueue::<P::Word>::looks_stealable(self.own_queue().peek())
                 && !self.own_queue().peek().locked();
             let mut exhausted = self.initial_exhausted;
-            if !exhausted && self.iterations & 31 == 0 {
+            if !exhausted && self.iterations & (8 * RELEASE_CHECK_INTERVAL - 1) == 0 {
                 // SAFETY: the shared state outlives the run.
                 let cursor = unsafe { self.env.shared() }
                     .initial_cursor

@@ -1,5 +1,5 @@
-//! A sense-reversing barrier for the lanes of one CPU worker. It spins briefly, then yields, so
-//! that groups of lanes stay responsive when threads outnumber cores.
+//! A sense-reversing barrier for the lanes of one CPU worker. It spins briefly, then sleeps on a
+//! futex (`atomic-wait`), so that lane groups stay cheap when threads outnumber cores.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -8,6 +8,9 @@ pub struct LaneBarrier {
     arrived: AtomicU32,
     generation: AtomicU32,
 }
+
+/// Spins before a waiting lane sleeps: long enough to cover a barrier whose lanes all run.
+const SPINS: u32 = 200;
 
 impl LaneBarrier {
     pub fn new(lanes: u32) -> Self {
@@ -29,15 +32,17 @@ impl LaneBarrier {
         if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.lanes {
             self.arrived.store(0, Ordering::Relaxed);
             self.generation.fetch_add(1, Ordering::Release);
+            atomic_wait::wake_all(&self.generation);
             return;
         }
         let mut spins = 0u32;
         while self.generation.load(Ordering::Acquire) == generation {
-            spins += 1;
-            if spins < 64 {
+            if spins < SPINS {
+                spins += 1;
                 std::hint::spin_loop();
             } else {
-                std::thread::yield_now();
+                // Sleeps only while the generation is unchanged; a wake or a change returns.
+                atomic_wait::wait(&self.generation, generation);
             }
         }
     }

@@ -1,0 +1,111 @@
+//! Bad input and failing runs: every one ends in a typed error that names the cause, and none
+//! loses work silently or hangs.
+
+use std::time::{Duration, Instant};
+
+use mgws::job::u64_bytes_mut;
+use mgws::{AreaBytes, Error, Job, Scheduler};
+use mgws_tasks::workloads::memset::{output_descriptor, MemsetTask};
+use mgws_tasks::TaskStruct;
+use mgws_tests::{spawned_memset, SplitRange, Stall, TestTasks};
+
+fn sched(workers: u32) -> Scheduler {
+    Scheduler::builder().workers(workers).build().unwrap()
+}
+
+#[test]
+fn an_unknown_tag_stops_the_run_and_names_the_tag() {
+    let out = output_descriptor(0, 4);
+    let mut tasks: Vec<TaskStruct> = (0..4)
+        .map(|index| TestTasks::task(&MemsetTask { index }).with_data(0, out))
+        .collect();
+    tasks[2].tag = 77;
+    let mut slots = vec![0u64; 4];
+    let err = mgws::cpu::run(
+        &sched(2),
+        &TestTasks,
+        Job::new(&tasks).area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut slots))),
+    )
+    .unwrap_err();
+    assert!(matches!(err, Error::UnknownTag { tag: 77, .. }), "{err:?}");
+    assert!(err.to_string().contains("tag 77"), "{err}");
+}
+
+#[test]
+fn a_descriptor_outside_its_area_is_refused_before_the_run() {
+    let tasks = [TestTasks::task(&MemsetTask { index: 0 }).with_data(0, output_descriptor(0, 100))];
+    let mut slots = vec![0u64; 4];
+    let err = mgws::cpu::run(
+        &sched(1),
+        &TestTasks,
+        Job::new(&tasks).area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut slots))),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("exceeds data area 0"), "{err}");
+    let err = mgws::cpu::run(&sched(1), &TestTasks, Job::new(&tasks)).unwrap_err();
+    assert!(err.to_string().contains("does not have"), "{err}");
+    assert_eq!(slots, [0; 4], "nothing ran");
+}
+
+#[test]
+fn full_queues_and_overflow_stack_end_in_a_clear_error() {
+    let sched = Scheduler::builder()
+        .workers(1)
+        .local_capacity(2)
+        .public_capacity(2)
+        .spill_capacity(2)
+        .initial_chunk(1)
+        .build()
+        .unwrap();
+    // One worker that spawns 64 MEMSET tasks from one leaf: far more than 2 + 2 + 2 slots.
+    let err = spawned_memset(&sched, 64, 1, 64).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::SpillOverflow {
+                worker: 0,
+                capacity: 2
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn a_stalled_run_is_aborted_by_the_watchdog_with_every_workers_state() {
+    let sched = Scheduler::builder()
+        .workers(3)
+        .watchdog(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let tasks = [TestTasks::task(&Stall { micros: 1_500_000 })];
+    let start = Instant::now();
+    let err = mgws::cpu::run(&sched, &TestTasks, Job::new(&tasks)).unwrap_err();
+    let Error::Hang { report } = err else {
+        panic!("expected a hang, got {err:?}")
+    };
+    assert_eq!(report.workers.len(), 3);
+    assert!(report.stalled_for >= Duration::from_millis(300));
+    let text = report.to_string();
+    assert!(
+        text.contains("worker    0") && text.contains("op="),
+        "{text}"
+    );
+    // The stalled task itself cannot be preempted on a CPU, but nothing waits beyond it.
+    assert!(start.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn the_split_workload_counts_every_task_it_spawns() {
+    let (report, check) = spawned_memset(&sched(2), 1000, 2, 10).unwrap();
+    assert!(check.ok());
+    assert_eq!(report.total(|w| w.tasks_run), report.tasks_run);
+    // 1000 MEMSET tasks, plus the split tasks of two trees over 500 slots with leaves of <= 10.
+    let splits = report.tasks_run - 1000;
+    assert!((2 * 63..=2 * 127).contains(&splits), "{splits} split tasks");
+    let _ = SplitRange {
+        lo: 0,
+        hi: 0,
+        leaf: 1,
+    };
+}

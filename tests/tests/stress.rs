@@ -1,0 +1,64 @@
+//! Stress: many workers, 1 and 4 lanes, tiny queues that force wrap-around, epoch turnover and
+//! constant stealing, in every termination and overflow mode; each run verifies that 10^6 MEMSET
+//! tasks ran exactly once.
+
+use mgws::{OverflowMode, Scheduler, TerminationMode};
+use mgws_tests::spawned_memset;
+
+const MODES: [(TerminationMode, OverflowMode); 4] = [
+    (TerminationMode::IdleCounter, OverflowMode::TwoAtomics),
+    (TerminationMode::IdleCounter, OverflowMode::Damping),
+    (TerminationMode::VotingTree, OverflowMode::TwoAtomics),
+    (TerminationMode::VotingTree, OverflowMode::Damping),
+];
+
+fn stress(workers: u32, lanes: u32, sharing: u32, slots: u64) {
+    for (i, (termination, overflow)) in MODES.into_iter().enumerate() {
+        let capacity = [4, 6, 8, 5][i];
+        let sched = Scheduler::builder()
+            .workers(workers)
+            .lanes(lanes)
+            .queue_sharing(sharing)
+            .local_capacity(capacity)
+            .public_capacity(capacity + 2)
+            .termination(termination)
+            .overflow(overflow)
+            .seed(i as u64)
+            .build()
+            .unwrap();
+        let (report, check) = spawned_memset(&sched, slots, 1, 4).unwrap();
+        let label = format!("{workers}x{lanes} sharing {sharing}, {termination:?}/{overflow:?}");
+        assert!(check.ok(), "{label}: {check:?}");
+        let splits = slots.div_ceil(4).next_power_of_two() * 2; // upper bound on split tasks
+        assert!(
+            report.tasks_run > slots && report.tasks_run < slots + splits,
+            "{label}: {} tasks",
+            report.tasks_run
+        );
+        if sharing == 1 {
+            // With shared queues, co-owners spread work through their common queue instead.
+            assert!(report.total(|w| w.steals) > 0, "{label}: no steal happened");
+        }
+        assert!(
+            report.per_worker.iter().filter(|w| w.tasks_run > 0).count() > 1,
+            "{label}: one worker did all"
+        );
+    }
+}
+
+#[test]
+fn one_lane_workers_run_a_million_spawned_tasks_exactly_once() {
+    stress(8, 1, 1, 1_000_000);
+}
+
+#[test]
+fn four_lane_workers_run_a_million_spawned_tasks_exactly_once() {
+    stress(4, 4, 1, 1_000_000);
+}
+
+#[test]
+fn shared_public_queues_run_spawned_tasks_exactly_once() {
+    stress(8, 1, 2, 200_000);
+    stress(8, 1, 4, 200_000);
+    stress(4, 2, 4, 50_000);
+}
