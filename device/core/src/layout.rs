@@ -45,6 +45,7 @@ pub struct QueueHeader<W> {
 
 impl<W: AtomicWord> SharedState<W> {
     /// The initial state (all zero), for hosts that build it from values rather than bytes.
+    #[inline(always)]
     pub fn new() -> Self {
         SharedState {
             initial_cursor: W::new(0),
@@ -59,6 +60,7 @@ impl<W: AtomicWord> SharedState<W> {
 }
 
 impl<W: AtomicWord> Default for SharedState<W> {
+    #[inline(always)]
     fn default() -> Self {
         Self::new()
     }
@@ -66,6 +68,7 @@ impl<W: AtomicWord> Default for SharedState<W> {
 
 impl<W: AtomicWord> QueueHeader<W> {
     /// An empty queue in epoch 0 (all zero).
+    #[inline(always)]
     pub fn new() -> Self {
         let z = || W::new(0);
         QueueHeader {
@@ -81,6 +84,7 @@ impl<W: AtomicWord> QueueHeader<W> {
 }
 
 impl<W: AtomicWord> Default for QueueHeader<W> {
+    #[inline(always)]
     fn default() -> Self {
         Self::new()
     }
@@ -101,11 +105,13 @@ pub struct Topology {
 
 impl Topology {
     /// One device with `workers` workers sharing queues `workers_per_queue` at a time.
+    #[inline(always)]
     pub fn single(workers: u32, workers_per_queue: u32) -> Topology {
         Topology::split(&[workers], workers_per_queue)
     }
 
     /// Devices with the given worker counts (each a multiple of `workers_per_queue`).
+    #[inline(always)]
     pub fn split(workers_per_device: &[u32], workers_per_queue: u32) -> Topology {
         assert!(!workers_per_device.is_empty() && workers_per_device.len() <= MAX_DEVICES);
         let mut t = Topology {
@@ -125,13 +131,16 @@ impl Topology {
         t
     }
 
+    #[inline(always)]
     pub fn workers(&self) -> u32 {
         self.first_worker[self.devices as usize]
     }
+    #[inline(always)]
     pub fn queues(&self) -> u32 {
         self.first_queue[self.devices as usize]
     }
     /// The device of worker `w`.
+    #[inline(always)]
     pub fn device_of_worker(&self, w: u32) -> u32 {
         let mut d = 0;
         while d + 1 < self.devices && w >= self.first_worker[d as usize + 1] {
@@ -140,6 +149,7 @@ impl Topology {
         d
     }
     /// The device of queue `q`.
+    #[inline(always)]
     pub fn device_of_queue(&self, q: u32) -> u32 {
         let mut d = 0;
         while d + 1 < self.devices && q >= self.first_queue[d as usize + 1] {
@@ -148,6 +158,7 @@ impl Topology {
         d
     }
     /// The public queue of worker `w`.
+    #[inline(always)]
     pub fn queue_of_worker(&self, w: u32, workers_per_queue: u32) -> u32 {
         let d = self.device_of_worker(w) as usize;
         self.first_queue[d] + (w - self.first_worker[d]) / workers_per_queue
@@ -261,6 +272,7 @@ impl<W: AtomicWord, T> Env<W, T> {
     }
 
     /// Number of words the voting tree needs.
+    #[inline(always)]
     pub fn tree_words(workers: u32, devices: u32) -> usize {
         workers as usize + 2 * devices as usize
     }
@@ -286,6 +298,7 @@ pub struct ScratchLayout {
 
 impl ScratchLayout {
     /// The layout for `local_capacity` tasks of `task_size` bytes, `lanes` lanes and `queues` queues.
+    #[inline(always)]
     pub const fn new(
         local_capacity: u32,
         task_size: usize,
@@ -307,6 +320,7 @@ impl ScratchLayout {
     }
 }
 
+#[inline(always)]
 const fn round16(x: usize) -> usize {
     (x + 15) & !15
 }
@@ -335,6 +349,7 @@ pub struct LevelArgs {
 impl<W, T> Env<W, T> {
     /// An environment with only a configuration, initial tasks and data areas: what the
     /// baselines that use no orchestration data (kernel-per-level) need.
+    #[inline(always)]
     pub fn bare(
         config: SchedConfig,
         workers: u32,

@@ -47,6 +47,7 @@ pub struct OwnerView {
 
 impl OwnerView {
     /// Unclaimed public tasks.
+    #[inline(always)]
     pub fn available(&self) -> u64 {
         self.head - self.first_unclaimed
     }
@@ -60,6 +61,7 @@ pub struct PublicQueue<'a, W> {
 }
 
 impl<'a, W: AtomicWord> PublicQueue<'a, W> {
+    #[inline(always)]
     pub fn new(header: &'a QueueHeader<W>, capacity: u64, scope: Scope) -> Self {
         PublicQueue {
             header,
@@ -125,6 +127,7 @@ impl<'a, W: AtomicWord> PublicQueue<'a, W> {
     ///
     /// Acquire on the RMW: a co-owner's bookkeeping and slot writes, published by the release
     /// store that unlocked the queue, are visible afterwards. Returns `None` if `abort` said so.
+    #[inline(always)]
     pub fn lock<P: Platform>(&self, p: &P, abort: &impl Fn() -> bool) -> Option<OwnerView> {
         p.protocol_step(ProtocolStep::Lock);
         let word = loop {
@@ -157,6 +160,7 @@ impl<'a, W: AtomicWord> PublicQueue<'a, W> {
     /// Waits until every task claimed in the previous use of epoch index `epoch` is copied out.
     ///
     /// Acquire: pairs with the thieves' release adds in [`PublicQueue::complete`].
+    #[inline(always)]
     pub fn wait_drained<P: Platform>(
         &self,
         p: &P,
@@ -174,6 +178,7 @@ impl<'a, W: AtomicWord> PublicQueue<'a, W> {
     }
 
     /// Waits until every claim of the ending epoch (`view`) is copied out.
+    #[inline(always)]
     pub fn wait_drained_current<P: Platform>(
         &self,
         p: &P,
@@ -190,6 +195,7 @@ impl<'a, W: AtomicWord> PublicQueue<'a, W> {
     }
 
     /// True if every claim of the ending epoch (`view`) is already copied out.
+    #[inline(always)]
     pub fn ending_epoch_drained(&self, view: &OwnerView) -> bool {
         self.header.completed[view.word.epoch() as usize].load(Ordering::Acquire, self.scope)
             == view.claimed
@@ -197,6 +203,7 @@ impl<'a, W: AtomicWord> PublicQueue<'a, W> {
 
     /// Free ring slots after the lock holder waited for the other epoch to drain: the ending epoch's
     /// claimed slots still count as used until its thieves finish.
+    #[inline(always)]
     pub fn free_slots(&self, view: &OwnerView) -> u64 {
         let live_start = if self.ending_epoch_drained(view) {
             view.first_unclaimed
@@ -211,6 +218,7 @@ impl<'a, W: AtomicWord> PublicQueue<'a, W> {
     /// The caller holds the lock, has waited with [`PublicQueue::wait_drained`] for the next epoch
     /// index, and has finished writing the slots. Release on the final store publishes those slots
     /// and the bookkeeping to thieves and co-owners.
+    #[inline(always)]
     pub fn reopen<P: Platform>(&self, p: &P, view: &OwnerView, tail: u64, head: u64) {
         let h = self.header;
         let ending = view.word.epoch() as usize;
@@ -234,6 +242,7 @@ impl<'a, W: AtomicWord> PublicQueue<'a, W> {
     /// (for the voting tree's "targeted" test); otherwise `None`.
     ///
     /// `ignore_in_flight` skips the in-flight test (only to show that tests catch the race).
+    #[inline(always)]
     pub fn quiescent(&self, ignore_in_flight: bool) -> Option<u64> {
         let h = self.header;
         let word = QueueWord(h.word.load(Ordering::Acquire, self.scope));

@@ -22,17 +22,20 @@ impl<W: AtomicWord> IdleCounter<'_, W> {
     /// AcqRel: the release half orders this worker's earlier reads of its completion counters
     /// (which showed every thief done) before the increment; the acquire half makes the increment
     /// see every earlier decrement of the counter's modification order.
+    #[inline(always)]
     pub fn enter(&self) {
         self.counter.fetch_add(1, Ordering::AcqRel, self.scope);
     }
 
     /// Takes the calling worker out of the idle count; it must be done before the steal that gave
     /// it work is marked complete, so that the victim cannot count itself idle first.
+    #[inline(always)]
     pub fn leave(&self) {
         self.counter.fetch_sub(1, Ordering::AcqRel, self.scope);
     }
 
     /// True once every worker is idle. Acquire pairs with the increments' release.
+    #[inline(always)]
     pub fn all_idle(&self) -> bool {
         self.counter.load(Ordering::Acquire, self.scope) == self.workers
     }
@@ -66,15 +69,18 @@ pub struct VotingTree<'a, W> {
 }
 
 impl<W: AtomicWord> VotingTree<'_, W> {
+    #[inline(always)]
     fn word(&self, index: usize) -> &W {
         // SAFETY: the host allocates `Env::tree_words` words and every index below is in range.
         unsafe { &*self.tree.add(index) }
     }
 
+    #[inline(always)]
     fn device_decision(&self, d: u32) -> &W {
         self.word((self.topology.workers() + self.topology.devices + d) as usize)
     }
 
+    #[inline(always)]
     fn global_vote(&self, d: u32) -> &W {
         self.word((self.topology.workers() + d) as usize)
     }
@@ -84,6 +90,7 @@ impl<W: AtomicWord> VotingTree<'_, W> {
     ///
     /// Acquire loads of children's votes pair with their release stores, so a parent's combined
     /// vote is ordered after everything its subtree did before voting.
+    #[inline(always)]
     pub fn step(&self, worker: u32, idle: bool, voted_round: &mut u64) -> VoteOutcome {
         let t = self.topology;
         let d = t.device_of_worker(worker);
@@ -158,6 +165,7 @@ impl<W: AtomicWord> VotingTree<'_, W> {
 
     /// A device root copies the global decision into its device's word (it is that word's only
     /// writer, so the copy never goes back to an older decision).
+    #[inline(always)]
     fn relay_decision(&self, d: u32) {
         let global = self.shared.decision.load(Ordering::Acquire, self.scope);
         let local = self.device_decision(d);

@@ -18,6 +18,7 @@ pub struct VictimPicker {
 }
 
 impl VictimPicker {
+    #[inline(always)]
     pub fn new(
         seed: u64,
         worker: u32,
@@ -45,6 +46,7 @@ impl VictimPicker {
     }
 
     /// The queue to steal from next, or `None` if this worker has no possible victim.
+    #[inline(always)]
     pub fn pick(&mut self, t: &Topology) -> Option<u32> {
         let d = self.own_device as usize;
         let (dev_start, dev_end) = (t.first_queue[d], t.first_queue[d + 1]);

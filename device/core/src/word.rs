@@ -42,6 +42,7 @@ pub struct QueueWord(pub u64);
 
 impl QueueWord {
     /// The word that opens an epoch: no steals, unlocked.
+    #[inline(always)]
     pub const fn open(epoch: u32, initial: u64, tail: u64) -> QueueWord {
         debug_assert!(initial <= MAX_FIELD && tail <= MAX_FIELD && epoch < 2);
         QueueWord(
@@ -51,27 +52,34 @@ impl QueueWord {
         )
     }
     /// Attempted steals so far in this epoch.
+    #[inline(always)]
     pub const fn steals(self) -> u64 {
         self.0 >> STEALS_SHIFT
     }
+    #[inline(always)]
     pub const fn locked(self) -> bool {
         self.0 & WordFlags::LOCK.bits() != 0
     }
+    #[inline(always)]
     pub const fn epoch(self) -> u32 {
         ((self.0 >> 38) & 1) as u32
     }
     /// Tasks published when the epoch opened.
+    #[inline(always)]
     pub const fn initial(self) -> u64 {
         (self.0 >> INITIAL_SHIFT) & MAX_FIELD
     }
     /// Ring index of the first task of the epoch.
+    #[inline(always)]
     pub const fn tail(self) -> u64 {
         self.0 & MAX_FIELD
     }
+    #[inline(always)]
     pub const fn with_lock(self) -> QueueWord {
         QueueWord(self.0 | WordFlags::LOCK.bits())
     }
     /// The flag bits of the word.
+    #[inline(always)]
     pub const fn flags(self) -> WordFlags {
         WordFlags::from_bits_truncate(self.0)
     }

@@ -76,6 +76,7 @@ impl<'e, P: Platform, T: Copy, X: TaskExecutor<T>> Worker<'e, P, T, X> {
     /// `env` must describe live orchestration memory laid out as [`crate::layout`] says, `id` must be
     /// a worker of `env.topology`, the platform's scratch must hold `ScratchLayout::new(...)`
     /// bytes for this configuration, and every lane of the worker must make the same call.
+    #[inline(always)]
     pub unsafe fn new(p: P, env: &'e Env<P::Word, T>, exec: &'e X, id: u32) -> Self {
         let cfg = &env.config;
         let queue = env.topology.queue_of_worker(id, cfg.workers_per_queue);
@@ -126,6 +127,7 @@ impl<'e, P: Platform, T: Copy, X: TaskExecutor<T>> Worker<'e, P, T, X> {
     }
 
     /// The worker loop: runs until termination is detected or the run is aborted.
+    #[inline(always)]
     pub fn run(mut self) {
         let c = &mut self.core;
         c.clear_damping();
@@ -170,6 +172,7 @@ impl<'e, P: Platform, T: Copy, X: TaskExecutor<T>> Worker<'e, P, T, X> {
     /// The static-assignment baseline (thesis 6.8): worker `id` of `W` runs initial tasks
     /// `id, id + W, ...` and everything they spawn, depth-first on its own: no public queue, no
     /// stealing, no termination protocol. Same task execution, same local queue and overflow stack.
+    #[inline(always)]
     pub fn run_static(mut self) {
         let c = &mut self.core;
         c.static_mode = true;
@@ -197,6 +200,7 @@ impl<'e, P: Platform, T: Copy, X: TaskExecutor<T>> Worker<'e, P, T, X> {
     /// One level of the kernel-per-level baseline: this worker runs frontier tasks (the env's
     /// initial tasks) `first, first + stride, ...`; every task they spawn is appended to
     /// `sink.out` instead of being run.
+    #[inline(always)]
     pub fn run_level(mut self, sink: LevelSink<P::Word, T>, first: u64, stride: u64) {
         let c = &mut self.core;
         c.level = Some(sink);
@@ -233,6 +237,7 @@ pub struct LevelSink<W, T> {
 }
 
 impl<W, T> Clone for LevelSink<W, T> {
+    #[inline(always)]
     fn clone(&self) -> Self {
         *self
     }
@@ -244,6 +249,7 @@ impl<W: AtomicWord, T> LevelSink<W, T> {
     pub const ERROR: usize = 1;
     pub const TASKS_RUN: usize = 2;
 
+    #[inline(always)]
     fn counter(&self, index: usize) -> &W {
         // SAFETY: the host passes four counters.
         unsafe { &*self.counters.add(index) }
@@ -262,6 +268,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     }
 
     /// Pops the newest local task and runs it on all lanes; a task error stops the run.
+    #[inline(always)]
     fn run_next_local<X: TaskExecutor<T>>(&mut self, exec: &X) {
         let task = self.pop_local();
         self.operation = Operation::RunTask;
@@ -276,6 +283,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     }
 
     /// Copies initial task `index` into the (empty) local queue.
+    #[inline(always)]
     fn load_one(&mut self, index: u64) {
         let (initial, head) = (self.env.initial, self.local_head);
         // SAFETY: index < initial_len, and this worker alone was assigned that task.
@@ -372,6 +380,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     }
 
     /// Takes the newest local task (depth-first order for spawning workloads).
+    #[inline(always)]
     fn pop_local(&mut self) -> T {
         self.local_head -= 1;
         // SAFETY: position local_head holds a task written by this worker's lanes before a barrier.
@@ -382,6 +391,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     }
 
     /// Pushes lane `source`'s `task` onto the local queue, making room first if it is full.
+    #[inline(always)]
     fn push_local(&mut self, source: u32, task: &T) {
         if let Some(sink) = self.level {
             if self.p.lane_id() == source {
@@ -413,6 +423,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
 
     /// Frees half of a full local queue: into the public queue if it has room, else onto the
     /// overflow stack.
+    #[inline(always)]
     fn make_room(&mut self) {
         let half = self.local_capacity / 2;
         let moved = if self.static_mode {
@@ -426,6 +437,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     }
 
     /// Moves the `count` oldest local tasks onto the overflow stack.
+    #[inline(always)]
     fn spill(&mut self, count: u64) {
         self.operation = Operation::Spill;
         if self.spill_len + count > self.spill_capacity {
@@ -446,6 +458,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     }
 
     /// Moves the newest overflow tasks back into the (empty) local queue.
+    #[inline(always)]
     fn refill_from_spill(&mut self) {
         self.operation = Operation::Spill;
         let count = self.spill_len.min(self.local_capacity / 2);
@@ -462,12 +475,14 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
 
     // ----- own public queue --------------------------------------------------------------------
 
+    #[inline(always)]
     fn own_queue(&self) -> PublicQueue<'e, P::Word> {
         // SAFETY: `queue` is this worker's queue, a valid index of the env's topology.
         let header = unsafe { self.env.header(self.queue) };
         PublicQueue::new(header, self.env.config.public_capacity as u64, self.scope)
     }
 
+    #[inline(always)]
     fn abort_flag(&self) -> impl Fn() -> bool + 'e {
         // SAFETY: the shared state outlives the run.
         let shared = unsafe { self.env.shared() };
@@ -478,6 +493,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     /// Listing 5's "if the public queue is empty, release": while initial tasks remain, idle
     /// workers take those instead of stealing, so releasing would only add copies. Lane 0 checks
     /// the public word, and every 32 iterations the initial-task cursor.
+    #[inline(always)]
     fn should_release(&mut self) -> bool {
         let mut answer = [0u64; 2];
         if self.p.is_leader() {
@@ -500,6 +516,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
 
     /// Moves up to `want` of the oldest local tasks into the public queue and opens a new epoch.
     /// Returns how many moved (0 when the public queue has no free slot).
+    #[inline(always)]
     fn release(&mut self, want: u64) -> u64 {
         self.operation = Operation::Release;
         self.p.protocol_step(ProtocolStep::Release);
@@ -515,6 +532,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     /// The owner's side of adding tasks to its public queue: lock, wait for the next epoch index
     /// to drain, copy up to `want` tasks from `src` to the head of the ring, reopen. Returns the
     /// number of tasks published.
+    #[inline(always)]
     fn publish(&mut self, want: u64, src: impl Fn(u64) -> *const T) -> u64 {
         let queue = self.own_queue();
         let abort = self.abort_flag();
@@ -564,6 +582,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
 
     /// Moves tasks from the public queue into the empty local queue: `min(ceil(n/2), local/2)`
     /// of the `n` unclaimed tasks, the newest ones. Returns false if the public queue had none.
+    #[inline(always)]
     fn acquire(&mut self) -> bool {
         let queue = self.own_queue();
         let abort = self.abort_flag();
@@ -615,6 +634,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     // ----- initial tasks -----------------------------------------------------------------------
 
     /// Claims the next chunk of initial tasks with one fetch-add on the shared cursor.
+    #[inline(always)]
     fn load_initial(&mut self) -> bool {
         self.operation = Operation::LoadInitial;
         self.p.protocol_step(ProtocolStep::LoadInitial);
@@ -659,6 +679,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
 
     // ----- stealing ----------------------------------------------------------------------------
 
+    #[inline(always)]
     fn damping_bit(&self, queue: u32) -> (*mut u64, u64) {
         let words = self.scratch_at::<u64>(self.layout.damping);
         // SAFETY: the damping bitmap has one bit per queue.
@@ -668,6 +689,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         )
     }
 
+    #[inline(always)]
     fn clear_damping(&self) {
         let words = (self.env.topology.queues() as usize).div_ceil(64);
         let base = self.scratch_at::<u64>(self.layout.damping);
@@ -681,6 +703,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     }
 
     /// Lane 0's steal attempt on `victim`, with the configured overflow prevention.
+    #[inline(always)]
     fn claim_from(
         &mut self,
         victim: u32,
@@ -715,6 +738,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
 
     /// One steal attempt. The stolen tasks go to the local queue (up to half its capacity) and the
     /// rest to this worker's public queue, where others can steal them again.
+    #[inline(always)]
     fn steal(&mut self) -> bool {
         self.operation = Operation::Steal;
         let Some(victim) = self.picker.pick(&self.env.topology) else {
@@ -777,6 +801,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     // ----- termination -------------------------------------------------------------------------
 
     /// Leaves the idle count after gaining work, before any steal that gave the work completes.
+    #[inline(always)]
     fn leave_idle(&mut self) {
         if self.idle {
             if self.p.is_leader()
@@ -790,6 +815,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         }
     }
 
+    #[inline(always)]
     fn idle_counter(&self) -> IdleCounter<'e, P::Word> {
         // SAFETY: the shared state outlives the run.
         let shared = unsafe { self.env.shared() };
@@ -802,6 +828,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
 
     /// The idle path of the loop: nothing local, public, initial or stealable was found. Returns
     /// true when the run is over.
+    #[inline(always)]
     fn idle_step(&mut self) -> bool {
         self.operation = Operation::Idle;
         self.stats.idle_rounds += 1;
@@ -868,6 +895,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     // ----- errors, progress, exit --------------------------------------------------------------
 
     /// Records `error` (the first one wins) and aborts the run. Called by all lanes.
+    #[inline(always)]
     fn fail(&mut self, error: RunError) {
         if let Some(sink) = self.level {
             if self.p.is_leader() {
@@ -899,6 +927,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         self.aborted = true;
     }
 
+    #[inline(always)]
     fn check_abort(&mut self) {
         let flag = self.p.is_leader()
             && match self.level {
@@ -914,6 +943,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         }
     }
 
+    #[inline(always)]
     fn report_progress(&self) {
         if !self.p.is_leader() || self.env.progress.is_null() {
             return;
@@ -939,6 +969,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         };
     }
 
+    #[inline(always)]
     fn finish(&mut self) {
         self.operation = Operation::Exited;
         self.report_progress();
@@ -988,6 +1019,7 @@ impl<'e, P: Platform, T: Copy> TaskContext<'_, 'e, P, T> {
         self.core.p.lane_count()
     }
     /// The id of the worker running the task.
+    #[inline(always)]
     pub fn worker_id(&self) -> u32 {
         self.core.id
     }
@@ -997,22 +1029,27 @@ impl<'e, P: Platform, T: Copy> TaskContext<'_, 'e, P, T> {
         self.core.p.barrier()
     }
     /// Lane 0's `value`, on every lane.
+    #[inline(always)]
     pub fn broadcast(&self, value: u64) -> u64 {
         self.core.p.broadcast(value)
     }
     /// The sum of every lane's `value`, on every lane.
+    #[inline(always)]
     pub fn sum(&self, value: u64) -> u64 {
         self.reduce(value, |a, b| a.wrapping_add(b))
     }
     /// True on every lane if any lane passed true.
+    #[inline(always)]
     pub fn any(&self, value: bool) -> bool {
         self.reduce(value as u64, |a, b| a | b) != 0
     }
     /// The maximum of every lane's `value`, on every lane.
+    #[inline(always)]
     pub fn max(&self, value: u64) -> u64 {
         self.reduce(value, |a, b| a.max(b))
     }
 
+    #[inline(always)]
     fn reduce(&self, value: u64, f: impl Fn(u64, u64) -> u64) -> u64 {
         let p = &self.core.p;
         if p.lane_count() == 1 {
@@ -1034,12 +1071,14 @@ impl<'e, P: Platform, T: Copy> TaskContext<'_, 'e, P, T> {
     }
 
     /// Enqueues lane 0's `task` as a new task. Every lane must call it.
+    #[inline(always)]
     pub fn spawn(&mut self, task: &T) {
         self.spawn_from(0, task);
     }
 
     /// Enqueues the `task` of lane `source` as a new task; the other lanes' `task` is ignored.
     /// Every lane must call it with the same `source`.
+    #[inline(always)]
     pub fn spawn_from(&mut self, source: u32, task: &T) {
         self.core.stats.tasks_spawned += 1;
         self.core.push_local(source, task);
@@ -1050,6 +1089,7 @@ impl<'e, P: Platform, T: Copy> TaskContext<'_, 'e, P, T> {
     ///
     /// # Safety
     /// `target` must be valid, 8-byte aligned and only accessed atomically during the run.
+    #[inline(always)]
     pub unsafe fn atomic_add(&self, target: *mut u64, value: u64) -> u64 {
         // SAFETY: every platform that runs tasks has a word type that is `repr(transparent)` over
         // a u64 (see `AtomicWord`); the caller guarantees the address.
@@ -1058,6 +1098,7 @@ impl<'e, P: Platform, T: Copy> TaskContext<'_, 'e, P, T> {
     }
 
     /// Base address of data area `index` on this worker's device (0 if unset).
+    #[inline(always)]
     pub fn area(&self, index: usize) -> u64 {
         self.core.env.areas.get(index).copied().unwrap_or(0)
     }

@@ -142,7 +142,7 @@ fn expand(input: ItemEnum) -> syn::Result<proc_macro2::TokenStream> {
         #(#asserts)*
 
         impl ::mgws_tasks::__core::TaskExecutor<::mgws_tasks::TaskStruct> for #name {
-            #[inline]
+            #[inline(always)]
             fn execute<P: ::mgws_tasks::__core::Platform>(
                 &self,
                 task: &::mgws_tasks::TaskStruct,

@@ -92,7 +92,7 @@ pub fn article_contains(text: &[u8], word: &[u8]) -> bool {
 }
 
 impl TaskFunctor for ContainsTask {
-    #[inline]
+    #[inline(always)]
     fn run<P: Platform>(
         &self,
         task: &TaskStruct,

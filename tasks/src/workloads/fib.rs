@@ -45,7 +45,7 @@ impl FibTask {
 }
 
 impl TaskFunctor for FibTask {
-    #[inline]
+    #[inline(always)]
     fn run<P: Platform>(
         &self,
         task: &TaskStruct,

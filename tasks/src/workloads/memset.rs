@@ -21,7 +21,7 @@ pub struct MemsetTask {
 pub const MEMSET_OUT_OF_BOUNDS: u32 = 0x4d53_0001;
 
 impl TaskFunctor for MemsetTask {
-    #[inline]
+    #[inline(always)]
     fn run<P: Platform>(
         &self,
         task: &TaskStruct,

@@ -216,7 +216,7 @@ fn params<P: Platform>(ctx: &Ctx<'_, '_, P>, d: DataDescriptor) -> Result<UtsPar
 }
 
 impl TaskFunctor for UtsNode {
-    #[inline]
+    #[inline(always)]
     fn run<P: Platform>(
         &self,
         task: &TaskStruct,
