@@ -983,10 +983,15 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
                         .write_volatile(self.stats)
                 };
             }
-            // SAFETY: the shared state outlives the run.
-            unsafe { self.env.shared() }
-                .exited_workers
-                .fetch_add(1, Ordering::Release, self.scope);
+            // A level run's bare env has no shared state.
+            if !self.env.shared.is_null() {
+                // SAFETY: the shared state outlives the run.
+                unsafe { self.env.shared() }.exited_workers.fetch_add(
+                    1,
+                    Ordering::Release,
+                    self.scope,
+                );
+            }
         }
         self.p.barrier();
     }

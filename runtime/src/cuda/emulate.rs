@@ -129,8 +129,6 @@ fn levels_on_host(
 }
 
 #[test]
-#[ignore = "needs the core fix: Worker::finish touches env.shared, which a level run's bare env \
-            leaves null (see the CUDA backend report)"]
 fn kernel_per_level_runs_fib_level_by_level() {
     level_fib(false);
 }
