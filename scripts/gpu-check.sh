@@ -241,7 +241,7 @@ case_run() {
         }' "$log")
     local note=""
     if [ ${#SAN[@]} -gt 0 ]; then
-        note=$(grep -m1 "ERROR SUMMARY" "$log" | sed 's/^=* *//')
+        note=$(grep -m1 -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | sed 's/^=* *//')
     fi
     if [ -n "$rows" ]; then
         local errs
@@ -250,7 +250,7 @@ case_run() {
             printf '%s\t%s\n' "$row" "$note" >> "$TABLE.rows"
         done <<< "$rows"
         [ -n "$errs" ] && row "$name" - NOTE - - - - "$errs"
-        if [ ${#SAN[@]} -gt 0 ] && { [ "$rc" = 99 ] || ! grep -q "ERROR SUMMARY: 0 errors" "$log"; }; then
+        if [ ${#SAN[@]} -gt 0 ] && { [ "$rc" = 99 ] || ! grep -qE "ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards displayed \(0 errors" "$log"; }; then
             row "$name" sanitizer FAIL - - - - "rc=$rc ${note:-no error summary; see $name.log}"
         fi
     else

@@ -421,6 +421,47 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         self.p.barrier();
     }
 
+    /// Pushes the `task` of each lane `0..count` (`count <= lane_count`), in lane order, with one
+    /// barrier instead of one per task.
+    #[inline(always)]
+    fn push_each(&mut self, count: u32, task: &T) {
+        let lane = self.p.lane_id();
+        if let Some(sink) = self.level {
+            if lane < count {
+                let index = sink.counter(LevelSink::<P::Word, T>::SPAWNED).fetch_add(
+                    1,
+                    Ordering::Relaxed,
+                    self.scope,
+                );
+                if index < sink.out_capacity {
+                    // SAFETY: the index was claimed by this fetch-add alone and is in bounds.
+                    unsafe { sink.out.add(index as usize).write(*task) };
+                }
+            }
+            return;
+        }
+        let count64 = count as u64;
+        if count64 > self.local_capacity / 2 {
+            // More tasks than half the local queue: one at a time, making room as needed.
+            for source in 0..count {
+                self.push_local(source, task);
+            }
+            return;
+        }
+        while self.local_len() + count64 > self.local_capacity {
+            self.make_room();
+            if self.aborted {
+                return;
+            }
+        }
+        if lane < count {
+            // SAFETY: slots head..head+count are free (checked above); each lane writes its own.
+            unsafe { self.local_slot(self.local_head + lane as u64).write(*task) };
+        }
+        self.local_head += count64;
+        self.p.barrier();
+    }
+
     /// Frees half of a full local queue: into the public queue if it has room, else onto the
     /// overflow stack.
     #[inline(always)]
@@ -1100,6 +1141,16 @@ impl<'e, P: Platform, T: Copy> TaskContext<'_, 'e, P, T> {
         // a u64 (see `AtomicWord`); the caller guarantees the address.
         let word = unsafe { &*(target as *const P::Word) };
         word.fetch_add(value, Ordering::Relaxed, self.core.scope)
+    }
+
+    /// Enqueues the `task` of every lane `0..count` as new tasks, in lane order: lanes compute
+    /// children in parallel and publish them with one barrier. Every lane must call it with the
+    /// same `count`, at most [`TaskContext::lane_count`]; the `task` of lanes `>= count` is ignored.
+    #[inline(always)]
+    pub fn spawn_each(&mut self, count: u32, task: &T) {
+        let count = count.min(self.lane_count());
+        self.core.stats.tasks_spawned += count as u64;
+        self.core.push_each(count, task);
     }
 
     /// Base address of data area `index` on this worker's device (0 if unset).

@@ -242,9 +242,7 @@ impl TaskFunctor for UtsNode {
             let i = first + lane;
             let child = if i < n { self.child(i) } else { *self };
             let spawned = task.with_params(&child);
-            for source in 0..lanes.min(n - first) {
-                ctx.spawn_from(source, &spawned);
-            }
+            ctx.spawn_each(lanes.min(n - first), &spawned);
             first += lanes;
         }
         Ok(())
