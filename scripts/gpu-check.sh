@@ -142,6 +142,7 @@ on_device() {
             # Occupancy: the kernel uses ~216 registers (9 blocks of 32 threads per SM); capped at
             # 64 registers 32 blocks fit (with spills). Same cap for the static baseline.
             case_run memset-maxreg-64 120 "${M[@]}" "${G[@]}" --max-registers 64 --baselines static
+            case_run memset-maxreg-255 120 "${M[@]}" "${G[@]}" --max-registers 255 --baselines static
             ;;
         uts)
             for t in T1 T3 T5; do

@@ -198,7 +198,7 @@ pub struct SchedArgs {
     #[arg(long)]
     pub level_capacity: Option<u64>,
     /// CUDA: registers per thread the PTX is compiled with (fewer: more resident workers, maybe
-    /// spills; default: the compiler's choice, capped so one block of --lanes threads fits).
+    /// spills; default: 128, lowered so one block of --lanes threads fits).
     #[arg(long)]
     pub max_registers: Option<u32>,
     /// Whether `--backend auto` found a usable GPU (probed once).

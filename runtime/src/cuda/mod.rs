@@ -97,7 +97,7 @@ pub struct CudaBackend {
     pub level_capacity: Option<u64>,
     /// Registers per thread the JIT may use (`CU_JIT_MAX_REGISTERS`; fewer registers, more
     /// resident blocks, possibly spills). `None`: as many as still let one block of the run's
-    /// lanes fit on an SM (65536 registers / lanes), else the compiler's choice.
+    /// lanes fit on an SM (65536 registers / lanes), at most `plan::DEFAULT_MAX_REGISTERS`.
     pub max_registers: Option<u32>,
 }
 
