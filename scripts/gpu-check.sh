@@ -139,8 +139,9 @@ on_device() {
             case_run memset-lanes-128 120 "${M[@]}" "${G[@]}" --lanes 128 --baselines static
             case_run memset-lanes-512 120 "${M[@]}" "${G[@]}" --lanes 512 --baselines static
             case_run memset-tasks-in-host 120 "${M[@]}" "${G[@]}" --tasks-in host
-            # Occupancy: the kernel uses ~216 registers (9 blocks of 32 threads per SM); capped at
-            # 64 registers 32 blocks fit (with spills). Same cap for the static baseline.
+            # Occupancy: by default kernels are capped at 128 registers (16 blocks of 32 threads per
+            # SM). At 64, 32 blocks fit but spill; at 255 (ptxas's choice), only 8 fit. Same cap
+            # for the static baseline.
             case_run memset-maxreg-64 120 "${M[@]}" "${G[@]}" --max-registers 64 --baselines static
             case_run memset-maxreg-255 120 "${M[@]}" "${G[@]}" --max-registers 255 --baselines static
             ;;
