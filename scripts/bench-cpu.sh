@@ -26,11 +26,11 @@ mkdir -p "$OUT"
 } | tee "$OUT/machine.txt"
 
 # T3 keeps up to 5,730 pending nodes on one worker: more than the default overflow stack.
-COMMON=(--workers "$WORKERS" --reps "$REPS" --out "$OUT" --spill-capacity 16384)
+COMMON=(--workers "$WORKERS" --out "$OUT" --spill-capacity 16384)
 for tree in T1 T5 T3; do
-    $B bench uts --preset "$tree" "${COMMON[@]}"
+    $B bench uts --preset "$tree" "${COMMON[@]}" --reps "$REPS"
 done
-$B bench fib -n 32 "${COMMON[@]}"
+$B bench fib -n 32 "${COMMON[@]}" --reps "$REPS"
 for corpus in wiki-all wiki-all-longest-first; do
     if [ -f "data/$corpus.jsonl" ]; then
         $B bench contains --corpus "data/$corpus.jsonl" --word by --name "contains-$corpus-by" \

@@ -49,6 +49,7 @@ fn matches_at(text: &[u8], word: &[u8], p: usize) -> bool {
 }
 
 /// One lane's share of one round: the start positions `base + lane + k * lanes` below `end`.
+/// (`end <= text.len() - word.len() + 1`, word non-empty.)
 #[inline]
 pub fn scan_round(
     text: &[u8],
@@ -59,6 +60,23 @@ pub fn scan_round(
     lanes: usize,
 ) -> bool {
     let mut p = base + lane;
+    if lanes == 1 {
+        // One lane tests every position: find the first byte, then compare the rest.
+        let (first, rest) = (word[0], &word[1..]);
+        while p < end {
+            match text[p..end].iter().position(|&b| b == first) {
+                None => return false,
+                Some(k) => {
+                    let q = p + k;
+                    if text[q + 1..q + word.len()] == *rest {
+                        return true;
+                    }
+                    p = q + 1;
+                }
+            }
+        }
+        return false;
+    }
     while p < end {
         if matches_at(text, word, p) {
             return true;
@@ -124,7 +142,9 @@ impl TaskFunctor for ContainsTask {
         };
         let (lane, lanes) = (ctx.lane_id() as usize, ctx.lane_count() as usize);
         let mut found = false;
-        if text.len() >= word.len() {
+        if lanes == 1 {
+            found = article_contains(text, word);
+        } else if text.len() >= word.len() {
             let last = text.len() - word.len() + 1;
             let mut base = 0;
             while base < last {
