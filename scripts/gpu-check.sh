@@ -189,7 +189,10 @@ on_device() {
             case_run multi-memset-2gpu-remote 180 run memset --tasks "$memset_n" "${G[@]}" --devices 0,1 --placement remote
             case_run multi-memset-1gpu 120 run memset --tasks "$memset_n" "${G[@]}"
             case_run multi-uts-T1-2gpu 120 run uts --preset T1 "${G[@]}" --devices 0,1
+            case_run multi-uts-T1L-1gpu 240 run uts --preset T1L "${G[@]}"
             case_run multi-uts-T1L-2gpu 240 run uts --preset T1L "${G[@]}" --devices 0,1
+            case_run multi-uts-T1L-2gpu-bias 240 run uts --preset T1L "${G[@]}" --devices 0,1 --same-device-bias 0.9
+            case_run multi-uts-T3-2gpu 120 run uts --preset T3 "${G[@]}" --devices 0,1
             ;;
         *)
             echo "unknown section $section" >&2
