@@ -213,6 +213,20 @@ impl<'a, W: AtomicWord> PublicQueue<'a, W> {
         self.capacity - (view.head - live_start)
     }
 
+    /// Counts `tasks` that the lock holder took out of the queue for itself in
+    /// `total_claimed`, so that co-owners sharing the queue see them as work taken since their
+    /// last vote. The caller holds the lock.
+    #[inline(always)]
+    pub fn note_owner_take(&self, tasks: u64) {
+        let total = self
+            .header
+            .total_claimed
+            .load(Ordering::Relaxed, self.scope);
+        self.header
+            .total_claimed
+            .store(total + tasks, Ordering::Relaxed, self.scope);
+    }
+
     /// Opens the next epoch with the public tasks at positions `tail..head` and releases the lock.
     ///
     /// The caller holds the lock, has waited with [`PublicQueue::wait_drained`] for the next epoch

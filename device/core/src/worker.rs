@@ -53,6 +53,8 @@ pub struct WorkerCore<'e, P: Platform, T> {
     claims_at_last_vote: u64,
     voted_round: u64,
     operation: Operation,
+    /// A popped slot may still be read by some lane (see `pop_local`).
+    pop_pending: core::cell::Cell<bool>,
     // Baseline modes.
     static_mode: bool,
     level: Option<LevelSink<P::Word, T>>,
@@ -119,6 +121,7 @@ impl<'e, P: Platform, T: Copy, X: TaskExecutor<T>> Worker<'e, P, T, X> {
                 claims_at_last_vote: 0,
                 voted_round: 0,
                 operation: Operation::Start,
+                pop_pending: core::cell::Cell::new(false),
                 static_mode: false,
                 level: None,
             },
@@ -286,6 +289,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     #[inline(always)]
     fn load_one(&mut self, index: u64) {
         let (initial, head) = (self.env.initial, self.local_head);
+        self.settle_pop();
         // SAFETY: index < initial_len, and this worker alone was assigned that task.
         self.copy_tasks(
             1,
@@ -314,6 +318,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
             }
         }
         self.p.barrier();
+        self.pop_pending.set(false);
         let mut out = [0u64; N];
         for (i, o) in out.iter_mut().enumerate() {
             // SAFETY: as above; the barrier ordered lane 0's writes before these reads.
@@ -385,9 +390,21 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         self.local_head -= 1;
         // SAFETY: position local_head holds a task written by this worker's lanes before a barrier.
         let task = unsafe { self.local_slot(self.local_head).read() };
-        // The slot may be overwritten by the next spawn: every lane must have read it first.
-        self.p.barrier();
+        // The slot may be overwritten by the next write to the local queue: every lane must have
+        // read it first. That barrier is deferred to the next write (`settle_pop`), so a task that
+        // spawns nothing costs no barrier here.
+        self.pop_pending.set(true);
         task
+    }
+
+    /// The barrier a popped slot owes before the local queue is written again (see `pop_local`);
+    /// every exchange's barriers pay it too.
+    #[inline(always)]
+    fn settle_pop(&self) {
+        if self.pop_pending.get() {
+            self.p.barrier();
+            self.pop_pending.set(false);
+        }
     }
 
     /// Pushes lane `source`'s `task` onto the local queue, making room first if it is full.
@@ -413,6 +430,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
                 return;
             }
         }
+        self.settle_pop();
         if self.p.lane_id() == source {
             // SAFETY: the slot is free (len < capacity) and only this lane writes it.
             unsafe { self.local_slot(self.local_head).write(*task) };
@@ -454,6 +472,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
                 return;
             }
         }
+        self.settle_pop();
         if lane < count {
             // SAFETY: slots head..head+count are free (checked above); each lane writes its own.
             unsafe { self.local_slot(self.local_head + lane as u64).write(*task) };
@@ -504,6 +523,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         self.operation = Operation::Spill;
         let count = self.spill_len.min(self.local_capacity / 2);
         let (from, head) = (self.spill_len - count, self.local_head);
+        self.settle_pop();
         self.copy_tasks(
             count,
             |j| self.spill_slot(from + j),
@@ -663,12 +683,16 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
             |j| self.local_slot(head + j),
         );
         self.p.barrier();
-        if let Some(v) = view {
-            queue.reopen(&self.p, &v, v.first_unclaimed, from);
-        }
         self.local_head += take;
         self.stats.acquires += 1;
+        // Leave the idle count while still holding the lock: a co-owner that finds the queue
+        // quiescent after the unlock must not also find every worker idle.
         self.leave_idle();
+        if let Some(v) = view {
+            // A co-owner's vote must count this as work taken from the shared queue.
+            queue.note_owner_take(take);
+            queue.reopen(&self.p, &v, v.first_unclaimed, from);
+        }
         true
     }
 
@@ -809,25 +833,16 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         self.p.barrier();
         self.local_head += to_local;
         self.leave_idle();
-        let mut rest = count - to_local;
-        while rest > 0 && !self.aborted {
-            let done = count - rest;
-            let published = self.publish(rest, |j| src(done + j));
-            rest -= published;
-            if published == 0 && rest > 0 {
-                // Our public queue is full: keep the remainder on the overflow stack.
-                let top = self.spill_len;
-                if top + rest > self.spill_capacity {
-                    let (worker, capacity) = (self.id, self.spill_capacity as u32);
-                    self.fail(RunError::SpillOverflow { worker, capacity });
-                    break;
-                }
-                let done = count - rest;
-                self.copy_tasks(rest, |j| src(done + j), |j| self.spill_slot(top + j));
-                self.p.barrier();
-                self.spill_len += rest;
-                rest = 0;
-            }
+        // The rest goes onto the overflow stack first, so that the claim completes before this
+        // worker waits for anything: a thief never waits while holding a claim, which is what
+        // keeps owners' waits for drained epochs free of cycles.
+        let rest = count - to_local;
+        let top = self.spill_len;
+        let spilled = rest > 0 && top + rest <= self.spill_capacity;
+        if spilled {
+            self.copy_tasks(rest, |j| src(to_local + j), |j| self.spill_slot(top + j));
+            self.p.barrier();
+            self.spill_len += rest;
         }
         if self.p.is_leader() {
             // SAFETY: victim is a valid queue index.
@@ -835,6 +850,24 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
             PublicQueue::new(header, capacity, self.scope).complete(&self.p, word, count);
             self.stats.steals += 1;
             self.stats.tasks_stolen += count;
+        }
+        if rest > 0 && !spilled {
+            let (worker, capacity) = (self.id, self.spill_capacity as u32);
+            self.fail(RunError::SpillOverflow { worker, capacity });
+        } else if spilled {
+            // Re-publish the surplus where other thieves can take it, newest first.
+            let (spill, base, cap) = (
+                self.env.spill,
+                self.id as u64 * self.spill_capacity,
+                self.spill_capacity,
+            );
+            let end = top + rest;
+            let _ = cap;
+            // SAFETY: spill slots top..top+rest hold the surplus written above.
+            let published = self.publish(rest, |j| unsafe {
+                spill.add((base + end - 1 - j) as usize)
+            });
+            self.spill_len -= published;
         }
         true
     }
