@@ -16,8 +16,6 @@ pub const STEALS_BITS: u32 = 24;
 pub const FIELD_BITS: u32 = 19;
 /// The most tasks an epoch can publish, and the largest ring a public queue may have.
 pub const MAX_FIELD: u64 = (1 << FIELD_BITS) - 1;
-/// The largest supported public-queue capacity (ring indices must fit the 19-bit tail field).
-pub const MAX_PUBLIC_CAPACITY: u64 = 1 << FIELD_BITS;
 /// Shift of the attempted-steals field.
 pub const STEALS_SHIFT: u32 = 40;
 /// What a thief adds to the word to claim one steal attempt.
