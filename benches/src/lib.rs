@@ -5,35 +5,10 @@
 
 use std::cell::UnsafeCell;
 
-use mgws_core::{Claim, HostWord, Ordering, Platform, PublicQueue, QueueHeader, Scope};
+use mgws_core::{Claim, HostWord, PublicQueue, QueueHeader, Scope};
 use mgws_tasks::TaskStruct;
 
-/// One lane on the calling thread, no scratch.
-pub struct OneLane;
-
-// SAFETY: one lane, so the barrier and broadcast are trivial; no scratch memory is handed out.
-unsafe impl Platform for OneLane {
-    type Word = HostWord;
-    fn lane_id(&self) -> u32 {
-        0
-    }
-    fn lane_count(&self) -> u32 {
-        1
-    }
-    fn barrier(&self) {}
-    fn broadcast(&self, value: u64) -> u64 {
-        value
-    }
-    fn scratch(&self) -> *mut u8 {
-        std::ptr::null_mut()
-    }
-    fn scratch_len(&self) -> usize {
-        0
-    }
-    fn fence(&self, order: Ordering, _: Scope) {
-        std::sync::atomic::fence(order)
-    }
-}
+pub use mgws_core::one_lane::OneLane;
 
 fn never() -> bool {
     false
@@ -66,7 +41,7 @@ impl Queue {
     /// The owner publishes `src` (as `release` does): lock, wait for the next epoch to drain,
     /// copy into free slots, reopen. Returns the tasks published.
     pub fn release(&self, src: &[TaskStruct]) -> u64 {
-        let (q, p) = (self.queue(), OneLane);
+        let (q, p) = (self.queue(), OneLane::without_scratch());
         let v = q.lock(&p, &never).expect("lock");
         let next = 1 - v.word.epoch() as usize;
         assert!(q.wait_drained(&p, next, &never));
@@ -82,7 +57,7 @@ impl Queue {
     /// The owner takes back `min(ceil(n/2), max)` of the `n` unclaimed tasks (as `acquire`
     /// does) into `dst`. Returns the tasks taken.
     pub fn acquire(&self, dst: &mut Vec<TaskStruct>, max: u64) -> u64 {
-        let (q, p) = (self.queue(), OneLane);
+        let (q, p) = (self.queue(), OneLane::without_scratch());
         let v = q.lock(&p, &never).expect("lock");
         let next = 1 - v.word.epoch() as usize;
         assert!(q.wait_drained(&p, next, &never));
@@ -98,7 +73,7 @@ impl Queue {
 
     /// One steal (claim, copy the share into `dst`, complete). Returns the tasks stolen.
     pub fn steal(&self, dst: &mut Vec<TaskStruct>) -> u64 {
-        let (q, p) = (self.queue(), OneLane);
+        let (q, p) = (self.queue(), OneLane::without_scratch());
         match q.claim(&p) {
             Claim::Claimed { word, share } => {
                 for j in 0..share.count {

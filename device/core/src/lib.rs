@@ -18,6 +18,8 @@ pub mod host_word;
 pub mod layout;
 #[cfg(target_arch = "nvptx64")]
 pub mod nvptx;
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod one_lane;
 pub mod operation;
 pub mod platform;
 pub mod public_queue;

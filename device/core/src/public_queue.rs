@@ -296,29 +296,7 @@ impl<'a, W: AtomicWord> PublicQueue<'a, W> {
 mod tests {
     use super::*;
     use crate::host_word::HostWord;
-
-    struct OneLane;
-    // SAFETY: one lane; no scratch.
-    unsafe impl Platform for OneLane {
-        type Word = HostWord;
-        fn lane_id(&self) -> u32 {
-            0
-        }
-        fn lane_count(&self) -> u32 {
-            1
-        }
-        fn barrier(&self) {}
-        fn broadcast(&self, value: u64) -> u64 {
-            value
-        }
-        fn scratch(&self) -> *mut u8 {
-            core::ptr::null_mut()
-        }
-        fn scratch_len(&self) -> usize {
-            0
-        }
-        fn fence(&self, _: Ordering, _: Scope) {}
-    }
+    use crate::one_lane::OneLane;
 
     fn never() -> bool {
         false
@@ -328,7 +306,7 @@ mod tests {
     fn epochs_turn_over_and_claims_are_accounted() {
         let header = QueueHeader::<HostWord>::new();
         let q = PublicQueue::new(&header, 4, Scope::Device);
-        let p = OneLane;
+        let p = OneLane::without_scratch();
         // Publish three tasks.
         let v = q.lock(&p, &never).unwrap();
         assert!(q.wait_drained(&p, 1 - v.word.epoch() as usize, &never));

@@ -14,42 +14,13 @@ use std::collections::BTreeSet;
 use loom::sync::atomic::AtomicU64;
 use loom::sync::{Arc, Mutex};
 use loom::thread;
+use mgws_core::one_lane::OneLane;
 use mgws_core::termination::{IdleCounter, VoteOutcome, VotingTree};
 use mgws_core::{
-    AtomicWord, Claim, HostWord, Ordering, Platform, PublicQueue, QueueHeader, Scope, SharedState,
-    Topology,
+    AtomicWord, Claim, HostWord, Ordering, PublicQueue, QueueHeader, Scope, SharedState, Topology,
 };
 
-struct LoomPlatform;
-
-// SAFETY: one lane, so barrier and broadcast are trivially correct; no scratch is used.
-unsafe impl Platform for LoomPlatform {
-    type Word = HostWord;
-    fn lane_id(&self) -> u32 {
-        0
-    }
-    fn lane_count(&self) -> u32 {
-        1
-    }
-    fn barrier(&self) {}
-    fn broadcast(&self, value: u64) -> u64 {
-        value
-    }
-    fn scratch(&self) -> *mut u8 {
-        std::ptr::null_mut()
-    }
-    fn scratch_len(&self) -> usize {
-        0
-    }
-    fn fence(&self, order: Ordering, _: Scope) {
-        loom::sync::atomic::fence(order)
-    }
-    fn relax(&self) {
-        thread::yield_now()
-    }
-}
-
-const P: LoomPlatform = LoomPlatform;
+const P: OneLane = OneLane::without_scratch();
 const SCOPE: Scope = Scope::Device;
 fn never() -> bool {
     false

@@ -3,11 +3,10 @@
 //! another. It checks the host's side of the contract (argument blocks, counters, env fields)
 //! without a GPU; the kernel entries in `mgws-kernel-support` make the same calls per block.
 
-use std::cell::UnsafeCell;
-
+use mgws_core::one_lane::OneLane;
 use mgws_core::{
-    AtomicWord, Env, HostWord, LevelArgs, LevelSink, Ordering, Platform, QueueHeader, Scope,
-    SharedState, Topology, Worker, WorkerProgress, WorkerStats, DATA_AREAS, MAX_DEVICES,
+    AtomicWord, Env, HostWord, LevelArgs, LevelSink, Ordering, QueueHeader, Scope, SharedState,
+    Topology, Worker, WorkerProgress, WorkerStats, DATA_AREAS, MAX_DEVICES,
 };
 use mgws_tasks::workloads::fib::{self, rows_descriptor, FibTask, COL_NODES, COL_SUM};
 use mgws_tasks::workloads::rows::column_sum;
@@ -15,46 +14,6 @@ use mgws_tasks::{Builtin, TaskStruct};
 
 use crate::scheduler::Scheduler;
 use crate::workload::ResultRows;
-
-/// One lane: barriers and broadcasts are trivial; scratch is a private buffer.
-struct OneLane {
-    scratch: UnsafeCell<Vec<u128>>,
-}
-
-impl OneLane {
-    fn new(bytes: usize) -> Self {
-        OneLane {
-            scratch: UnsafeCell::new(vec![0; bytes.div_ceil(16)]),
-        }
-    }
-}
-
-// SAFETY: one lane, so the barrier and broadcast obligations hold trivially; the scratch buffer
-// is private to this platform, 16-byte aligned and lives as long as it.
-unsafe impl Platform for OneLane {
-    type Word = HostWord;
-    fn lane_id(&self) -> u32 {
-        0
-    }
-    fn lane_count(&self) -> u32 {
-        1
-    }
-    fn barrier(&self) {}
-    fn broadcast(&self, value: u64) -> u64 {
-        value
-    }
-    fn scratch(&self) -> *mut u8 {
-        // SAFETY: only this worker uses the buffer.
-        unsafe { (*self.scratch.get()).as_mut_ptr() as *mut u8 }
-    }
-    fn scratch_len(&self) -> usize {
-        // SAFETY: as above.
-        unsafe { (*self.scratch.get()).len() * 16 }
-    }
-    fn fence(&self, order: Ordering, _: Scope) {
-        std::sync::atomic::fence(order)
-    }
-}
 
 fn sched(workers: u32) -> Scheduler {
     Scheduler::builder()
@@ -109,7 +68,8 @@ fn levels_on_host(
                 out_capacity: args.out_capacity,
                 counters: args.counters as *const HostWord,
             };
-            let p = OneLane::new(scratch);
+            let mut buffer = vec![0u128; scratch.div_ceil(16)];
+            let p = OneLane::with_scratch(&mut buffer);
             let grid = blocks.min(frontier_len as u32) as u64;
             // SAFETY: the bare env has the frontier and areas; the scratch fits the layout.
             unsafe { Worker::new(p, &env, &Builtin, block) }.run_level(sink, block as u64, grid);
@@ -191,7 +151,8 @@ fn static_assignment_runs_every_task_once_from_the_backends_env() {
     };
     let scratch = super::plan::scratch_bytes(cfg.local_capacity, 1, topology.queues());
     for w in 0..workers {
-        let p = OneLane::new(scratch);
+        let mut buffer = vec![0u128; scratch.div_ceil(16)];
+        let p = OneLane::with_scratch(&mut buffer);
         // SAFETY: the env describes live memory sized for this configuration.
         unsafe { Worker::new(p, &env, &Builtin, w) }.run_static();
     }
