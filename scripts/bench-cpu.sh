@@ -31,7 +31,7 @@ for tree in T1 T5 T3; do
     $B bench uts --preset "$tree" "${COMMON[@]}" --reps "$REPS"
 done
 $B bench fib -n 32 "${COMMON[@]}" --reps "$REPS"
-for corpus in wiki-all wiki-all-longest-first; do
+for corpus in wiki-all wiki-all-longest-first wiki-all-x4; do
     if [ -f "data/$corpus.jsonl" ]; then
         $B bench contains --corpus "data/$corpus.jsonl" --word by --name "contains-$corpus-by" \
             "${COMMON[@]}" --reps $((REPS * 4))

@@ -636,6 +636,28 @@ fn bench_measures_every_method_and_writes_csv_and_svg() {
     assert_eq!(samples.lines().count(), 1 + 2 * 7);
     let svg = std::fs::read_to_string(dir.join("fib-16.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("workers"));
+    // The plot can be redrawn from the summary alone.
+    let replotted = dir.join("again.svg");
+    let cli = Cli::try_parse_from([
+        "mgws",
+        "bench",
+        "replot",
+        dir.join("fib-16-summary.csv").to_str().unwrap(),
+        "--title",
+        "FIB again",
+        "--svg",
+        replotted.to_str().unwrap(),
+    ])
+    .unwrap();
+    assert_eq!(mgws::cli::main_with(cli).unwrap(), 0);
+    assert!(std::fs::read_to_string(&replotted)
+        .unwrap()
+        .contains("FIB again"));
+    let (name, rows) = mgws::bench::read_summary(&dir.join("fib-16-summary.csv")).unwrap();
+    assert_eq!((name.as_str(), rows.len()), ("fib-16", 7));
+    std::fs::write(dir.join("bad.csv"), "header\nfib,warp,1,1,1,1,1,1\n").unwrap();
+    let err = mgws::bench::read_summary(&dir.join("bad.csv")).unwrap_err();
+    assert!(err.to_string().contains("line 2"), "{err}");
 
     let work = mgws::bench::Prepared::uts(UtsConfig::preset(Preset::Default)).unwrap();
     let opts = mgws::bench::BenchOpts {

@@ -58,6 +58,53 @@ pub enum BenchCmd {
         #[command(flatten)]
         sched: SchedArgs,
     },
+    /// Redraw the SVG plot of a `<name>-summary.csv` written by an earlier `mgws bench`.
+    Replot {
+        /// The summary CSV.
+        summary: PathBuf,
+        /// The plot's title (default: the workload name in the CSV).
+        #[arg(long)]
+        title: Option<String>,
+        /// The SVG to write (default: the CSV's path with `-summary.csv` replaced by `.svg`).
+        #[arg(long)]
+        svg: Option<PathBuf>,
+    },
+}
+
+/// Reads a summary CSV written by [`BenchResult::write`]; returns the workload name and rows.
+pub fn read_summary(path: &Path) -> Result<(String, Vec<Summary>)> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::Io {
+        path: path.display().to_string(),
+        source: e,
+    })?;
+    let bad =
+        |line: usize, what: &str| Error::Input(format!("{} line {line}: {what}", path.display()));
+    let mut name = String::new();
+    let mut rows = Vec::new();
+    for (i, line) in text.lines().enumerate().skip(1) {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let f: Vec<&str> = line.split(',').collect();
+        if f.len() != 8 {
+            return Err(bad(i + 1, "expected 8 comma-separated fields"));
+        }
+        let method = Method::from_str(f[1], true).map_err(|_| bad(i + 1, "unknown method"))?;
+        let num = |k: usize| f[k].parse::<f64>().map_err(|_| bad(i + 1, "not a number"));
+        name = f[0].to_string();
+        rows.push(Summary {
+            method,
+            workers: num(2)? as u32,
+            reps: num(4)? as usize,
+            min: num(5)?,
+            median: num(6)?,
+            max: num(7)?,
+        });
+    }
+    if rows.is_empty() {
+        return Err(bad(1, "no rows"));
+    }
+    Ok((name, rows))
 }
 
 /// How a run is scheduled.
@@ -600,6 +647,21 @@ pub fn main(cmd: BenchCmd) -> Result<i32> {
         }
         BenchCmd::Uts { args, bench, sched } => (Prepared::uts(args.config()?)?, bench, sched),
         BenchCmd::Fib { args, bench, sched } => (Prepared::fib(args.n)?, bench, sched),
+        BenchCmd::Replot {
+            summary,
+            title,
+            svg,
+        } => {
+            let (name, rows) = read_summary(&summary)?;
+            let svg = svg.unwrap_or_else(|| {
+                let s = summary.display().to_string();
+                PathBuf::from(s.strip_suffix("-summary.csv").unwrap_or(&s).to_string() + ".svg")
+            });
+            plot::tasks_per_s(&svg, title.as_deref().unwrap_or(&name), &rows)
+                .map_err(|e| Error::Input(format!("drawing {}: {e}", svg.display())))?;
+            println!("wrote {}", svg.display());
+            return Ok(0);
+        }
     };
     if !matches!(
         sched.backend,

@@ -45,8 +45,14 @@ pub fn tasks_per_s(
         .configure_mesh()
         .x_desc("workers")
         .y_desc("tasks/s")
-        .x_labels(xs.len().clamp(2, 16))
-        .x_label_formatter(&|x| format!("{x:.0}"))
+        .x_labels(((xmax - xmin) as usize + 3).clamp(3, 33))
+        .x_label_formatter(&|x| {
+            if (x - x.round()).abs() < 1e-6 && *x >= 1.0 {
+                format!("{x:.0}")
+            } else {
+                String::new()
+            }
+        })
         .y_label_formatter(&|y| format!("{y:.2e}"))
         .draw()?;
     for method in [Method::Mgws, Method::Static, Method::Rayon] {
