@@ -41,31 +41,57 @@ impl ContainsArgs {
 #[derive(Args, Debug, Clone)]
 pub struct UtsArgs {
     /// A named tree; the flags below override its parameters.
-    #[arg(long, id = "uts_preset", value_enum)]
+    #[arg(long, id = "uts_preset", value_name = "NAME", value_enum)]
     pub preset: Option<Preset>,
     /// Tree type (UTS -t: 0 = bin, 1 = geo, 2 = hybrid).
-    #[arg(short = 't', long = "tree-type", id = "uts_tree", value_enum)]
+    #[arg(
+        short = 't',
+        long = "tree-type",
+        id = "uts_tree",
+        value_name = "TYPE",
+        value_enum
+    )]
     pub tree: Option<TreeType>,
     /// Shape of geometric trees (UTS -a: 0 = linear, 1 = expdec, 2 = cyclic, 3 = fixed).
-    #[arg(short = 'a', long, id = "uts_shape", value_enum)]
+    #[arg(short = 'a', long, id = "uts_shape", value_name = "SHAPE", value_enum)]
     pub shape: Option<Shape>,
     /// Root branching factor (UTS -b).
-    #[arg(short = 'b', long = "branching", id = "uts_branching")]
+    #[arg(
+        short = 'b',
+        long = "branching",
+        id = "uts_branching",
+        value_name = "B"
+    )]
     pub b0: Option<f64>,
     /// Depth limit of geometric trees (UTS -d).
-    #[arg(short = 'd', long = "depth", id = "uts_depth")]
+    #[arg(short = 'd', long = "depth", id = "uts_depth", value_name = "D")]
     pub depth: Option<u32>,
     /// Probability that a binomial node has children (UTS -q).
-    #[arg(short = 'q', long = "non-leaf-prob", id = "uts_non_leaf_prob")]
+    #[arg(
+        short = 'q',
+        long = "non-leaf-prob",
+        id = "uts_non_leaf_prob",
+        value_name = "Q"
+    )]
     pub q: Option<f64>,
     /// Children of a binomial node that has any (UTS -m).
-    #[arg(short = 'm', long = "non-leaf-children", id = "uts_non_leaf_children")]
+    #[arg(
+        short = 'm',
+        long = "non-leaf-children",
+        id = "uts_non_leaf_children",
+        value_name = "M"
+    )]
     pub m: Option<u32>,
     /// Root seed (UTS -r).
-    #[arg(short = 'r', long = "root-seed", id = "uts_root_seed")]
+    #[arg(
+        short = 'r',
+        long = "root-seed",
+        id = "uts_root_seed",
+        value_name = "SEED"
+    )]
     pub seed: Option<u32>,
     /// Hybrid trees switch from geometric to binomial at this fraction of -d (UTS -f).
-    #[arg(short = 'f', long = "shift", id = "uts_shift")]
+    #[arg(short = 'f', long = "shift", id = "uts_shift", value_name = "F")]
     pub shift: Option<f64>,
 }
 
