@@ -147,7 +147,7 @@ pub struct SchedArgs {
     #[arg(long, default_value_t = 32)]
     pub local_capacity: u32,
     /// Overflow-stack tasks per worker, used when both queues are full.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 16384)]
     pub spill_capacity: u32,
     /// Workers sharing one public queue (1, 2 or 4).
     #[arg(long, default_value_t = 1)]

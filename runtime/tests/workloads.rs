@@ -91,19 +91,26 @@ fn uts_t3_published_counts() {
 }
 
 #[test]
-fn uts_t3_needs_more_than_the_default_overflow_stack() {
+fn uts_t3_fits_the_default_overflow_stack_and_fails_clearly_in_a_small_one() {
     // A depth-first traversal of T3 keeps up to 5,730 nodes pending (the binomial root's 2,000
-    // children plus up to 7 siblings per level): more than local (32) + public (256) + the
-    // default overflow stack (4,096) of one worker. The run fails with a clear error.
+    // children plus up to 7 siblings per level): more than local (32) + public (256) + an
+    // overflow stack of 4,096 on one worker, but less than the default overflow stack (16,384).
     let (_, peak) = baseline::uts::sequential_with_stack(&UtsConfig::preset(Preset::T3).params());
-    assert!(peak > 32 + 256 + 4096, "peak {peak}");
-    let s = Scheduler::builder().workers(1).build().unwrap();
-    let err = uts::run(&s, &Backend::Cpu, &UtsConfig::preset(Preset::T3)).unwrap_err();
+    assert!(peak > 32 + 256 + 4096 && peak < 16_384, "peak {peak}");
+    let small = Scheduler::builder()
+        .workers(1)
+        .spill_capacity(4096)
+        .build()
+        .unwrap();
+    let err = uts::run(&small, &Backend::Cpu, &UtsConfig::preset(Preset::T3)).unwrap_err();
     assert!(
         matches!(err, Error::SpillOverflow { .. }),
         "unexpected error {err}"
     );
     assert!(err.to_string().contains("--spill-capacity"));
+    let default = Scheduler::builder().workers(1).build().unwrap();
+    let outcome = uts::run(&default, &Backend::Cpu, &UtsConfig::preset(Preset::T3)).unwrap();
+    assert!(outcome.verified, "{}", outcome.check);
 }
 
 /// Small trees of every type and shape, checked against the sequential traversal.

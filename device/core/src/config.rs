@@ -133,7 +133,7 @@ impl SchedConfig {
             workers_per_queue: 1,
             local_capacity: 32,
             public_capacity: 256,
-            spill_capacity: 4096,
+            spill_capacity: 16384,
             initial_chunk: 16,
             termination: TerminationMode::IdleCounter as u32,
             overflow: OverflowMode::Damping as u32,

@@ -106,7 +106,7 @@ impl<'a, W: AtomicWord> PublicQueue<'a, W> {
     /// Ring index of the `j`-th task of a claimed share.
     #[inline]
     pub fn claimed_index(&self, word: QueueWord, share: StealShare, j: u64) -> u64 {
-        (word.tail() + share.offset + j) % self.capacity
+        crate::worker::ring_index(word.tail() + share.offset + j, self.capacity)
     }
 
     /// Marks a claimed share as copied out.
@@ -248,7 +248,11 @@ impl<'a, W: AtomicWord> PublicQueue<'a, W> {
         h.epoch_tail[next].store(tail, Ordering::Relaxed, self.scope);
         h.head.store(head, Ordering::Relaxed, self.scope);
         p.protocol_step(ProtocolStep::Unlock);
-        let word = QueueWord::open(next as u32, head - tail, tail % self.capacity);
+        let word = QueueWord::open(
+            next as u32,
+            head - tail,
+            crate::worker::ring_index(tail, self.capacity),
+        );
         h.word.store(word.0, Ordering::Release, self.scope);
     }
 

@@ -632,7 +632,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         let q = self.queue;
         // SAFETY: positions head..head+count are free ring slots of our locked queue.
         self.copy_tasks(count, src, |j| unsafe {
-            env.slot(q, (head + j) % capacity)
+            env.slot(q, ring_index(head + j, capacity))
         });
         self.p.barrier();
         if let Some(v) = view {
@@ -679,7 +679,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         // SAFETY: positions from..from+take are unclaimed tasks of our locked queue.
         self.copy_tasks(
             take,
-            |j| unsafe { env.slot(q, (from + j) % capacity) },
+            |j| unsafe { env.slot(q, ring_index(from + j, capacity)) },
             |j| self.local_slot(head + j),
         );
         self.p.barrier();
@@ -733,7 +733,9 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         // SAFETY: tasks start..start+count of the initial set were claimed by this worker alone.
         self.copy_tasks(
             count,
-            |j| unsafe { initial.add((start + j) as usize) },
+            // Reversed, so that the LIFO local queue runs the chunk in its original order (scans
+            // of consecutive initial tasks then walk memory forwards).
+            |j| unsafe { initial.add((start + count - 1 - j) as usize) },
             |j| self.local_slot(head + j),
         );
         self.p.barrier();
@@ -825,7 +827,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         let env = self.env;
         let src = move |j: u64| -> *const T {
             // SAFETY: the claimed share's slots belong to this thief until it completes the steal.
-            unsafe { env.slot(victim, (word.tail() + offset + j) % capacity) }
+            unsafe { env.slot(victim, ring_index(word.tail() + offset + j, capacity)) }
         };
         let to_local = count.min((self.local_capacity / 2).max(1));
         let head = self.local_head;
@@ -1071,6 +1073,17 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     }
 }
 
+/// `position` reduced to a ring of `capacity` slots: a mask for power-of-two capacities (the
+/// defaults), which saves a 64-bit division per copied word on a GPU.
+#[inline(always)]
+pub fn ring_index(position: u64, capacity: u64) -> u64 {
+    if capacity & (capacity - 1) == 0 {
+        position & (capacity - 1)
+    } else {
+        position % capacity
+    }
+}
+
 /// The local queue's ring in scratch memory.
 #[derive(Clone, Copy)]
 struct LocalRing<T> {
@@ -1082,7 +1095,7 @@ impl<T> LocalRing<T> {
     #[inline(always)]
     fn slot(self, position: u64) -> *mut T {
         // SAFETY: the ring holds `capacity` tasks; the index is reduced modulo the capacity.
-        unsafe { self.base.add((position % self.capacity) as usize) }
+        unsafe { self.base.add(ring_index(position, self.capacity) as usize) }
     }
 }
 

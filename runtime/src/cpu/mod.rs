@@ -5,6 +5,7 @@ mod arena;
 mod barrier;
 mod platform;
 
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::time::Instant;
 
 use mgws_core::{
@@ -63,11 +64,14 @@ pub fn run<R: TaskExecutor<TaskStruct>>(
     );
     let _enter = span.enter();
     let start = Instant::now();
+    // When the last worker left its loop: the supervisor polls at up to 5 ms, too coarse to time
+    // short runs by.
+    let finished_ns = AtomicU64::new(0);
     let mut hang = None;
     std::thread::scope(|s| {
         for (w, group) in groups.iter().enumerate() {
             for lane in 0..lanes {
-                let env = &env;
+                let (env, finished_ns) = (&env, &finished_ns);
                 let chaos = sched.chaos;
                 std::thread::Builder::new()
                     .name(format!("mgws-w{w}l{lane}"))
@@ -77,13 +81,15 @@ pub fn run<R: TaskExecutor<TaskStruct>>(
                         // lane group's scratch holds `layout.total` bytes, and every lane of
                         // worker w makes this same call.
                         unsafe { Worker::new(p, &env.0, registry, w as u32) }.run();
+                        finished_ns
+                            .fetch_max(start.elapsed().as_nanos() as u64, AtomicOrdering::Relaxed);
                     })
                     .expect("spawning a worker thread");
             }
         }
         hang = supervise(sched, &env.0);
     });
-    let elapsed = start.elapsed();
+    let elapsed = std::time::Duration::from_nanos(finished_ns.load(AtomicOrdering::Relaxed));
     // SAFETY: all worker threads have joined; the shared state is ours again.
     let shared = unsafe { env.0.shared() };
     if let Some(report) = hang {
