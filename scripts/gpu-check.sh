@@ -11,7 +11,7 @@
 #   bash scripts/gpu-check.sh --on-device [SECTIONS]
 #       runs the workloads on the GPU with verification and timing and prints one table; every
 #       run's full output goes to $OUT/gpu-check/ (the table too: $OUT/gpu-check/table.txt).
-#       SECTIONS is a comma list (default: memset,uts,contains,fib,sanitizer):
+#       SECTIONS is a comma list (default: memset,uts,contains,fib,custom,sanitizer):
 #         memset     MEMSET 2^26: global and host placement, both termination modes, both
 #                    overflow modes, queue sharing 1/2/4, block sizes 32/128/512, initial
 #                    tasks in host memory, a 64-register cap; the static baseline alongside
@@ -19,6 +19,9 @@
 #                    each with the kernel-per-level baseline
 #         contains   CONTAINS on the carried corpus against a sequential scan, static baseline
 #         fib        FIB(30), kernel-per-level baseline
+#         custom     the custom-task example: a user registry with its own kernel (Collatz)
+#         sweep      MEMSET, UTS T1L and T3 at 132..2112 workers with their baselines (not in
+#                    the default list)
 #         sanitizer  compute-sanitizer memcheck, racecheck and synccheck on small runs of each
 #                    workload (if compute-sanitizer is installed)
 #         multi      two GPUs: MEMSET and UTS T1 on --devices 0,1, and --placement remote (needs
@@ -38,6 +41,9 @@ build_here() {
     cargo build --release -p mgws
     echo "== building the kernel PTX"
     cargo xtask ptx --arch sm_90
+    echo "== building the custom-task example (its host program and its own kernel)"
+    cargo build --release -p mgws-example-custom-task
+    cargo xtask ptx --arch sm_90 --crate mgws-example-custom-task
     if [ ! -f data/wiki-en.jsonl ]; then
         echo "== fetching a CONTAINS corpus (scripts/fetch-corpus.sh en)"
         bash scripts/fetch-corpus.sh en || echo "warning: no corpus; the contains section will be skipped"
@@ -47,6 +53,8 @@ build_here() {
     mkdir -p "$CARRY/data"
     cp target/release/mgws "$CARRY/mgws"
     cp "target/ptx/$PTX_NAME" "$CARRY/$PTX_NAME"
+    cp target/release/custom-task "$CARRY/custom-task"
+    cp target/ptx/mgws_example_custom_task.sm_90.ptx "$CARRY/"
     [ -f data/wiki-en.jsonl ] && cp data/wiki-en.jsonl "$CARRY/data/"
     git rev-parse HEAD > "$CARRY/COMMIT" 2>/dev/null || true
     git status --short > "$CARRY/STATUS" 2>/dev/null || true
@@ -91,7 +99,7 @@ EOF
 # ----- on the device -------------------------------------------------------------------------------
 
 on_device() {
-    local sections=${1:-memset,uts,contains,fib,sanitizer}
+    local sections=${1:-memset,uts,contains,fib,custom,sanitizer}
     local budget=${GPU_CHECK_BUDGET:-560}
     local memset_n=${GPU_CHECK_MEMSET_TASKS:-67108864}
     OUT=${OUT:-/tmp/gpu-check-out}
@@ -160,6 +168,29 @@ on_device() {
             ;;
         fib)
             case_run fib-30 120 run fib -n 30 "${G[@]}" --baselines levels
+            ;;
+        sweep)
+            # Tasks/s against workers (for the plots of docs/results.md): MEMSET 2^26 against the
+            # static kernel, UTS T1L and T3 against the kernel-per-level version.
+            local M=(run memset --tasks "$memset_n")
+            for w in 132 264 528 1056 2112; do
+                case_run "sweep-memset-w$w" 60 "${M[@]}" "${G[@]}" --workers "$w" --baselines static
+                case_run "sweep-T1L-w$w" 120 run uts --preset T1L "${G[@]}" --workers "$w" --baselines levels
+                case_run "sweep-T3-w$w" 60 run uts --preset T3 "${G[@]}" --workers "$w" --baselines levels
+            done
+            ;;
+        custom)
+            # A user's own registry and kernel (examples/custom-task): Collatz steps of 1..=2^22.
+            local clog="$LOGS/custom-collatz.log" t0=$SECONDS crc=0
+            timeout 120 "$CARRY/custom-task" 4194304 --backend cuda \
+                --ptx "$CARRY/mgws_example_custom_task.sm_90.ptx" > "$clog" 2>&1 || crc=$?
+            sed 's/^/    /' "$clog"
+            if [ "$crc" = 0 ] && grep -q " 0 of 4194304 slots wrong" "$clog"; then
+                row custom-collatz custom-task PASS - 4194304 - - "all slots equal a sequential computation"
+            else
+                row custom-collatz custom-task FAIL - - - - "rc=$crc; see custom-collatz.log"
+            fi
+            echo "    rc=$crc wall=$((SECONDS - t0))s"
             ;;
         sanitizer)
             if [ -z "$SANITIZER" ]; then
