@@ -114,6 +114,9 @@ pub enum Method {
     Static,
     Rayon,
     Sequential,
+    /// The GPU kernel-per-level baseline: recorded by `scripts/gpu-check.sh` and plotted with
+    /// `mgws bench replot`; `mgws bench` itself runs only the CPU methods.
+    Levels,
 }
 
 impl Method {
@@ -123,8 +126,17 @@ impl Method {
             Method::Static => "static",
             Method::Rayon => "rayon",
             Method::Sequential => "sequential",
+            Method::Levels => "levels",
         }
     }
+}
+
+fn levels_is_gpu_only() -> Error {
+    Error::Input(
+        "the kernel-per-level baseline runs on a GPU (`mgws run ... --backend cuda --baselines levels`); \
+         `mgws bench` runs mgws, static, rayon and sequential"
+            .into(),
+    )
 }
 
 /// Options of `mgws bench`.
@@ -315,6 +327,7 @@ impl Prepared {
                         baseline::contains::sequential(corpus, word, tasks),
                         t.elapsed().as_secs_f64(),
                     ),
+                    Method::Levels => return Err(levels_is_gpu_only()),
                 };
                 let secs = if method == Method::Mgws {
                     secs
@@ -338,6 +351,7 @@ impl Prepared {
                     Method::Static => (baseline::uts::static_levels(params, workers), 0.0),
                     Method::Rayon => (baseline::uts::rayon(params, pool), 0.0),
                     Method::Sequential => (baseline::uts::sequential(params), 0.0),
+                    Method::Levels => return Err(levels_is_gpu_only()),
                 };
                 let secs = if method == Method::Mgws {
                     secs
@@ -359,6 +373,7 @@ impl Prepared {
                     Method::Static => (baseline::fib::static_levels(*n, workers), 0.0),
                     Method::Rayon => (baseline::fib::rayon(*n, pool), 0.0),
                     Method::Sequential => (baseline::fib::sequential(*n), 0.0),
+                    Method::Levels => return Err(levels_is_gpu_only()),
                 };
                 let secs = if method == Method::Mgws {
                     secs

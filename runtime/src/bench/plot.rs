@@ -13,6 +13,7 @@ fn color(m: Method) -> RGBColor {
         Method::Static => RGBColor(0x1f, 0x77, 0xb4),
         Method::Rayon => RGBColor(0x2c, 0xa0, 0x2c),
         Method::Sequential => RGBColor(0x55, 0x55, 0x55),
+        Method::Levels => RGBColor(0xff, 0x7f, 0x0e),
     }
 }
 
