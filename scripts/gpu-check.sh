@@ -11,7 +11,7 @@
 #   bash scripts/gpu-check.sh --on-device [SECTIONS]
 #       runs the workloads on the GPU with verification and timing and prints one table; every
 #       run's full output goes to $OUT/gpu-check/ (the table too: $OUT/gpu-check/table.txt).
-#       SECTIONS is a comma list (default: memset,uts,contains,fib,custom,sanitizer):
+#       SECTIONS is a comma list (default: memset,uts,contains,fib,custom,faults,sanitizer):
 #         memset     MEMSET 2^26: global and host placement, both termination modes, both
 #                    overflow modes, queue sharing 1/2/4, block sizes 32/128/512, initial
 #                    tasks in host memory, a 64-register cap; the static baseline alongside
@@ -19,6 +19,7 @@
 #                    each with the kernel-per-level baseline
 #         contains   CONTAINS on the carried corpus against a sequential scan, static baseline
 #         fib        FIB(30), kernel-per-level baseline
+#         faults     a stalled task under a short watchdog (hang error) and an unknown tag
 #         custom     the custom-task example: a user registry with its own kernel (Collatz)
 #         sweep      MEMSET, UTS T1L and T3 at 132..2112 workers with their baselines (not in
 #                    the default list)
@@ -99,7 +100,7 @@ EOF
 # ----- on the device -------------------------------------------------------------------------------
 
 on_device() {
-    local sections=${1:-memset,uts,contains,fib,custom,sanitizer}
+    local sections=${1:-memset,uts,contains,fib,custom,faults,sanitizer}
     local budget=${GPU_CHECK_BUDGET:-560}
     local memset_n=${GPU_CHECK_MEMSET_TASKS:-67108864}
     OUT=${OUT:-/tmp/gpu-check-out}
@@ -178,6 +179,26 @@ on_device() {
                 case_run "sweep-T1L-w$w" 120 run uts --preset T1L "${G[@]}" --workers "$w" --baselines levels
                 case_run "sweep-T3-w$w" 60 run uts --preset T3 "${G[@]}" --workers "$w" --baselines levels
             done
+            ;;
+        faults)
+            # Never hang, never crash: a task that stalls 3 s under a 500 ms watchdog must end in
+            # a hang error with every worker's state; an unknown tag must name the tag.
+            local flog="$LOGS/fault-hang.log" frc=0 t0=$SECONDS
+            timeout 60 "$BIN" run stall --nanos 3000000000 --watchdog-ms 500 "${G[@]}" > "$flog" 2>&1 || frc=$?
+            sed 's/^/    /' "$flog" | head -8
+            if [ "$frc" = 1 ] && grep -q "watchdog aborted it" "$flog" && grep -q "worker    0" "$flog"; then
+                row fault-hang stall PASS - 1 $((SECONDS - t0)) - "watchdog fired; per-worker state reported"
+            else
+                row fault-hang stall FAIL - - - - "rc=$frc; see fault-hang.log"
+            fi
+            flog="$LOGS/fault-unknown-tag.log"; frc=0
+            timeout 60 "$BIN" run memset --tasks 1000000 --corrupt-tag-of 500000 "${G[@]}" > "$flog" 2>&1 || frc=$?
+            sed 's/^/    /' "$flog" | head -4
+            if [ "$frc" = 1 ] && grep -q "tag 57005" "$flog"; then
+                row fault-unknown-tag memset PASS - 1000000 - - "error names tag 57005"
+            else
+                row fault-unknown-tag memset FAIL - - - - "rc=$frc; see fault-unknown-tag.log"
+            fi
             ;;
         custom)
             # A user's own registry and kernel (examples/custom-task): Collatz steps of 1..=2^22.

@@ -43,6 +43,10 @@ pub enum WorkloadCmd {
         /// Number of tasks.
         #[arg(long, default_value_t = 1 << 20)]
         tasks: u64,
+        /// Diagnostic: give initial task N a tag the registry does not know (the run must stop
+        /// with an error naming the tag).
+        #[arg(long, value_name = "N", hide = true)]
+        corrupt_tag_of: Option<u64>,
         #[command(flatten)]
         sched: SchedArgs,
     },
@@ -65,6 +69,18 @@ pub enum WorkloadCmd {
     Fib {
         #[command(flatten)]
         args: crate::workload::args::FibArgs,
+        #[command(flatten)]
+        sched: SchedArgs,
+    },
+    /// STALL (diagnostic): tasks that busy-wait without progress. With --watchdog-ms below
+    /// --nanos / 1e6 the run must end in a hang error that lists every worker's state.
+    Stall {
+        /// Number of tasks.
+        #[arg(long, default_value_t = 1)]
+        tasks: u64,
+        /// Nanoseconds each task waits.
+        #[arg(long, default_value_t = 2_000_000_000)]
+        nanos: u64,
         #[command(flatten)]
         sched: SchedArgs,
     },
@@ -414,7 +430,8 @@ impl WorkloadCmd {
             WorkloadCmd::Memset { sched, .. }
             | WorkloadCmd::Contains { sched, .. }
             | WorkloadCmd::Uts { sched, .. }
-            | WorkloadCmd::Fib { sched, .. } => sched,
+            | WorkloadCmd::Fib { sched, .. }
+            | WorkloadCmd::Stall { sched, .. } => sched,
         }
     }
 }
@@ -422,10 +439,19 @@ impl WorkloadCmd {
 /// Runs one workload command and prints its outcome; returns the exit code (2: not verified).
 fn run_workload(workload: &WorkloadCmd) -> Result<i32> {
     let (outcome, sched, json) = match workload {
-        WorkloadCmd::Memset { tasks, sched } => {
+        WorkloadCmd::Memset {
+            tasks,
+            corrupt_tag_of,
+            sched,
+        } => {
             let s = sched.scheduler()?;
             (
-                crate::workload::memset::run(&s, &sched.backend()?, *tasks)?,
+                crate::workload::memset::run_with_fault(
+                    &s,
+                    &sched.backend()?,
+                    *tasks,
+                    *corrupt_tag_of,
+                )?,
                 s,
                 sched.json,
             )
@@ -457,6 +483,18 @@ fn run_workload(workload: &WorkloadCmd) -> Result<i32> {
             let s = sched.scheduler()?;
             (
                 crate::workload::fib::run(&s, &sched.backend()?, args.n)?,
+                s,
+                sched.json,
+            )
+        }
+        WorkloadCmd::Stall {
+            tasks,
+            nanos,
+            sched,
+        } => {
+            let s = sched.scheduler()?;
+            (
+                crate::workload::stall::run(&s, &sched.backend()?, *tasks, *nanos)?,
                 s,
                 sched.json,
             )

@@ -109,3 +109,29 @@ fn the_split_workload_counts_every_task_it_spawns() {
         leaf: 1,
     };
 }
+
+#[test]
+fn the_built_in_diagnostics_end_in_the_errors_they_provoke() {
+    use mgws::workload::{memset, stall};
+    use mgws::Backend;
+    let err = memset::run_with_fault(&sched(2), &Backend::Cpu, 1000, Some(500)).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::UnknownTag {
+                tag: memset::UNKNOWN_TAG,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let quick = Scheduler::builder()
+        .workers(2)
+        .watchdog(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let err = stall::run(&quick, &Backend::Cpu, 1, 1_000_000_000).unwrap_err();
+    assert!(matches!(err, Error::Hang { .. }), "{err:?}");
+    let outcome = stall::run(&sched(2), &Backend::Cpu, 3, 1_000_000).unwrap();
+    assert!(outcome.verified, "{}", outcome.check);
+}

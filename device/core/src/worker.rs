@@ -1199,6 +1199,12 @@ impl<'e, P: Platform, T: Copy> TaskContext<'_, 'e, P, T> {
         self.core.push_each(count, task);
     }
 
+    /// The platform's monotonic clock in nanoseconds (0 where it has none).
+    #[inline(always)]
+    pub fn now_ns(&self) -> u64 {
+        self.core.p.now_ns()
+    }
+
     /// Base address of data area `index` on this worker's device (0 if unset).
     #[inline(always)]
     pub fn area(&self, index: usize) -> u64 {

@@ -9,6 +9,9 @@ use crate::error::{Error, Result};
 use crate::job::{u64_bytes_mut, AreaBytes, Job};
 use crate::scheduler::Scheduler;
 
+/// The tag `run_with_fault` writes: not a tag of the built-in registry.
+pub const UNKNOWN_TAG: u32 = 0xdead;
+
 /// The most MEMSET tasks one run may have (the output descriptor's size is a u32 of bytes).
 pub const MAX_TASKS: u64 = (u32::MAX / 8) as u64;
 
@@ -22,12 +25,30 @@ pub fn tasks(n: u64) -> Vec<TaskStruct> {
 
 /// Runs MEMSET with `n` tasks on `backend` and checks that every slot was written exactly once.
 pub fn run(sched: &Scheduler, backend: &Backend, n: u64) -> Result<Outcome> {
+    run_with_fault(sched, backend, n, None)
+}
+
+/// [`run`], with the tag of initial task `corrupt_tag_of` (if any) replaced by one the registry
+/// does not know: a diagnostic of the unknown-tag path, which must end the run with an error that
+/// names the tag.
+pub fn run_with_fault(
+    sched: &Scheduler,
+    backend: &Backend,
+    n: u64,
+    corrupt_tag_of: Option<u64>,
+) -> Result<Outcome> {
     if n == 0 || n > MAX_TASKS {
         return Err(Error::Input(format!(
             "MEMSET needs between 1 and {MAX_TASKS} tasks, not {n}"
         )));
     }
-    let initial = tasks(n);
+    let mut initial = tasks(n);
+    if let Some(i) = corrupt_tag_of {
+        let task = initial
+            .get_mut(i as usize)
+            .ok_or_else(|| Error::Input(format!("no initial task {i} to corrupt (of {n})")))?;
+        task.tag = UNKNOWN_TAG;
+    }
     let mut slots = vec![0u64; n as usize];
     let report = backend.run(
         sched,

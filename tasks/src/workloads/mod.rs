@@ -4,11 +4,13 @@ pub mod contains;
 pub mod fib;
 pub mod memset;
 pub mod rows;
+pub mod stall;
 pub mod uts;
 
 pub use contains::ContainsTask;
 pub use fib::FibTask;
 pub use memset::MemsetTask;
+pub use stall::StallTask;
 pub use uts::UtsNode;
 
 /// The registry of the built-in task functors.
@@ -18,4 +20,5 @@ pub enum Builtin {
     Contains(ContainsTask),
     Uts(UtsNode),
     Fib(FibTask),
+    Stall(StallTask),
 }
