@@ -556,12 +556,19 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     /// the public word, and every 32 iterations the initial-task cursor.
     #[inline(always)]
     fn should_release(&mut self) -> bool {
+        let check_cursor =
+            !self.initial_exhausted && self.iterations & (8 * RELEASE_CHECK_INTERVAL - 1) == 0;
+        if !self.initial_exhausted && !check_cursor {
+            // Nothing to decide: the answer is "no" while initial tasks remain (uniform on every
+            // lane, so no exchange is needed).
+            return false;
+        }
         let mut answer = [0u64; 2];
         if self.p.is_leader() {
-            let empty = !PublicQueue::<P::Word>::looks_stealable(self.own_queue().peek())
-                && !self.own_queue().peek().locked();
+            let word = self.own_queue().peek();
+            let empty = !PublicQueue::<P::Word>::looks_stealable(word) && !word.locked();
             let mut exhausted = self.initial_exhausted;
-            if !exhausted && self.iterations & (8 * RELEASE_CHECK_INTERVAL - 1) == 0 {
+            if check_cursor {
                 // SAFETY: the shared state outlives the run.
                 let cursor = unsafe { self.env.shared() }
                     .initial_cursor
