@@ -252,7 +252,22 @@ impl<W: AtomicWord, T> LevelSink<W, T> {
     pub const ERROR: usize = 1;
     pub const TASKS_RUN: usize = 2;
 
+    /// Appends `task` to the next frontier (one lane per task); a task beyond `out_capacity` is
+    /// counted but dropped, and the host reports that the frontier outgrew its buffer.
     #[inline(always)]
+    fn append(&self, task: &T, scope: Scope)
+    where
+        T: Copy,
+    {
+        let index = self
+            .counter(Self::SPAWNED)
+            .fetch_add(1, Ordering::Relaxed, scope);
+        if index < self.out_capacity {
+            // SAFETY: the index was claimed by this fetch-add alone and is in bounds.
+            unsafe { self.out.add(index as usize).write(*task) };
+        }
+    }
+
     fn counter(&self, index: usize) -> &W {
         // SAFETY: the host passes four counters.
         unsafe { &*self.counters.add(index) }
@@ -412,15 +427,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     fn push_local(&mut self, source: u32, task: &T) {
         if let Some(sink) = self.level {
             if self.p.lane_id() == source {
-                let index = sink.counter(LevelSink::<P::Word, T>::SPAWNED).fetch_add(
-                    1,
-                    Ordering::Relaxed,
-                    self.scope,
-                );
-                if index < sink.out_capacity {
-                    // SAFETY: the index was claimed by this fetch-add alone and is in bounds.
-                    unsafe { sink.out.add(index as usize).write(*task) };
-                }
+                sink.append(task, self.scope);
             }
             return;
         }
@@ -446,15 +453,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         let lane = self.p.lane_id();
         if let Some(sink) = self.level {
             if lane < count {
-                let index = sink.counter(LevelSink::<P::Word, T>::SPAWNED).fetch_add(
-                    1,
-                    Ordering::Relaxed,
-                    self.scope,
-                );
-                if index < sink.out_capacity {
-                    // SAFETY: the index was claimed by this fetch-add alone and is in bounds.
-                    unsafe { sink.out.add(index as usize).write(*task) };
-                }
+                sink.append(task, self.scope);
             }
             return;
         }
