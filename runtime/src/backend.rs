@@ -12,6 +12,9 @@ use crate::scheduler::Scheduler;
 pub enum Backend {
     /// Host threads.
     Cpu,
+    /// Baseline: static assignment on host threads, level by level, with the same task execution
+    /// (see [`crate::cpu::static_levels`]). `level_capacity`: tasks per frontier buffer.
+    CpuStatic { level_capacity: Option<u64> },
     /// NVIDIA GPUs: one persistent kernel per GPU (or a GPU baseline kernel).
     Cuda(crate::cuda::CudaBackend),
 }
@@ -21,6 +24,9 @@ impl Backend {
     pub fn run(&self, sched: &Scheduler, job: Job<'_>) -> Result<RunReport> {
         match self {
             Backend::Cpu => crate::cpu::run(sched, &Builtin, job),
+            Backend::CpuStatic { level_capacity } => {
+                crate::cpu::static_levels::run(sched, &Builtin, job, *level_capacity)
+            }
             // The built-in registry is compiled into the PTX (`device/kernel`).
             Backend::Cuda(cuda) => cuda.run(sched, job),
         }
@@ -29,6 +35,7 @@ impl Backend {
     pub fn name(&self) -> &'static str {
         match self {
             Backend::Cpu => "cpu",
+            Backend::CpuStatic { .. } => "cpu-static",
             Backend::Cuda(cuda) => cuda.kernel.backend_name(),
         }
     }

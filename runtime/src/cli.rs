@@ -91,6 +91,8 @@ pub enum BackendArg {
     /// The GPU when one is usable, else the CPU.
     Auto,
     Cpu,
+    /// Baseline: static assignment on CPU threads, level by level (one lane per worker).
+    CpuStatic,
     Cuda,
 }
 
@@ -210,7 +212,8 @@ pub struct SchedArgs {
     /// (e.g. static,levels) and print each outcome.
     #[arg(long, value_enum, value_delimiter = ',')]
     pub baselines: Vec<GpuKernelArg>,
-    /// CUDA kernel-per-level: tasks one frontier buffer holds (default: from free GPU memory).
+    /// Level-by-level baselines (CUDA kernel-per-level, cpu-static): tasks one frontier buffer
+    /// holds (default: CUDA from free GPU memory; cpu-static 4 GiB reserved over all buffers).
     #[arg(long)]
     pub level_capacity: Option<u64>,
     /// CUDA: registers per thread the PTX is compiled with (fewer: more resident workers, maybe
@@ -245,7 +248,7 @@ impl SchedArgs {
                 };
                 (lanes, workers)
             }
-            Backend::Cpu => (
+            Backend::Cpu | Backend::CpuStatic { .. } => (
                 self.lanes.unwrap_or(1),
                 self.workers.unwrap_or_else(default_workers),
             ),
@@ -306,12 +309,15 @@ impl SchedArgs {
             || self.max_registers.is_some()
             || self.gpu_kernel != GpuKernelArg::Mgws;
         match self.backend {
-            BackendArg::Cpu if gpu_only => Err(Error::Config(
+            BackendArg::Cpu | BackendArg::CpuStatic if gpu_only => Err(Error::Config(
                 "--device, --devices, --ptx, --gpu-kernel, --baselines and --max-registers need \
                  --backend cuda"
                     .into(),
             )),
             BackendArg::Cpu => Ok(Backend::Cpu),
+            BackendArg::CpuStatic => Ok(Backend::CpuStatic {
+                level_capacity: self.level_capacity,
+            }),
             BackendArg::Cuda => {
                 let cuda = self.cuda()?;
                 cuda.probe()?;

@@ -36,6 +36,8 @@ pub struct Scheduler {
     pub(crate) lanes: u32,
     pub(crate) watchdog: Duration,
     pub(crate) chaos: Option<Chaos>,
+    /// The CPU backend's threads, kept between runs (shared by clones).
+    pub(crate) threads: std::sync::Arc<crate::cpu::threads::ThreadSets>,
 }
 
 /// Builds a [`Scheduler`]. Defaults follow the thesis: local queues of 32 tasks, public queues of
@@ -192,6 +194,7 @@ impl SchedulerBuilder {
             lanes: self.lanes,
             watchdog: self.watchdog,
             chaos: self.chaos,
+            threads: Default::default(),
         })
     }
 }

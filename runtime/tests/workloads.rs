@@ -14,6 +14,11 @@ use mgws::workload::{contains, fib, uts};
 use mgws::{Backend, Error, Scheduler};
 use mgws_tasks::workloads::uts::UtsCounts;
 
+/// The static-assignment baseline on CPU threads (same task execution, level by level).
+const CPU_STATIC: Backend = Backend::CpuStatic {
+    level_capacity: None,
+};
+
 fn sched(workers: u32, lanes: u32) -> Scheduler {
     Scheduler::builder()
         .workers(workers)
@@ -69,7 +74,9 @@ fn assert_published(preset: Preset, nodes: u64, leaves: u64, depth: u64) {
     assert_eq!(report.tasks_run, nodes);
     // The static and rayon baselines expand the same tree.
     assert_eq!(baseline::uts::rayon(&cfg.params(), &pool(2)), want);
-    assert_eq!(baseline::uts::static_levels(&cfg.params(), 2), want);
+    let (counts, report) = uts::run_once(&sched(2, 1), &CPU_STATIC, &cfg.params()).unwrap();
+    assert_eq!(counts, want, "{preset:?} on cpu-static");
+    assert_eq!(report.tasks_run, nodes);
 }
 
 #[test]
@@ -176,7 +183,9 @@ fn uts_every_tree_type_and_shape_verifies_on_1_to_3_workers_and_1_and_4_lanes() 
             assert_eq!(o.result["nodes"], reference.nodes);
         }
         assert_eq!(baseline::uts::rayon(&cfg.params(), &pool(3)), reference);
-        assert_eq!(baseline::uts::static_levels(&cfg.params(), 3), reference);
+        let o = uts::run(&sched(3, 1), &CPU_STATIC, &cfg).unwrap();
+        assert!(o.verified, "{} on cpu-static: {}", cfg.flags(), o.check);
+        assert_eq!(o.report.tasks_run, reference.nodes);
     }
 }
 
@@ -339,10 +348,10 @@ fn contains_baselines_agree_with_the_reference() {
     let want = contains::reference_count(&corpus, word);
     let tasks = contains::tasks(&corpus, word, 3).unwrap();
     assert_eq!(baseline::contains::sequential(&corpus, word, &tasks), want);
-    assert_eq!(
-        baseline::contains::static_split(&corpus, word, &tasks, 3),
-        want
-    );
+    let (matches, report) =
+        contains::run_once(&sched(3, 1), &CPU_STATIC, &corpus, word, &tasks).unwrap();
+    assert_eq!(matches, want);
+    assert_eq!(report.tasks_run, tasks.len() as u64);
     assert_eq!(
         baseline::contains::rayon(&corpus, word, &tasks, &pool(3)),
         want
@@ -540,7 +549,9 @@ fn fib_verifies_on_1_to_4_workers_and_1_and_4_lanes() {
             mgws_tasks::workloads::fib::tree_nodes(n),
         );
         assert_eq!(baseline::fib::sequential(n), want);
-        assert_eq!(baseline::fib::static_levels(n, 3), want);
+        let o = fib::run(&sched(3, 1), &CPU_STATIC, n).unwrap();
+        assert!(o.verified, "fib({n}) on cpu-static: {}", o.check);
+        assert_eq!(o.report.tasks_run, want.1);
         assert_eq!(baseline::fib::rayon(n, &pool(2)), want);
     }
     assert!(fib::run(&sched(1, 1), &Backend::Cpu, 61).is_err());
@@ -688,4 +699,21 @@ fn bench_measures_every_method_and_writes_csv_and_svg() {
         table.contains("/static") && table.contains("mgws"),
         "{table}"
     );
+}
+
+#[test]
+fn cpu_static_reports_a_frontier_that_outgrows_its_buffer_and_refuses_lanes() {
+    // fib(20) has levels of hundreds of tasks: a 16-task buffer cannot hold them.
+    let small = Backend::CpuStatic {
+        level_capacity: Some(16),
+    };
+    let e = fib::run(&sched(2, 1), &small, 20).unwrap_err().to_string();
+    assert!(
+        e.contains("frontier buffer holds (16)") && e.contains("--level-capacity"),
+        "{e}"
+    );
+    let e = fib::run(&sched(2, 4), &CPU_STATIC, 10)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("one thread per worker"), "{e}");
 }

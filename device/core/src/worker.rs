@@ -176,11 +176,24 @@ impl<'e, P: Platform, T: Copy, X: TaskExecutor<T>> Worker<'e, P, T, X> {
     /// `id, id + W, ...` and everything they spawn, depth-first on its own: no public queue, no
     /// stealing, no termination protocol. Same task execution, same local queue and overflow stack.
     #[inline(always)]
-    pub fn run_static(mut self) {
+    pub fn run_static(self) {
+        let (id, total, stride) = (
+            self.core.id as u64,
+            self.core.env.initial_len,
+            self.core.env.config.workers as u64,
+        );
+        self.run_static_share(id, total, stride);
+    }
+
+    /// [`Self::run_static`] over the initial tasks `first, first + stride, ...` below `end`
+    /// (`end <= initial_len`): strided shares suit a GPU's blocks, contiguous ones (`stride` 1)
+    /// a CPU thread's caches.
+    #[inline(always)]
+    pub fn run_static_share(mut self, first: u64, end: u64, stride: u64) {
         let c = &mut self.core;
         c.static_mode = true;
-        let (total, stride) = (c.env.initial_len, c.env.config.workers as u64);
-        let mut next = c.id as u64;
+        let total = end.min(c.env.initial_len);
+        let mut next = first;
         loop {
             c.tick();
             if c.aborted {
@@ -354,8 +367,17 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     #[inline]
     fn copy_tasks(&self, count: u64, src: impl Fn(u64) -> *const T, dst: impl Fn(u64) -> *mut T) {
         const { assert!(core::mem::size_of::<T>() & 7 == 0 && core::mem::align_of::<T>() >= 8) };
-        let words = (core::mem::size_of::<T>() / 8) as u64;
         let lanes = self.p.lane_count() as u64;
+        if lanes == 1 {
+            // One lane copies whole tasks (a constant-false branch where the platform fixes
+            // more lanes, a well-predicted one where the count is a run-time value).
+            for task in 0..count {
+                // SAFETY: as below.
+                unsafe { dst(task).write(src(task).read()) };
+            }
+            return;
+        }
+        let words = (core::mem::size_of::<T>() / 8) as u64;
         let mut i = self.p.lane_id() as u64;
         while i < count * words {
             let (task, word) = (i / words, (i % words) as usize);
@@ -739,10 +761,11 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         // SAFETY: tasks start..start+count of the initial set were claimed by this worker alone.
         self.copy_tasks(
             count,
-            // Reversed, so that the LIFO local queue runs the chunk in its original order (scans
-            // of consecutive initial tasks then walk memory forwards).
-            |j| unsafe { initial.add((start + count - 1 - j) as usize) },
-            |j| self.local_slot(head + j),
+            // Read forwards (the prefetcher follows), written reversed, so that the LIFO local
+            // queue also runs the chunk in its original order (the tasks' own data, e.g. the
+            // articles of consecutive CONTAINS tasks, is then walked forwards too).
+            |j| unsafe { initial.add((start + j) as usize) },
+            |j| self.local_slot(head + count - 1 - j),
         );
         self.p.barrier();
         self.local_head += count;

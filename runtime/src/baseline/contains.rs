@@ -18,15 +18,6 @@ pub fn sequential(corpus: &Corpus, word: &[u8], tasks: &[TaskStruct]) -> u64 {
     tasks.iter().filter(|t| run_task(corpus, word, t)).count() as u64
 }
 
-/// The tasks split evenly, in contiguous shares, over `threads` threads.
-pub fn static_split(corpus: &Corpus, word: &[u8], tasks: &[TaskStruct], threads: u32) -> u64 {
-    super::static_flat(tasks, threads, |t, acc: &mut u64| {
-        *acc += run_task(corpus, word, t) as u64
-    })
-    .into_iter()
-    .sum()
-}
-
 /// rayon's `par_iter` over the tasks.
 pub fn rayon(corpus: &Corpus, word: &[u8], tasks: &[TaskStruct], pool: &rayon::ThreadPool) -> u64 {
     pool.install(|| {

@@ -1,7 +1,6 @@
 //! UTS baselines, all built on `UtsParams::num_children` and `UtsNode::child`.
 
 use mgws_tasks::workloads::uts::{UtsCounts, UtsNode, UtsParams};
-use mgws_tasks::{Builtin, TaskStruct};
 
 /// Depth-first traversal with an explicit stack (the reference for trees without published
 /// counts).
@@ -22,24 +21,6 @@ pub fn sequential_with_stack(p: &UtsParams) -> (UtsCounts, usize) {
         peak = peak.max(stack.len());
     }
     (counts, peak)
-}
-
-/// Static assignment, level by level over `threads` threads, on the same 64-byte task structs
-/// the mgws run moves (each node's task carries its `UtsNode` in the parameter area).
-pub fn static_levels(p: &UtsParams, threads: u32) -> UtsCounts {
-    let root = Builtin::task(&p.root());
-    super::static_levels(
-        vec![root],
-        threads,
-        |task: &TaskStruct, out, acc: &mut UtsCounts| {
-            let node: UtsNode = task.params_as();
-            let n = p.num_children(&node);
-            acc.add_node(&node, n);
-            out.extend((0..n).map(|i| task.with_params(&node.child(i))));
-        },
-    )
-    .into_iter()
-    .fold(UtsCounts::default(), UtsCounts::merge)
 }
 
 /// rayon: every node's children are visited through a binary tree of `rayon::join`s.

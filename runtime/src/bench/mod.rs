@@ -16,6 +16,11 @@ use mgws_tasks::workloads::uts::{UtsCounts, UtsParams};
 use mgws_tasks::TaskStruct;
 
 use crate::baseline;
+
+/// The static-assignment baseline on CPU threads (default frontier buffers).
+const CPU_STATIC: crate::Backend = crate::Backend::CpuStatic {
+    level_capacity: None,
+};
 use crate::cli::SchedArgs;
 use crate::corpus::Corpus;
 use crate::error::{Error, Result};
@@ -315,10 +320,10 @@ impl Prepared {
                             contains::run_once(sched, &crate::Backend::Cpu, corpus, word, tasks)?;
                         (m, r.elapsed_s)
                     }
-                    Method::Static => (
-                        baseline::contains::static_split(corpus, word, tasks, workers),
-                        t.elapsed().as_secs_f64(),
-                    ),
+                    Method::Static => {
+                        let (m, r) = contains::run_once(sched, &CPU_STATIC, corpus, word, tasks)?;
+                        (m, r.elapsed_s)
+                    }
                     Method::Rayon => (
                         baseline::contains::rayon(corpus, word, tasks, pool),
                         t.elapsed().as_secs_f64(),
@@ -329,7 +334,7 @@ impl Prepared {
                     ),
                     Method::Levels => return Err(levels_is_gpu_only()),
                 };
-                let secs = if method == Method::Mgws {
+                let secs = if matches!(method, Method::Mgws | Method::Static) {
                     secs
                 } else {
                     t.elapsed().as_secs_f64()
@@ -348,12 +353,15 @@ impl Prepared {
                         let (c, r) = uts::run_once(sched, &crate::Backend::Cpu, params)?;
                         (c, r.elapsed_s)
                     }
-                    Method::Static => (baseline::uts::static_levels(params, workers), 0.0),
+                    Method::Static => {
+                        let (c, r) = uts::run_once(sched, &CPU_STATIC, params)?;
+                        (c, r.elapsed_s)
+                    }
                     Method::Rayon => (baseline::uts::rayon(params, pool), 0.0),
                     Method::Sequential => (baseline::uts::sequential(params), 0.0),
                     Method::Levels => return Err(levels_is_gpu_only()),
                 };
-                let secs = if method == Method::Mgws {
+                let secs = if matches!(method, Method::Mgws | Method::Static) {
                     secs
                 } else {
                     t.elapsed().as_secs_f64()
@@ -370,12 +378,15 @@ impl Prepared {
                         let (c, r) = fib::run_once(sched, &crate::Backend::Cpu, *n)?;
                         (c, r.elapsed_s)
                     }
-                    Method::Static => (baseline::fib::static_levels(*n, workers), 0.0),
+                    Method::Static => {
+                        let (c, r) = fib::run_once(sched, &CPU_STATIC, *n)?;
+                        (c, r.elapsed_s)
+                    }
                     Method::Rayon => (baseline::fib::rayon(*n, pool), 0.0),
                     Method::Sequential => (baseline::fib::sequential(*n), 0.0),
                     Method::Levels => return Err(levels_is_gpu_only()),
                 };
-                let secs = if method == Method::Mgws {
+                let secs = if matches!(method, Method::Mgws | Method::Static) {
                     secs
                 } else {
                     t.elapsed().as_secs_f64()
@@ -471,7 +482,11 @@ pub fn measure(work: &Prepared, opts: &BenchOpts, sched_args: &SchedArgs) -> Res
     for &w in &opts.workers {
         let mut a = sched_args.clone();
         a.workers = Some(w);
-        setups.push((w, a.scheduler()?, baseline::rayon_pool(w)?));
+        let sched = a.scheduler()?;
+        // The static baseline runs one thread per worker, whatever the mgws lanes.
+        a.lanes = Some(1);
+        let one_lane = a.scheduler()?;
+        setups.push((w, sched, one_lane, baseline::rayon_pool(w)?));
     }
     let lanes = setups[0].1.lanes();
     let per_rep: u64 = opts
@@ -497,7 +512,7 @@ pub fn measure(work: &Prepared, opts: &BenchOpts, sched_args: &SchedArgs) -> Res
     for rep in 0..opts.warmup + opts.reps {
         let measured = rep >= opts.warmup;
         for &method in &opts.methods {
-            for (i, (w, sched, pool)) in setups.iter().enumerate() {
+            for (i, (w, sched, one_lane, pool)) in setups.iter().enumerate() {
                 if method == Method::Sequential && i > 0 {
                     continue;
                 }
@@ -507,6 +522,11 @@ pub fn measure(work: &Prepared, opts: &BenchOpts, sched_args: &SchedArgs) -> Res
                     method.name(),
                     if measured { "" } else { " (warm-up)" }
                 ));
+                let sched = if method == Method::Static {
+                    one_lane
+                } else {
+                    sched
+                };
                 let seconds = work.run(method, w, sched, pool)?;
                 bar.inc(1);
                 if measured {

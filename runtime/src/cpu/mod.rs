@@ -4,6 +4,8 @@
 mod arena;
 mod barrier;
 mod platform;
+pub mod static_levels;
+pub mod threads;
 
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::time::Instant;
@@ -63,32 +65,39 @@ pub fn run<R: TaskExecutor<TaskStruct>>(
         tasks = job.tasks.len()
     );
     let _enter = span.enter();
+    // Every lane of every worker, plus the supervisor.
+    let lane_threads = (config.workers * lanes) as usize;
+    let threads = sched.threads.get(lane_threads + 1, "mgws-cpu")?;
     let start = Instant::now();
     // When the last worker left its loop: the supervisor polls at up to 5 ms, too coarse to time
     // short runs by.
     let finished_ns = AtomicU64::new(0);
-    let mut hang = None;
-    std::thread::scope(|s| {
-        for (w, group) in groups.iter().enumerate() {
-            for lane in 0..lanes {
-                let (env, finished_ns) = (&env, &finished_ns);
-                let chaos = sched.chaos;
-                std::thread::Builder::new()
-                    .name(format!("mgws-w{w}l{lane}"))
-                    .spawn_scoped(s, move || {
-                        let p = CpuPlatform::new(lane, lanes, group, start, chaos, w as u32);
-                        // SAFETY: the env describes the arena sized for this configuration, the
-                        // lane group's scratch holds `layout.total` bytes, and every lane of
-                        // worker w makes this same call.
-                        unsafe { Worker::new(p, &env.0, registry, w as u32) }.run();
-                        finished_ns
-                            .fetch_max(start.elapsed().as_nanos() as u64, AtomicOrdering::Relaxed);
-                    })
-                    .expect("spawning a worker thread");
+    let chaos = sched.chaos;
+    let hang = threads
+        .broadcast(|thread| {
+            let i = thread.index();
+            if i == lane_threads {
+                return supervise(sched, &env.0);
             }
-        }
-        hang = supervise(sched, &env.0);
-    });
+            let (w, lane) = (i as u32 / lanes, i as u32 % lanes);
+            let group = &groups[w as usize];
+            // SAFETY: the env describes the arena sized for this configuration, the lane
+            // group's scratch holds `layout.total` bytes, and every lane of worker w makes this
+            // same call (the broadcast runs every thread of the set at once).
+            unsafe {
+                if lanes == 1 {
+                    let p = CpuPlatform::<true>::new(0, 1, group, start, chaos, w);
+                    Worker::new(p, &env.0, registry, w).run();
+                } else {
+                    let p = CpuPlatform::<false>::new(lane, lanes, group, start, chaos, w);
+                    Worker::new(p, &env.0, registry, w).run();
+                }
+            }
+            finished_ns.fetch_max(start.elapsed().as_nanos() as u64, AtomicOrdering::Relaxed);
+            None
+        })
+        .pop()
+        .flatten();
     let elapsed = std::time::Duration::from_nanos(finished_ns.load(AtomicOrdering::Relaxed));
     // SAFETY: all worker threads have joined; the shared state is ours again.
     let shared = unsafe { env.0.shared() };

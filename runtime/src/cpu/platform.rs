@@ -26,8 +26,11 @@ impl LaneGroup {
     }
 }
 
-/// One lane of a CPU worker.
-pub struct CpuPlatform<'g> {
+/// One lane of a CPU worker. `SINGLE_LANE` is the one-lane case, fixed at compile time: the lane
+/// id, the lane count and the barrier become constants, so the core's cooperative code (copies
+/// split over lanes, barriers, exchanges) compiles down to the plain one-thread loop. It is the
+/// same algorithm; only the platform answers differ (and must agree with `lanes`).
+pub struct CpuPlatform<'g, const SINGLE_LANE: bool> {
     lane: u32,
     lanes: u32,
     group: &'g LaneGroup,
@@ -36,7 +39,7 @@ pub struct CpuPlatform<'g> {
     chaos: Option<(Chaos, Cell<u64>)>,
 }
 
-impl<'g> CpuPlatform<'g> {
+impl<'g, const SINGLE_LANE: bool> CpuPlatform<'g, SINGLE_LANE> {
     pub fn new(
         lane: u32,
         lanes: u32,
@@ -45,6 +48,7 @@ impl<'g> CpuPlatform<'g> {
         chaos: Option<Chaos>,
         worker: u32,
     ) -> Self {
+        debug_assert!(!SINGLE_LANE || lanes == 1);
         CpuPlatform {
             lane,
             lanes,
@@ -67,23 +71,34 @@ impl<'g> CpuPlatform<'g> {
 // `broadcast` returns lane 0's value to every lane (write, barrier, read, barrier), and the scratch
 // buffer is owned by the lane group, 16-byte aligned (u128 elements), used only by its lanes and
 // alive for the whole run.
-unsafe impl Platform for CpuPlatform<'_> {
+// With SINGLE_LANE there is one lane, which is its own barrier and broadcast.
+unsafe impl<const SINGLE_LANE: bool> Platform for CpuPlatform<'_, SINGLE_LANE> {
     type Word = HostWord;
 
     #[inline(always)]
     fn lane_id(&self) -> u32 {
-        self.lane
+        if SINGLE_LANE {
+            0
+        } else {
+            self.lane
+        }
     }
     #[inline(always)]
     fn lane_count(&self) -> u32 {
-        self.lanes
+        if SINGLE_LANE {
+            1
+        } else {
+            self.lanes
+        }
     }
     #[inline(always)]
     fn barrier(&self) {
-        self.group.barrier.wait()
+        if !SINGLE_LANE {
+            self.group.barrier.wait()
+        }
     }
     fn broadcast(&self, value: u64) -> u64 {
-        if self.lanes == 1 {
+        if self.lane_count() == 1 {
             return value;
         }
         if self.lane == 0 {

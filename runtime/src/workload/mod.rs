@@ -73,7 +73,10 @@ impl ResultRows {
 /// worker count before a run. A worker without a row fails its tasks with a clear error code
 /// (`NO_RESULT_ROW`), never writes out of bounds.
 pub fn result_rows(sched: &crate::Scheduler, backend: &crate::Backend) -> u32 {
-    if matches!(backend, crate::Backend::Cpu) {
+    if matches!(
+        backend,
+        crate::Backend::Cpu | crate::Backend::CpuStatic { .. }
+    ) {
         sched.workers()
     } else {
         sched.workers().max(MAX_DEVICE_WORKERS)
