@@ -65,20 +65,17 @@ pub fn run<R: TaskExecutor<TaskStruct>>(
         tasks = job.tasks.len()
     );
     let _enter = span.enter();
-    // Every lane of every worker, plus the supervisor.
-    let lane_threads = (config.workers * lanes) as usize;
-    let threads = sched.threads.get(lane_threads + 1, "mgws-cpu")?;
+    // Every lane of every worker; the calling thread supervises them.
+    let threads = sched
+        .threads
+        .get((config.workers * lanes) as usize, "mgws-cpu")?;
     let start = Instant::now();
     // When the last worker left its loop: the supervisor polls at up to 5 ms, too coarse to time
     // short runs by.
     let finished_ns = AtomicU64::new(0);
     let chaos = sched.chaos;
-    let hang = threads
-        .broadcast(|thread| {
-            let i = thread.index();
-            if i == lane_threads {
-                return supervise(sched, &env.0);
-            }
+    let (_, hang) = threads.broadcast_while(
+        |i| {
             let (w, lane) = (i as u32 / lanes, i as u32 % lanes);
             let group = &groups[w as usize];
             // SAFETY: the env describes the arena sized for this configuration, the lane
@@ -94,10 +91,9 @@ pub fn run<R: TaskExecutor<TaskStruct>>(
                 }
             }
             finished_ns.fetch_max(start.elapsed().as_nanos() as u64, AtomicOrdering::Relaxed);
-            None
-        })
-        .pop()
-        .flatten();
+        },
+        || supervise(sched, &env.0),
+    );
     let elapsed = std::time::Duration::from_nanos(finished_ns.load(AtomicOrdering::Relaxed));
     // SAFETY: all worker threads have joined; the shared state is ours again.
     let shared = unsafe { env.0.shared() };

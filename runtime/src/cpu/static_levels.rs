@@ -133,8 +133,8 @@ pub fn run<R: TaskExecutor<TaskStruct>>(
     let threads = sched.threads.get(workers as usize, "mgws-static")?;
     let start = Instant::now();
     let (shared, barrier) = (&shared, &barrier);
-    let outcomes: Vec<(u64, u32, Option<LevelFailure>)> = threads.broadcast(|thread| {
-        let w = thread.index() as u32;
+    let outcomes: Vec<(u64, u32, Option<LevelFailure>)> = threads.broadcast(|i| {
+        let w = i as u32;
         let group = LaneGroup::new(1, layout.total);
         run_worker(
             shared, barrier, &group, registry, config, areas, capacity, w, start,

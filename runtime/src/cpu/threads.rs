@@ -4,35 +4,278 @@
 //! repetitions would otherwise measure thread creation.
 //!
 //! A run takes a set of exactly as many threads as it needs at once (every lane of every worker,
-//! plus the supervisor) and runs one closure on each of them with `rayon::ThreadPool::broadcast`:
-//! each thread of the set runs it exactly once, all of them concurrently (the set is dedicated to
-//! the run, so no thread is busy elsewhere), and the call returns when all have finished.
+//! plus the supervisor) and runs one closure on each of them ([`ThreadSet::broadcast`]); the call
+//! returns when all have finished. Between runs the threads sleep on a condition variable: unlike
+//! a work-stealing pool's idle threads they do not spin, so they take no CPU time from the next
+//! run (or from the baselines measured next to it).
 
-use std::sync::{Arc, Mutex};
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
 
 use crate::error::{Error, Result};
 
+/// The closure of one broadcast, with its lifetime erased (see `broadcast`).
+type Job = &'static (dyn Fn(usize) + Sync);
+
+#[derive(Default)]
+struct State {
+    /// Bumped by every broadcast; a thread runs the job once per generation.
+    generation: u64,
+    job: Option<Job>,
+    /// Threads that have not finished the current job.
+    running: usize,
+    /// The first panic of the current job.
+    panic: Option<Box<dyn std::any::Any + Send>>,
+    shutdown: bool,
+}
+
+struct Inner {
+    state: Mutex<State>,
+    /// Wakes the threads for a job or for shutdown.
+    start: Condvar,
+    /// Wakes the broadcaster when the last thread finished.
+    done: Condvar,
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic is caught before it could poison the lock; recover the state regardless.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A fixed set of threads that run one closure each per [`ThreadSet::broadcast`].
+pub struct ThreadSet {
+    inner: Arc<Inner>,
+    threads: Vec<JoinHandle<()>>,
+    /// One broadcast at a time (a second caller waits).
+    busy: Mutex<()>,
+}
+
+impl ThreadSet {
+    /// Starts `count` threads named `{name}-{i}`.
+    pub fn new(count: usize, name: &str) -> Result<ThreadSet> {
+        let inner = Arc::new(Inner {
+            state: Mutex::new(State::default()),
+            start: Condvar::new(),
+            done: Condvar::new(),
+        });
+        let mut set = ThreadSet {
+            inner: inner.clone(),
+            threads: Vec::with_capacity(count),
+            busy: Mutex::new(()),
+        };
+        for index in 0..count {
+            let inner = inner.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("{name}-{index}"))
+                .spawn(move || serve(&inner, index))
+                .map_err(|e| Error::Config(format!("cannot start CPU thread {index}: {e}")))?;
+            set.threads.push(handle);
+        }
+        Ok(set)
+    }
+
+    /// The number of threads.
+    pub fn len(&self) -> usize {
+        self.threads.len()
+    }
+
+    /// Whether the set has no thread.
+    pub fn is_empty(&self) -> bool {
+        self.threads.is_empty()
+    }
+
+    /// Runs `job(i)` on thread `i` of the set, for every thread at once, and returns their
+    /// results in thread order when all have finished. A panic of any thread is resumed here
+    /// after all have finished.
+    pub fn broadcast<R: Send>(&self, job: impl Fn(usize) -> R + Sync) -> Vec<R> {
+        self.broadcast_while(job, || ()).0
+    }
+
+    /// [`Self::broadcast`], running `meanwhile` on the calling thread while the set runs `job`
+    /// (the caller is awake already: a supervisor there costs no extra thread wake-up).
+    pub fn broadcast_while<R: Send, M>(
+        &self,
+        job: impl Fn(usize) -> R + Sync,
+        meanwhile: impl FnOnce() -> M,
+    ) -> (Vec<R>, M) {
+        let _one_at_a_time = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        let results: Vec<Mutex<Option<R>>> = (0..self.len()).map(|_| Mutex::new(None)).collect();
+        let run = |i: usize| {
+            let r = job(i);
+            *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(r);
+        };
+        let run: &(dyn Fn(usize) + Sync) = &run;
+        // SAFETY: the erased reference is used only by the set's threads for this generation,
+        // and this function does not return (nor unwind) before every thread has finished with
+        // it: it waits for `running` to reach 0 below, and a thread's panic is caught in `serve`.
+        let run: Job = unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), Job>(run) };
+        {
+            let mut state = self.inner.lock();
+            state.job = Some(run);
+            state.running = self.len();
+            state.generation += 1;
+            self.inner.start.notify_all();
+        }
+        // The threads must be waited for even if `meanwhile` panics (they use `run`).
+        let meanwhile = catch_unwind(AssertUnwindSafe(meanwhile));
+        let mut state = self.inner.lock();
+        while state.running > 0 {
+            state = self
+                .inner
+                .done
+                .wait(state)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+        state.job = None;
+        let panic = state.panic.take();
+        drop(state);
+        if let Some(p) = panic {
+            resume_unwind(p);
+        }
+        let meanwhile = meanwhile.unwrap_or_else(|p| resume_unwind(p));
+        let results = results
+            .into_iter()
+            .map(|r| {
+                r.into_inner()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .expect("every thread ran the job")
+            })
+            .collect();
+        (results, meanwhile)
+    }
+}
+
+/// Thread `index`'s loop: run each generation's job once, sleep in between.
+fn serve(inner: &Inner, index: usize) {
+    let mut seen = 0u64;
+    loop {
+        let job = {
+            let mut state = inner.lock();
+            while state.generation == seen && !state.shutdown {
+                state = inner.start.wait(state).unwrap_or_else(|e| e.into_inner());
+            }
+            if state.shutdown {
+                return;
+            }
+            seen = state.generation;
+            state.job.expect("a job comes with its generation")
+        };
+        let outcome = catch_unwind(AssertUnwindSafe(|| job(index)));
+        let mut state = inner.lock();
+        if let Err(p) = outcome {
+            state.panic.get_or_insert(p);
+        }
+        state.running -= 1;
+        if state.running == 0 {
+            inner.done.notify_all();
+        }
+    }
+}
+
+impl Drop for ThreadSet {
+    fn drop(&mut self) {
+        self.inner.lock().shutdown = true;
+        self.inner.start.notify_all();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
 /// Thread sets of one scheduler, by size.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct ThreadSets {
-    sets: Mutex<Vec<(usize, Arc<rayon::ThreadPool>)>>,
+    sets: Mutex<Vec<Arc<ThreadSet>>>,
+}
+
+impl std::fmt::Debug for ThreadSets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sizes: Vec<usize> = self.lock().iter().map(|s| s.len()).collect();
+        f.debug_struct("ThreadSets").field("sizes", &sizes).finish()
+    }
 }
 
 impl ThreadSets {
+    fn lock(&self) -> MutexGuard<'_, Vec<Arc<ThreadSet>>> {
+        self.sets.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The set of `threads` threads named `{name}-{i}`, created on first use.
-    pub fn get(&self, threads: usize, name: &'static str) -> Result<Arc<rayon::ThreadPool>> {
-        let mut sets = self.sets.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, set)) = sets.iter().find(|(n, _)| *n == threads) {
+    pub fn get(&self, threads: usize, name: &str) -> Result<Arc<ThreadSet>> {
+        let mut sets = self.lock();
+        if let Some(set) = sets.iter().find(|s| s.len() == threads) {
             return Ok(set.clone());
         }
-        let set = Arc::new(
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .thread_name(move |i| format!("{name}-{i}"))
-                .build()
-                .map_err(|e| Error::Config(format!("cannot start {threads} CPU threads: {e}")))?,
-        );
-        sets.push((threads, set.clone()));
+        let set = Arc::new(ThreadSet::new(threads, name)?);
+        sets.push(set.clone());
         Ok(set)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn every_thread_runs_each_broadcast_once_and_all_at_once() {
+        let set = ThreadSet::new(4, "test").unwrap();
+        for round in 0..50 {
+            // A barrier inside the job: it completes only if all four run concurrently.
+            let barrier = std::sync::Barrier::new(4);
+            let count = AtomicUsize::new(0);
+            let out = set.broadcast(|i| {
+                count.fetch_add(1, Ordering::Relaxed);
+                barrier.wait();
+                i * 10 + round
+            });
+            assert_eq!(out, vec![round, 10 + round, 20 + round, 30 + round]);
+            assert_eq!(count.load(Ordering::Relaxed), 4);
+        }
+        // The caller's part runs while the set runs (here: it releases them).
+        let go = AtomicUsize::new(0);
+        let (out, caller) = set.broadcast_while(
+            |i| {
+                while go.load(Ordering::Acquire) == 0 {
+                    std::hint::spin_loop();
+                }
+                i
+            },
+            || {
+                go.store(1, Ordering::Release);
+                "caller"
+            },
+        );
+        assert_eq!((out, caller), (vec![0, 1, 2, 3], "caller"));
+    }
+
+    #[test]
+    fn a_panic_is_resumed_after_every_thread_finished_and_the_set_stays_usable() {
+        let set = ThreadSet::new(3, "test").unwrap();
+        let finished = AtomicUsize::new(0);
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            set.broadcast(|i| {
+                if i == 1 {
+                    panic!("thread 1 fails");
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                finished.fetch_add(1, Ordering::Relaxed);
+            })
+        }));
+        assert!(r.is_err());
+        assert_eq!(finished.load(Ordering::Relaxed), 2);
+        assert_eq!(set.broadcast(|i| i), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn sets_are_kept_by_size() {
+        let sets = ThreadSets::default();
+        let a = sets.get(2, "test").unwrap();
+        let b = sets.get(2, "test").unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(sets.get(3, "test").unwrap().len(), 3);
     }
 }
