@@ -186,6 +186,9 @@ pub struct SchedArgs {
     /// Abort a run that makes no progress for this many milliseconds.
     #[arg(long, default_value_t = 10_000)]
     pub watchdog_ms: u64,
+    /// CPU: leave worker threads unbound (by default each is bound to one CPU, round robin).
+    #[arg(long)]
+    pub no_pin_threads: bool,
     /// Print one JSON object on stdout instead of text.
     #[arg(long)]
     pub json: bool,
@@ -271,6 +274,7 @@ impl SchedArgs {
             .victims(victims)
             .seed(self.seed)
             .watchdog(Duration::from_millis(self.watchdog_ms))
+            .pin_threads(!self.no_pin_threads)
             .build()
     }
 

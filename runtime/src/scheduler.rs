@@ -36,6 +36,8 @@ pub struct Scheduler {
     pub(crate) lanes: u32,
     pub(crate) watchdog: Duration,
     pub(crate) chaos: Option<Chaos>,
+    /// Whether CPU worker threads are bound to CPUs (round robin).
+    pub(crate) pin_threads: bool,
     /// The CPU backend's threads, kept between runs (shared by clones).
     pub(crate) threads: std::sync::Arc<crate::cpu::threads::ThreadSets>,
 }
@@ -51,6 +53,7 @@ pub struct SchedulerBuilder {
     watchdog: Duration,
     chaos: Option<Chaos>,
     flags: RunFlags,
+    pin_threads: bool,
 }
 
 impl Default for SchedulerBuilder {
@@ -63,6 +66,7 @@ impl Default for SchedulerBuilder {
             watchdog: Duration::from_secs(10),
             chaos: None,
             flags: RunFlags::empty(),
+            pin_threads: true,
         }
     }
 }
@@ -139,6 +143,12 @@ impl SchedulerBuilder {
         self.watchdog = timeout;
         self
     }
+    /// Whether the CPU backend binds its threads to CPUs, round robin over the CPUs the process
+    /// may use (default: yes; see `cpu::threads`).
+    pub fn pin_threads(mut self, pin: bool) -> Self {
+        self.pin_threads = pin;
+        self
+    }
     /// Inject random yields and sleeps at every protocol step (CPU backend only).
     pub fn chaos(mut self, chaos: Chaos) -> Self {
         self.chaos = Some(chaos);
@@ -194,6 +204,7 @@ impl SchedulerBuilder {
             lanes: self.lanes,
             watchdog: self.watchdog,
             chaos: self.chaos,
+            pin_threads: self.pin_threads,
             threads: Default::default(),
         })
     }

@@ -66,9 +66,11 @@ pub fn run<R: TaskExecutor<TaskStruct>>(
     );
     let _enter = span.enter();
     // Every lane of every worker; the calling thread supervises them.
-    let threads = sched
-        .threads
-        .get((config.workers * lanes) as usize, "mgws-cpu")?;
+    let threads = sched.threads.get(
+        (config.workers * lanes) as usize,
+        "mgws-cpu",
+        sched.pin_threads,
+    )?;
     let start = Instant::now();
     // When the last worker left its loop: the supervisor polls at up to 5 ms, too coarse to time
     // short runs by.

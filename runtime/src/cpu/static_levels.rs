@@ -130,7 +130,9 @@ pub fn run<R: TaskExecutor<TaskStruct>>(
     let barrier = SpinBarrier::new(workers);
     let span = tracing::info_span!("mgws.static", backend = "cpu-static", workers);
     let _enter = span.enter();
-    let threads = sched.threads.get(workers as usize, "mgws-static")?;
+    let threads = sched
+        .threads
+        .get(workers as usize, "mgws-static", sched.pin_threads)?;
     let start = Instant::now();
     let (shared, barrier) = (&shared, &barrier);
     let outcomes: Vec<(u64, u32, Option<LevelFailure>)> = threads.broadcast(|i| {

@@ -40,18 +40,6 @@ pub const COL_DEPTH: usize = 2;
 /// Error code of a UTS task whose parameter descriptor is too small.
 pub const UTS_BAD_PARAMS: u32 = 0x5554_0001;
 
-/// SHA-1's initial hash value (FIPS 180-4, 5.3.1).
-const SHA1_INIT: [u32; 5] = [
-    0x6745_2301,
-    0xEFCD_AB89,
-    0x98BA_DCFE,
-    0x1032_5476,
-    0xC3D2_E1F0,
-];
-
-/// The bytes a child's hash covers: the parent's 20-byte state and the 4-byte child index.
-const CHILD_MESSAGE_BYTES: u64 = 24;
-
 /// The parameters of a UTS tree, as stored in the read-only parameter area.
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[repr(C)]
