@@ -33,6 +33,7 @@ impl OneLane {
 // 16-byte aligned, exclusively borrowed for the platform's use and outlives it (see
 // `with_scratch`).
 unsafe impl Platform for OneLane {
+    const SINGLE_LANE: bool = true;
     type Word = HostWord;
     fn lane_id(&self) -> u32 {
         0

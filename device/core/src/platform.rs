@@ -85,6 +85,11 @@ pub unsafe trait Platform {
     /// The atomic word type of this platform.
     type Word: AtomicWord;
 
+    /// True where a worker has exactly one lane, known at compile time: the core then drops its
+    /// lane-cooperative code paths (copies split over lanes, exchanges) instead of testing
+    /// `lane_count() == 1` at run time. A platform with several lanes leaves it false.
+    const SINGLE_LANE: bool = false;
+
     /// This lane's index within the worker, `0..lane_count()`.
     fn lane_id(&self) -> u32;
     /// The number of lanes of the worker.

@@ -367,16 +367,16 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     #[inline]
     fn copy_tasks(&self, count: u64, src: impl Fn(u64) -> *const T, dst: impl Fn(u64) -> *mut T) {
         const { assert!(core::mem::size_of::<T>() & 7 == 0 && core::mem::align_of::<T>() >= 8) };
-        let lanes = self.p.lane_count() as u64;
-        if lanes == 1 {
-            // One lane copies whole tasks (a constant-false branch where the platform fixes
-            // more lanes, a well-predicted one where the count is a run-time value).
+        if P::SINGLE_LANE {
+            // One lane copies whole tasks (decided at compile time: a GPU kernel has no such
+            // branch).
             for task in 0..count {
                 // SAFETY: as below.
                 unsafe { dst(task).write(src(task).read()) };
             }
             return;
         }
+        let lanes = self.p.lane_count() as u64;
         let words = (core::mem::size_of::<T>() / 8) as u64;
         let mut i = self.p.lane_id() as u64;
         while i < count * words {

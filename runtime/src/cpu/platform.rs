@@ -73,6 +73,7 @@ impl<'g, const SINGLE_LANE: bool> CpuPlatform<'g, SINGLE_LANE> {
 // alive for the whole run.
 // With SINGLE_LANE there is one lane, which is its own barrier and broadcast.
 unsafe impl<const SINGLE_LANE: bool> Platform for CpuPlatform<'_, SINGLE_LANE> {
+    const SINGLE_LANE: bool = SINGLE_LANE;
     type Word = HostWord;
 
     #[inline(always)]
