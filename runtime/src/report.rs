@@ -107,7 +107,11 @@ impl WorkerHangState {
 pub struct HangReport {
     pub stalled_for: Duration,
     pub idle_counter: u64,
-    pub initial_cursor: u64,
+    /// Home ranges of initial tasks claimed to their end.
+    pub initial_ranges_done: u64,
+    /// Home ranges that hold initial tasks (one per public queue, fewer when there are fewer
+    /// tasks than queues).
+    pub initial_ranges: u64,
     pub workers: Vec<WorkerHangState>,
 }
 
@@ -115,8 +119,8 @@ impl fmt::Display for HangReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "idle counter {}, initial cursor {}",
-            self.idle_counter, self.initial_cursor
+            "idle counter {}, initial task ranges claimed to their end: {} of {}",
+            self.idle_counter, self.initial_ranges_done, self.initial_ranges
         )?;
         for w in &self.workers {
             writeln!(

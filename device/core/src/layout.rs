@@ -9,8 +9,9 @@ use crate::platform::AtomicWord;
 /// Run-wide state shared by all workers.
 #[repr(C)]
 pub struct SharedState<W> {
-    /// Index of the next initial task to load.
-    pub initial_cursor: W,
+    /// Home ranges of initial tasks that have been claimed to their end (see
+    /// [`QueueHeader::initial_claimed`]); all are once it reaches [`Env::initial_ranges`].
+    pub initial_ranges_done: W,
     /// Workers that currently count themselves idle ([`crate::TerminationMode::IdleCounter`]).
     pub idle_workers: W,
     /// Nonzero once the run must stop (an error, or the host's watchdog).
@@ -40,7 +41,10 @@ pub struct QueueHeader<W> {
     pub head: W,
     /// Tasks ever claimed by thieves from this queue (the voting tree's "was I targeted").
     pub total_claimed: W,
-    _pad: [W; 7],
+    /// Tasks claimed so far from this queue's home range of initial tasks (an offset into the
+    /// range, advanced by fetch-add; it may run past the range's end).
+    pub initial_claimed: W,
+    _pad: [W; 6],
 }
 
 impl<W: AtomicWord> SharedState<W> {
@@ -48,7 +52,7 @@ impl<W: AtomicWord> SharedState<W> {
     #[inline(always)]
     pub fn new() -> Self {
         SharedState {
-            initial_cursor: W::new(0),
+            initial_ranges_done: W::new(0),
             idle_workers: W::new(0),
             abort: W::new(0),
             error: W::new(0),
@@ -78,7 +82,8 @@ impl<W: AtomicWord> QueueHeader<W> {
             epoch_tail: [z(), z()],
             head: z(),
             total_claimed: z(),
-            _pad: [z(), z(), z(), z(), z(), z(), z()],
+            initial_claimed: z(),
+            _pad: [z(), z(), z(), z(), z(), z()],
         }
     }
 }
@@ -236,6 +241,20 @@ unsafe impl<W, T> Send for Env<W, T> {}
 unsafe impl<W, T> Sync for Env<W, T> {}
 
 impl<W: AtomicWord, T> Env<W, T> {
+    /// Queue `q`'s home range of initial tasks: `[q * n / Q, (q + 1) * n / Q)` for `n` initial
+    /// tasks and `Q` queues, contiguous and of equal size within one task.
+    #[inline(always)]
+    pub fn initial_range(&self, q: u32) -> (u64, u64) {
+        let (n, queues) = (self.initial_len, self.topology.queues() as u64);
+        (q as u64 * n / queues, (q as u64 + 1) * n / queues)
+    }
+
+    /// Home ranges that hold at least one task: `min(n, Q)`.
+    #[inline(always)]
+    pub fn initial_ranges(&self) -> u64 {
+        self.initial_len.min(self.topology.queues() as u64)
+    }
+
     /// The header of public queue `q`.
     ///
     /// # Safety

@@ -18,6 +18,9 @@ use crate::victim::VictimPicker;
 /// Loop iterations between two checks of whether the own public queue ran empty (a power of two).
 pub const RELEASE_CHECK_INTERVAL: u64 = 4;
 
+/// Other workers' home ranges a worker tries per `load_initial` once its own is claimed.
+pub const INITIAL_VICTIM_TRIES: u32 = 2;
+
 /// Runs a task. Implemented by the task registry (`mgws-tasks`), which dispatches on the task tag.
 pub trait TaskExecutor<T>: Sync {
     /// Runs `task` on every lane of the worker; all lanes call it and must return the same result.
@@ -44,6 +47,8 @@ pub struct WorkerCore<'e, P: Platform, T> {
     local_head: u64,
     spill_len: u64,
     initial_exhausted: bool,
+    /// This worker's own home range of initial tasks has been claimed to its end.
+    own_range_exhausted: bool,
     idle: bool,
     aborted: bool,
     iterations: u64,
@@ -113,6 +118,7 @@ impl<'e, P: Platform, T: Copy, X: TaskExecutor<T>> Worker<'e, P, T, X> {
                 local_head: 0,
                 spill_len: 0,
                 initial_exhausted: false,
+                own_range_exhausted: false,
                 idle: false,
                 aborted: false,
                 iterations: 0,
@@ -163,6 +169,12 @@ impl<'e, P: Platform, T: Copy, X: TaskExecutor<T>> Worker<'e, P, T, X> {
                 continue;
             }
             if c.steal() {
+                continue;
+            }
+            if !c.initial_exhausted {
+                // Some home range still holds unclaimed tasks (its owner is busy and not idle):
+                // keep looking rather than count as idle, so that only a worker that found
+                // every initial task claimed ever enters the termination protocol.
                 continue;
             }
             if c.idle_step() {
@@ -591,10 +603,10 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
             let mut exhausted = self.initial_exhausted;
             if check_cursor {
                 // SAFETY: the shared state outlives the run.
-                let cursor = unsafe { self.env.shared() }
-                    .initial_cursor
+                let done = unsafe { self.env.shared() }
+                    .initial_ranges_done
                     .load(Ordering::Relaxed, self.scope);
-                exhausted = cursor >= self.env.initial_len;
+                exhausted = done >= self.env.initial_ranges();
             }
             answer = [empty as u64, exhausted as u64];
         }
@@ -726,32 +738,46 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
 
     // ----- initial tasks -----------------------------------------------------------------------
 
-    /// Claims the next chunk of initial tasks with one fetch-add on the shared cursor.
+    /// Claims the next chunk of initial tasks: from this worker's own home range (its queue's
+    /// contiguous share of the initial set, one fetch-add on its own queue header), else from up
+    /// to [`INITIAL_VICTIM_TRIES`] other ranges. Workers claim through their own counters while
+    /// their ranges last, so they do not contend on one shared cursor. `initial_exhausted` is set
+    /// once every range has been claimed to its end.
     #[inline(always)]
     fn load_initial(&mut self) -> bool {
         self.operation = Operation::LoadInitial;
         self.p.protocol_step(ProtocolStep::LoadInitial);
-        let total = self.env.initial_len;
-        let chunk = self.env.config.initial_chunk as u64;
-        let mut plan = [0u64; 2];
+        let mut plan = [0u64; 4];
         if self.p.is_leader() {
+            let mut claim = None;
+            let mut own_done = self.own_range_exhausted;
+            if !own_done {
+                claim = self.claim_initial(self.queue);
+                own_done = claim.is_none();
+            }
+            let mut tries = 0;
+            while claim.is_none() && tries < INITIAL_VICTIM_TRIES {
+                match self.picker.pick(&self.env.topology) {
+                    Some(q) => claim = self.claim_initial(q),
+                    None => break,
+                }
+                tries += 1;
+            }
+            let (start, count) = claim.unwrap_or((0, 0));
             // SAFETY: the shared state outlives the run.
-            let shared = unsafe { self.env.shared() };
-            // Relaxed: the initial tasks were written by the host before the run started.
-            let start = shared
-                .initial_cursor
-                .fetch_add(chunk, Ordering::Relaxed, self.scope);
+            let done = unsafe { self.env.shared() }
+                .initial_ranges_done
+                .load(Ordering::Relaxed, self.scope);
             plan = [
                 start,
-                if start < total {
-                    chunk.min(total - start)
-                } else {
-                    0
-                },
+                count,
+                own_done as u64,
+                (done >= self.env.initial_ranges()) as u64,
             ];
         }
-        let [start, count] = self.exchange(plan);
-        if count == 0 || start + count >= total {
+        let [start, count, own_done, all_done] = self.exchange(plan);
+        self.own_range_exhausted = own_done != 0;
+        if all_done != 0 {
             self.initial_exhausted = true;
         }
         if count == 0 {
@@ -771,6 +797,36 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         self.local_head += count;
         self.stats.initial_loads += 1;
         true
+    }
+
+    /// Lane 0: claims up to one chunk of queue `q`'s home range; `(first task, count)`, or `None`
+    /// when that range has been claimed to its end.
+    #[inline(always)]
+    fn claim_initial(&self, q: u32) -> Option<(u64, u64)> {
+        let (lo, hi) = self.env.initial_range(q);
+        let len = hi - lo;
+        // SAFETY: q is a queue of the env's topology (this worker's or the picker's choice).
+        let claimed = &unsafe { self.env.header(q) }.initial_claimed;
+        // Relaxed throughout: the initial tasks were written by the host before the run, and
+        // each fetch-add hands out a disjoint interval of the range.
+        if len == 0 || claimed.load(Ordering::Relaxed, self.scope) >= len {
+            return None;
+        }
+        let chunk = self.env.config.initial_chunk as u64;
+        let offset = claimed.fetch_add(chunk, Ordering::Relaxed, self.scope);
+        if offset >= len {
+            return None;
+        }
+        if offset + chunk >= len {
+            // The claim that reaches the range's end is unique: count the range as done.
+            // SAFETY: the shared state outlives the run.
+            unsafe { self.env.shared() }.initial_ranges_done.fetch_add(
+                1,
+                Ordering::Relaxed,
+                self.scope,
+            );
+        }
+        Some((lo + offset, chunk.min(len - offset)))
     }
 
     // ----- stealing ----------------------------------------------------------------------------

@@ -146,7 +146,10 @@ fn supervise(sched: &Scheduler, env: &Env<HostWord, TaskStruct>) -> Option<HangR
             hang = Some(HangReport {
                 stalled_for,
                 idle_counter: shared.idle_workers.load(Ordering::Acquire, Scope::System),
-                initial_cursor: shared.initial_cursor.load(Ordering::Acquire, Scope::System),
+                initial_ranges_done: shared
+                    .initial_ranges_done
+                    .load(Ordering::Acquire, Scope::System),
+                initial_ranges: env.initial_ranges(),
                 workers: snapshot
                     .iter()
                     .enumerate()

@@ -132,6 +132,8 @@ struct Memory {
     /// Per data area: the copies (first = the one read back), and whether to read it back.
     areas: Vec<(u8, Vec<DeviceBuffer>, bool)>,
     envs: Vec<DeviceBuffer>,
+    /// Home ranges that hold initial tasks (for the hang report).
+    initial_ranges: u64,
 }
 
 pub fn run(b: &CudaBackend, sched: &Scheduler, mut job: Job<'_>) -> Result<RunReport> {
@@ -327,6 +329,7 @@ fn allocate(
         g.synchronize()?;
     }
     Ok(Memory {
+        initial_ranges: (job.tasks.len() as u64).min(topology.queues() as u64),
         queues,
         queue_areas,
         run,
@@ -582,7 +585,8 @@ fn hang_report(
     HangReport {
         stalled_for,
         idle_counter: read(shared_field::IDLE_WORKERS),
-        initial_cursor: read(shared_field::INITIAL_CURSOR),
+        initial_ranges_done: read(shared_field::INITIAL_RANGES_DONE),
+        initial_ranges: mem.initial_ranges,
         workers: snapshot
             .iter()
             .enumerate()

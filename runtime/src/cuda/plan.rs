@@ -195,7 +195,7 @@ impl RunArea {
 pub mod shared_field {
     use mgws_core::{HostWord, SharedState};
     use std::mem::offset_of;
-    pub const INITIAL_CURSOR: usize = offset_of!(SharedState<HostWord>, initial_cursor);
+    pub const INITIAL_RANGES_DONE: usize = offset_of!(SharedState<HostWord>, initial_ranges_done);
     pub const IDLE_WORKERS: usize = offset_of!(SharedState<HostWord>, idle_workers);
     pub const ABORT: usize = offset_of!(SharedState<HostWord>, abort);
     pub const ERROR: usize = offset_of!(SharedState<HostWord>, error);
