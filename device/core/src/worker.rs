@@ -19,7 +19,7 @@ use crate::victim::VictimPicker;
 pub const RELEASE_CHECK_INTERVAL: u64 = 4;
 
 /// Other workers' home ranges a worker tries per `load_initial` once its own is claimed.
-pub const INITIAL_VICTIM_TRIES: u32 = 2;
+pub const INITIAL_VICTIM_TRIES: usize = 2;
 
 /// Runs a task. Implemented by the task registry (`mgws-tasks`), which dispatches on the task tag.
 pub trait TaskExecutor<T>: Sync {
@@ -747,6 +747,13 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     fn load_initial(&mut self) -> bool {
         self.operation = Operation::LoadInitial;
         self.p.protocol_step(ProtocolStep::LoadInitial);
+        // The picker is uniform state: every lane draws the same victims (only lane 0 uses them).
+        let mut victims = [None; INITIAL_VICTIM_TRIES];
+        if self.own_range_exhausted {
+            for v in victims.iter_mut() {
+                *v = self.picker.pick(&self.env.topology);
+            }
+        }
         let mut plan = [0u64; 4];
         if self.p.is_leader() {
             let mut claim = None;
@@ -755,13 +762,11 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
                 claim = self.claim_initial(self.queue);
                 own_done = claim.is_none();
             }
-            let mut tries = 0;
-            while claim.is_none() && tries < INITIAL_VICTIM_TRIES {
-                match self.picker.pick(&self.env.topology) {
-                    Some(q) => claim = self.claim_initial(q),
-                    None => break,
+            for q in victims.into_iter().flatten() {
+                if claim.is_some() {
+                    break;
                 }
-                tries += 1;
+                claim = self.claim_initial(q);
             }
             let (start, count) = claim.unwrap_or((0, 0));
             // SAFETY: the shared state outlives the run.
