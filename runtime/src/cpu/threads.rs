@@ -55,9 +55,13 @@ pub struct ThreadSet {
 
 impl ThreadSet {
     /// Starts `count` threads named `{name}-{i}`; with `pin`, thread `i` is bound to the `i`-th
-    /// CPU this process may use (round robin).
+    /// CPU this process may use, when there are at least `count` of them (with more threads
+    /// than CPUs, binding would stop the kernel from spreading the extra ones where they fit).
     pub fn new(count: usize, name: &str, pin: bool) -> Result<ThreadSet> {
-        let cpus = if pin { allowed_cpus() } else { Vec::new() };
+        let mut cpus = if pin { allowed_cpus() } else { Vec::new() };
+        if cpus.len() < count {
+            cpus.clear();
+        }
         let inner = Arc::new(Inner {
             state: Mutex::new(State::default()),
             start: Condvar::new(),
