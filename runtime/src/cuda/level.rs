@@ -26,7 +26,7 @@ use mgws_tasks::TaskStruct;
 use super::driver::{self, DeviceBuffer};
 use super::plan::{self, Param};
 use super::session::Session;
-use super::{CudaBackend, LANES};
+use super::CudaBackend;
 use crate::error::{Error, Result};
 use crate::job::{AreaBytes, Job};
 use crate::report::RunReport;
@@ -40,13 +40,7 @@ pub const LEVEL_PARAMS: [Param; 2] = [Param::U64, Param::U32];
 pub fn run(b: &CudaBackend, sched: &Scheduler, mut job: Job<'_>) -> Result<RunReport> {
     job.validate()?;
     let lanes = sched.lanes;
-    if !LANES.contains(&lanes) {
-        return Err(Error::Config(format!(
-            "the CUDA backend runs {}..={} threads per block (--lanes), not {lanes}",
-            LANES.start(),
-            LANES.end()
-        )));
-    }
+    super::check_lanes(lanes)?;
     if b.device_list().len() > 1 {
         return Err(Error::Config(
             "the kernel-per-level baseline runs on one GPU; pass a single --device".into(),

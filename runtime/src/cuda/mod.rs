@@ -104,6 +104,18 @@ pub struct CudaBackend {
 /// Threads per block the CUDA backend accepts (`--lanes`).
 pub const LANES: std::ops::RangeInclusive<u32> = 32..=1024;
 
+/// Refuses a block size outside [`LANES`] with the flag to change.
+pub fn check_lanes(lanes: u32) -> Result<()> {
+    if LANES.contains(&lanes) {
+        return Ok(());
+    }
+    Err(Error::Config(format!(
+        "the CUDA backend runs {}..={} threads per block (--lanes), not {lanes}",
+        LANES.start(),
+        LANES.end()
+    )))
+}
+
 /// Threads per block when none are given.
 pub const DEFAULT_LANES: u32 = 32;
 

@@ -14,7 +14,7 @@ use mgws_tasks::TaskStruct;
 use super::driver::{self, DeviceBuffer, Event, FuncAttr, Function, Gpu, HostBuffer};
 use super::plan::{self, shared_field, Param, QueueArea, RunArea, TasksIn};
 use super::session::{Loc, Placed, Session};
-use super::{CudaBackend, GpuKernel, LANES};
+use super::{CudaBackend, GpuKernel};
 use crate::error::{Error, Result};
 use crate::job::{AreaBytes, Job};
 use crate::report::{HangReport, RunReport, WorkerHangState, WorkerReport};
@@ -139,13 +139,7 @@ struct Memory {
 pub fn run(b: &CudaBackend, sched: &Scheduler, mut job: Job<'_>) -> Result<RunReport> {
     job.validate()?;
     let lanes = sched.lanes;
-    if !LANES.contains(&lanes) {
-        return Err(Error::Config(format!(
-            "the CUDA backend runs {}..={} threads per block (--lanes), not {lanes}",
-            LANES.start(),
-            LANES.end()
-        )));
-    }
+    super::check_lanes(lanes)?;
     let s = Session::open(b, lanes)?;
     let funcs = s.functions(b.kernel.entry(), &WORKER_PARAMS)?;
     let grid = size_grid(
