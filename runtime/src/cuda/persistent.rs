@@ -274,6 +274,8 @@ fn allocate(
         areas.push((*index, bufs, write_back));
     }
     let mut envs = Vec::new();
+    // The same on every device (one topology, one initial set).
+    let mut initial_ranges = 0;
     for (d, spill_d) in spill.iter().enumerate() {
         let mut queue_headers = [std::ptr::null(); MAX_DEVICES];
         let mut queue_slots = [std::ptr::null_mut(); MAX_DEVICES];
@@ -318,12 +320,13 @@ fn allocate(
         let buf = DeviceBuffer::alloc(&s.gpus[d], size_of::<Env<HostWord, TaskStruct>>(), "env")?;
         buf.write(0, env_bytes(&env))?;
         envs.push(buf);
+        initial_ranges = env.initial_ranges();
     }
     for g in &s.gpus {
         g.synchronize()?;
     }
     Ok(Memory {
-        initial_ranges: (job.tasks.len() as u64).min(topology.queues() as u64),
+        initial_ranges,
         queues,
         queue_areas,
         run,
