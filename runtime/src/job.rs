@@ -52,6 +52,16 @@ impl<'a> Job<'a> {
         self
     }
 
+    /// The host address of every data area, indexed by area (0 where there is none): what a
+    /// host backend puts in its `Env::areas`.
+    pub fn host_area_pointers(&mut self) -> [u64; DATA_AREAS] {
+        let mut areas = [0u64; DATA_AREAS];
+        for (index, bytes) in self.areas.iter_mut() {
+            areas[*index as usize] = bytes.host_ptr() as u64;
+        }
+        areas
+    }
+
     /// Checks that area indices are unique and in range, and that every descriptor of every
     /// initial task stays inside its area.
     pub fn validate(&self) -> Result<()> {

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use mgws_core::{
     AtomicWord, Env, HostWord, Ordering, RunError, Scope, ScratchLayout, TaskExecutor, Topology,
-    Worker, DATA_AREAS,
+    Worker,
 };
 use mgws_tasks::TaskStruct;
 
@@ -42,10 +42,7 @@ pub fn run<R: TaskExecutor<TaskStruct>>(
     let config = sched.config;
     let lanes = sched.lanes;
     let topology = Topology::single(config.workers, config.workers_per_queue);
-    let mut areas = [0u64; DATA_AREAS];
-    for (index, bytes) in job.areas.iter_mut() {
-        areas[*index as usize] = bytes.host_ptr() as u64;
-    }
+    let areas = job.host_area_pointers();
     let mut arena = Arena::new(&config, &topology);
     let env = SendEnv(arena.env(config, topology, job.tasks, areas));
     let layout = ScratchLayout::new(

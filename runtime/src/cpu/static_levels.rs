@@ -100,10 +100,7 @@ pub fn run<R: TaskExecutor<TaskStruct>>(
     let config = sched.config;
     let workers = config.workers;
     let capacity = buffer_capacity(workers, capacity);
-    let mut areas = [0u64; DATA_AREAS];
-    for (index, bytes) in job.areas.iter_mut() {
-        areas[*index as usize] = bytes.host_ptr() as u64;
-    }
+    let areas = job.host_area_pointers();
     let mut storage: Vec<Vec<TaskStruct>> = (0..2 * workers)
         .map(|_| Vec::with_capacity(capacity as usize))
         .collect();
