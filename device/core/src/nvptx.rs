@@ -18,9 +18,15 @@
 //! | `AcqRel`   | (`ld.acquire.S`)    | (`st.release.S`)    | `atom.acq_rel.S`         | `fence.acq_rel.S` |
 //! | `SeqCst`   | `fence.sc.S; ld.acquire.S` | `fence.sc.S; st.release.S` | `fence.sc.S; atom.acq_rel.S` | `fence.sc.S` |
 //!
-//! with `S` = `cta` for [`Scope::Block`], `gpu` for [`Scope::Device`] and `sys` for
-//! [`Scope::System`]. Orderings in parentheses are not valid Rust for that operation; they are
-//! mapped to the nearest stronger one instead of panicking on the GPU.
+//! with `S` = `gpu` for [`Scope::Device`] (and [`Scope::Block`], widened: see `by_scope!`) and
+//! `sys` for [`Scope::System`]. Orderings in parentheses are not valid Rust for that operation;
+//! they are mapped to the nearest stronger one instead of panicking on the GPU.
+//!
+//! Every word lives in the global state space (device memory, mapped host memory, or a peer
+//! GPU's memory), so the instructions name `.global` on an address converted with
+//! `cvta.to.global`: on a generic address, ptxas must also emit a test for a shared-memory address
+//! and a compare-and-swap emulation loop at every atomic site, which made the persistent kernel
+//! 6% larger, and its size is what limits it (docs/results.md).
 
 use core::arch::asm;
 use core::arch::nvptx;
@@ -63,11 +69,16 @@ fn cas_sem(success: Ordering, failure: Ordering) -> (bool, Sem) {
 }
 
 /// Expands `$m!(scope_literal, args...)` for the PTX scope of `$scope`.
+///
+/// [`Scope::Block`] is widened to `gpu`: every word these instructions touch lives in global
+/// memory and is shared between workers, i.e. between blocks, so a `cta`-scoped access would not
+/// be enough for any of them; and every atomic site is emitted once per scope that can occur, so a
+/// third variant would only enlarge the kernel (its instruction-cache footprint is what limits
+/// it, docs/results.md).
 macro_rules! by_scope {
     ($scope:expr, $m:ident!($($arg:tt)*)) => {
         match $scope {
-            Scope::Block => $m!("cta", $($arg)*),
-            Scope::Device => $m!("gpu", $($arg)*),
+            Scope::Block | Scope::Device => $m!("gpu", $($arg)*),
             Scope::System => $m!("sys", $($arg)*),
         }
     };
@@ -94,50 +105,51 @@ fn fence_sc(scope: Scope) {
     by_scope!(scope, fence_sc!())
 }
 
-/// `ld.<sem>.<scope>.u64`.
+/// `ld.<sem>.<scope>.global.u64` (address converted by `cvta.to.global`).
 macro_rules! ld {
     ($sc:literal, $sem:literal, $p:expr) => {{
         let v: u64;
-        // SAFETY: `$p` points to a live, 8-byte aligned word (it comes from `&NvptxWord`).
+        // SAFETY: `$p` points to a live, 8-byte aligned word (it comes from `&NvptxWord`) in the
+        // global state space: no `NvptxWord` is ever placed in shared or local memory.
         unsafe {
-            asm!(concat!("ld.", $sem, ".", $sc, ".u64 {v}, [{p}];"),
+            asm!(concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {p}; ld.", $sem, ".", $sc, ".global.u64 {v}, [g]; }}"),
                  v = out(reg64) v, p = in(reg64) $p, options(nostack))
         };
         v
     }};
 }
 
-/// `st.<sem>.<scope>.u64`.
+/// `st.<sem>.<scope>.global.u64`.
 macro_rules! st {
     ($sc:literal, $sem:literal, $p:expr, $v:expr) => {
         // SAFETY: as for `ld`; the word is an `UnsafeCell`, so writing through `&self` is allowed.
         unsafe {
-            asm!(concat!("st.", $sem, ".", $sc, ".u64 [{p}], {v};"),
+            asm!(concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {p}; st.", $sem, ".", $sc, ".global.u64 [g], {v}; }}"),
                  p = in(reg64) $p, v = in(reg64) $v, options(nostack))
         }
     };
 }
 
-/// `atom.<sem>.<scope>.<op> d, [p], v;`.
+/// `atom.<sem>.<scope>.global.<op> d, [p], v;`.
 macro_rules! atom {
     ($sc:literal, $sem:literal, $op:literal, $p:expr, $v:expr) => {{
         let r: u64;
         // SAFETY: as for `st`.
         unsafe {
-            asm!(concat!("atom.", $sem, ".", $sc, ".", $op, " {r}, [{p}], {v};"),
+            asm!(concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {p}; atom.", $sem, ".", $sc, ".global.", $op, " {r}, [g], {v}; }}"),
                  r = out(reg64) r, p = in(reg64) $p, v = in(reg64) $v, options(nostack))
         };
         r
     }};
 }
 
-/// `atom.<sem>.<scope>.cas.b64 d, [p], current, new;`.
+/// `atom.<sem>.<scope>.global.cas.b64 d, [p], current, new;`.
 macro_rules! cas {
     ($sc:literal, $sem:literal, $p:expr, $current:expr, $new:expr) => {{
         let r: u64;
         // SAFETY: as for `st`.
         unsafe {
-            asm!(concat!("atom.", $sem, ".", $sc, ".cas.b64 {r}, [{p}], {c}, {n};"),
+            asm!(concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {p}; atom.", $sem, ".", $sc, ".global.cas.b64 {r}, [g], {c}, {n}; }}"),
                  r = out(reg64) r, p = in(reg64) $p, c = in(reg64) $current, n = in(reg64) $new,
                  options(nostack))
         };
@@ -165,7 +177,8 @@ macro_rules! rmw {
 /// A 64-bit word whose atomics are PTX instructions with explicit ordering and scope.
 ///
 /// `#[repr(transparent)]` over a `u64`: host-zeroed memory is a valid word holding 0, and a
-/// `*mut u64` into orchestration memory can be viewed as `&NvptxWord`.
+/// `*mut u64` into orchestration memory can be viewed as `&NvptxWord`. It must lie in global memory
+/// (device, mapped host or peer memory; see the module documentation).
 #[repr(transparent)]
 pub struct NvptxWord(UnsafeCell<u64>);
 

@@ -1270,7 +1270,9 @@ impl<'e, P: Platform, T: Copy> TaskContext<'_, 'e, P, T> {
     /// orchestration scope, and returns the previous value.
     ///
     /// # Safety
-    /// `target` must be valid, 8-byte aligned and only accessed atomically during the run.
+    /// `target` must be valid, 8-byte aligned and only accessed atomically during the run, and lie
+    /// in a data area (on a GPU: global memory, i.e. device, mapped host or peer memory, never
+    /// shared memory).
     #[inline(always)]
     pub unsafe fn atomic_add(&self, target: *mut u64, value: u64) -> u64 {
         // SAFETY: every platform that runs tasks has a word type that is `repr(transparent)` over
