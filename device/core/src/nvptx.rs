@@ -105,6 +105,14 @@ fn fence_sc(scope: Scope) {
     by_scope!(scope, fence_sc!())
 }
 
+/// The opening of every word access below: a scoped register `g` holding the global-space
+/// address of the operand `{p}` (the access itself then reads `[g]` and closes the scope).
+macro_rules! global_address {
+    () => {
+        "{{ .reg .u64 g; cvta.to.global.u64 g, {p}; "
+    };
+}
+
 /// `ld.<sem>.<scope>.global.u64` (address converted by `cvta.to.global`).
 macro_rules! ld {
     ($sc:literal, $sem:literal, $p:expr) => {{
@@ -112,7 +120,7 @@ macro_rules! ld {
         // SAFETY: `$p` points to a live, 8-byte aligned word (it comes from `&NvptxWord`) in the
         // global state space: no `NvptxWord` is ever placed in shared or local memory.
         unsafe {
-            asm!(concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {p}; ld.", $sem, ".", $sc, ".global.u64 {v}, [g]; }}"),
+            asm!(concat!(global_address!(), "ld.", $sem, ".", $sc, ".global.u64 {v}, [g]; }}"),
                  v = out(reg64) v, p = in(reg64) $p, options(nostack))
         };
         v
@@ -124,7 +132,7 @@ macro_rules! st {
     ($sc:literal, $sem:literal, $p:expr, $v:expr) => {
         // SAFETY: as for `ld`; the word is an `UnsafeCell`, so writing through `&self` is allowed.
         unsafe {
-            asm!(concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {p}; st.", $sem, ".", $sc, ".global.u64 [g], {v}; }}"),
+            asm!(concat!(global_address!(), "st.", $sem, ".", $sc, ".global.u64 [g], {v}; }}"),
                  p = in(reg64) $p, v = in(reg64) $v, options(nostack))
         }
     };
@@ -136,7 +144,7 @@ macro_rules! atom {
         let r: u64;
         // SAFETY: as for `st`.
         unsafe {
-            asm!(concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {p}; atom.", $sem, ".", $sc, ".global.", $op, " {r}, [g], {v}; }}"),
+            asm!(concat!(global_address!(), "atom.", $sem, ".", $sc, ".global.", $op, " {r}, [g], {v}; }}"),
                  r = out(reg64) r, p = in(reg64) $p, v = in(reg64) $v, options(nostack))
         };
         r
@@ -149,7 +157,7 @@ macro_rules! cas {
         let r: u64;
         // SAFETY: as for `st`.
         unsafe {
-            asm!(concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {p}; atom.", $sem, ".", $sc, ".global.cas.b64 {r}, [g], {c}, {n}; }}"),
+            asm!(concat!(global_address!(), "atom.", $sem, ".", $sc, ".global.cas.b64 {r}, [g], {c}, {n}; }}"),
                  r = out(reg64) r, p = in(reg64) $p, c = in(reg64) $current, n = in(reg64) $new,
                  options(nostack))
         };
