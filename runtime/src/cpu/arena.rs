@@ -6,13 +6,18 @@ use mgws_core::{
 };
 use mgws_tasks::TaskStruct;
 
-/// Zero-initialised orchestration memory that outlives a CPU run.
+/// Orchestration memory that outlives a CPU run: the words zero-initialised, the task storage
+/// (public queue slots, overflow stacks) only reserved.
 pub struct Arena {
     pub shared: Box<SharedState<HostWord>>,
     pub headers: Vec<QueueHeader<HostWord>>,
-    pub slots: Vec<TaskStruct>,
+    /// `queues * public_capacity` tasks of capacity, length 0: a slot is written by its queue's
+    /// owner before any read (the queue protocol), so zeroing it would only cost time before every
+    /// run (and, for the overflow stacks below, megabytes of cache and fresh pages).
+    slots: Vec<TaskStruct>,
     pub tree: Vec<HostWord>,
-    pub spill: Vec<TaskStruct>,
+    /// `workers * spill_capacity` tasks of capacity, length 0, like `slots`.
+    spill: Vec<TaskStruct>,
     pub progress: Vec<WorkerProgress>,
     pub stats: Vec<WorkerStats>,
 }
@@ -40,14 +45,14 @@ impl Arena {
             // SAFETY: SharedState<HostWord> is repr(C) over HostWords; zero is its initial state.
             shared: Box::new(unsafe { zeroed() }),
             headers: zeroed_vec(queues),
-            slots: zeroed_vec(queues * config.public_capacity as usize),
+            slots: Vec::with_capacity(queues * config.public_capacity as usize),
             tree: (0..Env::<HostWord, TaskStruct>::tree_words(
                 topology.workers(),
                 topology.devices,
             ))
                 .map(|_| HostWord::new(0))
                 .collect(),
-            spill: zeroed_vec(workers * config.spill_capacity as usize),
+            spill: Vec::with_capacity(workers * config.spill_capacity as usize),
             progress: vec![WorkerProgress::default(); workers],
             stats: vec![WorkerStats::default(); workers],
         }
@@ -66,7 +71,10 @@ impl Arena {
         for d in 0..topology.devices as usize {
             let q = topology.first_queue[d] as usize;
             queue_headers[d] = self.headers[q..].as_ptr();
-            queue_slots[d] = self.slots[q * config.public_capacity as usize..].as_mut_ptr();
+            let first_slot = q * config.public_capacity as usize;
+            assert!(first_slot <= self.slots.capacity());
+            // SAFETY: within the reservation (asserted); workers write a slot before reading it.
+            queue_slots[d] = unsafe { self.slots.as_mut_ptr().add(first_slot) };
         }
         Env {
             config,

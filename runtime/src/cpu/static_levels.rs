@@ -131,15 +131,20 @@ pub fn run<R: TaskExecutor<TaskStruct>>(
         .threads
         .get(workers as usize, "mgws-static", sched.pin_threads)?;
     let start = Instant::now();
+    // Timed as an mgws run is (`cpu::run`): until the last worker left its loop, not until the
+    // calling thread has been woken.
+    let finished_ns = AtomicU64::new(0);
     let (shared, barrier) = (&shared, &barrier);
     let outcomes: Vec<(u64, u32, Option<LevelFailure>)> = threads.broadcast(|i| {
         let w = i as u32;
         let group = LaneGroup::new(1, layout.total);
-        run_worker(
+        let outcome = run_worker(
             shared, barrier, &group, registry, config, areas, capacity, w, start,
-        )
+        );
+        finished_ns.fetch_max(start.elapsed().as_nanos() as u64, AtomicOrdering::Relaxed);
+        outcome
     });
-    let elapsed_s = start.elapsed().as_secs_f64();
+    let elapsed_s = finished_ns.load(AtomicOrdering::Relaxed) as f64 * 1e-9;
     let tasks_run = outcomes.iter().map(|o| o.0).sum();
     let levels = outcomes.iter().map(|o| o.1).max().unwrap_or(0);
     if let Some(failure) = outcomes.into_iter().find_map(|o| o.2) {

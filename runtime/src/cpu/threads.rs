@@ -103,15 +103,16 @@ impl ThreadSet {
     /// results in thread order when all have finished. A panic of any thread is resumed here
     /// after all have finished.
     pub fn broadcast<R: Send>(&self, job: impl Fn(usize) -> R + Sync) -> Vec<R> {
-        self.broadcast_while(job, || ()).0
+        self.broadcast_while(job, |_| ()).0
     }
 
     /// [`Self::broadcast`], running `meanwhile` on the calling thread while the set runs `job`
     /// (the caller is awake already: a supervisor there costs no extra thread wake-up).
+    /// `meanwhile` gets the job's [`Completion`], to sleep on until the threads finish.
     pub fn broadcast_while<R: Send, M>(
         &self,
         job: impl Fn(usize) -> R + Sync,
-        meanwhile: impl FnOnce() -> M,
+        meanwhile: impl FnOnce(&Completion<'_>) -> M,
     ) -> (Vec<R>, M) {
         let _one_at_a_time = self.busy.lock().unwrap_or_else(|e| e.into_inner());
         let results: Vec<Mutex<Option<R>>> = (0..self.len()).map(|_| Mutex::new(None)).collect();
@@ -132,7 +133,8 @@ impl ThreadSet {
             self.inner.start.notify_all();
         }
         // The threads must be waited for even if `meanwhile` panics (they use `run`).
-        let meanwhile = catch_unwind(AssertUnwindSafe(meanwhile));
+        let completion = Completion { inner: &self.inner };
+        let meanwhile = catch_unwind(AssertUnwindSafe(|| meanwhile(&completion)));
         let mut state = self.inner.lock();
         while state.running > 0 {
             state = self
@@ -157,6 +159,26 @@ impl ThreadSet {
             })
             .collect();
         (results, meanwhile)
+    }
+}
+
+/// The end of the current broadcast, as the calling thread sees it.
+pub struct Completion<'a> {
+    inner: &'a Inner,
+}
+
+impl Completion<'_> {
+    /// Sleeps until every thread has finished the job or `timeout` has passed; true if they
+    /// have finished. The last thread to finish wakes the sleeper, so a supervisor that polls
+    /// through this costs a run no wake-up of its own unless the run outlasts `timeout`.
+    pub fn wait(&self, timeout: std::time::Duration) -> bool {
+        let state = self.inner.lock();
+        let (state, _) = self
+            .inner
+            .done
+            .wait_timeout_while(state, timeout, |s| s.running > 0)
+            .unwrap_or_else(|e| e.into_inner());
+        state.running == 0
     }
 }
 
@@ -287,7 +309,8 @@ mod tests {
             assert_eq!(out, vec![round, 10 + round, 20 + round, 30 + round]);
             assert_eq!(count.load(Ordering::Relaxed), 4);
         }
-        // The caller's part runs while the set runs (here: it releases them).
+        // The caller's part runs while the set runs (here: it releases them, then sleeps until
+        // they have finished; before the release, they cannot have).
         let go = AtomicUsize::new(0);
         let (out, caller) = set.broadcast_while(
             |i| {
@@ -296,8 +319,10 @@ mod tests {
                 }
                 i
             },
-            || {
+            |done| {
+                assert!(!done.wait(std::time::Duration::from_millis(10)));
                 go.store(1, Ordering::Release);
+                assert!(done.wait(std::time::Duration::from_secs(60)));
                 "caller"
             },
         );
