@@ -311,6 +311,9 @@ pub struct ScratchLayout {
     pub exchange: usize,
     /// Offset of the steal-damping bitmap (one bit per queue).
     pub damping: usize,
+    /// Offset of lane 0's [`LeaderState`](crate::worker::LeaderState) (its statistics are
+    /// copied to `Env::stats` at the end).
+    pub leader: usize,
     /// Total bytes.
     pub total: usize,
 }
@@ -328,12 +331,14 @@ impl ScratchLayout {
         let lanes_area = local_slots + round16(local_capacity as usize * task_size);
         let exchange = lanes_area + round16(8 * lanes as usize);
         let damping = exchange + 8 * EXCHANGE_WORDS;
-        let total = damping + round16((queues as usize).div_ceil(64) * 8);
+        let leader = damping + round16((queues as usize).div_ceil(64) * 8);
+        let total = leader + round16(core::mem::size_of::<crate::worker::LeaderState>());
         ScratchLayout {
             local_slots,
             lanes_area,
             exchange,
             damping,
+            leader,
             total,
         }
     }

@@ -41,4 +41,4 @@ pub use platform::{AtomicWord, Ordering, Platform, ProtocolStep, Scope};
 pub use public_queue::{Claim, OwnerView, PublicQueue};
 pub use share::{claimed_by, max_successful_steals, share, StealShare};
 pub use word::{QueueWord, WordFlags, MAX_FIELD};
-pub use worker::{LevelSink, TaskContext, TaskExecutor, Worker};
+pub use worker::{LeaderState, LevelSink, TaskContext, TaskExecutor, Worker};

@@ -52,17 +52,32 @@ pub struct WorkerCore<'e, P: Platform, T> {
     idle: bool,
     aborted: bool,
     iterations: u64,
-    picker: VictimPicker,
-    // Lane 0's bookkeeping.
-    stats: WorkerStats,
-    claims_at_last_vote: u64,
-    voted_round: u64,
+    // Lane 0's counters of the hot path. The rest of lane 0's state is a [`LeaderState`] in the
+    // scratch.
+    tasks_run: u64,
+    tasks_spawned: u64,
     operation: Operation,
     /// A popped slot may still be read by some lane (see `pop_local`).
     pop_pending: core::cell::Cell<bool>,
     // Baseline modes.
     static_mode: bool,
     level: Option<LevelSink<P::Word, T>>,
+}
+
+/// The part of a worker's state that only lane 0 uses and that the hot path never touches. It lives
+/// in the worker's scratch (shared memory on a GPU), not in the worker: kept in registers for the
+/// whole loop, these values pushed a GPU worker's hot values out to local memory (commit message
+/// and docs/results.md: UTS T1L +6% on an H100 from moving the statistics alone).
+#[derive(Clone)]
+pub struct LeaderState {
+    /// The counters of rare events (`tasks_run` and `tasks_spawned` are kept in the worker).
+    pub stats: WorkerStats,
+    /// The victim picker: lane 0 draws every victim and hands it to the others.
+    pub picker: VictimPicker,
+    /// Voting-tree termination: the public queue's claim count at this worker's last vote.
+    pub claims_at_last_vote: u64,
+    /// Voting-tree termination: the last round this worker voted in.
+    pub voted_round: u64,
 }
 
 /// A worker: its scheduler state plus the executor of its tasks.
@@ -103,7 +118,7 @@ impl<'e, P: Platform, T: Copy, X: TaskExecutor<T>> Worker<'e, P, T, X> {
             env.topology.queues(),
         );
         debug_assert!(p.scratch_len() >= layout.total);
-        Worker {
+        let worker = Worker {
             core: WorkerCore {
                 scope: Scope::from_u32(cfg.queue_scope),
                 local_capacity: cfg.local_capacity as u64,
@@ -122,17 +137,27 @@ impl<'e, P: Platform, T: Copy, X: TaskExecutor<T>> Worker<'e, P, T, X> {
                 idle: false,
                 aborted: false,
                 iterations: 0,
-                picker,
-                stats: WorkerStats::default(),
-                claims_at_last_vote: 0,
-                voted_round: 0,
+                tasks_run: 0,
+                tasks_spawned: 0,
                 operation: Operation::Start,
                 pop_pending: core::cell::Cell::new(false),
                 static_mode: false,
                 level: None,
             },
             exec,
+        };
+        if worker.core.p.is_leader() {
+            let state = LeaderState {
+                stats: WorkerStats::default(),
+                picker,
+                claims_at_last_vote: 0,
+                voted_round: 0,
+            };
+            // SAFETY: the scratch holds the layout (the caller's guarantee); only lane 0 touches
+            // the leader state.
+            unsafe { worker.core.leader_state().write(state) };
         }
+        worker
     }
 
     /// The worker loop: runs until termination is detected or the run is aborted.
@@ -245,7 +270,7 @@ impl<'e, P: Platform, T: Copy, X: TaskExecutor<T>> Worker<'e, P, T, X> {
         }
         if c.p.is_leader() {
             sink.counter(LevelSink::<P::Word, T>::TASKS_RUN).fetch_add(
-                c.stats.tasks_run,
+                c.tasks_run,
                 Ordering::Relaxed,
                 c.scope,
             );
@@ -310,12 +335,44 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         }
     }
 
+    /// Lane 0's state in the scratch (see [`LeaderState`]).
+    #[inline(always)]
+    fn leader_state(&self) -> *mut LeaderState {
+        self.scratch_at::<LeaderState>(self.layout.leader)
+    }
+
+    /// Runs `f` on lane 0's [`LeaderState`]. Lane 0 only: the other lanes have none.
+    #[inline(always)]
+    fn with_leader<R>(&self, f: impl FnOnce(&mut LeaderState) -> R) -> R {
+        debug_assert!(self.p.is_leader());
+        // SAFETY: lane 0 initialised the state in `Worker::new` and is the only lane that touches
+        // it; no reference to it outlives this call, and calls do not nest.
+        f(unsafe { &mut *self.leader_state() })
+    }
+
+    /// Counts a rare event: `update` runs on lane 0's statistics (the other lanes skip it).
+    #[inline(always)]
+    fn count(&self, update: impl FnOnce(&mut WorkerStats)) {
+        if self.p.is_leader() {
+            self.with_leader(|l| update(&mut l.stats));
+        }
+    }
+
+    /// This worker's statistics so far. Lane 0 only.
+    #[inline(always)]
+    fn stats(&self) -> WorkerStats {
+        let mut stats = self.with_leader(|l| l.stats);
+        stats.tasks_run = self.tasks_run;
+        stats.tasks_spawned = self.tasks_spawned;
+        stats
+    }
+
     /// Pops the newest local task and runs it on all lanes; a task error stops the run.
     #[inline(always)]
     fn run_next_local<X: TaskExecutor<T>>(&mut self, exec: &X) {
         let task = self.pop_local();
         self.operation = Operation::RunTask;
-        self.stats.tasks_run += 1;
+        self.tasks_run += 1;
         if let Err(e) = exec.execute(&task, &mut TaskContext { core: self }) {
             let worker = self.id;
             self.fail(match e {
@@ -547,7 +604,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         self.p.barrier();
         self.local_tail += count;
         self.spill_len += count;
-        self.stats.spills += 1;
+        self.count(|s| s.spills += 1);
     }
 
     /// Moves the newest overflow tasks back into the (empty) local queue.
@@ -625,7 +682,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         let moved = self.publish(want, |j| ring.slot(tail + j) as *const T);
         self.local_tail += moved;
         if moved > 0 {
-            self.stats.releases += 1;
+            self.count(|s| s.releases += 1);
         }
         moved
     }
@@ -724,7 +781,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         );
         self.p.barrier();
         self.local_head += take;
-        self.stats.acquires += 1;
+        self.count(|s| s.acquires += 1);
         // Leave the idle count while still holding the lock: a co-owner that finds the queue
         // quiescent after the unlock must not also find every worker idle.
         self.leave_idle();
@@ -747,15 +804,17 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     fn load_initial(&mut self) -> bool {
         self.operation = Operation::LoadInitial;
         self.p.protocol_step(ProtocolStep::LoadInitial);
-        // The picker is uniform state: every lane draws the same victims (only lane 0 uses them).
-        let mut victims = [None; INITIAL_VICTIM_TRIES];
-        if self.own_range_exhausted {
-            for v in victims.iter_mut() {
-                *v = self.picker.pick(&self.env.topology);
-            }
-        }
         let mut plan = [0u64; 4];
         if self.p.is_leader() {
+            let mut victims = [None; INITIAL_VICTIM_TRIES];
+            if self.own_range_exhausted {
+                let topology = &self.env.topology;
+                self.with_leader(|l| {
+                    for v in victims.iter_mut() {
+                        *v = l.picker.pick(topology);
+                    }
+                });
+            }
             let mut claim = None;
             let mut own_done = self.own_range_exhausted;
             if !own_done {
@@ -800,7 +859,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         );
         self.p.barrier();
         self.local_head += count;
-        self.stats.initial_loads += 1;
+        self.count(|s| s.initial_loads += 1);
         true
     }
 
@@ -878,7 +937,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
                 return None;
             }
         }
-        self.stats.steal_attempts += 1;
+        self.count(|s| s.steal_attempts += 1);
         let result = match queue.claim(&self.p) {
             Claim::Claimed { word, share } => Some((word, share)),
             Claim::Empty | Claim::Locked => None,
@@ -898,19 +957,20 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     #[inline(always)]
     fn steal(&mut self) -> bool {
         self.operation = Operation::Steal;
-        let Some(victim) = self.picker.pick(&self.env.topology) else {
-            return false;
-        };
-        let mut plan = [0u64; 3];
+        let mut plan = [0u64; 4];
         if self.p.is_leader() {
-            if let Some((word, share)) = self.claim_from(victim) {
-                plan = [word.0, share.offset, share.count];
+            let topology = &self.env.topology;
+            if let Some(victim) = self.with_leader(|l| l.picker.pick(topology)) {
+                if let Some((word, share)) = self.claim_from(victim) {
+                    plan = [word.0, share.offset, share.count, victim as u64];
+                }
             }
         }
-        let [word, offset, count] = self.exchange(plan);
+        let [word, offset, count, victim] = self.exchange(plan);
         if count == 0 {
             return false;
         }
+        let victim = victim as u32;
         self.p.protocol_step(ProtocolStep::StealCopy);
         let word = crate::word::QueueWord(word);
         let capacity = self.env.config.public_capacity as u64;
@@ -940,8 +1000,10 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
             // SAFETY: victim is a valid queue index.
             let header = unsafe { self.env.header(victim) };
             PublicQueue::new(header, capacity, self.scope).complete(&self.p, word, count);
-            self.stats.steals += 1;
-            self.stats.tasks_stolen += count;
+            self.count(|s| {
+                s.steals += 1;
+                s.tasks_stolen += count;
+            });
         }
         if rest > 0 && !spilled {
             let (worker, capacity) = (self.id, self.spill_capacity as u32);
@@ -997,7 +1059,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     #[inline(always)]
     fn idle_step(&mut self) -> bool {
         self.operation = Operation::Idle;
-        self.stats.idle_rounds += 1;
+        self.count(|s| s.idle_rounds += 1);
         let ignore_in_flight = self.flags.contains(RunFlags::BREAK_IN_FLIGHT_RULE);
         let mut plan = [0u64; 3];
         if self.p.is_leader() {
@@ -1016,7 +1078,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
                 TerminationMode::VotingTree => {
                     let targeted = match quiescent {
                         Some(claims) => {
-                            let t = claims != self.claims_at_last_vote
+                            let t = claims != self.with_leader(|l| l.claims_at_last_vote)
                                 && !self.flags.contains(RunFlags::BREAK_TARGETED_RULE);
                             Some((claims, t))
                         }
@@ -1032,12 +1094,16 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
                         topology: &self.env.topology,
                         scope: self.scope,
                     };
-                    let outcome = tree.step(self.id, vote_idle, &mut self.voted_round);
-                    if outcome == VoteOutcome::Voted {
-                        if let Some((claims, _)) = targeted {
-                            self.claims_at_last_vote = claims;
+                    let id = self.id;
+                    let outcome = self.with_leader(|l| {
+                        let outcome = tree.step(id, vote_idle, &mut l.voted_round);
+                        if outcome == VoteOutcome::Voted {
+                            if let Some((claims, _)) = targeted {
+                                l.claims_at_last_vote = claims;
+                            }
                         }
-                    }
+                        outcome
+                    });
                     outcome == VoteOutcome::Terminate
                 }
             };
@@ -1121,7 +1187,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         };
         let progress = WorkerProgress {
             iterations: self.iterations,
-            tasks_run: self.stats.tasks_run,
+            tasks_run: self.tasks_run,
             last_operation: self.operation as u64,
             state,
         };
@@ -1146,7 +1212,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
                     self.env
                         .stats
                         .add(self.id as usize)
-                        .write_volatile(self.stats)
+                        .write_volatile(self.stats())
                 };
             }
             // A level run's bare env has no shared state.
@@ -1170,8 +1236,18 @@ pub fn ring_index(position: u64, capacity: u64) -> u64 {
     if capacity & (capacity - 1) == 0 {
         position & (capacity - 1)
     } else {
-        position % capacity
+        ring_index_by_division(position, capacity)
     }
+}
+
+/// [`ring_index`] for a capacity that is not a power of two, out of line: inlined, the division
+/// (on a GPU a 64-bit and a 32-bit remainder sequence with a branch between them) was repeated at
+/// every one of the worker's ring accesses, in the middle of its hot path, for a configuration
+/// the defaults never use.
+#[cold]
+#[inline(never)]
+fn ring_index_by_division(position: u64, capacity: u64) -> u64 {
+    position % capacity
 }
 
 /// The local queue's ring in scratch memory.
@@ -1262,7 +1338,7 @@ impl<'e, P: Platform, T: Copy> TaskContext<'_, 'e, P, T> {
     /// Every lane must call it with the same `source`.
     #[inline(always)]
     pub fn spawn_from(&mut self, source: u32, task: &T) {
-        self.core.stats.tasks_spawned += 1;
+        self.core.tasks_spawned += 1;
         self.core.push_local(source, task);
     }
 
@@ -1287,7 +1363,7 @@ impl<'e, P: Platform, T: Copy> TaskContext<'_, 'e, P, T> {
     #[inline(always)]
     pub fn spawn_each(&mut self, count: u32, task: &T) {
         let count = count.min(self.lane_count());
-        self.core.stats.tasks_spawned += count as u64;
+        self.core.tasks_spawned += count as u64;
         self.core.push_each(count, task);
     }
 
