@@ -55,8 +55,6 @@ pub struct WorkerCore<'e, P: Platform, T> {
     // Lane 0's counters of the hot path. The rest of lane 0's state is a [`LeaderState`] in the
     // scratch.
     tasks_run: u64,
-    tasks_spawned: u64,
-    operation: Operation,
     /// A popped slot may still be read by some lane (see `pop_local`).
     pop_pending: core::cell::Cell<bool>,
     // Baseline modes.
@@ -70,7 +68,8 @@ pub struct WorkerCore<'e, P: Platform, T> {
 /// and docs/results.md: UTS T1L +6% on an H100 from moving the statistics alone).
 #[derive(Clone)]
 pub struct LeaderState {
-    /// The counters of rare events (`tasks_run` and `tasks_spawned` are kept in the worker).
+    /// The worker's counters (`tasks_run` is kept in the worker: the watchdog's progress reports
+    /// read it).
     pub stats: WorkerStats,
     /// The victim picker: lane 0 draws every victim and hands it to the others.
     pub picker: VictimPicker,
@@ -78,6 +77,8 @@ pub struct LeaderState {
     pub claims_at_last_vote: u64,
     /// Voting-tree termination: the last round this worker voted in.
     pub voted_round: u64,
+    /// What the worker is doing, for the watchdog's progress reports.
+    pub operation: Operation,
 }
 
 /// A worker: its scheduler state plus the executor of its tasks.
@@ -138,8 +139,6 @@ impl<'e, P: Platform, T: Copy, X: TaskExecutor<T>> Worker<'e, P, T, X> {
                 aborted: false,
                 iterations: 0,
                 tasks_run: 0,
-                tasks_spawned: 0,
-                operation: Operation::Start,
                 pop_pending: core::cell::Cell::new(false),
                 static_mode: false,
                 level: None,
@@ -152,6 +151,7 @@ impl<'e, P: Platform, T: Copy, X: TaskExecutor<T>> Worker<'e, P, T, X> {
                 picker,
                 claims_at_last_vote: 0,
                 voted_round: 0,
+                operation: Operation::Start,
             };
             // SAFETY: the scratch holds the layout (the caller's guarantee); only lane 0 touches
             // the leader state.
@@ -350,6 +350,14 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         f(unsafe { &mut *self.leader_state() })
     }
 
+    /// Records what the worker is doing now (lane 0 keeps it for the progress reports).
+    #[inline(always)]
+    fn set_operation(&self, operation: Operation) {
+        if self.p.is_leader() {
+            self.with_leader(|l| l.operation = operation);
+        }
+    }
+
     /// Counts a rare event: `update` runs on lane 0's statistics (the other lanes skip it).
     #[inline(always)]
     fn count(&self, update: impl FnOnce(&mut WorkerStats)) {
@@ -363,7 +371,6 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     fn stats(&self) -> WorkerStats {
         let mut stats = self.with_leader(|l| l.stats);
         stats.tasks_run = self.tasks_run;
-        stats.tasks_spawned = self.tasks_spawned;
         stats
     }
 
@@ -371,7 +378,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     #[inline(always)]
     fn run_next_local<X: TaskExecutor<T>>(&mut self, exec: &X) {
         let task = self.pop_local();
-        self.operation = Operation::RunTask;
+        self.set_operation(Operation::RunTask);
         self.tasks_run += 1;
         if let Err(e) = exec.execute(&task, &mut TaskContext { core: self }) {
             let worker = self.id;
@@ -589,7 +596,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     /// Moves the `count` oldest local tasks onto the overflow stack.
     #[inline(always)]
     fn spill(&mut self, count: u64) {
-        self.operation = Operation::Spill;
+        self.set_operation(Operation::Spill);
         if self.spill_len + count > self.spill_capacity {
             let (worker, capacity) = (self.id, self.spill_capacity as u32);
             self.fail(RunError::SpillOverflow { worker, capacity });
@@ -610,7 +617,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     /// Moves the newest overflow tasks back into the (empty) local queue.
     #[inline(always)]
     fn refill_from_spill(&mut self) {
-        self.operation = Operation::Spill;
+        self.set_operation(Operation::Spill);
         let count = self.spill_len.min(self.local_capacity / 2);
         let (from, head) = (self.spill_len - count, self.local_head);
         self.settle_pop();
@@ -676,7 +683,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     /// Returns how many moved (0 when the public queue has no free slot).
     #[inline(always)]
     fn release(&mut self, want: u64) -> u64 {
-        self.operation = Operation::Release;
+        self.set_operation(Operation::Release);
         self.p.protocol_step(ProtocolStep::Release);
         let (tail, ring) = (self.local_tail, self.local_ring());
         let moved = self.publish(want, |j| ring.slot(tail + j) as *const T);
@@ -770,7 +777,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
             }
             return false;
         }
-        self.operation = Operation::Acquire;
+        self.set_operation(Operation::Acquire);
         let capacity = queue.capacity;
         let (env, q, head) = (self.env, self.queue, self.local_head);
         // SAFETY: positions from..from+take are unclaimed tasks of our locked queue.
@@ -802,7 +809,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     /// once every range has been claimed to its end.
     #[inline(always)]
     fn load_initial(&mut self) -> bool {
-        self.operation = Operation::LoadInitial;
+        self.set_operation(Operation::LoadInitial);
         self.p.protocol_step(ProtocolStep::LoadInitial);
         let mut plan = [0u64; 4];
         if self.p.is_leader() {
@@ -956,7 +963,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     /// rest to this worker's public queue, where others can steal them again.
     #[inline(always)]
     fn steal(&mut self) -> bool {
-        self.operation = Operation::Steal;
+        self.set_operation(Operation::Steal);
         let mut plan = [0u64; 4];
         if self.p.is_leader() {
             let topology = &self.env.topology;
@@ -1058,7 +1065,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     /// true when the run is over.
     #[inline(always)]
     fn idle_step(&mut self) -> bool {
-        self.operation = Operation::Idle;
+        self.set_operation(Operation::Idle);
         self.count(|s| s.idle_rounds += 1);
         let ignore_in_flight = self.flags.contains(RunFlags::BREAK_IN_FLIGHT_RULE);
         let mut plan = [0u64; 3];
@@ -1180,7 +1187,8 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         if !self.p.is_leader() || self.env.progress.is_null() {
             return;
         }
-        let state = if self.operation == Operation::Exited {
+        let operation = self.with_leader(|l| l.operation);
+        let state = if operation == Operation::Exited {
             2
         } else {
             self.idle as u64
@@ -1188,7 +1196,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         let progress = WorkerProgress {
             iterations: self.iterations,
             tasks_run: self.tasks_run,
-            last_operation: self.operation as u64,
+            last_operation: operation as u64,
             state,
         };
         // SAFETY: one progress record per worker; only this worker's lane 0 writes it. Volatile so
@@ -1203,7 +1211,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
 
     #[inline(always)]
     fn finish(&mut self) {
-        self.operation = Operation::Exited;
+        self.set_operation(Operation::Exited);
         self.report_progress();
         if self.p.is_leader() {
             if !self.env.stats.is_null() {
@@ -1338,7 +1346,7 @@ impl<'e, P: Platform, T: Copy> TaskContext<'_, 'e, P, T> {
     /// Every lane must call it with the same `source`.
     #[inline(always)]
     pub fn spawn_from(&mut self, source: u32, task: &T) {
-        self.core.tasks_spawned += 1;
+        self.core.count(|s| s.tasks_spawned += 1);
         self.core.push_local(source, task);
     }
 
@@ -1363,7 +1371,7 @@ impl<'e, P: Platform, T: Copy> TaskContext<'_, 'e, P, T> {
     #[inline(always)]
     pub fn spawn_each(&mut self, count: u32, task: &T) {
         let count = count.min(self.lane_count());
-        self.core.tasks_spawned += count as u64;
+        self.core.count(|s| s.tasks_spawned += count as u64);
         self.core.push_each(count, task);
     }
 
