@@ -112,6 +112,12 @@ pub unsafe trait Platform {
     fn now_ns(&self) -> u64 {
         0
     }
+    /// A hint that `bytes` bytes from `address` will be read soon (a no-op by default). The core
+    /// calls it for the initial tasks it expects to claim next: a CPU copies a claimed chunk in
+    /// one burst, too soon after the previous one for the hardware prefetcher, and stalls on
+    /// every cache line of it; a GPU's lanes copy the chunk together and need no hint.
+    #[inline(always)]
+    fn prefetch(&self, _address: *const u8, _bytes: usize) {}
     /// A hook at each protocol step; a no-op except on test platforms that inject chaos.
     #[inline(always)]
     fn protocol_step(&self, _step: ProtocolStep) {}

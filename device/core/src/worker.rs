@@ -855,6 +855,14 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
             return false;
         }
         let (initial, head) = (self.env.initial, self.local_head);
+        // The next chunk of the same range is likely this worker's next claim.
+        let next = (start + count).min(self.env.initial_len);
+        let ahead = count.min(self.env.initial_len - next);
+        // SAFETY: next + ahead <= initial_len, so the hinted range lies within the initial set.
+        self.p.prefetch(
+            unsafe { initial.add(next as usize) } as *const u8,
+            (ahead as usize) * core::mem::size_of::<T>(),
+        );
         // SAFETY: tasks start..start+count of the initial set were claimed by this worker alone.
         self.copy_tasks(
             count,

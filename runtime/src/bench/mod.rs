@@ -441,21 +441,53 @@ pub fn summarize(samples: &[Sample]) -> Vec<Summary> {
         .into_iter()
         .map(|((method, workers), mut v)| {
             v.sort_by(f64::total_cmp);
-            let median = if v.len() % 2 == 1 {
-                v[v.len() / 2]
-            } else {
-                (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
-            };
             Summary {
                 method,
                 workers,
                 reps: v.len(),
                 min: v[0],
-                median,
+                median: median_of_sorted(&v),
                 max: v[v.len() - 1],
             }
         })
         .collect()
+}
+
+/// The median of a sorted, non-empty slice.
+fn median_of_sorted(v: &[f64]) -> f64 {
+    if v.len() % 2 == 1 {
+        v[v.len() / 2]
+    } else {
+        (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+    }
+}
+
+/// The median over repetitions of `method`'s tasks/s divided by `baseline`'s in the same
+/// repetition, at `workers` workers; `None` without a common repetition. The repetitions of all
+/// methods are interleaved, so each pair ran a few milliseconds apart: on a machine whose speed
+/// drifts, this ratio is steadier than the ratio of the two medians.
+pub fn paired_ratio(
+    samples: &[Sample],
+    method: Method,
+    baseline: Method,
+    workers: u32,
+) -> Option<f64> {
+    let rate = |m: Method, rep: u32| {
+        samples
+            .iter()
+            .find(|s| s.method == m && s.workers == workers && s.rep == rep)
+            .map(Sample::tasks_per_s)
+    };
+    let mut ratios: Vec<f64> = samples
+        .iter()
+        .filter(|s| s.method == method && s.workers == workers)
+        .filter_map(|s| Some(s.tasks_per_s() / rate(baseline, s.rep).filter(|b| *b > 0.0)?))
+        .collect();
+    if ratios.is_empty() {
+        return None;
+    }
+    ratios.sort_by(f64::total_cmp);
+    Some(median_of_sorted(&ratios))
 }
 
 /// The measurements of one `mgws bench` invocation.
@@ -615,6 +647,25 @@ impl BenchResult {
                 ratio(s.median, seq)
             );
         }
+        for baseline in [Method::Static, Method::Rayon] {
+            let paired: Vec<String> = self
+                .summary
+                .iter()
+                .filter(|s| s.method == Method::Mgws)
+                .filter_map(|s| {
+                    paired_ratio(&self.samples, Method::Mgws, baseline, s.workers)
+                        .map(|r| format!("{} workers {r:.3}", s.workers))
+                })
+                .collect();
+            if !paired.is_empty() {
+                let _ = writeln!(
+                    t,
+                    "mgws/{}, median of per-repetition ratios: {}",
+                    baseline.name(),
+                    paired.join(", ")
+                );
+            }
+        }
         t
     }
 
@@ -712,4 +763,43 @@ pub fn main(cmd: BenchCmd) -> Result<i32> {
         println!("wrote {}", p.display());
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(method: Method, workers: u32, rep: u32, seconds: f64) -> Sample {
+        Sample {
+            method,
+            workers,
+            rep,
+            seconds,
+            tasks: 1000,
+        }
+    }
+
+    #[test]
+    fn paired_ratios_compare_each_repetition_with_its_own_baseline_run() {
+        // The machine halves its speed after rep 1: mgws is 10% faster in every repetition, but
+        // the medians alone would mix fast and slow repetitions.
+        let mut samples = Vec::new();
+        for (rep, slow) in [(0, 1.0), (1, 1.0), (2, 2.0), (3, 2.0), (4, 2.0)] {
+            samples.push(sample(Method::Mgws, 2, rep, 1.0 * slow / 1.1));
+            samples.push(sample(Method::Static, 2, rep, 1.0 * slow));
+        }
+        let r = paired_ratio(&samples, Method::Mgws, Method::Static, 2).unwrap();
+        assert!((r - 1.1).abs() < 1e-9, "{r}");
+        // No rayon samples, and no samples at 1 worker: nothing to pair.
+        assert_eq!(paired_ratio(&samples, Method::Mgws, Method::Rayon, 2), None);
+        assert_eq!(
+            paired_ratio(&samples, Method::Mgws, Method::Static, 1),
+            None
+        );
+        // An even number of ratios (five of 1.1, one of 2.0): the middle two are 1.1.
+        samples.push(sample(Method::Mgws, 2, 5, 1.0));
+        samples.push(sample(Method::Static, 2, 5, 2.0));
+        let r = paired_ratio(&samples, Method::Mgws, Method::Static, 2).unwrap();
+        assert!((r - 1.1).abs() < 1e-9, "{r}");
+    }
 }

@@ -127,6 +127,21 @@ unsafe impl<const SINGLE_LANE: bool> Platform for CpuPlatform<'_, SINGLE_LANE> {
         self.start.elapsed().as_nanos() as u64
     }
     #[inline(always)]
+    fn prefetch(&self, address: *const u8, bytes: usize) {
+        #[cfg(target_arch = "x86_64")]
+        for line in (0..bytes).step_by(64) {
+            // SAFETY: a prefetch never faults and has no effect on the program's semantics; the
+            // address is only a hint (the core passes a range of the initial task array).
+            unsafe {
+                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+                    address.wrapping_add(line) as *const i8,
+                )
+            };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (address, bytes);
+    }
+    #[inline(always)]
     fn protocol_step(&self, _step: ProtocolStep) {
         if let Some((chaos, state)) = &self.chaos {
             // xorshift64: cheap, per-lane, reproducible from the chaos seed.
