@@ -6,8 +6,8 @@ use rand_pcg::Pcg32;
 
 use crate::layout::Topology;
 
-/// A per-worker victim picker. Every lane of a worker owns an identical copy, so all lanes draw the
-/// same victim without communicating.
+/// A per-worker victim picker. Only lane 0 of a worker has one (in its `LeaderState`); it draws
+/// each victim and hands it to the other lanes with the rest of the steal plan.
 #[derive(Clone, Debug)]
 pub struct VictimPicker {
     rng: Pcg32,

@@ -3,8 +3,9 @@
 //!
 //! Every function here is executed by all lanes of a worker in lockstep. Lane 0 performs the
 //! atomics and hands its decisions to the other lanes through [`WorkerCore::exchange`]; all lanes
-//! copy tasks together. Uniform state (local-queue positions, the victim generator, flags) is kept
-//! as an identical copy on every lane, so it needs no communication.
+//! copy tasks together. Uniform state (local-queue positions, flags, the iteration count) is kept
+//! as an identical copy on every lane, so it needs no communication; what only lane 0 uses (the
+//! victim generator, statistics, voting state) is its [`LeaderState`] in the scratch.
 
 use crate::config::{OverflowMode, RunFlags, TerminationMode};
 use crate::error::{RunError, TaskError};
