@@ -2,7 +2,7 @@
 //! local queue, its public queue, its overflow stack, the initial task set and other workers.
 //!
 //! Every function here is executed by all lanes of a worker in lockstep. Lane 0 performs the
-//! atomics and hands its decisions to the other lanes through [`WorkerCore::exchange`]; all lanes
+//! atomics and hands its decisions to the other lanes through `WorkerCore::exchange`; all lanes
 //! copy tasks together. Uniform state (local-queue positions, flags, the iteration count) is kept
 //! as an identical copy on every lane, so it needs no communication; what only lane 0 uses (the
 //! victim generator, statistics, voting state) is its [`LeaderState`] in the scratch.
