@@ -7,9 +7,6 @@ mod platform;
 pub mod static_levels;
 pub mod threads;
 
-use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
-use std::time::Instant;
-
 use mgws_core::{
     AtomicWord, Env, HostWord, Ordering, RunError, Scope, ScratchLayout, TaskExecutor, Topology,
     Worker,
@@ -25,7 +22,7 @@ use crate::scheduler::Scheduler;
 use crate::watchdog::Watchdog;
 use arena::Arena;
 use platform::LaneGroup;
-use threads::Completion;
+use threads::{Completion, RunClock};
 
 /// A pointer-bundle that may cross into the worker threads.
 struct SendEnv(Env<HostWord, TaskStruct>);
@@ -69,10 +66,9 @@ pub fn run<R: TaskExecutor<TaskStruct>>(
         "mgws-cpu",
         sched.pin_threads,
     )?;
-    let start = Instant::now();
-    // When the last worker left its loop: the supervisor polls at up to 5 ms, too coarse to time
-    // short runs by.
-    let finished_ns = AtomicU64::new(0);
+    // Until the last worker left its loop (the supervisor wakes only once per watchdog poll).
+    let clock = RunClock::start();
+    let start = clock.started_at();
     let chaos = sched.chaos;
     let (_, hang) = threads.broadcast_while(
         |i| {
@@ -90,11 +86,11 @@ pub fn run<R: TaskExecutor<TaskStruct>>(
                     Worker::new(p, &env.0, registry, w).run();
                 }
             }
-            finished_ns.fetch_max(start.elapsed().as_nanos() as u64, AtomicOrdering::Relaxed);
+            clock.finished();
         },
         |done| supervise(sched, &env.0, done),
     );
-    let elapsed = std::time::Duration::from_nanos(finished_ns.load(AtomicOrdering::Relaxed));
+    let elapsed = clock.elapsed();
     // SAFETY: all worker threads have joined; the shared state is ours again.
     let shared = unsafe { env.0.shared() };
     if let Some(report) = hang {

@@ -23,6 +23,7 @@ use mgws_core::{
 use mgws_tasks::TaskStruct;
 
 use super::platform::{CpuPlatform, LaneGroup};
+use super::threads::RunClock;
 use crate::baseline::SpinBarrier;
 use crate::error::{Error, Result};
 use crate::job::Job;
@@ -130,10 +131,9 @@ pub fn run<R: TaskExecutor<TaskStruct>>(
     let threads = sched
         .threads
         .get(workers as usize, "mgws-static", sched.pin_threads)?;
-    let start = Instant::now();
-    // Timed as an mgws run is (`cpu::run`): until the last worker left its loop, not until the
-    // calling thread has been woken.
-    let finished_ns = AtomicU64::new(0);
+    // Timed as an mgws run is (`cpu::run`).
+    let clock = RunClock::start();
+    let start = clock.started_at();
     let (shared, barrier) = (&shared, &barrier);
     let outcomes: Vec<(u64, u32, Option<LevelFailure>)> = threads.broadcast(|i| {
         let w = i as u32;
@@ -141,10 +141,10 @@ pub fn run<R: TaskExecutor<TaskStruct>>(
         let outcome = run_worker(
             shared, barrier, &group, registry, config, areas, capacity, w, start,
         );
-        finished_ns.fetch_max(start.elapsed().as_nanos() as u64, AtomicOrdering::Relaxed);
+        clock.finished();
         outcome
     });
-    let elapsed_s = finished_ns.load(AtomicOrdering::Relaxed) as f64 * 1e-9;
+    let elapsed_s = clock.elapsed().as_secs_f64();
     let tasks_run = outcomes.iter().map(|o| o.0).sum();
     let levels = outcomes.iter().map(|o| o.1).max().unwrap_or(0);
     if let Some(failure) = outcomes.into_iter().find_map(|o| o.2) {

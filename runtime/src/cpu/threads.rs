@@ -10,8 +10,10 @@
 //! run (or from the baselines measured next to it).
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 
@@ -171,7 +173,7 @@ impl Completion<'_> {
     /// Sleeps until every thread has finished the job or `timeout` has passed; true if they
     /// have finished. The last thread to finish wakes the sleeper, so a supervisor that polls
     /// through this costs a run no wake-up of its own unless the run outlasts `timeout`.
-    pub fn wait(&self, timeout: std::time::Duration) -> bool {
+    pub fn wait(&self, timeout: Duration) -> bool {
         let state = self.inner.lock();
         let (state, _) = self
             .inner
@@ -179,6 +181,41 @@ impl Completion<'_> {
             .wait_timeout_while(state, timeout, |s| s.running > 0)
             .unwrap_or_else(|e| e.into_inner());
         state.running == 0
+    }
+}
+
+/// How long a run lasted: from its start until the last of its threads left the worker loop
+/// (each thread calls [`RunClock::finished`] right after its loop). Both CPU backends are timed
+/// this way, not until the calling thread has been woken, so that their figures compare.
+pub struct RunClock {
+    start: Instant,
+    last_finish_ns: AtomicU64,
+}
+
+impl RunClock {
+    /// A clock started now.
+    pub fn start() -> RunClock {
+        RunClock {
+            start: Instant::now(),
+            last_finish_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// When the run started (the workers' platform clocks count from it).
+    pub fn started_at(&self) -> Instant {
+        self.start
+    }
+
+    /// Records that the calling thread has left its loop.
+    pub fn finished(&self) {
+        // Relaxed: a maximum of independent samples, read after every thread has been joined.
+        self.last_finish_ns
+            .fetch_max(self.start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// The run's duration: until the last [`Self::finished`].
+    pub fn elapsed(&self) -> Duration {
+        Duration::from_nanos(self.last_finish_ns.load(Ordering::Relaxed))
     }
 }
 
@@ -345,6 +382,20 @@ mod tests {
         assert!(r.is_err());
         assert_eq!(finished.load(Ordering::Relaxed), 2);
         assert_eq!(set.broadcast(|i| i), vec![0, 1, 2]);
+    }
+
+    #[test]
+    fn a_run_clock_stops_at_the_last_thread_to_finish() {
+        let set = ThreadSet::new(2, "test", false).unwrap();
+        let clock = RunClock::start();
+        assert_eq!(clock.elapsed(), Duration::ZERO);
+        set.broadcast(|i| {
+            std::thread::sleep(Duration::from_millis(if i == 1 { 40 } else { 1 }));
+            clock.finished();
+        });
+        let elapsed = clock.elapsed();
+        assert!(elapsed >= Duration::from_millis(40), "{elapsed:?}");
+        assert!(elapsed <= clock.started_at().elapsed());
     }
 
     #[test]
