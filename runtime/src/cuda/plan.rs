@@ -127,9 +127,9 @@ pub const REGISTERS_PER_SM: u32 = 65536;
 /// Registers per thread when the user gives no cap. Left alone, ptxas gives the inlined worker
 /// loop 255 registers (8 blocks of 32 threads per SM); at 128 twice as many workers fit, at the
 /// price of spills (ptxas 12.9: 868 B of spill stores per thread on 2da523a, 552 B since lane 0's
-/// bookkeeping moved to shared memory in c86d78f), which measured faster. Measured on an H100 (docs/results.md): MEMSET 2^26 1.37e9 ->
-/// 2.27e9 tasks/s, UTS T1L 3.5e8 -> 5.1e8 nodes/s; at 96 registers T1L was slower again (4.2e8),
-/// and at 112 and 168 too (4.98e8, 4.39e8 on 283c333).
+/// bookkeeping moved to shared memory in c86d78f), which measured faster. Measured on an H100
+/// (docs/results.md): MEMSET 2^26 1.37e9 -> 2.27e9 tasks/s, UTS T1L 3.5e8 -> 5.1e8 nodes/s; at 96
+/// registers T1L was slower again (4.2e8), and at 112 and 168 too (4.98e8, 4.39e8 on 283c333).
 pub const DEFAULT_MAX_REGISTERS: u32 = 128;
 
 /// The default register cap for blocks of `lanes` threads: [`DEFAULT_MAX_REGISTERS`], lowered
