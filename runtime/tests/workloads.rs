@@ -534,6 +534,58 @@ fn jsonl_and_directory_corpora() {
     assert_eq!(o.result["matches"], 2);
 }
 
+fn gz(bytes: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}
+
+#[test]
+fn gzipped_corpora_are_decompressed() {
+    let dir = temp_dir("gz");
+    // A manual-page tree: gzipped pages (one of two gzip members, as `cat a.gz b.gz` writes),
+    // a bzip2 one and a plain one, in sorted path order.
+    let man = dir.join("man");
+    std::fs::create_dir_all(man.join("man1")).unwrap();
+    std::fs::create_dir_all(man.join("man5")).unwrap();
+    let mut two_members = gz(b".TH LS 1\nListe ");
+    two_members.extend(gz(b"zwischen den Dateien"));
+    std::fs::write(man.join("man1/ls.1.gz"), &two_members).unwrap();
+    std::fs::write(man.join("man1/cat.1"), b".TH CAT 1\nzwei").unwrap();
+    std::fs::write(man.join("man5/passwd.5.bz2"), bz2(b"zwischen Feldern")).unwrap();
+    let c = corpus::load(&man, Format::Auto, None).unwrap();
+    assert_eq!(c.len(), 3);
+    assert_eq!(c.article(0), b".TH CAT 1\nzwei");
+    assert_eq!(c.article(1), b".TH LS 1\nListe zwischen den Dateien");
+    assert_eq!(c.article(2), b"zwischen Feldern");
+    let o = contains::run(&sched(2, 1), &Backend::Cpu, &c, b"zwischen").unwrap();
+    assert!(o.verified, "{}", o.check);
+    assert_eq!(o.result["matches"], 2);
+
+    // JSON Lines and an XML dump, gzipped, read as their plain versions are.
+    let lines = "{\"text\": \"by the way\"}\n{\"text\": \"stand by\"}\n";
+    let p = dir.join("c.jsonl.gz");
+    std::fs::write(&p, gz(lines.as_bytes())).unwrap();
+    let c = corpus::load(&p, Format::Auto, None).unwrap();
+    assert_eq!((c.len(), c.article(1)), (2, &b"stand by"[..]));
+    let p = dir.join("dump.xml.gz");
+    std::fs::write(&p, gz(DUMP.as_bytes())).unwrap();
+    assert_eq!(corpus::load(&p, Format::Auto, None).unwrap().len(), 3);
+
+    // A truncated page, and a file named .gz that is not gzip: errors naming the file.
+    let err = |p: &std::path::Path| corpus::load(p, Format::Auto, None).unwrap_err().to_string();
+    let full = gz(DUMP.as_bytes());
+    std::fs::write(man.join("man1/ls.1.gz"), &full[..full.len() / 2]).unwrap();
+    let e = err(&man);
+    assert!(e.contains("ls.1.gz") && e.contains(".gz file"), "{e}");
+    std::fs::write(man.join("man1/ls.1.gz"), DUMP).unwrap();
+    let e = err(&man);
+    assert!(e.contains("ls.1.gz") && e.contains(".gz file"), "{e}");
+    std::fs::write(&p, &full[..full.len() * 2 / 3]).unwrap();
+    let e = err(&p);
+    assert!(e.contains("dump.xml.gz") && e.contains(".gz"), "{e}");
+}
+
 // ----- FIB ---------------------------------------------------------------------------------------
 
 #[test]

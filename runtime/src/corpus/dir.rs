@@ -1,10 +1,12 @@
 //! A directory of documents: every regular file below it (recursively, in sorted path order) is
 //! one article, taken as raw bytes. Hidden files and directories (names starting with `.`) are
-//! skipped.
+//! skipped. A file named `*.gz` or `*.bz2` is one article too, decompressed (a manual-page tree
+//! such as `/usr/share/man/de` holds gzipped pages); a corrupt one is an error naming it.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::{io_err, Corpus};
+use super::{io_err, read_err, Corpus};
 use crate::error::{Error, Result};
 
 /// Reads up to `limit` articles.
@@ -23,7 +25,10 @@ pub fn read(path: &Path, limit: u64) -> Result<Corpus> {
         .into_iter()
         .take(limit.min(usize::MAX as u64) as usize)
     {
-        let bytes = std::fs::read(&f).map_err(|e| io_err(&f, e))?;
+        let mut bytes = Vec::new();
+        super::open(&f)?
+            .read_to_end(&mut bytes)
+            .map_err(|e| read_err(&f, e, ""))?;
         corpus.push(&bytes);
     }
     Ok(corpus)

@@ -1,10 +1,10 @@
 //! JSON Lines: one JSON object per line with a string field `"text"` (other fields are ignored,
-//! blank lines skipped). A `.bz2` file is decompressed on the fly.
+//! blank lines skipped). A `.bz2` or `.gz` file is decompressed on the fly.
 
 use std::io::BufRead;
 use std::path::Path;
 
-use super::{io_err, is_bz2, open, Corpus};
+use super::{open, read_err, Corpus};
 use crate::error::{Error, Result};
 
 #[derive(serde::Deserialize)]
@@ -21,16 +21,9 @@ pub fn read(path: &Path, limit: u64) -> Result<Corpus> {
     let mut number = 0u64;
     while (corpus.len() as u64) < limit {
         line.clear();
-        let n = r.read_until(b'\n', &mut line).map_err(|e| {
-            if is_bz2(path) {
-                Error::Input(format!(
-                    "reading {} failed after line {number}: {e} (a truncated or corrupt .bz2 file?)",
-                    path.display()
-                ))
-            } else {
-                io_err(path, e)
-            }
-        })?;
+        let n = r
+            .read_until(b'\n', &mut line)
+            .map_err(|e| read_err(path, e, &format!(" after line {number}")))?;
         if n == 0 {
             break;
         }

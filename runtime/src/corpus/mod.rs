@@ -3,8 +3,11 @@
 //! Readers for what a user really has:
 //! - a MediaWiki XML dump (`.xml`, or `.xml.bz2` such as
 //!   `dewiki-*-pages-articles-multistream.xml.bz2`), streamed: [`xml`];
-//! - JSON Lines with a `"text"` field per line (optionally `.bz2`): [`jsonl`];
-//! - a directory with one document per file: [`dir`].
+//! - JSON Lines with a `"text"` field per line: [`jsonl`];
+//! - a directory with one document per file, such as `/usr/share/man/de`: [`dir`].
+//!
+//! A file whose name ends in `.bz2` or `.gz` is decompressed on the fly ([`Compression`]), the
+//! documents of a directory too.
 //!
 //! Every reader stops after `limit` articles and reports bad input as [`Error::Input`] or
 //! [`Error::Io`] naming the file (and line, for JSON Lines).
@@ -22,7 +25,8 @@ use crate::error::{Error, Result};
 /// The input formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
-    /// By the path: a directory, `.xml[.bz2]`, `.jsonl`/`.ndjson`/`.json[.bz2]`, else by content.
+    /// By the path: a directory, `.xml`, `.jsonl`/`.ndjson`/`.json` (each optionally `.bz2` or
+    /// `.gz`), else by content.
     Auto,
     Xml,
     Jsonl,
@@ -74,7 +78,57 @@ pub(crate) fn io_err(path: &Path, source: std::io::Error) -> Error {
     }
 }
 
-/// Opens `path`, decompressing `.bz2` files (multistream too) on the fly.
+/// How a corpus file is compressed, by its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    /// `.bz2`, multistream too (Wikipedia's `*-multistream.xml.bz2`).
+    Bzip2,
+    /// `.gz`, several members too (what `gzip` writes for concatenated files).
+    Gzip,
+}
+
+impl Compression {
+    /// The compression `path`'s name says (its extension, in any case).
+    pub fn of(path: &Path) -> Compression {
+        match path.extension().map(|e| e.to_ascii_lowercase()) {
+            Some(e) if e == "bz2" => Compression::Bzip2,
+            Some(e) if e == "gz" => Compression::Gzip,
+            _ => Compression::None,
+        }
+    }
+
+    /// Whether the file is compressed.
+    pub fn is_compressed(self) -> bool {
+        self != Compression::None
+    }
+
+    /// `name` (lower case) without this compression's suffix.
+    fn strip<'a>(self, name: &'a str) -> &'a str {
+        let suffix = match self {
+            Compression::None => return name,
+            Compression::Bzip2 => ".bz2",
+            Compression::Gzip => ".gz",
+        };
+        name.strip_suffix(suffix).unwrap_or(name)
+    }
+}
+
+/// A failed read of `path`, `after` what was read so far (e.g. " after line 7"). A compressed
+/// file fails this way when it is truncated or corrupt, which the message suggests.
+pub(crate) fn read_err(path: &Path, source: std::io::Error, after: &str) -> Error {
+    let suffix = match Compression::of(path) {
+        Compression::None => return io_err(path, source),
+        Compression::Bzip2 => "bz2",
+        Compression::Gzip => "gz",
+    };
+    Error::Input(format!(
+        "reading {} failed{after}: {source} (a truncated or corrupt .{suffix} file?)",
+        path.display()
+    ))
+}
+
+/// Opens `path`, decompressing it on the fly as its name says ([`Compression::of`]).
 pub(crate) fn open(path: &Path) -> Result<Box<dyn BufRead>> {
     let file = File::open(path).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
@@ -84,19 +138,17 @@ pub(crate) fn open(path: &Path) -> Result<Box<dyn BufRead>> {
         }
     })?;
     let file = BufReader::with_capacity(1 << 16, file);
-    if is_bz2(path) {
-        Ok(Box::new(BufReader::with_capacity(
+    Ok(match Compression::of(path) {
+        Compression::None => Box::new(file),
+        Compression::Bzip2 => Box::new(BufReader::with_capacity(
             1 << 16,
             bzip2::bufread::MultiBzDecoder::new(file),
-        )))
-    } else {
-        Ok(Box::new(file))
-    }
-}
-
-fn is_bz2(path: &Path) -> bool {
-    path.extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("bz2"))
+        )),
+        Compression::Gzip => Box::new(BufReader::with_capacity(
+            1 << 16,
+            flate2::bufread::MultiGzDecoder::new(file),
+        )),
+    })
 }
 
 /// The format `auto` stands for at `path`.
@@ -115,7 +167,7 @@ pub fn detect(path: &Path) -> Result<Format> {
         .file_name()
         .map(|n| n.to_string_lossy().to_ascii_lowercase())
         .unwrap_or_default();
-    let name = name.strip_suffix(".bz2").unwrap_or(&name);
+    let name = Compression::of(path).strip(&name);
     if name.ends_with(".xml") {
         return Ok(Format::Xml);
     }

@@ -1,15 +1,15 @@
 //! MediaWiki XML dumps (`<mediawiki><page><ns>0</ns>...<revision><text>...</text>`), streamed.
 //!
 //! An article is a page in the main namespace (`<ns>0</ns>`, or no `<ns>` at all) that is not a
-//! redirect; its text is the (unescaped) content of its last `<text>` element. A `.bz2` file is
-//! decompressed on the fly, multistream dumps included.
+//! redirect; its text is the (unescaped) content of its last `<text>` element. A `.bz2` (multistream
+//! dumps included) or `.gz` file is decompressed on the fly.
 
 use std::path::Path;
 
 use quick_xml::events::Event;
 use quick_xml::Reader;
 
-use super::{is_bz2, open, Corpus};
+use super::{open, read_err, Compression, Corpus};
 use crate::error::{Error, Result};
 
 /// Reads up to `limit` articles.
@@ -28,7 +28,11 @@ pub fn read(path: &Path, limit: u64) -> Result<Corpus> {
             "{} is not a valid MediaWiki XML dump: {what} (near byte {} of the {}XML)",
             path.display(),
             reader.buffer_position(),
-            if is_bz2(path) { "decompressed " } else { "" }
+            if Compression::of(path).is_compressed() {
+                "decompressed "
+            } else {
+                ""
+            }
         ))
     };
 
@@ -36,15 +40,9 @@ pub fn read(path: &Path, limit: u64) -> Result<Corpus> {
         let event = match reader.read_event_into(&mut buf) {
             Ok(e) => e,
             Err(quick_xml::Error::Io(e)) => {
-                let hint = if is_bz2(path) {
-                    " (a truncated or corrupt .bz2 file?)"
-                } else {
-                    ""
-                };
-                return Err(Error::Input(format!(
-                    "reading {} failed: {e}{hint}",
-                    path.display()
-                )));
+                // quick-xml shares the I/O error (an Arc): keep its kind and message.
+                let e = std::io::Error::new(e.kind(), e.to_string());
+                return Err(read_err(path, e, ""));
             }
             Err(e) => return Err(fail(&reader, e.to_string())),
         };

@@ -11,8 +11,9 @@ use crate::error::Result;
 /// CONTAINS: `--corpus PATH --word W [--format auto|xml|jsonl|dir] [--limit N]`.
 #[derive(Args, Debug, Clone)]
 pub struct ContainsArgs {
-    /// The corpus: a MediaWiki XML dump (.xml or .xml.bz2), JSON Lines with a "text" field, or a
-    /// directory with one document per file.
+    /// The corpus: a MediaWiki XML dump (.xml), JSON Lines with a "text" field, or a directory
+    /// with one document per file (e.g. /usr/share/man/de); files ending .bz2 or .gz are
+    /// decompressed.
     #[arg(long)]
     pub corpus: PathBuf,
     /// The word to search for (exact, case-sensitive bytes).
