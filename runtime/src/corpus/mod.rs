@@ -104,7 +104,7 @@ impl Compression {
     }
 
     /// `name` (lower case) without this compression's suffix.
-    fn strip<'a>(self, name: &'a str) -> &'a str {
+    fn strip(self, name: &str) -> &str {
         let suffix = match self {
             Compression::None => return name,
             Compression::Bzip2 => ".bz2",
