@@ -49,6 +49,11 @@ build_here() {
         echo "== fetching a CONTAINS corpus (scripts/fetch-corpus.sh en)"
         bash scripts/fetch-corpus.sh en || echo "warning: no corpus; the contains section will be skipped"
     fi
+    if [ ! -d data/manpages-de ]; then
+        echo "== fetching the gzipped man pages (scripts/fetch-corpus.sh manpages-de)"
+        bash scripts/fetch-corpus.sh manpages-de ||
+            echo "warning: no man pages; contains-manpages-de will be skipped"
+    fi
     echo "== staging into $CARRY/"
     rm -rf "$CARRY"
     mkdir -p "$CARRY/data"
@@ -57,6 +62,7 @@ build_here() {
     cp target/release/custom-task "$CARRY/custom-task"
     cp target/ptx/mgws_example_custom_task.sm_90.ptx "$CARRY/"
     [ -f data/wiki-en.jsonl ] && cp data/wiki-en.jsonl "$CARRY/data/"
+    [ -d data/manpages-de ] && cp -r data/manpages-de "$CARRY/data/"
     git rev-parse HEAD > "$CARRY/COMMIT" 2>/dev/null || true
     git status --short > "$CARRY/STATUS" 2>/dev/null || true
     # Never committed: git-ignored here and locally excluded.
@@ -165,6 +171,13 @@ on_device() {
                 case_run contains-by 120 run contains --corpus "$corpus" --word by "${G[@]}" --baselines static
             else
                 skip contains "no corpus carried ($corpus)"
+            fi
+            # A directory of gzipped documents in their natural order, median 5 KB, largest 440 KB.
+            if [ -d "$CARRY/data/manpages-de" ]; then
+                case_run contains-manpages-de 120 run contains --corpus "$CARRY/data/manpages-de" \
+                    --word zwischen "${G[@]}" --baselines static
+            else
+                skip contains-manpages-de "no man pages carried ($CARRY/data/manpages-de)"
             fi
             ;;
         fib)

@@ -401,6 +401,13 @@ pub fn print_outcome(outcome: &Outcome, sched: &Scheduler, json: bool) {
             r.tasks_per_s()
         );
         println!("result: {}", outcome.result);
+        if let Some(idle) = r.idle_share().filter(|_| r.workers > 1) {
+            println!(
+                "balance: the workers waited for each other at the level barriers for {:.1}% of \
+                 the run on average",
+                100.0 * idle
+            );
+        }
         println!(
             "steals: {} of {} attempts ({} tasks), acquires {}, releases {}",
             r.total(|w| w.steals),

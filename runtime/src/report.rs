@@ -21,6 +21,11 @@ pub struct WorkerReport {
     pub idle_rounds: u64,
     pub initial_loads: u64,
     pub spills: u64,
+    /// Nanoseconds the worker spent waiting for the others: recorded by the static-assignment
+    /// baseline on the CPU (its waits at the level barriers, the last one included), `None`
+    /// elsewhere.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_ns: Option<u64>,
 }
 
 impl WorkerReport {
@@ -37,6 +42,7 @@ impl WorkerReport {
             idle_rounds: s.idle_rounds,
             initial_loads: s.initial_loads,
             spills: s.spills,
+            idle_ns: None,
         }
     }
 }
@@ -62,6 +68,16 @@ impl RunReport {
     /// Sum of a statistic over all workers.
     pub fn total(&self, f: impl Fn(&WorkerReport) -> u64) -> u64 {
         self.per_worker.iter().map(f).sum()
+    }
+
+    /// The workers' mean [`WorkerReport::idle_ns`] as a share of the run, where the backend
+    /// records it for every worker: how far the run is from balanced (0 is perfect balance; an
+    /// ideal scheduler would have run in `1 - idle_share` of the time, overheads aside).
+    pub fn idle_share(&self) -> Option<f64> {
+        let idle: Option<Vec<u64>> = self.per_worker.iter().map(|w| w.idle_ns).collect();
+        let idle = idle.filter(|t| !t.is_empty() && self.elapsed_s > 0.0)?;
+        let mean_s = idle.iter().sum::<u64>() as f64 * 1e-9 / idle.len() as f64;
+        Some(mean_s / self.elapsed_s)
     }
 }
 
@@ -136,5 +152,37 @@ impl fmt::Display for HangReport {
             )?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_share_needs_every_worker_idle_time() {
+        let worker = |w: u32, idle_ns: Option<u64>| WorkerReport {
+            worker: w,
+            idle_ns,
+            ..WorkerReport::default()
+        };
+        let mut r = RunReport {
+            backend: "cpu".into(),
+            workers: 3,
+            lanes: 1,
+            elapsed_s: 3e-3,
+            tasks_run: 0,
+            per_worker: vec![
+                worker(0, Some(300_000)),
+                worker(1, Some(0)),
+                worker(2, Some(600_000)),
+            ],
+        };
+        // A mean of 0.3 ms of 3 ms.
+        assert!((r.idle_share().unwrap() - 0.1).abs() < 1e-12);
+        r.per_worker[1].idle_ns = None;
+        assert_eq!(r.idle_share(), None);
+        r.per_worker.clear();
+        assert_eq!(r.idle_share(), None);
     }
 }

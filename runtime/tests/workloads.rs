@@ -704,6 +704,21 @@ fn bench_measures_every_method_and_writes_csv_and_svg() {
     let samples = std::fs::read_to_string(dir.join("fib-16-samples.csv")).unwrap();
     // 3 methods x 2 worker counts + sequential, 2 reps each, plus the header.
     assert_eq!(samples.lines().count(), 1 + 2 * 7);
+    // The static baseline's share of the run spent waiting at level barriers: recorded for it
+    // alone, and nothing to wait for with one worker.
+    for line in samples.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        let idle_share = f[8];
+        if f[1] == "static" {
+            let v: f64 = idle_share.parse().unwrap_or_else(|e| panic!("{line}: {e}"));
+            assert!((0.0..1.0).contains(&v), "{line}");
+            if f[2] == "1" {
+                assert!(v < 0.05, "one worker waits for nobody: {line}");
+            }
+        } else {
+            assert_eq!(idle_share, "", "{line}");
+        }
+    }
     let svg = std::fs::read_to_string(dir.join("fib-16.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("workers"));
     // The plot can be redrawn from the summary alone.

@@ -24,6 +24,7 @@ const CPU_STATIC: crate::Backend = crate::Backend::CpuStatic {
 use crate::cli::SchedArgs;
 use crate::corpus::Corpus;
 use crate::error::{Error, Result};
+use crate::report::RunReport;
 use crate::scheduler::Scheduler;
 use crate::workload::args::{ContainsArgs, FibArgs, UtsArgs};
 use crate::workload::uts::UtsConfig;
@@ -298,7 +299,7 @@ impl Prepared {
         workers: u32,
         sched: &Scheduler,
         pool: &rayon::ThreadPool,
-    ) -> Result<f64> {
+    ) -> Result<Timing> {
         let mismatch = |what: String| {
             Err(Error::Verification(format!(
                 "{} with {workers} workers: {what}",
@@ -314,89 +315,97 @@ impl Prepared {
             } => {
                 let tasks = &tasks[&workers];
                 let t = Instant::now();
-                let (got, secs) = match method {
+                let (got, report) = match method {
                     Method::Mgws => {
                         let (m, r) =
                             contains::run_once(sched, &crate::Backend::Cpu, corpus, word, tasks)?;
-                        (m, r.elapsed_s)
+                        (m, Some(r))
                     }
                     Method::Static => {
                         let (m, r) = contains::run_once(sched, &CPU_STATIC, corpus, word, tasks)?;
-                        (m, r.elapsed_s)
+                        (m, Some(r))
                     }
-                    Method::Rayon => (
-                        baseline::contains::rayon(corpus, word, tasks, pool),
-                        t.elapsed().as_secs_f64(),
-                    ),
-                    Method::Sequential => (
-                        baseline::contains::sequential(corpus, word, tasks),
-                        t.elapsed().as_secs_f64(),
-                    ),
+                    Method::Rayon => (baseline::contains::rayon(corpus, word, tasks, pool), None),
+                    Method::Sequential => {
+                        (baseline::contains::sequential(corpus, word, tasks), None)
+                    }
                     Method::Levels => return Err(levels_is_gpu_only()),
                 };
-                let secs = if matches!(method, Method::Mgws | Method::Static) {
-                    secs
-                } else {
-                    t.elapsed().as_secs_f64()
-                };
+                let timing = Timing::of(report.as_ref(), t);
                 if got != *expected {
                     return mismatch(format!("{got} matches, expected {expected}"));
                 }
-                Ok(secs)
+                Ok(timing)
             }
             Prepared::Uts {
                 params, expected, ..
             } => {
                 let t = Instant::now();
-                let (got, secs) = match method {
+                let (got, report) = match method {
                     Method::Mgws => {
                         let (c, r) = uts::run_once(sched, &crate::Backend::Cpu, params)?;
-                        (c, r.elapsed_s)
+                        (c, Some(r))
                     }
                     Method::Static => {
                         let (c, r) = uts::run_once(sched, &CPU_STATIC, params)?;
-                        (c, r.elapsed_s)
+                        (c, Some(r))
                     }
-                    Method::Rayon => (baseline::uts::rayon(params, pool), 0.0),
-                    Method::Sequential => (baseline::uts::sequential(params), 0.0),
+                    Method::Rayon => (baseline::uts::rayon(params, pool), None),
+                    Method::Sequential => (baseline::uts::sequential(params), None),
                     Method::Levels => return Err(levels_is_gpu_only()),
                 };
-                let secs = if matches!(method, Method::Mgws | Method::Static) {
-                    secs
-                } else {
-                    t.elapsed().as_secs_f64()
-                };
+                let timing = Timing::of(report.as_ref(), t);
                 if got != *expected {
                     return mismatch(format!("{got:?}, expected {expected:?}"));
                 }
-                Ok(secs)
+                Ok(timing)
             }
             Prepared::Fib { n } => {
                 let t = Instant::now();
-                let (got, secs) = match method {
+                let (got, report) = match method {
                     Method::Mgws => {
                         let (c, r) = fib::run_once(sched, &crate::Backend::Cpu, *n)?;
-                        (c, r.elapsed_s)
+                        (c, Some(r))
                     }
                     Method::Static => {
                         let (c, r) = fib::run_once(sched, &CPU_STATIC, *n)?;
-                        (c, r.elapsed_s)
+                        (c, Some(r))
                     }
-                    Method::Rayon => (baseline::fib::rayon(*n, pool), 0.0),
-                    Method::Sequential => (baseline::fib::sequential(*n), 0.0),
+                    Method::Rayon => (baseline::fib::rayon(*n, pool), None),
+                    Method::Sequential => (baseline::fib::sequential(*n), None),
                     Method::Levels => return Err(levels_is_gpu_only()),
                 };
-                let secs = if matches!(method, Method::Mgws | Method::Static) {
-                    secs
-                } else {
-                    t.elapsed().as_secs_f64()
-                };
+                let timing = Timing::of(report.as_ref(), t);
                 let expected = (fib_task::fib(*n), fib_task::tree_nodes(*n));
                 if got != expected {
                     return mismatch(format!("{got:?}, expected {expected:?}"));
                 }
-                Ok(secs)
+                Ok(timing)
             }
+        }
+    }
+}
+
+/// How long one run took, and how well it balanced its workers.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Timing {
+    pub seconds: f64,
+    /// [`RunReport::idle_share`]: recorded by the static baseline.
+    pub idle_share: Option<f64>,
+}
+
+impl Timing {
+    /// The backend's own timing when it ran the work (`report`), else the wall time since `t`.
+    fn of(report: Option<&RunReport>, t: Instant) -> Timing {
+        match report {
+            Some(r) => Timing {
+                seconds: r.elapsed_s,
+                idle_share: r.idle_share(),
+            },
+            None => Timing {
+                seconds: t.elapsed().as_secs_f64(),
+                idle_share: None,
+            },
         }
     }
 }
@@ -409,6 +418,8 @@ pub struct Sample {
     pub rep: u32,
     pub seconds: f64,
     pub tasks: u64,
+    /// [`Timing::idle_share`].
+    pub idle_share: Option<f64>,
 }
 
 impl Sample {
@@ -490,6 +501,21 @@ pub fn paired_ratio(
     Some(median_of_sorted(&ratios))
 }
 
+/// The median over repetitions of [`Sample::idle_share`] of `method` at `workers` workers;
+/// `None` where no run recorded it.
+pub fn median_idle_share(samples: &[Sample], method: Method, workers: u32) -> Option<f64> {
+    let mut v: Vec<f64> = samples
+        .iter()
+        .filter(|s| s.method == method && s.workers == workers)
+        .filter_map(|s| s.idle_share)
+        .collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(median_of_sorted(&v))
+}
+
 /// The measurements of one `mgws bench` invocation.
 pub struct BenchResult {
     pub name: String,
@@ -559,15 +585,16 @@ pub fn measure(work: &Prepared, opts: &BenchOpts, sched_args: &SchedArgs) -> Res
                 } else {
                     sched
                 };
-                let seconds = work.run(method, w, sched, pool)?;
+                let timing = work.run(method, w, sched, pool)?;
                 bar.inc(1);
                 if measured {
                     samples.push(Sample {
                         method,
                         workers: w,
                         rep: rep - opts.warmup,
-                        seconds,
+                        seconds: timing.seconds,
                         tasks: work.tasks(),
+                        idle_share: timing.idle_share,
                     });
                 }
             }
@@ -666,6 +693,23 @@ impl BenchResult {
                 );
             }
         }
+        let balance: Vec<String> = self
+            .summary
+            .iter()
+            .filter(|s| s.workers > 1)
+            .filter_map(|s| {
+                median_idle_share(&self.samples, s.method, s.workers)
+                    .map(|f| format!("{} workers {f:.3}", s.workers))
+            })
+            .collect();
+        if !balance.is_empty() {
+            let _ = writeln!(
+                t,
+                "static: workers' mean wait at the level barriers, median share of the run (0 = \
+                 balanced): {}",
+                balance.join(", ")
+            );
+        }
         t
     }
 
@@ -678,11 +722,13 @@ impl BenchResult {
         };
         std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
         let samples_path = dir.join(format!("{}-samples.csv", self.name));
-        let mut csv = String::from("workload,method,workers,lanes,rep,seconds,tasks,tasks_per_s\n");
+        let mut csv = String::from(
+            "workload,method,workers,lanes,rep,seconds,tasks,tasks_per_s,idle_share\n",
+        );
         for s in &self.samples {
             let _ = writeln!(
                 csv,
-                "{},{},{},{},{},{:.6},{},{:.1}",
+                "{},{},{},{},{},{:.6},{},{:.1},{}",
                 self.name,
                 s.method.name(),
                 s.workers,
@@ -690,7 +736,8 @@ impl BenchResult {
                 s.rep,
                 s.seconds,
                 s.tasks,
-                s.tasks_per_s()
+                s.tasks_per_s(),
+                s.idle_share.map_or(String::new(), |f| format!("{f:.4}"))
             );
         }
         std::fs::write(&samples_path, csv).map_err(|e| io(&samples_path, e))?;
@@ -776,7 +823,36 @@ mod tests {
             rep,
             seconds,
             tasks: 1000,
+            idle_share: None,
         }
+    }
+
+    #[test]
+    fn balance_is_the_median_idle_share() {
+        let mut samples = Vec::new();
+        for (rep, f) in [(0, 0.5), (1, 0.1), (2, 0.2)] {
+            samples.push(Sample {
+                idle_share: Some(f),
+                ..sample(Method::Static, 2, rep, 1.0)
+            });
+            samples.push(sample(Method::Rayon, 2, rep, 1.0));
+        }
+        assert_eq!(median_idle_share(&samples, Method::Static, 2), Some(0.2));
+        assert_eq!(median_idle_share(&samples, Method::Rayon, 2), None);
+        let result = BenchResult {
+            name: "t".into(),
+            title: "T".into(),
+            lanes: 1,
+            summary: summarize(&samples),
+            samples,
+        };
+        assert!(
+            result
+                .table()
+                .contains("median share of the run (0 = balanced): 2 workers 0.200\n"),
+            "{}",
+            result.table()
+        );
     }
 
     #[test]

@@ -27,7 +27,7 @@ use super::threads::RunClock;
 use crate::baseline::SpinBarrier;
 use crate::error::{Error, Result};
 use crate::job::Job;
-use crate::report::RunReport;
+use crate::report::{RunReport, WorkerReport};
 use crate::scheduler::Scheduler;
 
 /// Virtual memory reserved for all frontier buffers together when no capacity is given.
@@ -135,7 +135,7 @@ pub fn run<R: TaskExecutor<TaskStruct>>(
     let clock = RunClock::start();
     let start = clock.started_at();
     let (shared, barrier) = (&shared, &barrier);
-    let outcomes: Vec<(u64, u32, Option<LevelFailure>)> = threads.broadcast(|i| {
+    let outcomes: Vec<(u64, u32, Option<LevelFailure>, u64)> = threads.broadcast(|i| {
         let w = i as u32;
         let group = LaneGroup::new(1, layout.total);
         let outcome = run_worker(
@@ -146,6 +146,16 @@ pub fn run<R: TaskExecutor<TaskStruct>>(
     });
     let elapsed_s = clock.elapsed().as_secs_f64();
     let tasks_run = outcomes.iter().map(|o| o.0).sum();
+    let per_worker = outcomes
+        .iter()
+        .enumerate()
+        .map(|(w, o)| WorkerReport {
+            worker: w as u32,
+            tasks_run: o.0,
+            idle_ns: Some(o.3),
+            ..WorkerReport::default()
+        })
+        .collect();
     let levels = outcomes.iter().map(|o| o.1).max().unwrap_or(0);
     if let Some(failure) = outcomes.into_iter().find_map(|o| o.2) {
         return Err(match failure {
@@ -183,12 +193,13 @@ pub fn run<R: TaskExecutor<TaskStruct>>(
         lanes: 1,
         elapsed_s,
         tasks_run,
-        per_worker: Vec::new(),
+        per_worker,
     })
 }
 
-/// Worker `w`'s loop over the levels. Returns the tasks it ran, the levels it saw and what went
-/// wrong, if anything did (on any worker: all of them stop after the same level).
+/// Worker `w`'s loop over the levels. Returns the tasks it ran, the levels it saw, what went
+/// wrong, if anything did (on any worker: all of them stop after the same level), and the
+/// nanoseconds it waited at the level barriers.
 #[allow(clippy::too_many_arguments)]
 fn run_worker<R: TaskExecutor<TaskStruct>>(
     shared: &Shared<'_>,
@@ -200,10 +211,11 @@ fn run_worker<R: TaskExecutor<TaskStruct>>(
     capacity: u64,
     w: u32,
     start: Instant,
-) -> (u64, u32, Option<LevelFailure>) {
+) -> (u64, u32, Option<LevelFailure>, u64) {
     let workers = config.workers;
     let me = &shared.levels[w as usize];
     let mut tasks_run = 0u64;
+    let mut waited_ns = 0u64;
     let mut level = 0u32;
     loop {
         // The frontier: the initial tasks, then every worker's output of the previous level, in
@@ -225,7 +237,7 @@ fn run_worker<R: TaskExecutor<TaskStruct>>(
         };
         let total: u64 = segments.iter().map(|s| s.1).sum();
         if total == 0 {
-            return (tasks_run, level, None);
+            return (tasks_run, level, None, waited_ns);
         }
         let (lo, hi) = (
             w as u64 * total / workers as u64,
@@ -289,9 +301,11 @@ fn run_worker<R: TaskExecutor<TaskStruct>>(
         me.spawned[1 - parity].store(spawned.min(capacity), AtomicOrdering::Relaxed);
         // Orders every worker's writes of this level (tasks, lengths, the failure flag) before
         // every read of the next (SpinBarrier: AcqRel arrival, Acquire wait).
+        let arrived = Instant::now();
         barrier.wait();
+        waited_ns += arrived.elapsed().as_nanos() as u64;
         if shared.failed_level.load(AtomicOrdering::Relaxed) <= level {
-            return (tasks_run, level + 1, failure);
+            return (tasks_run, level + 1, failure, waited_ns);
         }
         level += 1;
     }
