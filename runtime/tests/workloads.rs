@@ -359,6 +359,39 @@ fn contains_baselines_agree_with_the_reference() {
 }
 
 #[test]
+fn the_static_baseline_reports_how_long_each_worker_waited() {
+    // Worker 0's share is one 32 MiB document, worker 1's one of 8 bytes: worker 1 waits at the
+    // barrier for about the whole run, worker 0 for next to nothing.
+    let mut corpus = Corpus::default();
+    corpus.push(&vec![b'x'; 32 << 20]);
+    corpus.push(b"zwischen");
+    let word = b"zwischen";
+    let tasks = contains::tasks(&corpus, word, 2).unwrap();
+    let (matches, report) =
+        contains::run_once(&sched(2, 1), &CPU_STATIC, &corpus, word, &tasks).unwrap();
+    assert_eq!(matches, 1);
+    let idle: Vec<u64> = report
+        .per_worker
+        .iter()
+        .map(|w| w.idle_ns.expect("static records every worker's wait"))
+        .collect();
+    assert_eq!(idle.len(), 2);
+    assert!(idle[1] > idle[0], "{idle:?}");
+    assert!(
+        idle[1] as f64 * 1e-9 <= report.elapsed_s,
+        "{idle:?} of {}",
+        report.elapsed_s
+    );
+    let share = report.idle_share().unwrap();
+    assert!(share > 0.25 && share < 0.6, "{share}");
+    // mgws records no such wait.
+    let (_, report) =
+        contains::run_once(&sched(2, 1), &Backend::Cpu, &corpus, word, &tasks).unwrap();
+    assert!(report.per_worker.iter().all(|w| w.idle_ns.is_none()));
+    assert_eq!(report.idle_share(), None);
+}
+
+#[test]
 fn contains_refuses_an_empty_word_and_an_empty_corpus() {
     let corpus = skewed_corpus(10, 1);
     let err = contains::run(&sched(1, 1), &Backend::Cpu, &corpus, b"").unwrap_err();
