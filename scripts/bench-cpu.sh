@@ -32,19 +32,14 @@ for tree in T1 T5 T3; do
     $B bench uts --preset "$tree" "${COMMON[@]}" --reps "$REPS"
 done
 $B bench fib -n 32 "${COMMON[@]}" --reps "$REPS"
-for corpus in wiki-all wiki-all-longest-first wiki-all-x4; do
-    if [ -f "data/$corpus.jsonl" ]; then
-        $B bench contains --corpus "data/$corpus.jsonl" --word by --name "contains-$corpus-by" \
-            "${COMMON[@]}" --reps $((REPS * 4))
+# CONTAINS: each corpus with its word; the plot is named contains-<corpus>-<word>.
+for spec in "wiki-all.jsonl by" "wiki-all-longest-first.jsonl by" "wiki-all-x4.jsonl by" \
+    "manpages-de zwischen" "libreoffice-help-de zwischen"; do
+    read -r corpus word <<<"$spec"
+    if [ -e "data/$corpus" ]; then
+        $B bench contains --corpus "data/$corpus" --word "$word" \
+            --name "contains-${corpus%.jsonl}-$word" "${COMMON[@]}" --reps $((REPS * 4))
     else
-        echo "skipping CONTAINS on data/$corpus.jsonl: run scripts/fetch-corpus.sh first"
-    fi
-done
-for corpus in manpages-de libreoffice-help-de; do
-    if [ -d "data/$corpus" ]; then
-        $B bench contains --corpus "data/$corpus" --word zwischen --name "contains-$corpus-zwischen" \
-            "${COMMON[@]}" --reps $((REPS * 4))
-    else
-        echo "skipping CONTAINS on data/$corpus/: run scripts/fetch-corpus.sh $corpus first"
+        echo "skipping CONTAINS on data/$corpus: run scripts/fetch-corpus.sh first"
     fi
 done
