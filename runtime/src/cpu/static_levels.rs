@@ -135,7 +135,7 @@ pub fn run<R: TaskExecutor<TaskStruct>>(
     let clock = RunClock::start();
     let start = clock.started_at();
     let (shared, barrier) = (&shared, &barrier);
-    let outcomes: Vec<(u64, u32, Option<LevelFailure>, u64)> = threads.broadcast(|i| {
+    let outcomes: Vec<WorkerOutcome> = threads.broadcast(|i| {
         let w = i as u32;
         let group = LaneGroup::new(1, layout.total);
         let outcome = run_worker(
@@ -145,19 +145,19 @@ pub fn run<R: TaskExecutor<TaskStruct>>(
         outcome
     });
     let elapsed_s = clock.elapsed().as_secs_f64();
-    let tasks_run = outcomes.iter().map(|o| o.0).sum();
+    let tasks_run = outcomes.iter().map(|o| o.tasks_run).sum();
     let per_worker = outcomes
         .iter()
         .enumerate()
         .map(|(w, o)| WorkerReport {
             worker: w as u32,
-            tasks_run: o.0,
-            idle_ns: Some(o.3),
+            tasks_run: o.tasks_run,
+            idle_ns: Some(o.waited_ns),
             ..WorkerReport::default()
         })
         .collect();
-    let levels = outcomes.iter().map(|o| o.1).max().unwrap_or(0);
-    if let Some(failure) = outcomes.into_iter().find_map(|o| o.2) {
+    let levels = outcomes.iter().map(|o| o.levels).max().unwrap_or(0);
+    if let Some(failure) = outcomes.into_iter().find_map(|o| o.failure) {
         return Err(match failure {
             LevelFailure::Task(e) => e.into(),
             LevelFailure::Overflow {
@@ -197,9 +197,18 @@ pub fn run<R: TaskExecutor<TaskStruct>>(
     })
 }
 
-/// Worker `w`'s loop over the levels. Returns the tasks it ran, the levels it saw, what went
-/// wrong, if anything did (on any worker: all of them stop after the same level), and the
-/// nanoseconds it waited at the level barriers.
+/// What one worker of the static baseline did.
+struct WorkerOutcome {
+    tasks_run: u64,
+    /// Levels it saw.
+    levels: u32,
+    /// What went wrong, if anything did (on any worker: all of them stop after the same level).
+    failure: Option<LevelFailure>,
+    /// Nanoseconds it waited at the level barriers, the last one included.
+    waited_ns: u64,
+}
+
+/// Worker `w`'s loop over the levels.
 #[allow(clippy::too_many_arguments)]
 fn run_worker<R: TaskExecutor<TaskStruct>>(
     shared: &Shared<'_>,
@@ -211,7 +220,7 @@ fn run_worker<R: TaskExecutor<TaskStruct>>(
     capacity: u64,
     w: u32,
     start: Instant,
-) -> (u64, u32, Option<LevelFailure>, u64) {
+) -> WorkerOutcome {
     let workers = config.workers;
     let me = &shared.levels[w as usize];
     let mut tasks_run = 0u64;
@@ -237,7 +246,12 @@ fn run_worker<R: TaskExecutor<TaskStruct>>(
         };
         let total: u64 = segments.iter().map(|s| s.1).sum();
         if total == 0 {
-            return (tasks_run, level, None, waited_ns);
+            return WorkerOutcome {
+                tasks_run,
+                levels: level,
+                failure: None,
+                waited_ns,
+            };
         }
         let (lo, hi) = (
             w as u64 * total / workers as u64,
@@ -305,7 +319,12 @@ fn run_worker<R: TaskExecutor<TaskStruct>>(
         barrier.wait();
         waited_ns += arrived.elapsed().as_nanos() as u64;
         if shared.failed_level.load(AtomicOrdering::Relaxed) <= level {
-            return (tasks_run, level + 1, failure, waited_ns);
+            return WorkerOutcome {
+                tasks_run,
+                levels: level + 1,
+                failure,
+                waited_ns,
+            };
         }
         level += 1;
     }
