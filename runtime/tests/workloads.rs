@@ -42,7 +42,7 @@ fn temp_dir(tag: &str) -> PathBuf {
 }
 
 fn pool(n: u32) -> rayon::ThreadPool {
-    baseline::rayon_pool(n).unwrap()
+    baseline::rayon_pool(n, true).unwrap()
 }
 
 // ----- UTS ---------------------------------------------------------------------------------------

@@ -17,12 +17,20 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use crate::error::{Error, Result};
 
 /// A rayon pool of `threads` threads with stacks deep enough for the recursion of deep trees
-/// (UTS T3 is 1572 levels deep).
-pub fn rayon_pool(threads: u32) -> Result<rayon::ThreadPool> {
+/// (UTS T3 is 1572 levels deep); with `pin`, each bound to one CPU when they fit.
+pub fn rayon_pool(threads: u32, pin: bool) -> Result<rayon::ThreadPool> {
+    // Bound like the CPU backend's threads (`cpu::threads`), so that neither side of a comparison
+    // waits for the kernel to move a woken thread off a busy CPU.
+    let cpus = crate::cpu::threads::cpu_binding(threads as usize, pin);
     rayon::ThreadPoolBuilder::new()
         .num_threads(threads as usize)
         .stack_size(256 << 20)
         .thread_name(|i| format!("rayon-{i}"))
+        .start_handler(move |i| {
+            if let Some(&cpu) = cpus.get(i) {
+                crate::cpu::threads::pin_current_thread(cpu);
+            }
+        })
         .build()
         .map_err(|e| Error::Config(format!("cannot build a rayon pool: {e}")))
 }

@@ -544,7 +544,8 @@ pub fn measure(work: &Prepared, opts: &BenchOpts, sched_args: &SchedArgs) -> Res
         // The static baseline runs one thread per worker, whatever the mgws lanes.
         a.lanes = Some(1);
         let one_lane = a.scheduler()?;
-        setups.push((w, sched, one_lane, baseline::rayon_pool(w)?));
+        let pool = baseline::rayon_pool(w, sched.pin_threads)?;
+        setups.push((w, sched, one_lane, pool));
     }
     let lanes = setups[0].1.lanes();
     let per_rep: u64 = opts

@@ -60,10 +60,7 @@ impl ThreadSet {
     /// CPU this process may use, when there are at least `count` of them (with more threads
     /// than CPUs, binding would stop the kernel from spreading the extra ones where they fit).
     pub fn new(count: usize, name: &str, pin: bool) -> Result<ThreadSet> {
-        let mut cpus = if pin { allowed_cpus() } else { Vec::new() };
-        if cpus.len() < count {
-            cpus.clear();
-        }
+        let cpus = cpu_binding(count, pin);
         let inner = Arc::new(Inner {
             state: Mutex::new(State::default()),
             start: Condvar::new(),
@@ -219,6 +216,18 @@ impl RunClock {
     }
 }
 
+/// The CPUs to bind `count` threads to, thread `i` to entry `i % len` (in practice `i`): the CPUs
+/// this process may use when `pin` is set and there are at least `count` of them; else none (with
+/// more threads than CPUs, binding would stop the kernel from spreading the extra ones where they
+/// fit).
+pub fn cpu_binding(count: usize, pin: bool) -> Vec<usize> {
+    let cpus = if pin { allowed_cpus() } else { Vec::new() };
+    if cpus.len() < count {
+        return Vec::new();
+    }
+    cpus
+}
+
 /// The CPUs the process may run on (empty where that cannot be asked).
 #[cfg(target_os = "linux")]
 fn allowed_cpus() -> Vec<usize> {
@@ -244,7 +253,7 @@ fn allowed_cpus() -> Vec<usize> {
 /// virtual machine that delayed one worker of every short run by 1.5-5 ms. A failure leaves the
 /// thread unbound, which is only slower.
 #[cfg(target_os = "linux")]
-fn pin_current_thread(cpu: usize) {
+pub fn pin_current_thread(cpu: usize) {
     // SAFETY: the set is a local, initialised by zeroing and CPU_SET; pid 0 is this thread.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -256,7 +265,7 @@ fn pin_current_thread(cpu: usize) {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn pin_current_thread(_cpu: usize) {}
+pub fn pin_current_thread(_cpu: usize) {}
 
 /// Thread `index`'s loop: run each generation's job once, sleep in between.
 fn serve(inner: &Inner, index: usize) {
