@@ -805,6 +805,10 @@ pub fn main(cmd: BenchCmd) -> Result<i32> {
             "mgws bench measures the CPU backend only".into(),
         ));
     }
+    // `auto` means the CPU here even where a GPU is usable: resolved to CUDA, the defaults would
+    // be the GPU's (32 lanes per worker, that is 32 threads per CPU worker).
+    let mut sched = sched;
+    sched.backend = crate::cli::BackendArg::Cpu;
     let result = measure(&work, &opts, &sched)?;
     print!("{}", result.table());
     for p in result.write(&opts.out)? {
