@@ -786,13 +786,19 @@ fn bench_measures_every_method_and_writes_csv_and_svg() {
         out: dir.clone(),
         name: None,
     };
-    let sched_args = match Cli::try_parse_from(["mgws", "run", "fib"]).unwrap().command {
+    // Given the CUDA backend (as `auto` resolves on a GPU machine), it still measures the CPU
+    // backend with the CPU's defaults: one lane per worker, and no GPU needed.
+    let sched_args = match Cli::try_parse_from(["mgws", "run", "fib", "--backend", "cuda"])
+        .unwrap()
+        .command
+    {
         mgws::cli::Command::Run {
             workload: mgws::cli::WorkloadCmd::Fib { sched, .. },
         } => sched,
         _ => unreachable!(),
     };
     let r = mgws::bench::measure(&work, &opts, &sched_args).unwrap();
+    assert_eq!(r.lanes, 1);
     assert_eq!(r.samples.len(), 12);
     let table = r.table();
     assert!(

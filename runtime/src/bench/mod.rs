@@ -536,6 +536,11 @@ pub fn measure(work: &Prepared, opts: &BenchOpts, sched_args: &SchedArgs) -> Res
     if opts.reps == 0 {
         return Err(Error::Config("--reps must be at least 1".into()));
     }
+    // Every method runs on the CPU. `auto` means the CPU here even where a GPU is usable:
+    // resolved to CUDA, the defaults would be the GPU's (32 lanes per worker, that is 32 threads
+    // per CPU worker).
+    let mut sched_args = sched_args.clone();
+    sched_args.backend = crate::cli::BackendArg::Cpu;
     let mut setups = Vec::new();
     for &w in &opts.workers {
         let mut a = sched_args.clone();
@@ -805,10 +810,6 @@ pub fn main(cmd: BenchCmd) -> Result<i32> {
             "mgws bench measures the CPU backend only".into(),
         ));
     }
-    // `auto` means the CPU here even where a GPU is usable: resolved to CUDA, the defaults would
-    // be the GPU's (32 lanes per worker, that is 32 threads per CPU worker).
-    let mut sched = sched;
-    sched.backend = crate::cli::BackendArg::Cpu;
     let result = measure(&work, &opts, &sched)?;
     print!("{}", result.table());
     for p in result.write(&opts.out)? {
