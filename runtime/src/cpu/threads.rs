@@ -56,9 +56,8 @@ pub struct ThreadSet {
 }
 
 impl ThreadSet {
-    /// Starts `count` threads named `{name}-{i}`; with `pin`, thread `i` is bound to the `i`-th
-    /// CPU this process may use, when there are at least `count` of them (with more threads
-    /// than CPUs, binding would stop the kernel from spreading the extra ones where they fit).
+    /// Starts `count` threads named `{name}-{i}`; with `pin`, thread `i` is bound to a CPU as
+    /// [`cpu_binding`] says.
     pub fn new(count: usize, name: &str, pin: bool) -> Result<ThreadSet> {
         let cpus = cpu_binding(count, pin);
         let inner = Arc::new(Inner {
@@ -73,7 +72,7 @@ impl ThreadSet {
         };
         for index in 0..count {
             let inner = inner.clone();
-            let cpu = (!cpus.is_empty()).then(|| cpus[index % cpus.len()]);
+            let cpu = cpus.get(index).copied();
             let handle = std::thread::Builder::new()
                 .name(format!("{name}-{index}"))
                 .spawn(move || {
@@ -216,10 +215,9 @@ impl RunClock {
     }
 }
 
-/// The CPUs to bind `count` threads to, thread `i` to entry `i % len` (in practice `i`): the CPUs
-/// this process may use when `pin` is set and there are at least `count` of them; else none (with
-/// more threads than CPUs, binding would stop the kernel from spreading the extra ones where they
-/// fit).
+/// The CPUs to bind `count` threads to, thread `i` to entry `i`: the CPUs this process may use
+/// when `pin` is set and there are at least `count` of them; else none (with more threads than
+/// CPUs, binding would stop the kernel from spreading the extra ones where they fit).
 pub fn cpu_binding(count: usize, pin: bool) -> Vec<usize> {
     let cpus = if pin { allowed_cpus() } else { Vec::new() };
     if cpus.len() < count {
