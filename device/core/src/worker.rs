@@ -105,14 +105,6 @@ impl<'e, P: Platform, T: Copy, X: TaskExecutor<T>> Worker<'e, P, T, X> {
         let cfg = &env.config;
         let queue = env.topology.queue_of_worker(id, cfg.workers_per_queue);
         let flags = cfg.run_flags();
-        let picker = VictimPicker::new(
-            cfg.seed,
-            id,
-            queue,
-            &env.topology,
-            cfg.same_device_bias_permille,
-            flags.contains(RunFlags::SAME_DEVICE_ONLY),
-        );
         let layout = ScratchLayout::new(
             cfg.local_capacity,
             core::mem::size_of::<T>(),
@@ -149,7 +141,14 @@ impl<'e, P: Platform, T: Copy, X: TaskExecutor<T>> Worker<'e, P, T, X> {
         if worker.core.p.is_leader() {
             let state = LeaderState {
                 stats: WorkerStats::default(),
-                picker,
+                picker: VictimPicker::new(
+                    cfg.seed,
+                    id,
+                    queue,
+                    &env.topology,
+                    cfg.same_device_bias_permille,
+                    flags.contains(RunFlags::SAME_DEVICE_ONLY),
+                ),
                 claims_at_last_vote: 0,
                 voted_round: 0,
                 operation: Operation::Start,
@@ -359,7 +358,8 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         }
     }
 
-    /// Counts a rare event: `update` runs on lane 0's statistics (the other lanes skip it).
+    /// Counts an event: `update` runs on lane 0's statistics in the scratch (the other lanes skip
+    /// it). Spawns are counted here too, once per spawn.
     #[inline(always)]
     fn count(&self, update: impl FnOnce(&mut WorkerStats)) {
         if self.p.is_leader() {
