@@ -15,7 +15,7 @@ REPS=${3:-5}
 if [ -n "${MGWS_BIN:-}" ]; then
     B=$MGWS_BIN
 else
-    cargo build --release -q -p mgws
+    cargo build --release -q -p mgws-cli
     B=target/release/mgws
 fi
 mkdir -p "$OUT"

@@ -39,7 +39,7 @@ PTX_NAME=mgws_kernel.sm_90.ptx
 build_here() {
     set -e
     echo "== building the release host binary"
-    cargo build --release -p mgws
+    cargo build --release -p mgws-cli
     echo "== building the kernel PTX"
     cargo xtask ptx --arch sm_90
     echo "== building the custom-task example (its host program and its own kernel)"

@@ -9,10 +9,10 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use mgws::workload::uts::{Preset, UtsConfig};
-use mgws::workload::{fib, memset, uts};
 use mgws::{Backend, Scheduler};
 use mgws_benches::{tasks, Queue};
+use mgws_cli::workload::uts::{Preset, UtsConfig};
+use mgws_cli::workload::{fib, memset, uts};
 
 fn queue_ops(c: &mut Criterion) {
     let mut g = c.benchmark_group("public_queue");

@@ -5,10 +5,10 @@ use std::fmt;
 use std::time::Duration;
 
 use mgws_core::{Operation, WorkerProgress, WorkerStats};
-use serde::Serialize;
 
 /// Per-worker statistics of a finished run.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct WorkerReport {
     pub worker: u32,
     pub tasks_run: u64,
@@ -24,7 +24,7 @@ pub struct WorkerReport {
     /// Nanoseconds the worker spent waiting for the others: recorded by the static-assignment
     /// baseline on the CPU (its waits at the level barriers, the last one included), `None`
     /// elsewhere.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
     pub idle_ns: Option<u64>,
 }
 
@@ -48,7 +48,8 @@ impl WorkerReport {
 }
 
 /// The outcome of a finished run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RunReport {
     pub backend: String,
     pub workers: u32,
@@ -82,7 +83,8 @@ impl RunReport {
 }
 
 /// One worker's state when the watchdog fired.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct WorkerHangState {
     pub worker: u32,
     pub iterations: u64,
@@ -119,7 +121,8 @@ impl WorkerHangState {
 }
 
 /// Everything the watchdog knew when it stopped a run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct HangReport {
     pub stalled_for: Duration,
     pub idle_counter: u64,

@@ -226,6 +226,10 @@ impl Scheduler {
     pub fn watchdog(&self) -> Duration {
         self.watchdog
     }
+    /// Whether the CPU backend binds its threads to CPUs (see [`SchedulerBuilder::pin_threads`]).
+    pub fn pin_threads(&self) -> bool {
+        self.pin_threads
+    }
 }
 
 #[cfg(test)]

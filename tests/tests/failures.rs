@@ -112,8 +112,8 @@ fn the_split_workload_counts_every_task_it_spawns() {
 
 #[test]
 fn the_built_in_diagnostics_end_in_the_errors_they_provoke() {
-    use mgws::workload::{memset, stall};
     use mgws::Backend;
+    use mgws_cli::workload::{memset, stall};
     let err = memset::run_with_fault(&sched(2), &Backend::Cpu, 1000, Some(500)).unwrap_err();
     assert!(
         matches!(

@@ -4,6 +4,7 @@
 mod arena;
 mod barrier;
 mod platform;
+mod spin_barrier;
 pub mod static_levels;
 pub mod threads;
 

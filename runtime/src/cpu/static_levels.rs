@@ -23,8 +23,8 @@ use mgws_core::{
 use mgws_tasks::TaskStruct;
 
 use super::platform::{CpuPlatform, LaneGroup};
+use super::spin_barrier::SpinBarrier;
 use super::threads::RunClock;
-use crate::baseline::SpinBarrier;
 use crate::error::{Error, Result};
 use crate::job::Job;
 use crate::report::{RunReport, WorkerReport};

@@ -12,8 +12,8 @@ use mgws_tasks::workloads::fib::{self, rows_descriptor, FibTask, COL_NODES, COL_
 use mgws_tasks::workloads::rows::column_sum;
 use mgws_tasks::{Builtin, TaskStruct};
 
+use crate::rows::ResultRows;
 use crate::scheduler::Scheduler;
-use crate::workload::ResultRows;
 
 fn sched(workers: u32) -> Scheduler {
     Scheduler::builder()

@@ -271,7 +271,10 @@ mod tests {
         assert!(e.to_string().contains("libcuda"), "{e}");
         let sched = Scheduler::builder().workers(1).lanes(32).build().unwrap();
         let backend = crate::Backend::Cuda(CudaBackend::new());
-        let e = crate::workload::memset::run(&sched, &backend, 4).unwrap_err();
+        let tasks = [mgws_tasks::Builtin::task(
+            &mgws_tasks::workloads::memset::MemsetTask { index: 0 },
+        )];
+        let e = backend.run(&sched, Job::new(&tasks)).unwrap_err();
         assert!(matches!(e, Error::BackendUnavailable(_)), "{e:?}");
     }
 

@@ -4,11 +4,11 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::backend::Backend;
-use crate::error::{Error, Result};
-use crate::scheduler::{default_workers, Scheduler, VictimPolicy};
 use crate::workload::Outcome;
-use crate::{OverflowMode, TerminationMode};
+use mgws::backend::Backend;
+use mgws::error::{Error, Result};
+use mgws::scheduler::{default_workers, Scheduler, VictimPolicy};
+use mgws::{OverflowMode, TerminationMode};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -137,12 +137,12 @@ pub enum GpuKernelArg {
     Levels,
 }
 
-impl From<GpuKernelArg> for crate::cuda::GpuKernel {
+impl From<GpuKernelArg> for mgws::cuda::GpuKernel {
     fn from(k: GpuKernelArg) -> Self {
         match k {
-            GpuKernelArg::Mgws => crate::cuda::GpuKernel::Mgws,
-            GpuKernelArg::Static => crate::cuda::GpuKernel::Static,
-            GpuKernelArg::Levels => crate::cuda::GpuKernel::Levels,
+            GpuKernelArg::Mgws => mgws::cuda::GpuKernel::Mgws,
+            GpuKernelArg::Static => mgws::cuda::GpuKernel::Static,
+            GpuKernelArg::Levels => mgws::cuda::GpuKernel::Levels,
         }
     }
 }
@@ -246,10 +246,10 @@ impl SchedArgs {
         let backend = self.backend()?;
         let (lanes, workers, local_capacity) = match &backend {
             Backend::Cuda(cuda) => {
-                let lanes = self.lanes.unwrap_or(crate::cuda::DEFAULT_LANES);
+                let lanes = self.lanes.unwrap_or(mgws::cuda::DEFAULT_LANES);
                 let local_capacity = self
                     .local_capacity
-                    .unwrap_or(crate::cuda::DEFAULT_LOCAL_CAPACITY);
+                    .unwrap_or(mgws::cuda::DEFAULT_LOCAL_CAPACITY);
                 let workers = match self.workers {
                     Some(w) => w,
                     None => cuda.max_workers(lanes, local_capacity, self.queue_sharing)?,
@@ -286,22 +286,22 @@ impl SchedArgs {
     }
 
     /// The CUDA backend these flags describe (whether or not it is selected).
-    pub fn cuda(&self) -> Result<crate::cuda::CudaBackend> {
+    pub fn cuda(&self) -> Result<mgws::cuda::CudaBackend> {
         let devices = match (&self.devices, self.device) {
-            (Some(list), _) => crate::cuda::plan::parse_devices(list)?,
+            (Some(list), _) => mgws::cuda::plan::parse_devices(list)?,
             (None, Some(d)) => vec![d],
             (None, None) => vec![0],
         };
-        Ok(crate::cuda::CudaBackend {
+        Ok(mgws::cuda::CudaBackend {
             devices,
             placement: match self.placement {
-                PlacementArg::Global => crate::cuda::Placement::Global,
-                PlacementArg::Host => crate::cuda::Placement::Host,
-                PlacementArg::Remote => crate::cuda::Placement::Remote,
+                PlacementArg::Global => mgws::cuda::Placement::Global,
+                PlacementArg::Host => mgws::cuda::Placement::Host,
+                PlacementArg::Remote => mgws::cuda::Placement::Remote,
             },
             tasks_in: match self.tasks_in {
-                TasksInArg::Device => crate::cuda::TasksIn::Device,
-                TasksInArg::Host => crate::cuda::TasksIn::Host,
+                TasksInArg::Device => mgws::cuda::TasksIn::Device,
+                TasksInArg::Host => mgws::cuda::TasksIn::Host,
             },
             ptx: self.ptx.clone(),
             kernel: self.gpu_kernel.into(),
@@ -437,7 +437,7 @@ pub fn main_with(cli: Cli) -> Result<i32> {
                     Ok(c) => code = code.max(c),
                     Err(e) => eprintln!(
                         "mgws: baseline {}: error: {e}",
-                        crate::cuda::GpuKernel::from(kernel).name()
+                        mgws::cuda::GpuKernel::from(kernel).name()
                     ),
                 }
             }

@@ -18,17 +18,17 @@ use mgws_tasks::TaskStruct;
 use crate::baseline;
 
 /// The static-assignment baseline on CPU threads (default frontier buffers).
-const CPU_STATIC: crate::Backend = crate::Backend::CpuStatic {
+const CPU_STATIC: mgws::Backend = mgws::Backend::CpuStatic {
     level_capacity: None,
 };
 use crate::cli::SchedArgs;
 use crate::corpus::Corpus;
-use crate::error::{Error, Result};
-use crate::report::RunReport;
-use crate::scheduler::Scheduler;
 use crate::workload::args::{ContainsArgs, FibArgs, UtsArgs};
 use crate::workload::uts::UtsConfig;
 use crate::workload::{contains, fib, uts};
+use mgws::error::{Error, Result};
+use mgws::report::RunReport;
+use mgws::scheduler::Scheduler;
 
 /// The workloads `mgws bench` measures. `--workers` takes a list here; the other scheduler flags
 /// are those of `mgws run`.
@@ -318,7 +318,7 @@ impl Prepared {
                 let (got, report) = match method {
                     Method::Mgws => {
                         let (m, r) =
-                            contains::run_once(sched, &crate::Backend::Cpu, corpus, word, tasks)?;
+                            contains::run_once(sched, &mgws::Backend::Cpu, corpus, word, tasks)?;
                         (m, Some(r))
                     }
                     Method::Static => {
@@ -343,7 +343,7 @@ impl Prepared {
                 let t = Instant::now();
                 let (got, report) = match method {
                     Method::Mgws => {
-                        let (c, r) = uts::run_once(sched, &crate::Backend::Cpu, params)?;
+                        let (c, r) = uts::run_once(sched, &mgws::Backend::Cpu, params)?;
                         (c, Some(r))
                     }
                     Method::Static => {
@@ -364,7 +364,7 @@ impl Prepared {
                 let t = Instant::now();
                 let (got, report) = match method {
                     Method::Mgws => {
-                        let (c, r) = fib::run_once(sched, &crate::Backend::Cpu, *n)?;
+                        let (c, r) = fib::run_once(sched, &mgws::Backend::Cpu, *n)?;
                         (c, Some(r))
                     }
                     Method::Static => {
@@ -549,7 +549,7 @@ pub fn measure(work: &Prepared, opts: &BenchOpts, sched_args: &SchedArgs) -> Res
         // The static baseline runs one thread per worker, whatever the mgws lanes.
         a.lanes = Some(1);
         let one_lane = a.scheduler()?;
-        let pool = baseline::rayon_pool(w, sched.pin_threads)?;
+        let pool = baseline::rayon_pool(w, sched.pin_threads())?;
         setups.push((w, sched, one_lane, pool));
     }
     let lanes = setups[0].1.lanes();

@@ -5,8 +5,8 @@ fn main() {
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("MGWS_LOG"))
         .with_writer(std::io::stderr)
         .init();
-    let cli = mgws::cli::Cli::parse();
-    match mgws::cli::main_with(cli) {
+    let cli = mgws_cli::cli::Cli::parse();
+    match mgws_cli::cli::main_with(cli) {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             eprintln!("mgws: error: {e}");

@@ -6,11 +6,11 @@ use mgws_tasks::workloads::rows::column_sum;
 use mgws_tasks::Builtin;
 
 use super::Outcome;
-use crate::backend::Backend;
-use crate::error::{Error, Result};
-use crate::job::{AreaBytes, Job};
-use crate::report::RunReport;
-use crate::scheduler::Scheduler;
+use mgws::backend::Backend;
+use mgws::error::{Error, Result};
+use mgws::job::{AreaBytes, Job};
+use mgws::report::RunReport;
+use mgws::scheduler::Scheduler;
 
 /// The largest `n` the CLI accepts: fib(60) already has 3 * 10^12 calls.
 pub const MAX_CLI_N: u64 = 60;

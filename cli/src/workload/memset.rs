@@ -4,10 +4,10 @@ use mgws_tasks::workloads::memset::{output_descriptor, verify, MemsetTask};
 use mgws_tasks::{Builtin, TaskStruct};
 
 use super::Outcome;
-use crate::backend::Backend;
-use crate::error::{Error, Result};
-use crate::job::{u64_bytes_mut, AreaBytes, Job};
-use crate::scheduler::Scheduler;
+use mgws::backend::Backend;
+use mgws::error::{Error, Result};
+use mgws::job::{u64_bytes_mut, AreaBytes, Job};
+use mgws::scheduler::Scheduler;
 
 /// The tag `run_with_fault` writes: not a tag of the built-in registry.
 pub const UNKNOWN_TAG: u32 = 0xdead;

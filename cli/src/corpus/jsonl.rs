@@ -5,7 +5,7 @@ use std::io::BufRead;
 use std::path::Path;
 
 use super::{open, read_err, Corpus};
-use crate::error::{Error, Result};
+use mgws::error::{Error, Result};
 
 #[derive(serde::Deserialize)]
 struct Line<'a> {

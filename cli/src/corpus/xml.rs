@@ -10,7 +10,7 @@ use quick_xml::events::Event;
 use quick_xml::Reader;
 
 use super::{open, read_err, Compression, Corpus};
-use crate::error::{Error, Result};
+use mgws::error::{Error, Result};
 
 /// Reads up to `limit` articles.
 pub fn read(path: &Path, limit: u64) -> Result<Corpus> {

@@ -20,7 +20,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
-use crate::error::{Error, Result};
+use mgws::error::{Error, Result};
 
 /// The input formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

@@ -11,11 +11,11 @@ use mgws_tasks::{Builtin, TaskStruct};
 use serde::Serialize;
 
 use super::Outcome;
-use crate::backend::Backend;
-use crate::error::{Error, Result};
-use crate::job::{u64_bytes_mut, AreaBytes, Job};
-use crate::report::RunReport;
-use crate::scheduler::Scheduler;
+use mgws::backend::Backend;
+use mgws::error::{Error, Result};
+use mgws::job::{u64_bytes_mut, AreaBytes, Job};
+use mgws::report::RunReport;
+use mgws::scheduler::Scheduler;
 
 /// Tree types (UTS `-t`: 0, 1, 2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]

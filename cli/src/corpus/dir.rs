@@ -7,7 +7,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::{io_err, read_err, Corpus};
-use crate::error::{Error, Result};
+use mgws::error::{Error, Result};
 
 /// Reads up to `limit` articles.
 pub fn read(path: &Path, limit: u64) -> Result<Corpus> {

@@ -6,12 +6,12 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use clap::{CommandFactory, Parser};
-use mgws::baseline;
-use mgws::cli::Cli;
-use mgws::corpus::{self, Corpus, Format};
-use mgws::workload::uts::{Preset, Shape, TreeType, UtsConfig};
-use mgws::workload::{contains, fib, uts};
 use mgws::{Backend, Error, Scheduler};
+use mgws_cli::baseline;
+use mgws_cli::cli::Cli;
+use mgws_cli::corpus::{self, Corpus, Format};
+use mgws_cli::workload::uts::{Preset, Shape, TreeType, UtsConfig};
+use mgws_cli::workload::{contains, fib, uts};
 use mgws_tasks::workloads::uts::UtsCounts;
 
 /// The static-assignment baseline on CPU threads (same task execution, level by level).
@@ -240,7 +240,7 @@ fn uts_parameters_out_of_range_are_refused() {
     // Through the command line too.
     let cli =
         Cli::try_parse_from(["mgws", "run", "uts", "-t", "bin", "-q", "0.9", "-m", "8"]).unwrap();
-    let err = mgws::cli::main_with(cli).unwrap_err().to_string();
+    let err = mgws_cli::cli::main_with(cli).unwrap_err().to_string();
     assert!(err.contains("infinite"), "{err}");
 }
 
@@ -258,8 +258,8 @@ fn uts_flags_override_presets() {
         "2",
     ])
     .unwrap();
-    let mgws::cli::Command::Run {
-        workload: mgws::cli::WorkloadCmd::Uts { args, .. },
+    let mgws_cli::cli::Command::Run {
+        workload: mgws_cli::cli::WorkloadCmd::Uts { args, .. },
     } = cli.command
     else {
         panic!("parsed {:?}", cli.command)
@@ -269,8 +269,8 @@ fn uts_flags_override_presets() {
     assert!(cfg.published().is_none());
     // UTS's numeric -t/-a values work as well.
     let cli = Cli::try_parse_from(["mgws", "run", "uts", "-t", "0", "-a", "3"]).unwrap();
-    let mgws::cli::Command::Run {
-        workload: mgws::cli::WorkloadCmd::Uts { args, .. },
+    let mgws_cli::cli::Command::Run {
+        workload: mgws_cli::cli::WorkloadCmd::Uts { args, .. },
     } = cli.command
     else {
         panic!()
@@ -400,7 +400,7 @@ fn contains_refuses_an_empty_word_and_an_empty_corpus() {
     assert!(err.to_string().contains("no articles"), "{err}");
     let cli =
         Cli::try_parse_from(["mgws", "run", "contains", "--corpus", ".", "--word", ""]).unwrap();
-    let err = mgws::cli::main_with(cli).unwrap_err().to_string();
+    let err = mgws_cli::cli::main_with(cli).unwrap_err().to_string();
     assert!(err.contains("empty"), "{err}");
 }
 
@@ -729,7 +729,7 @@ fn bench_measures_every_method_and_writes_csv_and_svg() {
         dir.to_str().unwrap(),
     ])
     .unwrap();
-    assert_eq!(mgws::cli::main_with(cli).unwrap(), 0);
+    assert_eq!(mgws_cli::cli::main_with(cli).unwrap(), 0);
     let summary = std::fs::read_to_string(dir.join("fib-16-summary.csv")).unwrap();
     for m in ["mgws,1", "mgws,2", "static,2", "rayon,2", "sequential,1"] {
         assert!(summary.contains(m), "{m} missing in\n{summary}");
@@ -767,22 +767,25 @@ fn bench_measures_every_method_and_writes_csv_and_svg() {
         replotted.to_str().unwrap(),
     ])
     .unwrap();
-    assert_eq!(mgws::cli::main_with(cli).unwrap(), 0);
+    assert_eq!(mgws_cli::cli::main_with(cli).unwrap(), 0);
     assert!(std::fs::read_to_string(&replotted)
         .unwrap()
         .contains("FIB again"));
-    let (name, rows) = mgws::bench::read_summary(&dir.join("fib-16-summary.csv")).unwrap();
+    let (name, rows) = mgws_cli::bench::read_summary(&dir.join("fib-16-summary.csv")).unwrap();
     assert_eq!((name.as_str(), rows.len()), ("fib-16", 7));
     std::fs::write(dir.join("bad.csv"), "header\nfib,warp,1,1,1,1,1,1\n").unwrap();
-    let err = mgws::bench::read_summary(&dir.join("bad.csv")).unwrap_err();
+    let err = mgws_cli::bench::read_summary(&dir.join("bad.csv")).unwrap_err();
     assert!(err.to_string().contains("line 2"), "{err}");
 
-    let work = mgws::bench::Prepared::uts(UtsConfig::preset(Preset::Default)).unwrap();
-    let opts = mgws::bench::BenchOpts {
+    let work = mgws_cli::bench::Prepared::uts(UtsConfig::preset(Preset::Default)).unwrap();
+    let opts = mgws_cli::bench::BenchOpts {
         workers: vec![1, 3],
         reps: 3,
         warmup: 0,
-        methods: vec![mgws::bench::Method::Mgws, mgws::bench::Method::Static],
+        methods: vec![
+            mgws_cli::bench::Method::Mgws,
+            mgws_cli::bench::Method::Static,
+        ],
         out: dir.clone(),
         name: None,
     };
@@ -792,12 +795,12 @@ fn bench_measures_every_method_and_writes_csv_and_svg() {
         .unwrap()
         .command
     {
-        mgws::cli::Command::Run {
-            workload: mgws::cli::WorkloadCmd::Fib { sched, .. },
+        mgws_cli::cli::Command::Run {
+            workload: mgws_cli::cli::WorkloadCmd::Fib { sched, .. },
         } => sched,
         _ => unreachable!(),
     };
-    let r = mgws::bench::measure(&work, &opts, &sched_args).unwrap();
+    let r = mgws_cli::bench::measure(&work, &opts, &sched_args).unwrap();
     assert_eq!(r.lanes, 1);
     assert_eq!(r.samples.len(), 12);
     let table = r.table();

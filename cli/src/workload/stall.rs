@@ -6,10 +6,10 @@ use mgws_tasks::workloads::stall::StallTask;
 use mgws_tasks::{Builtin, TaskStruct};
 
 use super::Outcome;
-use crate::backend::Backend;
-use crate::error::{Error, Result};
-use crate::job::Job;
-use crate::scheduler::Scheduler;
+use mgws::backend::Backend;
+use mgws::error::{Error, Result};
+use mgws::job::Job;
+use mgws::scheduler::Scheduler;
 
 /// Runs `tasks` STALL tasks of `nanos` each.
 pub fn run(sched: &Scheduler, backend: &Backend, tasks: u64, nanos: u64) -> Result<Outcome> {

@@ -8,12 +8,12 @@ use mgws_tasks::workloads::rows::{column_sum, PackedTable, ROW_BYTES};
 use mgws_tasks::{Builtin, TaskStruct};
 
 use super::Outcome;
-use crate::backend::Backend;
 use crate::corpus::Corpus;
-use crate::error::{Error, Result};
-use crate::job::{AreaBytes, Job};
-use crate::report::RunReport;
-use crate::scheduler::Scheduler;
+use mgws::backend::Backend;
+use mgws::error::{Error, Result};
+use mgws::job::{AreaBytes, Job};
+use mgws::report::RunReport;
+use mgws::scheduler::Scheduler;
 
 /// Data areas of a CONTAINS job.
 pub const CORPUS_AREA: u8 = 0;

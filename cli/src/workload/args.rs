@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::uts::{Preset, Shape, TreeType, UtsConfig};
 use crate::corpus::{self, Corpus, Format};
-use crate::error::Result;
+use mgws::error::Result;
 
 /// CONTAINS: `--corpus PATH --word W [--format auto|xml|jsonl|dir] [--limit N]`.
 #[derive(Args, Debug, Clone)]
@@ -30,7 +30,7 @@ impl ContainsArgs {
     /// Loads the corpus; checks the word.
     pub fn load(&self) -> Result<Corpus> {
         if self.word.is_empty() {
-            return Err(crate::Error::Input(
+            return Err(mgws::Error::Input(
                 "the word to search for (--word) is empty".into(),
             ));
         }

@@ -1,0 +1,47 @@
+//! Host-side drivers of the built-in workloads: build the initial tasks and data, run them on a
+//! backend, and verify the result on every run.
+
+pub mod args;
+pub mod contains;
+pub mod fib;
+pub mod memset;
+pub mod stall;
+pub mod uts;
+
+use serde::Serialize;
+
+use mgws::report::RunReport;
+
+/// A verified run of a workload.
+#[derive(Clone, Debug, Serialize)]
+pub struct Outcome {
+    pub workload: String,
+    pub report: RunReport,
+    /// The workload's result, as JSON (e.g. `{"nodes": .., "leaves": .., "depth": ..}`).
+    pub result: serde_json::Value,
+    /// True when the result matched the workload's independent check.
+    pub verified: bool,
+    /// What the check compared, for humans.
+    pub check: String,
+}
+
+pub use mgws::rows::ResultRows;
+
+/// Result rows to allocate for a run of `sched` on `backend`: one per worker. The CPU backend
+/// runs exactly `sched.workers()` workers; a GPU backend may size its grid by occupancy, so other
+/// backends get rows for up to [`MAX_DEVICE_WORKERS`] workers (1 MiB) until backends report their
+/// worker count before a run. A worker without a row fails its tasks with a clear error code
+/// (`NO_RESULT_ROW`), never writes out of bounds.
+pub fn result_rows(sched: &mgws::Scheduler, backend: &mgws::Backend) -> u32 {
+    if matches!(
+        backend,
+        mgws::Backend::Cpu | mgws::Backend::CpuStatic { .. }
+    ) {
+        sched.workers()
+    } else {
+        sched.workers().max(MAX_DEVICE_WORKERS)
+    }
+}
+
+/// See [`result_rows`].
+pub const MAX_DEVICE_WORKERS: u32 = 1 << 14;
