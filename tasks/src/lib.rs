@@ -18,12 +18,14 @@ extern crate self as mgws_tasks;
 pub use mgws_core as __core;
 
 pub mod data;
+pub mod registry;
 pub mod task;
 pub mod workloads;
 
 pub use data::{Access, DataDescriptor};
 pub use mgws_core::{TaskContext, TaskError};
 pub use mgws_tasks_macros::registry;
+pub use registry::Registry;
 pub use task::{Tagged, TaskFunctor, TaskStruct, DESCRIPTORS, PARAM_ALIGN, PARAM_BYTES};
 pub use workloads::Builtin;
 

@@ -15,6 +15,9 @@
 //! - `impl mgws_core::TaskExecutor<TaskStruct> for Builtin`, dispatching by tag and returning
 //!   `TaskError::UnknownTag` for any other tag;
 //! - `Builtin::name_of(tag)` and `Builtin::TAGS`;
+//! - `impl mgws_tasks::Registry for Builtin`, with the registry's name and fingerprint (a digest of
+//!   its name, tags, variant names, functor types and their layouts), which a kernel built for the
+//!   registry carries too;
 //! - compile-time assertions that each functor fits the parameter area in size and alignment.
 
 use proc_macro::TokenStream;
@@ -65,6 +68,8 @@ fn expand(input: ItemEnum) -> syn::Result<proc_macro2::TokenStream> {
     let mut tagged = Vec::new();
     let mut asserts = Vec::new();
     let mut tag_list = Vec::new();
+    let mut layout_mix = Vec::new();
+    let mut description = name.to_string();
     let mut seen = std::collections::HashSet::new();
     for (i, v) in input.variants.iter().enumerate() {
         let ty = match &v.fields {
@@ -109,8 +114,14 @@ fn expand(input: ItemEnum) -> syn::Result<proc_macro2::TokenStream> {
             };
         });
         tag_list.push(quote! { (#tag, #vname) });
+        description.push_str(&format!(";{tag}:{vname}:{}", quote!(#ty)));
+        layout_mix.push(quote! {
+            let h = ::mgws_tasks::registry::fingerprint_mix(h, ::core::mem::size_of::<#ty>() as u64);
+            let h = ::mgws_tasks::registry::fingerprint_mix(h, ::core::mem::align_of::<#ty>() as u64);
+        });
     }
     let count = input.variants.len();
+    let name_str = name.to_string();
     Ok(quote! {
         #(#attrs)*
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -140,6 +151,19 @@ fn expand(input: ItemEnum) -> syn::Result<proc_macro2::TokenStream> {
 
         #(#tagged)*
         #(#asserts)*
+
+        impl ::mgws_tasks::Registry for #name {
+            const NAME: &'static str = #name_str;
+            const FINGERPRINT: u64 = {
+                let h = ::mgws_tasks::registry::fingerprint_bytes(
+                    ::mgws_tasks::registry::FINGERPRINT_BASIS,
+                    #description.as_bytes(),
+                );
+                #(#layout_mix)*
+                h
+            };
+            const TAGS: &'static [(u32, &'static str)] = &#name::TAGS;
+        }
 
         impl ::mgws_tasks::__core::TaskExecutor<::mgws_tasks::TaskStruct> for #name {
             #[inline(always)]

@@ -1,0 +1,110 @@
+//! The [`Registry`] trait: what `#[registry]` generates for an enum of task functor types.
+
+use mgws_core::TaskExecutor;
+
+use crate::task::TaskStruct;
+
+/// A task registry: the functor types that a run can execute, each under its tag.
+///
+/// Implemented by `#[registry]`; the hosts take a registry explicitly for every run, and a GPU
+/// kernel is built for exactly one registry. [`Registry::FINGERPRINT`] ties the two together: the
+/// kernel's PTX carries the fingerprint of the registry it was built for
+/// (`mgws_registry_fingerprint`), and the CUDA backend refuses a PTX whose fingerprint differs from
+/// the registry it is asked to run, so the tags of a job never silently name other functors.
+pub trait Registry: TaskExecutor<TaskStruct> + Copy + Default + Send + Sync + 'static {
+    /// The registry's type name, for messages.
+    const NAME: &'static str;
+    /// A 64-bit digest of the registry: its name, every tag with its variant name and functor
+    /// type (as written), and each functor's size and alignment.
+    const FINGERPRINT: u64;
+    /// Every tag with its variant name, in tag order (tags start at 1).
+    const TAGS: &'static [(u32, &'static str)];
+
+    /// The variant name of `tag`, if this registry knows it.
+    fn name_of(tag: u32) -> Option<&'static str> {
+        Self::TAGS
+            .iter()
+            .find(|(t, _)| *t == tag)
+            .map(|(_, name)| *name)
+    }
+}
+
+/// FNV-1a, 64 bits: the digest `#[registry]` computes [`Registry::FINGERPRINT`] with (the layout
+/// of each functor is mixed in with [`fingerprint_mix`] at compile time).
+pub const fn fingerprint_bytes(mut hash: u64, bytes: &[u8]) -> u64 {
+    let mut i = 0;
+    while i < bytes.len() {
+        hash ^= bytes[i] as u64;
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        i += 1;
+    }
+    hash
+}
+
+/// The FNV-1a offset basis: the digest of nothing.
+pub const FINGERPRINT_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// Mixes `value` (a functor's size or alignment) into `hash`, byte by byte.
+pub const fn fingerprint_mix(hash: u64, value: u64) -> u64 {
+    fingerprint_bytes(hash, &value.to_le_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::workloads::fib::FibTask;
+    use crate::workloads::memset::MemsetTask;
+
+    #[crate::registry]
+    enum MemsetThenFib {
+        Memset(MemsetTask),
+        Fib(FibTask),
+    }
+
+    #[crate::registry]
+    enum FibThenMemset {
+        Fib(FibTask),
+        Memset(MemsetTask),
+    }
+
+    #[crate::registry]
+    enum OnlyMemset {
+        Memset(MemsetTask),
+    }
+
+    #[test]
+    fn registries_with_other_tags_or_names_have_other_fingerprints() {
+        let prints = [
+            MemsetThenFib::FINGERPRINT,
+            FibThenMemset::FINGERPRINT,
+            OnlyMemset::FINGERPRINT,
+            crate::Builtin::FINGERPRINT,
+        ];
+        for (i, a) in prints.iter().enumerate() {
+            for b in &prints[i + 1..] {
+                assert_ne!(a, b, "{prints:x?}");
+            }
+        }
+        assert_eq!(<MemsetThenFib as Registry>::name_of(2), Some("Fib"));
+        assert_eq!(<FibThenMemset as Registry>::name_of(2), Some("Memset"));
+        assert_eq!(<OnlyMemset as Registry>::name_of(2), None);
+        assert_eq!(OnlyMemset::NAME, "OnlyMemset");
+    }
+
+    #[test]
+    fn fnv1a_matches_its_reference_values() {
+        assert_eq!(
+            fingerprint_bytes(FINGERPRINT_BASIS, b""),
+            0xcbf2_9ce4_8422_2325
+        );
+        assert_eq!(
+            fingerprint_bytes(FINGERPRINT_BASIS, b"a"),
+            0xaf63_dc4c_8601_ec8c
+        );
+        assert_eq!(
+            fingerprint_bytes(FINGERPRINT_BASIS, b"foobar"),
+            0x8594_4171_f739_67e8
+        );
+    }
+}
