@@ -19,6 +19,10 @@ pub trait Registry: TaskExecutor<TaskStruct> + Copy + Default + Send + Sync + 's
     const FINGERPRINT: u64;
     /// Every tag with its variant name, in tag order (tags start at 1).
     const TAGS: &'static [(u32, &'static str)];
+    /// The PTX of the kernel built for this registry, where the registry declares one (the host
+    /// build of a crate whose build script compiles its kernel embeds it); `None` otherwise, and
+    /// the CUDA backend then loads the PTX file it is given.
+    const KERNEL_PTX: Option<&'static str> = None;
 
     /// The variant name of `tag`, if this registry knows it.
     fn name_of(tag: u32) -> Option<&'static str> {
