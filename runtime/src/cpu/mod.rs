@@ -31,6 +31,20 @@ struct SendEnv(Env<HostWord, TaskStruct>);
 // concurrent access to them follows the scheduler's protocols.
 unsafe impl Sync for SendEnv {}
 
+/// The CPU backend's settings for those left open: one lane per worker, the scheduler's default
+/// local capacity (the thesis's 32) and one worker per CPU.
+pub fn defaults(
+    lanes: Option<u32>,
+    local_capacity: Option<u32>,
+    workers: Option<u32>,
+) -> crate::backend::Defaults {
+    crate::backend::Defaults {
+        lanes: lanes.unwrap_or(1),
+        local_capacity: local_capacity.unwrap_or(mgws_core::SchedConfig::new(1).local_capacity),
+        workers: workers.unwrap_or_else(crate::scheduler::default_workers),
+    }
+}
+
 /// Runs `job` on CPU threads with the task registry `registry`.
 pub fn run<R: TaskExecutor<TaskStruct>>(
     sched: &Scheduler,

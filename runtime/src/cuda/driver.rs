@@ -178,6 +178,14 @@ pub struct Gpu {
     pub cc: (u32, u32),
 }
 
+// SAFETY: a CUDA context handle may be used from any thread (every call that needs it current
+// makes it current on the calling thread first, `make_current`); the struct's other fields are
+// plain data.
+unsafe impl Send for Gpu {}
+// SAFETY: as for Send; `&Gpu` methods only read the handles and call thread-safe driver entry
+// points.
+unsafe impl Sync for Gpu {}
+
 impl Gpu {
     /// Retains GPU `ordinal`'s primary context and makes it current.
     pub fn open(ordinal: u32) -> Result<Gpu> {
@@ -507,6 +515,13 @@ pub struct Module {
     raw: sys::CUmodule,
     ctx: sys::CUcontext,
 }
+
+// SAFETY: module and context handles may be used from any thread; `function` makes the context
+// current on the calling thread before it looks a kernel up, and the driver's module calls are
+// thread-safe.
+unsafe impl Send for Module {}
+// SAFETY: as for Send (`&Module` only looks kernels up).
+unsafe impl Sync for Module {}
 
 impl Module {
     /// JIT-compiles `ptx` for `gpu`, with at most `max_registers` registers per thread if given;

@@ -136,11 +136,15 @@ struct Memory {
     initial_ranges: u64,
 }
 
-pub fn run(b: &CudaBackend, sched: &Scheduler, mut job: Job<'_>) -> Result<RunReport> {
+pub fn run<R: mgws_tasks::Registry>(
+    b: &CudaBackend,
+    sched: &Scheduler,
+    mut job: Job<'_>,
+) -> Result<RunReport> {
     job.validate()?;
     let lanes = sched.lanes;
     super::check_lanes(lanes)?;
-    let s = Session::open(b, lanes)?;
+    let s = Session::open::<R>(b, lanes)?;
     let funcs = s.functions(b.kernel.entry(), &WORKER_PARAMS)?;
     let grid = size_grid(
         &s,
