@@ -61,7 +61,7 @@ pub fn run<R: mgws_tasks::Registry>(
     let max_blocks = sched.config.workers;
     let smem = plan::scratch_bytes(cfg.local_capacity, lanes, max_blocks);
     // Checks the block size and raises the shared memory limit.
-    super::persistent::blocks_per_sm_for(g, &f, lanes, smem, cfg.local_capacity)?;
+    super::grid::blocks_per_sm_for(g, &f, lanes, smem, cfg.local_capacity)?;
     let task = size_of::<TaskStruct>();
     let capacity = match b.level_capacity {
         Some(c) => c,

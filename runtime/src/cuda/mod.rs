@@ -24,7 +24,9 @@ mod cache;
 pub mod driver;
 #[cfg(test)]
 mod emulate;
+mod grid;
 mod level;
+mod memory;
 mod persistent;
 pub mod plan;
 pub mod ptx;
@@ -212,7 +214,7 @@ impl CudaBackend {
             match self.kernel {
                 GpuKernel::Mgws | GpuKernel::Static => {
                     let funcs = s.functions(self.kernel.entry(), &persistent::WORKER_PARAMS)?;
-                    let grid = persistent::size_grid(
+                    let grid = grid::size_grid(
                         &s,
                         &funcs,
                         local_capacity,
@@ -229,7 +231,7 @@ impl CudaBackend {
                     // size the occupancy query for the largest grid it could get.
                     let ub = plan::worker_upper_bound(g.sms);
                     let smem = plan::scratch_bytes(local_capacity, lanes, ub);
-                    let per_sm = persistent::blocks_per_sm_for(g, &f, lanes, smem, local_capacity)?;
+                    let per_sm = grid::blocks_per_sm_for(g, &f, lanes, smem, local_capacity)?;
                     let what = format!("GPU {} ({})", g.ordinal, g.name);
                     plan::fit_workers(None, per_sm, g.sms, workers_per_queue, &what)
                 }
@@ -270,7 +272,10 @@ impl CudaBackend {
         job: Job<'_>,
     ) -> Result<RunReport> {
         guard(|| match self.kernel {
-            GpuKernel::Mgws | GpuKernel::Static => persistent::run::<R>(self, sched, job),
+            GpuKernel::Mgws | GpuKernel::Static => {
+                let mut device = persistent::CudaDevice::open::<R>(self, sched.lanes)?;
+                crate::pipeline::run(&mut device, sched, job)
+            }
             GpuKernel::Levels => level::run::<R>(self, sched, job),
         })
     }
