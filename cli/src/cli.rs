@@ -7,8 +7,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::workload::Outcome;
 use mgws::backend::Backend;
 use mgws::error::{Error, Result};
-use mgws::scheduler::{default_workers, Scheduler, VictimPolicy};
+use mgws::scheduler::{Scheduler, VictimPolicy};
 use mgws::{OverflowMode, TerminationMode};
+use mgws_tasks::Builtin;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -244,25 +245,16 @@ impl SchedArgs {
             (false, None) => VictimPolicy::Uniform,
         };
         let backend = self.backend()?;
-        let (lanes, workers, local_capacity) = match &backend {
-            Backend::Cuda(cuda) => {
-                let lanes = self.lanes.unwrap_or(mgws::cuda::DEFAULT_LANES);
-                let local_capacity = self
-                    .local_capacity
-                    .unwrap_or(mgws::cuda::DEFAULT_LOCAL_CAPACITY);
-                let workers = match self.workers {
-                    Some(w) => w,
-                    None => cuda.max_workers(lanes, local_capacity, self.queue_sharing)?,
-                };
-                (lanes, workers, local_capacity)
-            }
-            Backend::Cpu | Backend::CpuStatic { .. } => (
-                self.lanes.unwrap_or(1),
-                self.workers.unwrap_or_else(default_workers),
-                self.local_capacity
-                    .unwrap_or(mgws_core::SchedConfig::new(1).local_capacity),
-            ),
-        };
+        // The backend reports what it runs for the settings left open (one JIT compile of the
+        // kernel on a GPU, cached for the run that follows).
+        let defaults = backend.defaults::<Builtin>(
+            self.lanes,
+            self.local_capacity,
+            self.workers,
+            self.queue_sharing,
+        )?;
+        let (lanes, workers, local_capacity) =
+            (defaults.lanes, defaults.workers, defaults.local_capacity);
         Scheduler::builder()
             .workers(workers)
             .lanes(lanes)
@@ -331,21 +323,23 @@ impl SchedArgs {
             }),
             BackendArg::Cuda => {
                 let cuda = self.cuda()?;
-                cuda.probe()?;
+                cuda.probe::<Builtin>()?;
                 Ok(Backend::Cuda(cuda))
             }
             BackendArg::Auto => {
                 let cuda = self.cuda()?;
-                let use_cuda = *self.auto_cuda.get_or_init(|| match cuda.probe() {
-                    Ok(what) => {
-                        eprintln!("mgws: --backend auto: running on CUDA, {what}");
-                        true
-                    }
-                    Err(e) => {
-                        eprintln!("mgws: --backend auto: running on the CPU ({e})");
-                        false
-                    }
-                });
+                let use_cuda = *self
+                    .auto_cuda
+                    .get_or_init(|| match cuda.probe::<Builtin>() {
+                        Ok(what) => {
+                            eprintln!("mgws: --backend auto: running on CUDA, {what}");
+                            true
+                        }
+                        Err(e) => {
+                            eprintln!("mgws: --backend auto: running on the CPU ({e})");
+                            false
+                        }
+                    });
                 Ok(if use_cuda {
                     Backend::Cuda(cuda)
                 } else {

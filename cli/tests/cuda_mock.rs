@@ -10,6 +10,8 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use mgws_tasks::{Builtin, Registry};
+
 /// Builds the mock library once.
 fn mock_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -30,27 +32,44 @@ fn mock_dir() -> &'static Path {
             ok,
             "building the mock libcuda with the C compiler {cc:?} failed"
         );
-        // A PTX file with the entry the host checks (the mock never compiles it).
+        // A PTX file with the entries the host checks and the built-in registry's fingerprint
+        // (the mock never compiles it), and one with another registry's fingerprint.
+        std::fs::write(dir.join("mock.ptx"), mock_ptx(Builtin::FINGERPRINT))
+            .expect("writing the mock's PTX");
         std::fs::write(
-            dir.join("mock.ptx"),
-            ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry mgws_worker(\n\
-             \t.param .u64 p0,\n\t.param .u32 p1,\n\t.param .u32 p2\n)\n{\n\tret;\n}\n\
-             .visible .entry mgws_level(\n\t.param .u64 .ptr .align 1 q0,\n\t.param .u32 q1\n)\n\
-             {\n\tret;\n}\n",
+            dir.join("wrong.ptx"),
+            mock_ptx(Builtin::FINGERPRINT ^ 0x5a5a),
         )
         .expect("writing the mock's PTX");
         dir
     })
 }
 
+/// The mock's PTX text, declaring `fingerprint` as `worker_kernel!` does.
+fn mock_ptx(fingerprint: u64) -> String {
+    format!(
+        ".version 8.0\n.target sm_90\n.address_size 64\n\
+         .visible .global .align 8 .u64 mgws_registry_fingerprint = {fingerprint};\n\
+         .visible .entry mgws_worker(\n\
+         \t.param .u64 p0,\n\t.param .u32 p1,\n\t.param .u32 p2\n)\n{{\n\tret;\n}}\n\
+         .visible .entry mgws_level(\n\t.param .u64 .ptr .align 1 q0,\n\t.param .u32 q1\n)\n\
+         {{\n\tret;\n}}\n"
+    )
+}
+
 /// Runs `mgws run memset` with the mock as libcuda.
 fn mgws(mode: &str, gpus: u32, args: &[&str]) -> Output {
+    mgws_with_ptx(mode, gpus, "mock.ptx", args)
+}
+
+/// [`mgws`] with the PTX file `ptx` of the mock's directory.
+fn mgws_with_ptx(mode: &str, gpus: u32, ptx: &str, args: &[&str]) -> Output {
     let dir = mock_dir();
     Command::new(env!("CARGO_BIN_EXE_mgws"))
         .args(["run", "memset"])
         .args(args)
         .arg("--ptx")
-        .arg(dir.join("mock.ptx"))
+        .arg(dir.join(ptx))
         .env("LD_LIBRARY_PATH", dir)
         .env("MOCK_CUDA_MODE", mode)
         .env("MOCK_CUDA_GPUS", gpus.to_string())
@@ -256,4 +275,47 @@ fn a_missing_baseline_kernel_is_reported_and_the_main_run_stands() {
     let t = text(&o);
     assert!(t.contains("has no kernel `mgws_static`"), "{t}");
     assert!(t.contains(r#""lost":0"#), "{t}");
+}
+
+#[test]
+fn a_ptx_built_for_another_registry_is_refused_before_it_is_loaded() {
+    let o = mgws_with_ptx("memset", 1, "wrong.ptx", &["--backend", "cuda"]);
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(
+        t.contains("built for another task registry")
+            && t.contains("Builtin")
+            && t.contains("wrong.ptx")
+            && t.contains(&format!("{:#018x}", Builtin::FINGERPRINT))
+            && t.contains(&format!("{:#018x}", Builtin::FINGERPRINT ^ 0x5a5a)),
+        "{t}"
+    );
+    assert!(!t.contains("mock: module load"), "{t}");
+}
+
+#[test]
+fn the_kernel_is_compiled_once_per_gpu_for_a_run_and_its_baselines() {
+    let o = mgws(
+        "memset",
+        2,
+        &["--backend", "cuda", "--devices", "0,1", "--tasks", "100"],
+    );
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert_eq!(t.matches("mock: module load").count(), 2, "{t}");
+    let o = mgws(
+        "memset",
+        1,
+        &[
+            "--backend",
+            "cuda",
+            "--baselines",
+            "levels",
+            "--tasks",
+            "300",
+        ],
+    );
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert_eq!(t.matches("mock: module load").count(), 1, "{t}");
 }

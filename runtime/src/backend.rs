@@ -1,6 +1,6 @@
 //! Backend selection: where a job's workers run.
 
-use mgws_tasks::Builtin;
+use mgws_tasks::Registry;
 
 use crate::error::Result;
 use crate::job::Job;
@@ -14,24 +14,66 @@ pub enum Backend {
     Cpu,
     /// Baseline: static assignment on host threads, level by level, with the same task execution
     /// (see [`crate::cpu::static_levels`]). `level_capacity`: tasks per frontier buffer.
-    CpuStatic { level_capacity: Option<u64> },
+    CpuStatic {
+        /// Tasks one frontier buffer holds; `None` sizes it from the worker count.
+        level_capacity: Option<u64>,
+    },
     /// NVIDIA GPUs: one persistent kernel per GPU (or a GPU baseline kernel).
     Cuda(crate::cuda::CudaBackend),
 }
 
+/// What a backend runs when the caller leaves a setting open: the device reports its own
+/// defaults (see [`Backend::defaults`]), so a front end never hard-codes per-backend values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Defaults {
+    /// Lanes per worker (CPU: threads per worker; GPU: threads per block).
+    pub lanes: u32,
+    /// Local-queue capacity in tasks.
+    pub local_capacity: u32,
+    /// Workers in total (CPU: one per CPU; GPU: as many as are co-resident).
+    pub workers: u32,
+}
+
 impl Backend {
-    /// Runs `job` with the built-in task registry.
-    pub fn run(&self, sched: &Scheduler, job: Job<'_>) -> Result<RunReport> {
+    /// Runs `job` with the task registry `registry`: the tags of the job's tasks name functors of
+    /// `R`. A GPU backend runs the kernel built for `R` and refuses one built for another
+    /// registry (see [`crate::cuda::ptx::check_fingerprint`]).
+    pub fn run<R: Registry>(
+        &self,
+        sched: &Scheduler,
+        registry: &R,
+        job: Job<'_>,
+    ) -> Result<RunReport> {
         match self {
-            Backend::Cpu => crate::cpu::run(sched, &Builtin, job),
+            Backend::Cpu => crate::cpu::run(sched, registry, job),
             Backend::CpuStatic { level_capacity } => {
-                crate::cpu::static_levels::run(sched, &Builtin, job, *level_capacity)
+                crate::cpu::static_levels::run(sched, registry, job, *level_capacity)
             }
-            // The built-in registry is compiled into the PTX (`device/kernel`).
-            Backend::Cuda(cuda) => cuda.run(sched, job),
+            Backend::Cuda(cuda) => cuda.run(sched, registry, job),
         }
     }
 
+    /// The settings this backend uses for those the caller leaves open (`None`), given the ones
+    /// it sets. A GPU backend loads `R`'s kernel to ask the occupancy API how many workers fit
+    /// (the module stays cached for the run that follows).
+    pub fn defaults<R: Registry>(
+        &self,
+        lanes: Option<u32>,
+        local_capacity: Option<u32>,
+        workers: Option<u32>,
+        workers_per_queue: u32,
+    ) -> Result<Defaults> {
+        match self {
+            Backend::Cpu | Backend::CpuStatic { .. } => {
+                Ok(crate::cpu::defaults(lanes, local_capacity, workers))
+            }
+            Backend::Cuda(cuda) => {
+                cuda.defaults::<R>(lanes, local_capacity, workers, workers_per_queue)
+            }
+        }
+    }
+
+    /// The name runs on this backend report.
     pub fn name(&self) -> &'static str {
         match self {
             Backend::Cpu => "cpu",

@@ -9,8 +9,10 @@
 pub mod backend;
 pub mod cpu;
 pub mod cuda;
+pub mod device;
 pub mod error;
 pub mod job;
+pub mod pipeline;
 pub mod report;
 pub mod rows;
 pub mod scheduler;

@@ -82,6 +82,7 @@ pub fn run_once(
     let mut rows = super::ResultRows::new(rows_needed);
     let report = backend.run(
         sched,
+        &Builtin,
         Job::new(tasks)
             .area(CORPUS_AREA, AreaBytes::Read(&corpus.bytes))
             .area(WORD_AREA, AreaBytes::Read(word))

@@ -34,6 +34,7 @@ pub fn run_once(sched: &Scheduler, backend: &Backend, n: u64) -> Result<((u64, u
     let root = [Builtin::task(&FibTask { n }).with_data(0, rows_descriptor(0, workers))];
     let report = backend.run(
         sched,
+        &Builtin,
         Job::new(&root).area(0, AreaBytes::ReadWrite(rows.bytes_mut())),
     )?;
     Ok((

@@ -52,6 +52,7 @@ pub fn run_with_fault(
     let mut slots = vec![0u64; n as usize];
     let report = backend.run(
         sched,
+        &Builtin,
         Job::new(&initial).area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut slots))),
     )?;
     let check = verify(&slots);

@@ -22,7 +22,7 @@ pub fn run(sched: &Scheduler, backend: &Backend, tasks: u64, nanos: u64) -> Resu
     let initial: Vec<TaskStruct> = (0..tasks)
         .map(|_| Builtin::task(&StallTask { nanos }))
         .collect();
-    let report = backend.run(sched, Job::new(&initial))?;
+    let report = backend.run(sched, &Builtin, Job::new(&initial))?;
     let verified = report.tasks_run == tasks;
     Ok(Outcome {
         workload: "stall".into(),

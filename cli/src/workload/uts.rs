@@ -332,6 +332,7 @@ pub fn run_once(
     let initial = [root];
     let report = backend.run(
         sched,
+        &Builtin,
         Job::new(&initial)
             .area(0, AreaBytes::Read(u64_bytes_mut(&mut param_words)))
             .area(1, AreaBytes::ReadWrite(rows.bytes_mut())),

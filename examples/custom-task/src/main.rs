@@ -64,7 +64,7 @@ fn run(args: &Args) -> mgws::Result<bool> {
     if args.cuda {
         let workers = match args.workers {
             Some(w) => w,
-            None => cuda.max_workers(32, 32, 1)?,
+            None => cuda.max_workers::<CustomTasks>(32, 32, 1)?,
         };
         builder = builder.workers(workers).lanes(32);
     } else if let Some(w) = args.workers {
@@ -80,7 +80,7 @@ fn run(args: &Args) -> mgws::Result<bool> {
     let mut slots = vec![0u64; args.n as usize];
     let job = Job::new(&tasks).area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut slots)));
     let report = if args.cuda {
-        cuda.run(&sched, job)?
+        cuda.run(&sched, &CustomTasks, job)?
     } else {
         mgws::cpu::run(&sched, &CustomTasks, job)?
     };

@@ -1,11 +1,20 @@
-//! A thin layer over the CUDA driver API (`cudarc::driver::sys`, which loads libcuda at run time):
-//! every call's result becomes an [`Error`] that names the call, and every resource is freed on
-//! drop with errors ignored (after a kernel trapped, the context is dead and every call fails).
+//! A thin layer over the CUDA driver API: cudarc's `result` layer (typed wrappers of the driver
+//! calls; libcuda is loaded at run time) where it has the call, cudarc's `sys` layer where it does
+//! not (each such call says why). Every call's result becomes an [`Error`] that names the call,
+//! and every resource is freed on drop with errors ignored (after a kernel trapped, the context
+//! is dead and every call fails).
+//!
+//! cudarc's safe layer (`CudaContext`, `CudaStream`, `CudaSlice`, `CudaModule`) is not used: it
+//! frees memory and synchronises streams on drop and records events around every copy, while a
+//! run here must be able to leave a kernel running and leak its memory (`Supervised::Leak`), must
+//! copy on a stream while a persistent kernel occupies another, and needs mapped pinned memory,
+//! cooperative launches and `CU_JIT_MAX_REGISTERS`, which the safe layer does not offer.
 //!
 //! Nothing here is specific to MGWS; the run logic lives in the sibling modules.
 
 use std::ffi::{c_void, CStr, CString};
 
+use cudarc::driver::result::{self, DriverError};
 use cudarc::driver::sys::{self, CUresult};
 
 use crate::error::{Error, Result};
@@ -18,6 +27,7 @@ pub use sys::{
 pub fn error_name(r: CUresult) -> String {
     let mut p: *const std::ffi::c_char = std::ptr::null();
     // SAFETY: cuGetErrorName writes a pointer to a static string or leaves it null.
+    // sys: the name of any raw code, also of codes that never became a DriverError.
     let ok = unsafe { sys::cuGetErrorName(r, &mut p) } == CUresult::CUDA_SUCCESS;
     if ok && !p.is_null() {
         // SAFETY: the driver returned a NUL-terminated static string.
@@ -96,6 +106,14 @@ pub fn check(r: CUresult, what: impl FnOnce() -> String) -> Result<()> {
     }))
 }
 
+/// [`check`] for a call of cudarc's `result` layer.
+fn ok<T>(r: std::result::Result<T, DriverError>, what: impl FnOnce() -> String) -> Result<T> {
+    r.map_err(|DriverError(code)| match check(code, what) {
+        Err(e) => e,
+        Ok(()) => Error::Cuda("a driver call failed with CUDA_SUCCESS".into()),
+    })
+}
+
 /// Loads libcuda and initialises the driver. Errors are [`Error::BackendUnavailable`].
 pub fn init() -> Result<()> {
     // SAFETY: only tries to dlopen the library under its usual names.
@@ -106,9 +124,7 @@ pub fn init() -> Result<()> {
                 .into(),
         ));
     }
-    // SAFETY: cuInit has no preconditions.
-    let r = unsafe { sys::cuInit(0) };
-    if r != CUresult::CUDA_SUCCESS {
+    if let Err(DriverError(r)) = result::init() {
         return Err(Error::BackendUnavailable(format!(
             "the CUDA driver did not initialise: {}{}",
             error_name(r),
@@ -125,6 +141,7 @@ pub fn init() -> Result<()> {
 /// The driver's CUDA version as (major, minor).
 pub fn driver_version() -> Result<(u32, u32)> {
     let mut v = 0;
+    // sys: the result layer has no cuDriverGetVersion.
     // SAFETY: writes one int.
     check(unsafe { sys::cuDriverGetVersion(&mut v) }, || {
         "cuDriverGetVersion".into()
@@ -134,17 +151,14 @@ pub fn driver_version() -> Result<(u32, u32)> {
 
 /// Number of visible GPUs (after [`init`]).
 pub fn device_count() -> Result<u32> {
-    let mut n = 0;
-    // SAFETY: writes one int.
-    check(unsafe { sys::cuDeviceGetCount(&mut n) }, || {
-        "cuDeviceGetCount".into()
-    })?;
+    let n = ok(result::device::get_count(), || "cuDeviceGetCount".into())?;
     Ok(n.max(0) as u32)
 }
 
 /// Whether GPU `a` can access GPU `b`'s memory, and whether its atomics there are native.
 pub fn peer_caps(a: sys::CUdevice, b: sys::CUdevice) -> Result<(bool, bool)> {
     let mut can = 0;
+    // sys: the result layer has no peer-capability queries.
     // SAFETY: writes one int.
     check(
         unsafe { sys::cuDeviceCanAccessPeer(&mut can, a, b) },
@@ -178,31 +192,27 @@ pub struct Gpu {
     pub cc: (u32, u32),
 }
 
+// SAFETY: a CUDA context handle may be used from any thread (every call that needs it current
+// makes it current on the calling thread first, `make_current`); the struct's other fields are
+// plain data.
+unsafe impl Send for Gpu {}
+// SAFETY: as for Send; `&Gpu` methods only read the handles and call thread-safe driver entry
+// points.
+unsafe impl Sync for Gpu {}
+
 impl Gpu {
     /// Retains GPU `ordinal`'s primary context and makes it current.
     pub fn open(ordinal: u32) -> Result<Gpu> {
-        let mut dev = 0;
-        // SAFETY: writes one device handle.
-        check(
-            unsafe { sys::cuDeviceGet(&mut dev, ordinal as i32) },
-            || format!("cuDeviceGet({ordinal})"),
-        )?;
-        let mut buf = [0 as std::ffi::c_char; 256];
-        // SAFETY: the buffer holds 256 chars; the driver NUL-terminates the name.
-        check(
-            unsafe { sys::cuDeviceGetName(buf.as_mut_ptr(), buf.len() as i32, dev) },
-            || format!("cuDeviceGetName({ordinal})"),
-        )?;
-        // SAFETY: NUL-terminated by the driver (and the buffer was zeroed).
-        let name = unsafe { CStr::from_ptr(buf.as_ptr()) }
-            .to_string_lossy()
-            .into_owned();
-        let mut ctx = std::ptr::null_mut();
-        // SAFETY: writes one context handle; released in Drop.
-        check(
-            unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, dev) },
-            || format!("cuDevicePrimaryCtxRetain(GPU {ordinal})"),
-        )?;
+        let dev = ok(result::device::get(ordinal as i32), || {
+            format!("cuDeviceGet({ordinal})")
+        })?;
+        let name = ok(result::device::get_name(dev), || {
+            format!("cuDeviceGetName({ordinal})")
+        })?;
+        // SAFETY: `dev` came from cuDeviceGet; the retain is balanced by the release in Drop.
+        let ctx = ok(unsafe { result::primary_ctx::retain(dev) }, || {
+            format!("cuDevicePrimaryCtxRetain(GPU {ordinal})")
+        })?;
         let mut gpu = Gpu {
             ordinal,
             dev,
@@ -222,24 +232,23 @@ impl Gpu {
 
     pub fn make_current(&self) -> Result<()> {
         // SAFETY: the context is retained for the lifetime of self.
-        check(unsafe { sys::cuCtxSetCurrent(self.ctx) }, || {
+        ok(unsafe { result::ctx::set_current(self.ctx) }, || {
             format!("cuCtxSetCurrent(GPU {})", self.ordinal)
         })
     }
 
     pub fn attr(&self, a: Attr) -> Result<i32> {
-        let mut v = 0;
-        // SAFETY: writes one int.
-        check(
-            unsafe { sys::cuDeviceGetAttribute(&mut v, a, self.dev) },
+        // SAFETY: `self.dev` came from cuDeviceGet.
+        ok(
+            unsafe { result::device::get_attribute(self.dev, a) },
             || format!("cuDeviceGetAttribute({a:?}) on GPU {}", self.ordinal),
-        )?;
-        Ok(v)
+        )
     }
 
     /// Lets this GPU's kernels access `peer`'s memory (idempotent).
     pub fn enable_peer_access(&self, peer: &Gpu) -> Result<()> {
         self.make_current()?;
+        // sys: the result layer has no cuCtxEnablePeerAccess.
         // SAFETY: both contexts are retained.
         let r = unsafe { sys::cuCtxEnablePeerAccess(peer.ctx, 0) };
         if r == CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED {
@@ -256,20 +265,13 @@ impl Gpu {
     /// Free and total device memory in bytes.
     pub fn mem_info(&self) -> Result<(usize, usize)> {
         self.make_current()?;
-        let (mut free, mut total) = (0, 0);
-        // SAFETY: writes two sizes.
-        check(
-            unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) },
-            || "cuMemGetInfo".into(),
-        )?;
-        Ok((free, total))
+        ok(result::mem_get_info(), || "cuMemGetInfo".into())
     }
 
     /// Waits for all work of this GPU's context.
     pub fn synchronize(&self) -> Result<()> {
         self.make_current()?;
-        // SAFETY: no preconditions.
-        check(unsafe { sys::cuCtxSynchronize() }, || {
+        ok(result::ctx::synchronize(), || {
             format!("synchronizing GPU {}", self.ordinal)
         })
     }
@@ -278,10 +280,12 @@ impl Gpu {
 impl Drop for Gpu {
     fn drop(&mut self) {
         // SAFETY: balances the retain in `open`; errors are ignored (the context may be dead).
-        unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.dev) };
+        let _ = unsafe { result::primary_ctx::release(self.dev) };
     }
 }
 
+// sys (device memory): not yet moved to result::malloc_sync/memset_d8_sync/memcpy_*; each call
+// first makes the buffer's context current, which those helpers leave to the caller as well.
 /// Device memory of one GPU.
 pub struct DeviceBuffer {
     pub ptr: u64,
@@ -421,6 +425,8 @@ impl Drop for DeviceBuffer {
     }
 }
 
+// sys: mapped pinned memory (cuMemHostAlloc with DEVICEMAP and cuMemHostGetDevicePointer); the
+// result layer has no device-pointer query.
 /// Pinned host memory mapped into every context's address space (`cuMemHostAlloc` with
 /// `PORTABLE | DEVICEMAP`): the host reads and writes it directly while kernels run.
 pub struct HostBuffer {
@@ -502,11 +508,20 @@ impl Drop for HostBuffer {
     }
 }
 
+// sys: cuModuleLoadDataEx with JIT options (CU_JIT_MAX_REGISTERS and the error log), which the
+// result layer's `module::load_data` does not pass.
 /// A PTX module loaded (JIT-compiled) into one context.
 pub struct Module {
     raw: sys::CUmodule,
     ctx: sys::CUcontext,
 }
+
+// SAFETY: module and context handles may be used from any thread; `function` makes the context
+// current on the calling thread before it looks a kernel up, and the driver's module calls are
+// thread-safe.
+unsafe impl Send for Module {}
+// SAFETY: as for Send (`&Module` only looks kernels up).
+unsafe impl Sync for Module {}
 
 impl Module {
     /// JIT-compiles `ptx` for `gpu`, with at most `max_registers` registers per thread if given;
@@ -591,31 +606,27 @@ pub struct Function {
 
 impl Function {
     pub fn attr(&self, a: FuncAttr) -> Result<i32> {
-        let mut v = 0;
-        // SAFETY: writes one int.
-        check(
-            unsafe { sys::cuFuncGetAttribute(&mut v, a, self.raw) },
+        // SAFETY: the function belongs to a loaded module (see the type's invariant).
+        ok(
+            unsafe { result::function::get_function_attribute(self.raw, a) },
             || format!("cuFuncGetAttribute({a:?})"),
-        )?;
-        Ok(v)
+        )
     }
 
     pub fn set_attr(&self, a: FuncAttr, value: i32) -> Result<()> {
-        // SAFETY: plain attribute setter.
-        check(
-            unsafe { sys::cuFuncSetAttribute(self.raw, a, value) },
+        // SAFETY: the function belongs to a loaded module.
+        ok(
+            unsafe { result::function::set_function_attribute(self.raw, a, value) },
             || format!("cuFuncSetAttribute({a:?}, {value})"),
         )
     }
 
     /// Blocks of `threads` threads with `smem` bytes of dynamic shared memory that fit on one SM.
     pub fn max_blocks_per_sm(&self, threads: u32, smem: usize) -> Result<u32> {
-        let mut n = 0;
-        // SAFETY: writes one int.
-        check(
+        // SAFETY: the function belongs to a loaded module.
+        let n = ok(
             unsafe {
-                sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(
-                    &mut n,
+                result::occupancy::max_active_block_per_multiprocessor(
                     self.raw,
                     threads as i32,
                     smem,
@@ -626,6 +637,7 @@ impl Function {
         Ok(n.max(0) as u32)
     }
 
+    // sys: cooperative launch (cuLaunchCooperativeKernel), which the result layer does not wrap.
     /// Launches the kernel on `stream`: cooperatively (all blocks co-resident, or an error) or
     /// normally. `params` are pointers to the argument values.
     ///
@@ -675,6 +687,8 @@ impl Function {
     }
 }
 
+// sys (query, synchronize, destroy): `query` needs the raw code to tell NOT_READY from a
+// kernel fault, and each call makes the stream's context current first.
 /// A non-blocking stream: it never waits for the legacy default stream, so copies on one stream
 /// proceed while a persistent kernel occupies another.
 pub struct Stream {
@@ -685,12 +699,9 @@ pub struct Stream {
 impl Stream {
     pub fn new(gpu: &Gpu) -> Result<Stream> {
         gpu.make_current()?;
-        let mut raw = std::ptr::null_mut();
-        // SAFETY: writes one stream handle; destroyed in Drop.
-        check(
-            unsafe {
-                sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
-            },
+        // Destroyed in Drop.
+        let raw = ok(
+            result::stream::create(result::stream::StreamKind::NonBlocking),
             || "cuStreamCreate".into(),
         )?;
         Ok(Stream { raw, ctx: gpu.ctx })
@@ -733,6 +744,8 @@ impl Drop for Stream {
     }
 }
 
+// sys (record, elapsed, destroy): `result::event::elapsed` may pick cuEventElapsedTime_v2,
+// which older drivers (and the test mock) do not export.
 /// A timing event.
 pub struct Event {
     raw: sys::CUevent,
@@ -742,11 +755,11 @@ pub struct Event {
 impl Event {
     pub fn new(gpu: &Gpu) -> Result<Event> {
         gpu.make_current()?;
-        let mut raw = std::ptr::null_mut();
-        // SAFETY: writes one event handle; destroyed in Drop.
-        check(unsafe { sys::cuEventCreate(&mut raw, 0) }, || {
-            "cuEventCreate".into()
-        })?;
+        // Destroyed in Drop.
+        let raw = ok(
+            result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT),
+            || "cuEventCreate".into(),
+        )?;
         Ok(Event { raw, ctx: gpu.ctx })
     }
 

@@ -37,7 +37,11 @@ pub use mgws_core::LevelArgs;
 /// The parameters of `mgws_level`: `(args, scratch_len)`.
 pub const LEVEL_PARAMS: [Param; 2] = [Param::U64, Param::U32];
 
-pub fn run(b: &CudaBackend, sched: &Scheduler, mut job: Job<'_>) -> Result<RunReport> {
+pub fn run<R: mgws_tasks::Registry>(
+    b: &CudaBackend,
+    sched: &Scheduler,
+    mut job: Job<'_>,
+) -> Result<RunReport> {
     job.validate()?;
     let lanes = sched.lanes;
     super::check_lanes(lanes)?;
@@ -46,7 +50,7 @@ pub fn run(b: &CudaBackend, sched: &Scheduler, mut job: Job<'_>) -> Result<RunRe
             "the kernel-per-level baseline runs on one GPU; pass a single --device".into(),
         ));
     }
-    let s = Session::open(b, lanes)?;
+    let s = Session::open::<R>(b, lanes)?;
     let f = s.functions("mgws_level", &LEVEL_PARAMS)?[0];
     let g = &s.gpus[0];
     g.make_current()?;
@@ -57,7 +61,7 @@ pub fn run(b: &CudaBackend, sched: &Scheduler, mut job: Job<'_>) -> Result<RunRe
     let max_blocks = sched.config.workers;
     let smem = plan::scratch_bytes(cfg.local_capacity, lanes, max_blocks);
     // Checks the block size and raises the shared memory limit.
-    super::persistent::blocks_per_sm_for(g, &f, lanes, smem, cfg.local_capacity)?;
+    super::grid::blocks_per_sm_for(g, &f, lanes, smem, cfg.local_capacity)?;
     let task = size_of::<TaskStruct>();
     let capacity = match b.level_capacity {
         Some(c) => c,

@@ -20,10 +20,13 @@
 //!   the same tasks split evenly; [`GpuKernel::Levels`] runs one launch of `mgws_level` per level
 //!   of a spawning workload, orchestrated by the host.
 
+mod cache;
 pub mod driver;
 #[cfg(test)]
 mod emulate;
+mod grid;
 mod level;
+mod memory;
 mod persistent;
 pub mod plan;
 pub mod ptx;
@@ -31,8 +34,11 @@ mod session;
 
 use std::path::PathBuf;
 
+use mgws_tasks::Registry;
+
 pub use plan::{Placement, TasksIn};
 
+use crate::backend::Defaults;
 use crate::error::{Error, Result};
 use crate::job::Job;
 use crate::report::RunReport;
@@ -157,9 +163,10 @@ impl CudaBackend {
         }
     }
 
-    /// Checks that this backend can run here: libcuda loads, the GPUs exist and the PTX is found.
-    /// Returns a one-line description of what would run.
-    pub fn probe(&self) -> Result<String> {
+    /// Checks that this backend can run registry `R` here: libcuda loads, the GPUs exist and the
+    /// PTX of `R` is found (and carries `R`'s fingerprint). Returns a one-line description of what
+    /// would run. Compiles nothing.
+    pub fn probe<R: Registry>(&self) -> Result<String> {
         guard(|| {
             driver::init()?;
             let count = driver::device_count()?;
@@ -173,8 +180,8 @@ impl CudaBackend {
                     if count == 1 { " is" } else { "s are" }
                 )));
             }
-            let path = ptx::resolve(self.ptx.as_deref())?;
-            let gpu = driver::Gpu::open(devices[0])?;
+            let src = ptx::source::<R>(self.ptx.as_deref())?;
+            let gpu = cache::gpu(devices[0])?;
             let (major, minor) = driver::driver_version()?;
             Ok(format!(
                 "GPU {} ({}, {} SMs, sm_{}{}){}, driver CUDA {major}.{minor}, PTX {}",
@@ -188,7 +195,7 @@ impl CudaBackend {
                 } else {
                     String::new()
                 },
-                path.display()
+                src.origin
             ))
         })
     }
@@ -196,18 +203,18 @@ impl CudaBackend {
     /// The most workers (thread blocks, over all GPUs of the run) that are co-resident with
     /// `lanes` threads per block and the scratch memory of `local_capacity` tasks: the default
     /// worker count of a GPU run, and the most it accepts.
-    pub fn max_workers(
+    pub fn max_workers<R: Registry>(
         &self,
         lanes: u32,
         local_capacity: u32,
         workers_per_queue: u32,
     ) -> Result<u32> {
         guard(|| {
-            let s = session::Session::open(self, lanes)?;
+            let s = session::Session::open::<R>(self, lanes)?;
             match self.kernel {
                 GpuKernel::Mgws | GpuKernel::Static => {
                     let funcs = s.functions(self.kernel.entry(), &persistent::WORKER_PARAMS)?;
-                    let grid = persistent::size_grid(
+                    let grid = grid::size_grid(
                         &s,
                         &funcs,
                         local_capacity,
@@ -224,7 +231,7 @@ impl CudaBackend {
                     // size the occupancy query for the largest grid it could get.
                     let ub = plan::worker_upper_bound(g.sms);
                     let smem = plan::scratch_bytes(local_capacity, lanes, ub);
-                    let per_sm = persistent::blocks_per_sm_for(g, &f, lanes, smem, local_capacity)?;
+                    let per_sm = grid::blocks_per_sm_for(g, &f, lanes, smem, local_capacity)?;
                     let what = format!("GPU {} ({})", g.ordinal, g.name);
                     plan::fit_workers(None, per_sm, g.sms, workers_per_queue, &what)
                 }
@@ -232,11 +239,44 @@ impl CudaBackend {
         })
     }
 
-    /// Runs `job` with the scheduler's settings.
-    pub fn run(&self, sched: &Scheduler, job: Job<'_>) -> Result<RunReport> {
+    /// The settings a run of registry `R` uses for those left open: [`DEFAULT_LANES`] threads
+    /// per block, [`DEFAULT_LOCAL_CAPACITY`] and as many workers as are co-resident
+    /// ([`Self::max_workers`]; the kernel is loaded once and cached for the run).
+    pub fn defaults<R: Registry>(
+        &self,
+        lanes: Option<u32>,
+        local_capacity: Option<u32>,
+        workers: Option<u32>,
+        workers_per_queue: u32,
+    ) -> Result<Defaults> {
+        let lanes = lanes.unwrap_or(DEFAULT_LANES);
+        check_lanes(lanes)?;
+        let local_capacity = local_capacity.unwrap_or(DEFAULT_LOCAL_CAPACITY);
+        let workers = match workers {
+            Some(w) => w,
+            None => self.max_workers::<R>(lanes, local_capacity, workers_per_queue)?,
+        };
+        Ok(Defaults {
+            lanes,
+            local_capacity,
+            workers,
+        })
+    }
+
+    /// Runs `job` with the scheduler's settings and the kernel built for `R` (refusing a PTX
+    /// built for another registry).
+    pub fn run<R: Registry>(
+        &self,
+        sched: &Scheduler,
+        _registry: &R,
+        job: Job<'_>,
+    ) -> Result<RunReport> {
         guard(|| match self.kernel {
-            GpuKernel::Mgws | GpuKernel::Static => persistent::run(self, sched, job),
-            GpuKernel::Levels => level::run(self, sched, job),
+            GpuKernel::Mgws | GpuKernel::Static => {
+                let mut device = persistent::CudaDevice::open::<R>(self, sched.lanes)?;
+                crate::pipeline::run(&mut device, sched, job)
+            }
+            GpuKernel::Levels => level::run::<R>(self, sched, job),
         })
     }
 }
@@ -266,7 +306,9 @@ mod tests {
         if unsafe { cudarc::driver::sys::is_culib_present() } {
             return; // a machine with a driver: nothing to check here
         }
-        let e = CudaBackend::new().probe().unwrap_err();
+        let e = CudaBackend::new()
+            .probe::<mgws_tasks::Builtin>()
+            .unwrap_err();
         assert!(matches!(e, Error::BackendUnavailable(_)), "{e:?}");
         assert!(e.to_string().contains("libcuda"), "{e}");
         let sched = Scheduler::builder().workers(1).lanes(32).build().unwrap();
@@ -274,7 +316,9 @@ mod tests {
         let tasks = [mgws_tasks::Builtin::task(
             &mgws_tasks::workloads::memset::MemsetTask { index: 0 },
         )];
-        let e = backend.run(&sched, Job::new(&tasks)).unwrap_err();
+        let e = backend
+            .run(&sched, &mgws_tasks::Builtin, Job::new(&tasks))
+            .unwrap_err();
         assert!(matches!(e, Error::BackendUnavailable(_)), "{e:?}");
     }
 

@@ -1,10 +1,121 @@
-//! Finding the kernel's PTX: `--ptx PATH`, else `$MGWS_PTX`, else `mgws_kernel.sm_90.ptx` next to
-//! the binary, in `target/ptx/` above it (where `cargo xtask ptx` writes it), or in
-//! `./target/ptx/`.
+//! Finding the kernel's PTX and checking that it was built for the run's registry.
+//!
+//! Where the PTX comes from ([`source`]), in order: an explicit path (`CudaBackend::ptx`,
+//! `--ptx`); else the registry's embedded kernel ([`Registry::KERNEL_PTX`]); else the search of
+//! [`resolve`]: `$MGWS_PTX`, else `mgws_kernel.sm_90.ptx` next to the binary, in `target/ptx/`
+//! above it (where `cargo xtask ptx` writes it), or in `./target/ptx/`.
+//!
+//! Every PTX must carry the fingerprint of the registry it was built for (the global
+//! `mgws_registry_fingerprint` that `worker_kernel!` emits); [`check_fingerprint`] refuses one
+//! whose fingerprint differs from the run's registry, or that has none.
 
 use std::path::{Path, PathBuf};
 
+use mgws_tasks::Registry;
+
 use crate::error::{Error, Result};
+
+/// The PTX global that names the registry a kernel was built for.
+pub const FINGERPRINT_SYMBOL: &str = "mgws_registry_fingerprint";
+
+/// What [`Registry::KERNEL_PTX`] starts with when the registry's build could not compile its
+/// kernel; the rest of the first line is the reason.
+pub const NOT_BUILT_MARKER: &str = "// mgws-builder: not built:";
+
+/// A kernel's PTX text and where it came from (a path, or the registry that embeds it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PtxSource {
+    /// The PTX text.
+    pub text: String,
+    /// Where it came from, for messages.
+    pub origin: String,
+}
+
+/// The PTX of a run of registry `R`: `explicit` if given, else `R::KERNEL_PTX`, else the search
+/// of [`resolve`]. Checks the fingerprint against `R` before anything is loaded.
+pub fn source<R: Registry>(explicit: Option<&Path>) -> Result<PtxSource> {
+    let src = match (explicit, R::KERNEL_PTX) {
+        (Some(path), _) => from_file(&resolve(Some(path))?)?,
+        (None, Some(text)) => embedded::<R>(text)?,
+        (None, None) => from_file(&resolve(None)?)?,
+    };
+    check_fingerprint::<R>(&src.text, &src.origin)?;
+    Ok(src)
+}
+
+fn from_file(path: &Path) -> Result<PtxSource> {
+    Ok(PtxSource {
+        text: read(path)?,
+        origin: path.display().to_string(),
+    })
+}
+
+/// The kernel `R` embeds, or why its build could not make one.
+fn embedded<R: Registry>(text: &str) -> Result<PtxSource> {
+    if let Some(rest) = text.trim_start().strip_prefix(NOT_BUILT_MARKER) {
+        let reason = rest.lines().next().unwrap_or("").trim();
+        return Err(Error::BackendUnavailable(format!(
+            "the kernel of registry {} was not built: {reason}; install what it names (the nvptx64 \
+             target and its linker: `rustup target add nvptx64-nvidia-cuda` on a nightly \
+             toolchain, and `cargo install bpf-linker` or the LLVM bitcode linker) and rebuild, \
+             or pass --ptx PATH",
+            R::NAME
+        )));
+    }
+    Ok(PtxSource {
+        text: text.to_owned(),
+        origin: format!("the kernel embedded in registry {}", R::NAME),
+    })
+}
+
+/// The value of the global `mgws_registry_fingerprint` in `ptx`, if it declares one, e.g. from
+/// `.visible .global .align 8 .u64 mgws_registry_fingerprint = 1234567890;` (decimal or `0x`
+/// hexadecimal, as the PTX backend writes integer initialisers).
+pub fn parse_fingerprint(ptx: &str) -> Option<u64> {
+    ptx.lines().find_map(|line| {
+        let line = line.trim();
+        if !line.contains(".global") {
+            return None;
+        }
+        let (decl, init) = line.split_once('=')?;
+        let name = decl.split_whitespace().last()?;
+        if name != FINGERPRINT_SYMBOL {
+            return None;
+        }
+        let value = init.trim().trim_end_matches(';').trim();
+        match value
+            .strip_prefix("0x")
+            .or_else(|| value.strip_prefix("0X"))
+        {
+            Some(hex) => u64::from_str_radix(hex.trim_end_matches(['u', 'U']), 16).ok(),
+            None => value.trim_end_matches(['u', 'U']).parse().ok(),
+        }
+    })
+}
+
+/// Refuses a PTX that was not built for registry `R`: its `mgws_registry_fingerprint` differs
+/// from `R::FINGERPRINT`, or it has none. `origin` names where the PTX came from.
+pub fn check_fingerprint<R: Registry>(ptx: &str, origin: &str) -> Result<()> {
+    match parse_fingerprint(ptx) {
+        Some(f) if f == R::FINGERPRINT => Ok(()),
+        Some(f) => Err(Error::Input(format!(
+            "the kernel PTX {origin} was built for another task registry: its \
+             {FINGERPRINT_SYMBOL} is {f:#018x}, registry {} has {:#018x}; build the kernel of \
+             this registry (`worker_kernel!({})`, e.g. `cargo xtask ptx`) and load that",
+            R::NAME,
+            R::FINGERPRINT,
+            R::NAME
+        ))),
+        None => Err(Error::Input(format!(
+            "the kernel PTX {origin} has no {FINGERPRINT_SYMBOL} (built before fingerprints or not \
+             by worker_kernel!), so it cannot be checked against registry {} ({:#018x}); build \
+             the kernel of this registry with `worker_kernel!({})` (e.g. `cargo xtask ptx`)",
+            R::NAME,
+            R::FINGERPRINT,
+            R::NAME
+        ))),
+    }
+}
 
 /// File name of the built-in kernel's PTX that `cargo xtask ptx` writes.
 pub const DEFAULT_PTX: &str = "mgws_kernel.sm_90.ptx";
@@ -99,6 +210,70 @@ pub fn read(path: &Path) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mgws_tasks::Builtin;
+
+    fn ptx_with(fingerprint: &str) -> String {
+        format!(
+            ".version 8.0\n.target sm_90\n.address_size 64\n\n\
+             .visible .global .align 8 .u64 {FINGERPRINT_SYMBOL} = {fingerprint};\n\
+             .visible .entry mgws_worker()\n{{\nret;\n}}\n"
+        )
+    }
+
+    #[test]
+    fn the_fingerprint_is_parsed_in_decimal_and_hex() {
+        assert_eq!(parse_fingerprint(&ptx_with("1234567890")), Some(1234567890));
+        assert_eq!(parse_fingerprint(&ptx_with("0xff")), Some(255));
+        assert_eq!(
+            parse_fingerprint(&ptx_with(&u64::MAX.to_string())),
+            Some(u64::MAX)
+        );
+        assert_eq!(parse_fingerprint(".visible .entry mgws_worker()\n"), None);
+        // Another global of the same shape is not it.
+        assert_eq!(
+            parse_fingerprint(".visible .global .align 8 .u64 other = 5;\n"),
+            None
+        );
+    }
+
+    #[test]
+    fn a_ptx_of_another_registry_or_without_fingerprint_is_refused() {
+        let good = ptx_with(&Builtin::FINGERPRINT.to_string());
+        assert!(check_fingerprint::<Builtin>(&good, "k.ptx").is_ok());
+        let wrong = ptx_with(&(Builtin::FINGERPRINT ^ 1).to_string());
+        let e = check_fingerprint::<Builtin>(&wrong, "k.ptx")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("Builtin")
+                && e.contains("k.ptx")
+                && e.contains(&format!("{:#018x}", Builtin::FINGERPRINT))
+                && e.contains(&format!("{:#018x}", Builtin::FINGERPRINT ^ 1))
+                && e.contains("build the kernel of this registry"),
+            "{e}"
+        );
+        let e = check_fingerprint::<Builtin>(".visible .entry mgws_worker()\n", "old.ptx")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("old.ptx") && e.contains("built before fingerprints"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_embedded_placeholder_names_what_to_install() {
+        let e = embedded::<Builtin>("// mgws-builder: not built: nvptx64 target missing\n")
+            .unwrap_err();
+        assert!(matches!(e, Error::BackendUnavailable(_)), "{e:?}");
+        let e = e.to_string();
+        assert!(
+            e.contains("nvptx64 target missing") && e.contains("install") && e.contains("Builtin"),
+            "{e}"
+        );
+        let ok = embedded::<Builtin>(".visible .entry mgws_worker()\n").unwrap();
+        assert!(ok.origin.contains("Builtin"), "{}", ok.origin);
+    }
 
     #[test]
     fn candidates_cover_the_binary_and_the_target_dir() {

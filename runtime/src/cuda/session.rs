@@ -2,25 +2,28 @@
 //! remote-placed queues), the loaded PTX, peer access between them, and memory that the host can
 //! read and write while a kernel runs.
 
-use std::path::PathBuf;
+use std::sync::Arc;
+
+use mgws_tasks::Registry;
 
 use super::driver::{self, Attr, DeviceBuffer, Function, Gpu, HostBuffer, Module, Stream};
 use super::plan::{self, Param, Placement};
-use super::CudaBackend;
+use super::ptx::PtxSource;
+use super::{cache, CudaBackend};
 use crate::error::{Error, Result};
 
 /// GPUs and modules of one run. Field order is drop order: modules and streams go before the
 /// contexts they live in.
 pub struct Session {
-    /// One loaded module per run device.
-    pub modules: Vec<Module>,
+    /// One loaded module per run device (shared with the process's module cache).
+    pub modules: Vec<Arc<Module>>,
     /// A non-blocking control stream per GPU (copies while kernels run).
     pub controls: Vec<Stream>,
     /// The PTX text and where it came from.
-    pub ptx: String,
-    pub ptx_path: PathBuf,
-    /// Run devices first (`0..run_devices`), then GPUs that only hold remote-placed memory.
-    pub gpus: Vec<Gpu>,
+    pub ptx: PtxSource,
+    /// Run devices first (`0..run_devices`), then GPUs that only hold remote-placed memory
+    /// (shared with the process's GPU cache).
+    pub gpus: Vec<Arc<Gpu>>,
     pub run_devices: usize,
     /// For each run device, the index in `gpus` of the GPU whose memory holds its queues
     /// (itself unless the placement is remote).
@@ -28,9 +31,10 @@ pub struct Session {
 }
 
 impl Session {
-    /// Initialises the driver, opens the GPUs of `b` and loads the PTX on each run device for
-    /// blocks of `lanes` threads (see [`CudaBackend::register_cap`]).
-    pub fn open(b: &CudaBackend, lanes: u32) -> Result<Session> {
+    /// Initialises the driver, opens the GPUs of `b` and loads the PTX of registry `R` on each
+    /// run device for blocks of `lanes` threads (see [`CudaBackend::register_cap`]). GPUs and
+    /// modules come from the process's cache: each is opened and JIT-compiled once.
+    pub fn open<R: Registry>(b: &CudaBackend, lanes: u32) -> Result<Session> {
         driver::init()?;
         let visible = driver::device_count()?;
         let devices = b.device_list();
@@ -45,11 +49,10 @@ impl Session {
                 "GPU {d} does not exist: {visible} GPU(s) visible"
             )));
         }
-        let ptx_path = super::ptx::resolve(b.ptx.as_deref())?;
-        let ptx = super::ptx::read(&ptx_path)?;
+        let ptx = super::ptx::source::<R>(b.ptx.as_deref())?;
         let mut gpus = Vec::new();
         for &d in &devices {
-            let gpu = Gpu::open(d)?;
+            let gpu = cache::gpu(d)?;
             if gpu.cc < (7, 0) {
                 return Err(Error::BackendUnavailable(format!(
                     "GPU {d} ({}) has compute capability {}.{}; the kernel needs 7.0 or newer",
@@ -73,23 +76,24 @@ impl Session {
                 *home = match gpus.iter().position(|g| g.ordinal == ordinal) {
                     Some(i) => i,
                     None => {
-                        gpus.push(Gpu::open(ordinal)?);
+                        gpus.push(cache::gpu(ordinal)?);
                         gpus.len() - 1
                     }
                 };
             }
         }
-        let origin = ptx_path.display().to_string();
         let modules = gpus[..run_devices]
             .iter()
-            .map(|g| Module::load(g, &ptx, &origin, b.register_cap(lanes)))
+            .map(|g| cache::module(g, &ptx, b.register_cap(lanes)))
             .collect::<Result<Vec<_>>>()?;
-        let controls = gpus.iter().map(Stream::new).collect::<Result<Vec<_>>>()?;
+        let controls = gpus
+            .iter()
+            .map(|g| Stream::new(g))
+            .collect::<Result<Vec<_>>>()?;
         Ok(Session {
             modules,
             controls,
             ptx,
-            ptx_path,
             gpus,
             run_devices,
             homes,
@@ -98,8 +102,8 @@ impl Session {
 
     /// The kernel `name` on every run device, after checking its parameters against `params`.
     pub fn functions(&self, name: &str, params: &[Param]) -> Result<Vec<Function>> {
-        let origin = self.ptx_path.display().to_string();
-        if !plan::check_entry(&self.ptx, &origin, name, params)? {
+        let origin = &self.ptx.origin;
+        if !plan::check_entry(&self.ptx.text, origin, name, params)? {
             return Err(Error::BackendUnavailable(format!(
                 "{origin} has no kernel `{name}`; rebuild it with `cargo xtask ptx` from a tree \
                  whose kernel crate defines it"

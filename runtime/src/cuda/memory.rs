@@ -1,0 +1,240 @@
+//! A persistent-kernel run's memory: orchestration data where the placement says, progress
+//! records and statistics in mapped pinned host memory, overflow stacks, initial tasks, data
+//! areas, and one env per GPU.
+
+use std::mem::size_of;
+
+use mgws_core::{
+    Env, HostWord, QueueHeader, RunError, SharedState, Topology, WorkerProgress, WorkerStats,
+    DATA_AREAS, MAX_DEVICES,
+};
+use mgws_tasks::TaskStruct;
+
+use super::driver::{DeviceBuffer, HostBuffer};
+use super::plan::{self, shared_field, QueueArea, RunArea, TasksIn};
+use super::session::{Loc, Placed, Session};
+use super::CudaBackend;
+use crate::error::Result;
+use crate::job::{AreaBytes, Job};
+
+/// Everything allocated for one run. Dropped before the session (declared after it).
+pub struct Memory {
+    pub(super) queues: Vec<Placed>,
+    pub(super) queue_areas: Vec<QueueArea>,
+    pub(super) run: Placed,
+    pub(super) run_area: RunArea,
+    pub(super) progress: HostBuffer,
+    pub(super) stats: Option<HostBuffer>,
+    _spill: Vec<DeviceBuffer>,
+    _initial_host: Option<HostBuffer>,
+    _initial_dev: Vec<DeviceBuffer>,
+    /// Per data area: the copies (first = the one read back), and whether to read it back.
+    pub(super) areas: Vec<(u8, Vec<DeviceBuffer>, bool)>,
+    pub(super) envs: Vec<DeviceBuffer>,
+    /// Home ranges that hold initial tasks (for the hang report).
+    pub(super) initial_ranges: u64,
+}
+pub(super) fn allocate(
+    s: &Session,
+    b: &CudaBackend,
+    config: &mgws_core::SchedConfig,
+    topology: &Topology,
+    job: &mut Job<'_>,
+) -> Result<Memory> {
+    let n = s.run_devices;
+    let home_loc = |d: usize| match b.placement {
+        plan::Placement::Host => Loc::Host,
+        _ => Loc::Gpu(s.homes[d]),
+    };
+    let mut queues = Vec::new();
+    let mut queue_areas = Vec::new();
+    for d in 0..n {
+        let count = topology.first_queue[d + 1] - topology.first_queue[d];
+        let area = QueueArea::new(count, config.public_capacity);
+        queues.push(Placed::zeroed(s, home_loc(d), area.total, "public queues")?);
+        queue_areas.push(area);
+    }
+    let run_area = RunArea::new(topology);
+    let run = Placed::zeroed(s, home_loc(0), run_area.total, "shared state")?;
+    s.gpus[0].make_current()?;
+    let workers = topology.workers() as usize;
+    let progress = HostBuffer::alloc(
+        workers * size_of::<WorkerProgress>(),
+        "worker progress records",
+    )?;
+    let stats = if config.run_flags().contains(mgws_core::RunFlags::STATS) {
+        Some(HostBuffer::alloc(
+            workers * size_of::<WorkerStats>(),
+            "worker statistics",
+        )?)
+    } else {
+        None
+    };
+    let task = size_of::<TaskStruct>();
+    let spill_per_worker = config.spill_capacity as usize * task;
+    let mut spill = Vec::new();
+    for (d, g) in s.gpus[..n].iter().enumerate() {
+        let w = (topology.first_worker[d + 1] - topology.first_worker[d]) as usize;
+        spill.push(DeviceBuffer::alloc(
+            g,
+            w * spill_per_worker,
+            "overflow stacks",
+        )?);
+    }
+    let initial_bytes = as_bytes(job.tasks);
+    let (initial_host, initial_dev) = match b.tasks_in {
+        TasksIn::Host => {
+            s.gpus[0].make_current()?;
+            let mut h = HostBuffer::alloc(initial_bytes.len(), "initial tasks")?;
+            h.as_mut_slice().copy_from_slice(initial_bytes);
+            (Some(h), Vec::new())
+        }
+        TasksIn::Device => {
+            let mut v = Vec::new();
+            for g in &s.gpus[..n] {
+                let buf = DeviceBuffer::alloc(g, initial_bytes.len(), "initial tasks")?;
+                buf.write(0, initial_bytes)?;
+                v.push(buf);
+            }
+            (None, v)
+        }
+    };
+    // Data areas: read-only ones copied to every GPU; read-write ones once, on the first GPU,
+    // shared by all (peer access), and copied back after the run.
+    let mut areas = Vec::new();
+    for (index, bytes) in job.areas.iter_mut() {
+        let (src, write_back) = match bytes {
+            AreaBytes::Read(b) => (&**b, false),
+            AreaBytes::ReadWrite(b) => (&**b, true),
+        };
+        let copies = if write_back { 1 } else { n };
+        let mut bufs = Vec::new();
+        for g in &s.gpus[..copies] {
+            let buf = DeviceBuffer::alloc(g, src.len(), &format!("data area {index}"))?;
+            buf.write(0, src)?;
+            bufs.push(buf);
+        }
+        areas.push((*index, bufs, write_back));
+    }
+    let mut envs = Vec::new();
+    // The same on every device (one topology, one initial set).
+    let mut initial_ranges = 0;
+    for (d, spill_d) in spill.iter().enumerate() {
+        let mut queue_headers = [std::ptr::null(); MAX_DEVICES];
+        let mut queue_slots = [std::ptr::null_mut(); MAX_DEVICES];
+        for e in 0..n {
+            let base = queues[e].device_ptr(s, d)?;
+            queue_headers[e] =
+                (base + queue_areas[e].headers as u64) as *const QueueHeader<HostWord>;
+            queue_slots[e] = (base + queue_areas[e].slots as u64) as *mut TaskStruct;
+        }
+        let run_base = run.device_ptr(s, d)?;
+        // Workers index the overflow stacks by their global id: offset this GPU's allocation
+        // by its first worker (the kernel only ever adds ids of this GPU's workers).
+        let spill_base = spill_d
+            .ptr
+            .wrapping_sub(topology.first_worker[d] as u64 * spill_per_worker as u64);
+        let initial = match (&initial_host, initial_dev.get(d)) {
+            (Some(h), _) => h.device_ptr(&s.gpus[d])?,
+            (None, Some(buf)) => buf.ptr,
+            (None, None) => 0,
+        };
+        let mut area_ptrs = [0u64; DATA_AREAS];
+        for (index, bufs, _) in &areas {
+            area_ptrs[*index as usize] = bufs.get(d).unwrap_or(&bufs[0]).ptr;
+        }
+        let env: Env<HostWord, TaskStruct> = Env {
+            config: *config,
+            topology: *topology,
+            shared: (run_base + run_area.shared as u64) as *const SharedState<HostWord>,
+            queue_headers,
+            queue_slots,
+            tree: (run_base + run_area.tree as u64) as *const HostWord,
+            spill: spill_base as *mut TaskStruct,
+            initial: initial as *const TaskStruct,
+            initial_len: job.tasks.len() as u64,
+            progress: progress.device_ptr(&s.gpus[d])? as *mut WorkerProgress,
+            stats: match &stats {
+                Some(h) => h.device_ptr(&s.gpus[d])? as *mut WorkerStats,
+                None => std::ptr::null_mut(),
+            },
+            areas: area_ptrs,
+        };
+        let buf = DeviceBuffer::alloc(&s.gpus[d], size_of::<Env<HostWord, TaskStruct>>(), "env")?;
+        buf.write(0, env_bytes(&env))?;
+        envs.push(buf);
+        initial_ranges = env.initial_ranges();
+    }
+    for g in &s.gpus {
+        g.synchronize()?;
+    }
+    Ok(Memory {
+        initial_ranges,
+        queues,
+        queue_areas,
+        run,
+        run_area,
+        progress,
+        stats,
+        _spill: spill,
+        _initial_host: initial_host,
+        _initial_dev: initial_dev,
+        areas,
+        envs,
+    })
+}
+pub(super) fn read_error_word(s: &Session, mem: &Memory) -> Option<RunError> {
+    let w = mem
+        .run
+        .read_u64_live(s, mem.run_area.shared + shared_field::ERROR)
+        .ok()?;
+    RunError::unpack(w)
+}
+
+pub(super) fn progress_snapshot(mem: &Memory, workers: usize) -> Vec<WorkerProgress> {
+    (0..workers)
+        // SAFETY: one record per worker, written by the kernels with volatile stores; a torn
+        // read only delays the watchdog by one poll.
+        .map(|w| unsafe {
+            mem.progress
+                .read_volatile::<WorkerProgress>(w * size_of::<WorkerProgress>())
+        })
+        .collect()
+}
+
+/// The bytes of the initial tasks.
+fn as_bytes(tasks: &[TaskStruct]) -> &[u8] {
+    // SAFETY: TaskStruct is plain repr(C) data with no padding (64 bytes of integers).
+    unsafe { std::slice::from_raw_parts(tasks.as_ptr() as *const u8, std::mem::size_of_val(tasks)) }
+}
+
+/// The bytes of an env (which has no padding: see the test below).
+fn env_bytes(env: &Env<HostWord, TaskStruct>) -> &[u8] {
+    // SAFETY: Env is repr(C) of integers and pointers without padding (tested below).
+    unsafe {
+        std::slice::from_raw_parts(
+            env as *const _ as *const u8,
+            size_of::<Env<HostWord, TaskStruct>>(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mgws_core::SchedConfig;
+
+    #[test]
+    fn env_and_tasks_have_no_padding() {
+        let fields = size_of::<SchedConfig>()
+            + size_of::<Topology>()
+            + 8
+            + 2 * 8 * MAX_DEVICES
+            + 6 * 8
+            + 8 * DATA_AREAS;
+        assert_eq!(size_of::<Env<HostWord, TaskStruct>>(), fields);
+        assert_eq!(size_of::<SchedConfig>(), 12 * 4 + 8);
+        assert_eq!(size_of::<Topology>(), (2 + 2 * (MAX_DEVICES + 1)) * 4);
+        assert_eq!(size_of::<TaskStruct>(), 64);
+    }
+}

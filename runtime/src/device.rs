@@ -1,0 +1,130 @@
+//! The host side of a device: what differs between CPU threads and GPUs when a run is set up,
+//! launched, supervised and read back. The scheduler core's [`mgws_core::Platform`] says how a
+//! *worker* runs on a device; [`Device`] says how the *host* drives one. Everything else of a run
+//! (validation, the configuration and topology, the watchdog, the hang report, errors and the
+//! [`RunReport`](crate::RunReport)) is written once, in [`crate::pipeline`].
+//!
+//! A new device kind (HIP, several processes) implements [`Device`] and [`Running`]; see
+//! `docs/design.md`, section 1.7.
+
+use std::time::Duration;
+
+use mgws_core::{RunError, SchedConfig, Topology, WorkerProgress, WorkerStats};
+
+use crate::error::{Error, Result};
+use crate::job::Job;
+use crate::scheduler::Scheduler;
+
+/// The grid of a run as the device sized it.
+#[derive(Clone, Copy, Debug)]
+pub struct Grid {
+    /// The scheduler's configuration with what the device decides filled in: the worker count
+    /// it runs and the scope of the orchestration atomics ([`SchedConfig::queue_scope`]).
+    pub config: SchedConfig,
+    /// Workers and public queues per device.
+    pub topology: Topology,
+    /// Lanes per worker.
+    pub lanes: u32,
+}
+
+/// What a run left behind, read after every worker exited.
+#[derive(Clone, Debug, Default)]
+pub struct ReadBack {
+    /// Wall time of the scheduling phase (from the launch to the last worker's exit, as the
+    /// device measures it: a clock on the CPU, events on a GPU).
+    pub elapsed_s: f64,
+    /// The first error a worker recorded (`SharedState::error`).
+    pub error: Option<RunError>,
+    /// `SharedState::exited_workers`, where the kernel maintains it (the pipeline checks that
+    /// every worker left its loop); `None` where it does not.
+    pub exited_workers: Option<u64>,
+    /// Per-worker statistics, when the run collected them.
+    pub stats: Option<Vec<WorkerStats>>,
+    /// Every worker's last progress record.
+    pub progress: Vec<WorkerProgress>,
+    /// Tasks run, where the device knows better than the statistics (a baseline kernel that
+    /// keeps none); `None`: the sum of the statistics, else of the progress records.
+    pub tasks_run: Option<u64>,
+}
+
+/// The run-wide counters a hang report shows, read while the workers may still run.
+#[derive(Clone, Debug, Default)]
+pub struct LiveState {
+    /// `SharedState::idle_workers`.
+    pub idle_counter: u64,
+    /// `SharedState::initial_ranges_done`.
+    pub initial_ranges_done: u64,
+    /// Home ranges that hold initial tasks.
+    pub initial_ranges: u64,
+    /// Each worker's public queue word (`u64::MAX` where it could not be read).
+    pub queue_words: Vec<u64>,
+}
+
+/// A launched run, as its supervisor (the pipeline) sees it. Every method may be called while
+/// the workers run and after they exited.
+pub trait Running {
+    /// Waits at most `timeout` for every worker to exit: `Ok(true)` once all have. `Err` when
+    /// the device failed (a kernel fault, a failed launch of a later GPU); the pipeline then
+    /// aborts the run and waits for the workers that still run.
+    fn wait(&self, timeout: Duration) -> Result<bool>;
+    /// Every worker's progress record (written by the workers with volatile stores; a torn or
+    /// stale record only delays the watchdog by one poll).
+    fn progress(&self) -> Vec<WorkerProgress>;
+    /// The counters and queue words a hang report shows.
+    fn live_state(&self) -> LiveState;
+    /// Asks every worker to stop (`SharedState::abort = 1`); best effort, never blocks long.
+    fn abort(&self);
+    /// How long to wait for the workers after [`Running::abort`] before giving them up (and
+    /// leaking the run's memory); `None`: wait for them, they cannot be abandoned (CPU threads
+    /// borrow the job).
+    fn exit_grace(&self, watchdog: Duration) -> Option<Duration>;
+}
+
+/// The host side of one device kind: sizes the grid, places the orchestration memory, launches
+/// the workers and reads the results back. The steps are called in this order, once each, by
+/// [`crate::pipeline::run`].
+pub trait Device {
+    /// The memory of one run (orchestration data, initial tasks, data areas, the env).
+    type Placed;
+
+    /// The name runs on this device report as their backend.
+    fn name(&self) -> &'static str;
+
+    /// Sizes the grid for `sched`: the workers the device runs (it may refuse more than fit at
+    /// once), their topology, lanes, and the scope of the orchestration atomics.
+    fn size_grid(&mut self, sched: &Scheduler) -> Result<Grid>;
+
+    /// Allocates and places the orchestration memory (zeroed: the initial state), copies the
+    /// initial tasks and the data areas of `job` where the workers read them, and writes the env
+    /// every worker receives.
+    fn place(&mut self, grid: &Grid, job: &mut Job<'_>) -> Result<Self::Placed>;
+
+    /// Launches every worker and runs `supervise` on the calling thread while they run; returns
+    /// its value. `Err` only when nothing was launched. A device that launches in parts reports
+    /// a later part's failure through [`Running::wait`].
+    fn launch<T>(
+        &mut self,
+        grid: &Grid,
+        placed: &Self::Placed,
+        supervise: impl FnOnce(&dyn Running) -> T,
+    ) -> Result<T>;
+
+    /// Reads the results back after every worker exited: the shared state, the statistics and
+    /// progress records, and the read-write data areas into `job`.
+    fn read_back(
+        &mut self,
+        grid: &Grid,
+        placed: &Self::Placed,
+        job: &mut Job<'_>,
+    ) -> Result<ReadBack>;
+}
+
+/// How a supervised run ended.
+pub enum Supervised {
+    /// Every worker exited; read the results back.
+    Done,
+    /// The run failed and every worker exited (or none started).
+    Failed(Error),
+    /// The run failed and a worker may still run: its memory must not be freed.
+    Leak(Error),
+}

@@ -1,0 +1,152 @@
+//! One run, for every device: validate the job, let the device size the grid and place the
+//! memory, launch, supervise (watchdog, hang report, faults), read back and report. The steps
+//! that differ per device are the [`Device`] trait's; everything here is written once.
+
+use std::time::{Duration, Instant};
+
+use crate::device::{Device, Grid, Running, Supervised};
+use crate::error::{Error, Result};
+use crate::job::Job;
+use crate::report::{HangReport, RunReport, WorkerHangState, WorkerReport};
+use crate::scheduler::Scheduler;
+use crate::watchdog::Watchdog;
+
+/// Runs `job` on `device` with the scheduler's settings.
+pub fn run<D: Device>(device: &mut D, sched: &Scheduler, mut job: Job<'_>) -> Result<RunReport> {
+    job.validate()?;
+    let grid = device.size_grid(sched)?;
+    grid.config.validate()?;
+    let placed = device.place(&grid, &mut job)?;
+    let span = tracing::info_span!(
+        "mgws.run",
+        backend = device.name(),
+        workers = grid.config.workers,
+        lanes = grid.lanes,
+        tasks = job.tasks.len()
+    );
+    let _enter = span.enter();
+    match device.launch(&grid, &placed, |live| supervise(live, sched, &grid))? {
+        Supervised::Done => {}
+        Supervised::Failed(e) => return Err(e),
+        Supervised::Leak(e) => {
+            // A worker still runs: freeing its memory would fault it (or block). Leave the
+            // memory to process exit.
+            std::mem::forget(placed);
+            return Err(e);
+        }
+    }
+    let back = device.read_back(&grid, &placed, &mut job)?;
+    if let Some(e) = back.error {
+        return Err(e.into());
+    }
+    let workers = grid.config.workers;
+    if let Some(exited) = back.exited_workers.filter(|&n| n != u64::from(workers)) {
+        return Err(Error::Cuda(format!(
+            "the kernel finished, but only {exited} of {workers} workers reported leaving the \
+             worker loop"
+        )));
+    }
+    let per_worker: Vec<WorkerReport> = back
+        .stats
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(w, s)| WorkerReport::from_stats(w as u32, s))
+        .collect();
+    let tasks_run = back.tasks_run.unwrap_or_else(|| {
+        if per_worker.is_empty() {
+            back.progress.iter().map(|p| p.tasks_run).sum()
+        } else {
+            per_worker.iter().map(|w| w.tasks_run).sum()
+        }
+    });
+    tracing::info!(elapsed_s = back.elapsed_s, tasks_run, "run finished");
+    Ok(RunReport {
+        backend: device.name().into(),
+        workers,
+        lanes: grid.lanes,
+        elapsed_s: back.elapsed_s,
+        tasks_run,
+        per_worker,
+    })
+}
+
+/// Waits for the workers, aborting the run when the watchdog sees no progress or the device
+/// fails.
+///
+/// It sleeps in [`Running::wait`] and looks at the workers' progress once per [`watchdog_poll`]:
+/// a run shorter than that is never interrupted by its supervisor (on a machine with as many
+/// CPUs as workers, every wake-up of this thread takes one from a worker).
+fn supervise(live: &dyn Running, sched: &Scheduler, grid: &Grid) -> Supervised {
+    let workers = grid.config.workers as usize;
+    let mut watchdog = Watchdog::new(sched.watchdog, workers);
+    let poll = watchdog_poll(sched.watchdog);
+    loop {
+        match live.wait(poll) {
+            Ok(true) => return Supervised::Done,
+            Ok(false) => {}
+            Err(e) => {
+                live.abort();
+                return wait_after_abort(live, sched, e);
+            }
+        }
+        let snapshot = live.progress();
+        if let Some(stalled_for) = watchdog.observe(&snapshot) {
+            let state = live.live_state();
+            let report = HangReport {
+                stalled_for,
+                idle_counter: state.idle_counter,
+                initial_ranges_done: state.initial_ranges_done,
+                initial_ranges: state.initial_ranges,
+                workers: snapshot
+                    .iter()
+                    .enumerate()
+                    .map(|(w, p)| {
+                        let word = state.queue_words.get(w).copied().unwrap_or(u64::MAX);
+                        WorkerHangState::new(w as u32, p, word)
+                    })
+                    .collect(),
+            };
+            tracing::error!("watchdog: no progress for {stalled_for:?}; aborting the run");
+            live.abort();
+            let e = Error::Hang {
+                report: Box::new(report),
+            };
+            return wait_after_abort(live, sched, e);
+        }
+    }
+}
+
+/// After [`Running::abort`]: waits for the workers, at most the device's grace period.
+fn wait_after_abort(live: &dyn Running, sched: &Scheduler, e: Error) -> Supervised {
+    let poll = watchdog_poll(sched.watchdog);
+    let Some(grace) = live.exit_grace(sched.watchdog) else {
+        // The device cannot give its workers up: wait for them (a failed wait ends it too).
+        while !live.wait(poll).unwrap_or(true) {}
+        return Supervised::Failed(e);
+    };
+    let start = Instant::now();
+    loop {
+        // A second device failure while waiting changes nothing: the first error is reported.
+        if live.wait(poll.min(grace)).unwrap_or(false) {
+            return Supervised::Failed(e);
+        }
+        if start.elapsed() > grace {
+            tracing::error!(
+                "the workers did not exit within {grace:?} of the abort; their memory stays \
+                 allocated until the process exits"
+            );
+            eprintln!(
+                "mgws: the workers did not exit within {grace:?} of the abort (a task that never \
+                 returns?); the process must exit to free the device"
+            );
+            return Supervised::Leak(e);
+        }
+    }
+}
+
+/// How often the supervisor looks at progress: an eighth of the watchdog timeout, so a hang is
+/// reported at most 12.5% late, between 1 ms and 50 ms.
+pub fn watchdog_poll(timeout: Duration) -> Duration {
+    (timeout / 8).clamp(Duration::from_millis(1), Duration::from_millis(50))
+}
