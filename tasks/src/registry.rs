@@ -77,6 +77,31 @@ mod tests {
         Memset(MemsetTask),
     }
 
+    #[crate::registry(ptx = "// a stand-in kernel\n")]
+    enum WithKernel {
+        Memset(MemsetTask),
+    }
+
+    #[crate::registry(crate = crate, ptx = concat!("// ", "joined"))]
+    enum WithKernelAndPath {
+        Fib(FibTask),
+    }
+
+    #[test]
+    fn a_registry_declares_its_kernel_with_the_ptx_argument() {
+        assert_eq!(
+            <WithKernel as Registry>::KERNEL_PTX,
+            Some("// a stand-in kernel\n")
+        );
+        assert_eq!(
+            <WithKernelAndPath as Registry>::KERNEL_PTX,
+            Some("// joined")
+        );
+        assert_eq!(<OnlyMemset as Registry>::KERNEL_PTX, None);
+        // The kernel text is not part of the fingerprint: it is built from the registry.
+        assert_ne!(WithKernel::FINGERPRINT, OnlyMemset::FINGERPRINT); // other names
+    }
+
     #[test]
     fn registries_with_other_tags_or_names_have_other_fingerprints() {
         let prints = [
