@@ -225,7 +225,10 @@ impl KernelBuilder {
     }
 
     /// For a build script: builds the kernel to `$OUT_DIR/<lib>.ptx` (or [`KernelBuilder::out`])
-    /// and emits the `cargo:` directives. Returns the kernel, or `None` when nothing was built:
+    /// and emits the `cargo:` directives (`rerun-if-changed` for the sources of the kernel crate
+    /// and its path dependencies, `rerun-if-env-changed` for [`ENV_VARS`]). When ptxas ran
+    /// ([`Ptxas::IfConfigured`]: `MGWS_PTXAS` is set), its cubin is `<lib>.cubin` and its
+    /// figures `<lib>.ptxas.txt` beside the PTX. Returns the kernel, or `None` when nothing was built:
     /// inside the builder's own nested build ([`MGWS_BUILDER_NESTED`]), when the build script runs
     /// for nvptx64, or when a tool is missing (then the PTX file is a placeholder whose first line
     /// starts with [`PLACEHOLDER_PREFIX`], and a `cargo:warning` says the same).
@@ -278,6 +281,11 @@ impl KernelBuilder {
                     }
                 }
                 if let Some((_, report)) = &kernel.ptxas {
+                    // The figures, for whoever wants to see them (cargo hides build-script output).
+                    let _ = fs::write(
+                        kernel.ptx.with_extension("ptxas.txt"),
+                        report.lines.join("\n") + "\n",
+                    );
                     for w in &report.warnings {
                         println!("cargo:warning=mgws-builder: {w}");
                     }

@@ -144,8 +144,8 @@ pub(crate) fn find_sysroot(
             "the nightly toolchain at {} lacks the {TARGET} target. Run `rustup target add \
              {TARGET} --toolchain nightly`, or, where it cannot be downloaded, set \
              MGWS_NVPTX_SYSROOT to a sysroot holding lib/rustlib/{TARGET}/lib/libcore*.rlib \
-             built by that nightly (the mgws repository's shared/tools/nvptx-sysroot.sh builds \
-             one from the toolchain's rust-docs sources)",
+             built by that nightly (a shared/tools/nvptx-sysroot.sh in the crate's directory or \
+             an ancestor is used when present)",
             toolchain.dir().display()
         ))),
     }
