@@ -467,13 +467,6 @@ impl KernelBuilder {
 /// The library name of the crate in `manifest_dir`: `[lib] name`, else the package name with `_`
 /// for `-` (read from its `Cargo.toml`; `kernel` if neither is found).
 pub fn lib_name(manifest_dir: &Path) -> String {
-    if manifest_dir.join("Cargo.toml")
-        == Path::new(&env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default()).join("Cargo.toml")
-    {
-        if let Ok(name) = env::var("CARGO_CRATE_NAME") {
-            return name;
-        }
-    }
     let manifest = fs::read_to_string(manifest_dir.join("Cargo.toml")).unwrap_or_default();
     let mut section = String::new();
     let (mut package, mut lib) = (None, None);
