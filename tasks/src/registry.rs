@@ -1,4 +1,24 @@
 //! The [`Registry`] trait: what `#[registry]` generates for an enum of task functor types.
+//!
+//! A registry may declare the kernel built for it (`Registry::KERNEL_PTX`):
+//!
+//! ```
+//! #[mgws_tasks::registry(ptx = "// the PTX text, e.g. mgws::kernel_ptx!()")]
+//! enum WithKernel {
+//!     Fib(mgws_tasks::workloads::fib::FibTask),
+//! }
+//! use mgws_tasks::Registry;
+//! assert!(WithKernel::KERNEL_PTX.unwrap().starts_with("// the PTX"));
+//! ```
+//!
+//! Arguments other than `ptx = EXPR` and `crate = PATH` are compile errors:
+//!
+//! ```compile_fail
+//! #[mgws_tasks::registry(kernel = "x")]
+//! enum Unknown {
+//!     Fib(mgws_tasks::workloads::fib::FibTask),
+//! }
+//! ```
 
 use mgws_core::TaskExecutor;
 
