@@ -20,7 +20,8 @@
 #         contains   CONTAINS on the carried corpus against a sequential scan, static baseline
 #         fib        FIB(30), kernel-per-level baseline
 #         faults     a stalled task under a short watchdog (hang error) and an unknown tag
-#         custom     the custom-task example: a user registry with its own kernel (Collatz)
+#         custom     the custom-task example: a user registry with its own kernel (Collatz),
+#                    embedded in the example's binary
 #         sweep      MEMSET, UTS T1L and T3 at 132..2112 workers with their baselines (not in
 #                    the default list)
 #         sanitizer  compute-sanitizer memcheck, racecheck and synccheck on small runs of each
@@ -42,9 +43,15 @@ build_here() {
     cargo build --release -p mgws-cli
     echo "== building the kernel PTX"
     cargo xtask ptx --arch sm_90
-    echo "== building the custom-task example (its host program and its own kernel)"
-    cargo build --release -p mgws-example-custom-task
-    cargo xtask ptx --arch sm_90 --crate mgws-example-custom-task
+    echo "== building the custom-task example (a standalone crate: its build script builds its"
+    echo "   kernel with mgws-builder and the host binary embeds the PTX)"
+    cargo build --release --manifest-path examples/custom-task/Cargo.toml
+    local example_ptx
+    example_ptx=$(ls -t examples/custom-task/target/release/build/mgws-example-custom-task-*/out/mgws_example_custom_task.ptx | head -n 1)
+    if ! grep -q '^.visible .global .align 8 .u64 mgws_registry_fingerprint = ' "$example_ptx"; then
+        echo "error: the example's embedded kernel was not built: $(head -n 1 "$example_ptx")" >&2
+        return 1
+    fi
     if [ ! -f data/wiki-en.jsonl ]; then
         echo "== fetching a CONTAINS corpus (scripts/fetch-corpus.sh en)"
         bash scripts/fetch-corpus.sh en || echo "warning: no corpus; the contains section will be skipped"
@@ -59,8 +66,8 @@ build_here() {
     mkdir -p "$CARRY/data"
     cp target/release/mgws "$CARRY/mgws"
     cp "target/ptx/$PTX_NAME" "$CARRY/$PTX_NAME"
-    cp target/release/custom-task "$CARRY/custom-task"
-    cp target/ptx/mgws_example_custom_task.sm_90.ptx "$CARRY/"
+    # The example's kernel is embedded in its binary (CustomTasks::KERNEL_PTX).
+    cp examples/custom-task/target/release/custom-task "$CARRY/custom-task"
     [ -f data/wiki-en.jsonl ] && cp data/wiki-en.jsonl "$CARRY/data/"
     [ -d data/manpages-de ] && cp -r data/manpages-de "$CARRY/data/"
     git rev-parse HEAD > "$CARRY/COMMIT" 2>/dev/null || true
@@ -216,8 +223,8 @@ on_device() {
         custom)
             # A user's own registry and kernel (examples/custom-task): Collatz steps of 1..=2^22.
             local clog="$LOGS/custom-collatz.log" t0=$SECONDS crc=0
-            timeout 120 "$CARRY/custom-task" 4194304 --backend cuda \
-                --ptx "$CARRY/mgws_example_custom_task.sm_90.ptx" > "$clog" 2>&1 || crc=$?
+            # Its kernel is the one embedded in the binary by the example's build script.
+            timeout 120 "$CARRY/custom-task" 4194304 --backend cuda > "$clog" 2>&1 || crc=$?
             sed 's/^/    /' "$clog"
             if [ "$crc" = 0 ] && grep -q " 0 of 4194304 slots wrong" "$clog"; then
                 row custom-collatz custom-task PASS - 4194304 - - "all slots equal a sequential computation"

@@ -1,4 +1,24 @@
 //! The [`Registry`] trait: what `#[registry]` generates for an enum of task functor types.
+//!
+//! A registry may declare the kernel built for it (`Registry::KERNEL_PTX`):
+//!
+//! ```
+//! #[mgws_tasks::registry(ptx = "// the PTX text, e.g. mgws::kernel_ptx!()")]
+//! enum WithKernel {
+//!     Fib(mgws_tasks::workloads::fib::FibTask),
+//! }
+//! use mgws_tasks::Registry;
+//! assert!(WithKernel::KERNEL_PTX.unwrap().starts_with("// the PTX"));
+//! ```
+//!
+//! Arguments other than `ptx = EXPR` and `crate = PATH` are compile errors:
+//!
+//! ```compile_fail
+//! #[mgws_tasks::registry(kernel = "x")]
+//! enum Unknown {
+//!     Fib(mgws_tasks::workloads::fib::FibTask),
+//! }
+//! ```
 
 use mgws_core::TaskExecutor;
 
@@ -75,6 +95,31 @@ mod tests {
     #[crate::registry]
     enum OnlyMemset {
         Memset(MemsetTask),
+    }
+
+    #[crate::registry(ptx = "// a stand-in kernel\n")]
+    enum WithKernel {
+        Memset(MemsetTask),
+    }
+
+    #[crate::registry(crate = crate, ptx = concat!("// ", "joined"))]
+    enum WithKernelAndPath {
+        Fib(FibTask),
+    }
+
+    #[test]
+    fn a_registry_declares_its_kernel_with_the_ptx_argument() {
+        assert_eq!(
+            <WithKernel as Registry>::KERNEL_PTX,
+            Some("// a stand-in kernel\n")
+        );
+        assert_eq!(
+            <WithKernelAndPath as Registry>::KERNEL_PTX,
+            Some("// joined")
+        );
+        assert_eq!(<OnlyMemset as Registry>::KERNEL_PTX, None);
+        // The kernel text is not part of the fingerprint: it is built from the registry.
+        assert_ne!(WithKernel::FINGERPRINT, OnlyMemset::FINGERPRINT); // other names
     }
 
     #[test]

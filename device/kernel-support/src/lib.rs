@@ -33,7 +33,12 @@ pub use gpu::{run_level, run_static, run_worker};
 
 /// Defines the kernel entry points for the task registry `$registry`: `mgws_worker` (the MGWS
 /// persistent worker), `mgws_static` (the static-assignment baseline) and `mgws_level` (one level
-/// of the kernel-per-level baseline).
+/// of the kernel-per-level baseline), and the global `mgws_registry_fingerprint` (a `u64`, the
+/// registry's `Registry::FINGERPRINT`), by which the host checks that a PTX module was built for
+/// the registry it runs.
+///
+/// Usable through the `mgws` crate as `mgws::worker_kernel!` too: its paths name this crate with
+/// `$crate`, never the caller's dependencies.
 ///
 /// The kernel's signature, which the host launches with one block per worker:
 ///
@@ -53,6 +58,16 @@ pub use gpu::{run_level, run_static, run_worker};
 #[cfg_attr(target_arch = "nvptx64", allow_internal_unstable(abi_ptx))]
 macro_rules! worker_kernel {
     ($registry:path) => {
+        /// The fingerprint of the registry this kernel was built for
+        /// (`mgws_tasks::Registry::FINGERPRINT`): the PTX declares it as
+        /// `.visible .global .align 8 .u64 mgws_registry_fingerprint = <decimal>;`, and the host
+        /// refuses to run a registry whose fingerprint differs.
+        #[cfg(target_arch = "nvptx64")]
+        #[unsafe(no_mangle)]
+        #[allow(non_upper_case_globals)]
+        pub static mgws_registry_fingerprint: u64 =
+            <$registry as $crate::__private::Registry>::FINGERPRINT;
+
         /// The persistent worker kernel: one block per worker, running until termination.
         ///
         /// # Safety
@@ -111,10 +126,35 @@ macro_rules! worker_kernel {
     };
 }
 
+/// The PTX that `mgws-builder` wrote for this crate's kernel, as a `&'static str`:
+/// `include_str!(concat!(env!("OUT_DIR"), "/", NAME, ".ptx"))`, where `NAME` is the argument or, by
+/// default, the crate's name with `_` for `-` (the builder's default file name).
+///
+/// For the `ptx` argument of `#[registry]`, in a crate whose build script runs `mgws-builder`:
+///
+/// ```ignore
+/// #[mgws::registry(ptx = mgws::kernel_ptx!())]
+/// pub enum MyTasks { Collatz(CollatzRange) }
+/// ```
+#[macro_export]
+macro_rules! kernel_ptx {
+    () => {
+        ::core::include_str!(::core::concat!(
+            ::core::env!("OUT_DIR"),
+            "/",
+            ::core::env!("CARGO_CRATE_NAME"),
+            ".ptx"
+        ))
+    };
+    ($name:literal) => {
+        ::core::include_str!(::core::concat!(::core::env!("OUT_DIR"), "/", $name, ".ptx"))
+    };
+}
+
 #[doc(hidden)]
 pub mod __private {
     #[cfg(target_arch = "nvptx64")]
     pub use mgws_core::nvptx::NvptxWord;
     pub use mgws_core::{Env, LevelArgs};
-    pub use mgws_tasks::TaskStruct;
+    pub use mgws_tasks::{Registry, TaskStruct};
 }

@@ -4,19 +4,19 @@
 //!
 //! 1. a [`TaskFunctor`]: [`CollatzRange`] writes the Collatz stopping time of every number of a
 //!    range into an output array, splitting ranges longer than [`LEAF`] into two spawned halves;
-//! 2. a registry naming the functors (`#[mgws_tasks::registry] enum CustomTasks`);
-//! 3. one line defining the `mgws_worker` kernel for that registry
-//!    (`mgws_kernel_support::worker_kernel!`);
-//! 4. `crate-type = ["cdylib", "rlib"]` in Cargo.toml, and the PTX from
-//!    `cargo xtask ptx --crate mgws-example-custom-task`.
+//! 2. a registry naming the functors, which embeds the kernel the build script built
+//!    (`#[mgws::registry(ptx = mgws::kernel_ptx!())] enum CustomTasks`);
+//! 3. one line defining the kernel entries for that registry (`mgws::worker_kernel!`);
+//! 4. `crate-type = ["cdylib", "rlib"]`, one `mgws` dependency, and a `build.rs` that builds this
+//!    library to PTX with `mgws-builder`.
 //!
-//! The host builds the initial task with `CustomTasks::task(&CollatzRange { start: 0, len: n })`
-//! and an output descriptor of `n` `u64`s, launches the kernel like the built-in one, and checks the
-//! array against [`collatz_steps`].
+//! The host program (`src/main.rs`) builds the initial task with
+//! `CustomTasks::task(&CollatzRange { start: 0, len: n })` and an output descriptor of `n` `u64`s,
+//! runs it on the CPU or on a GPU with the embedded kernel, and checks the array against
+//! [`collatz_steps`].
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 
-use mgws_core::Platform;
-use mgws_tasks::{Ctx, TaskError, TaskFunctor, TaskStruct};
+use mgws::{Ctx, Platform, TaskError, TaskFunctor, TaskStruct};
 
 /// Ranges up to this many numbers are computed by one task; longer ones are split.
 pub const LEAF: u64 = 256;
@@ -87,13 +87,13 @@ impl TaskFunctor for CollatzRange {
     }
 }
 
-/// The task types of this example.
-#[mgws_tasks::registry]
+/// The task types of this example, and the kernel built for them (`CustomTasks::KERNEL_PTX`).
+#[mgws::registry(ptx = mgws::kernel_ptx!())]
 pub enum CustomTasks {
     Collatz(CollatzRange),
 }
 
-mgws_kernel_support::worker_kernel!(CustomTasks);
+mgws::worker_kernel!(CustomTasks);
 
 #[cfg(test)]
 mod tests {
@@ -116,5 +116,20 @@ mod tests {
             CollatzRange { start: 3, len: 9 }
         );
         assert_eq!(CustomTasks::name_of(CustomTasks::COLLATZ), Some("Collatz"));
+    }
+
+    #[test]
+    fn the_registry_embeds_its_kernel() {
+        use mgws::Registry;
+        let ptx = CustomTasks::KERNEL_PTX.unwrap();
+        // Either the kernel or the builder's placeholder naming what is missing.
+        if !ptx.starts_with("// mgws-builder: not built: ") {
+            let line = format!(
+                ".visible .global .align 8 .u64 mgws_registry_fingerprint = {};",
+                CustomTasks::FINGERPRINT
+            );
+            assert!(ptx.contains(&line), "the PTX lacks `{line}`");
+            assert!(ptx.contains(".entry mgws_worker"));
+        }
     }
 }

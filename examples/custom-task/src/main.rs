@@ -4,16 +4,17 @@
 //! ```text
 //! custom-task [N] [--backend cpu|cuda] [--ptx PATH] [--workers W]
 //! ```
-//! On a GPU the PTX is this crate's own kernel: `cargo xtask ptx --crate mgws-example-custom-task`.
+//! The CPU is the default. On a GPU the kernel is the one embedded in the registry
+//! (`CustomTasks::KERNEL_PTX`, built by `build.rs`), or the PTX file `--ptx` names.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use mgws::cuda::CudaBackend;
 use mgws::job::u64_bytes_mut;
+use mgws::{Access, DataDescriptor, Registry};
 use mgws::{AreaBytes, Job, Scheduler};
 use mgws_example_custom_task::{collatz_steps, CollatzRange, CustomTasks};
-use mgws_tasks::{Access, DataDescriptor};
 
 struct Args {
     n: u64,
@@ -53,6 +54,21 @@ fn parse() -> Result<Args, String> {
         return Err(format!("N must be between 1 and {}", u32::MAX / 8));
     }
     Ok(args)
+}
+
+/// The embedded kernel, written to a file for the CUDA backend (which loads PTX files today).
+fn embedded_ptx() -> Result<PathBuf, String> {
+    let ptx = CustomTasks::KERNEL_PTX.ok_or("the registry declares no kernel")?;
+    if let Some(reason) = ptx
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("// mgws-builder: "))
+    {
+        return Err(format!("the kernel was {reason}"));
+    }
+    let path = std::env::temp_dir().join(format!("custom-task-{}.ptx", std::process::id()));
+    std::fs::write(&path, ptx).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(path)
 }
 
 fn run(args: &Args) -> mgws::Result<bool> {
@@ -104,7 +120,12 @@ fn run(args: &Args) -> mgws::Result<bool> {
 }
 
 fn main() -> ExitCode {
-    let args = match parse() {
+    let args = match parse().and_then(|mut a| {
+        if a.cuda && a.ptx.is_none() {
+            a.ptx = Some(embedded_ptx()?);
+        }
+        Ok(a)
+    }) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("custom-task: {e}");

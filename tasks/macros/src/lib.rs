@@ -19,26 +19,164 @@
 //!   its name, tags, variant names, functor types and their layouts), which a kernel built for the
 //!   registry carries too;
 //! - compile-time assertions that each functor fits the parameter area in size and alignment.
+//!
+//! # Arguments
+//!
+//! - `ptx = EXPR`: the registry's own kernel, an expression of type `&'static str` (typically
+//!   `include_str!(concat!(env!("OUT_DIR"), "/my_kernel.ptx"))`, written by `mgws-builder` in the
+//!   crate's build script). The generated `impl Registry` sets `KERNEL_PTX` to `Some(EXPR)` on
+//!   every target but `nvptx64` (a kernel does not carry its own text).
+//! - `crate = PATH`: where the task model lives, for the generated paths. By default the macro
+//!   reads the calling crate's `Cargo.toml`: `::mgws_tasks` when it depends on `mgws-tasks`,
+//!   `::mgws::__tasks` (the `mgws` crate's re-export) when it depends only on `mgws`.
+//!
+//! ```ignore
+//! #[mgws::registry(ptx = include_str!(concat!(env!("OUT_DIR"), "/my_kernel.ptx")))]
+//! pub enum MyTasks {
+//!     Collatz(CollatzRange),
+//! }
+//! ```
 
 use proc_macro::TokenStream;
 use quote::{format_ident, quote};
-use syn::{parse_macro_input, Fields, ItemEnum};
+use syn::{parse_macro_input, Expr, Fields, ItemEnum, Path};
+
+/// The arguments of `#[registry(...)]`.
+#[derive(Default)]
+struct Args {
+    ptx: Option<Expr>,
+    krate: Option<Path>,
+}
+
+impl Args {
+    fn parse(attr: TokenStream) -> syn::Result<Args> {
+        let mut args = Args::default();
+        let parser = syn::meta::parser(|meta| {
+            if meta.path.is_ident("ptx") {
+                if args.ptx.is_some() {
+                    return Err(meta.error("`ptx` is given twice"));
+                }
+                args.ptx = Some(meta.value()?.parse()?);
+                Ok(())
+            } else if meta.path.is_ident("crate") {
+                if args.krate.is_some() {
+                    return Err(meta.error("`crate` is given twice"));
+                }
+                args.krate = Some(meta.value()?.call(Path::parse_mod_style)?);
+                Ok(())
+            } else {
+                let path = &meta.path;
+                let name = quote!(#path).to_string().replace(' ', "");
+                Err(meta.error(format!(
+                    "unknown #[registry] argument `{name}`; expected `ptx = EXPR` (the kernel's \
+                     PTX text, e.g. `include_str!(concat!(env!(\"OUT_DIR\"), \"/kernel.ptx\"))`) \
+                     or `crate = PATH`"
+                )))
+            }
+        });
+        syn::parse::Parser::parse(parser, attr)?;
+        Ok(args)
+    }
+}
 
 #[proc_macro_attribute]
 pub fn registry(attr: TokenStream, item: TokenStream) -> TokenStream {
-    if !attr.is_empty() {
-        return syn::Error::new(
-            proc_macro2::Span::call_site(),
-            "#[registry] takes no arguments",
-        )
-        .to_compile_error()
-        .into();
-    }
+    let args = match Args::parse(attr) {
+        Ok(a) => a,
+        Err(e) => return e.to_compile_error().into(),
+    };
     let input = parse_macro_input!(item as ItemEnum);
-    match expand(input) {
+    let krate = match &args.krate {
+        Some(p) => quote!(#p),
+        None => default_crate_path(),
+    };
+    match expand(input, args.ptx.as_ref(), krate) {
         Ok(ts) => ts.into(),
         Err(e) => e.to_compile_error().into(),
     }
+}
+
+/// The path of the task model as the calling crate sees it: `::mgws_tasks` inside `mgws-tasks`
+/// and in crates that depend on it, else `::mgws::__tasks` in crates that depend on `mgws`
+/// (possibly renamed) but not on `mgws-tasks`.
+fn default_crate_path() -> proc_macro2::TokenStream {
+    let tasks = quote!(::mgws_tasks);
+    if std::env::var("CARGO_PKG_NAME").as_deref() == Ok("mgws-tasks") {
+        return tasks;
+    }
+    let Some(manifest) = std::env::var_os("CARGO_MANIFEST_DIR")
+        .and_then(|d| std::fs::read_to_string(std::path::Path::new(&d).join("Cargo.toml")).ok())
+    else {
+        return tasks;
+    };
+    match dependency_names(&manifest) {
+        (true, _) => tasks,
+        (false, Some(mgws)) => {
+            let mgws = format_ident!("{}", mgws);
+            quote!(::#mgws::__tasks)
+        }
+        (false, None) => tasks,
+    }
+}
+
+/// Scans a `Cargo.toml` for its dependencies: whether it names `mgws-tasks`, and the name (as a
+/// Rust identifier) under which it depends on `mgws`, if it does. Line-based: a dependency is a
+/// line `name = ...` or `name.workspace = true`, or a table `[...dependencies.name]`, and a
+/// `package = "..."` key renames it.
+fn dependency_names(manifest: &str) -> (bool, Option<String>) {
+    let mut tasks = false;
+    let mut mgws = None;
+    let mut in_deps = false;
+    let mut table_dep: Option<String> = None;
+    for line in manifest.lines().map(str::trim) {
+        if let Some(header) = line.strip_prefix('[') {
+            let header = header.trim_end_matches(']').trim();
+            table_dep = header
+                .split_once("dependencies.")
+                .map(|(_, name)| name.trim().to_string());
+            in_deps = header.ends_with("dependencies");
+            if let Some(name) = &table_dep {
+                tasks |= name == "mgws-tasks";
+                if name == "mgws" {
+                    mgws = Some("mgws".to_string());
+                }
+            }
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let key = key.trim().trim_matches('"');
+        let package = value
+            .split_once("package")
+            .and_then(|(_, rest)| rest.split('"').nth(1))
+            .map(str::to_string);
+        if let Some(dep) = &table_dep {
+            if key == "package" {
+                match package_value(value).as_deref() {
+                    Some("mgws-tasks") => tasks = true,
+                    Some("mgws") => mgws = Some(dep.replace('-', "_")),
+                    _ => {}
+                }
+            }
+            continue;
+        }
+        if !in_deps {
+            continue;
+        }
+        let name = key.split('.').next().unwrap_or(key).trim();
+        match package.as_deref().unwrap_or(name) {
+            "mgws-tasks" => tasks = true,
+            "mgws" => mgws = Some(name.replace('-', "_")),
+            _ => {}
+        }
+    }
+    (tasks, mgws)
+}
+
+/// The string of `= "value"`.
+fn package_value(value: &str) -> Option<String> {
+    value.split('"').nth(1).map(str::to_string)
 }
 
 fn screaming_snake(name: &str) -> String {
@@ -52,7 +190,11 @@ fn screaming_snake(name: &str) -> String {
     out
 }
 
-fn expand(input: ItemEnum) -> syn::Result<proc_macro2::TokenStream> {
+fn expand(
+    input: ItemEnum,
+    ptx: Option<&Expr>,
+    krate: proc_macro2::TokenStream,
+) -> syn::Result<proc_macro2::TokenStream> {
     let vis = &input.vis;
     let name = &input.ident;
     let attrs = &input.attrs;
@@ -94,21 +236,21 @@ fn expand(input: ItemEnum) -> syn::Result<proc_macro2::TokenStream> {
         arms.push(quote! {
             #tag => {
                 let functor: #ty = task.params_as::<#ty>();
-                <#ty as ::mgws_tasks::TaskFunctor>::run(&functor, task, ctx)
+                <#ty as #krate::TaskFunctor>::run(&functor, task, ctx)
             }
         });
         name_arms.push(quote! { #tag => ::core::option::Option::Some(#vname), });
         tagged.push(quote! {
-            impl ::mgws_tasks::Tagged<#ty> for #name { const TAG: u32 = #tag; }
+            impl #krate::Tagged<#ty> for #name { const TAG: u32 = #tag; }
         });
         asserts.push(quote! {
             const _: () = {
                 assert!(
-                    ::core::mem::size_of::<#ty>() <= ::mgws_tasks::PARAM_BYTES,
+                    ::core::mem::size_of::<#ty>() <= #krate::PARAM_BYTES,
                     concat!("task functor ", stringify!(#ty), " does not fit the task parameter area")
                 );
                 assert!(
-                    ::core::mem::align_of::<#ty>() <= ::mgws_tasks::PARAM_ALIGN,
+                    ::core::mem::align_of::<#ty>() <= #krate::PARAM_ALIGN,
                     concat!("task functor ", stringify!(#ty), " is aligned more strictly than the parameter area")
                 );
             };
@@ -116,11 +258,18 @@ fn expand(input: ItemEnum) -> syn::Result<proc_macro2::TokenStream> {
         tag_list.push(quote! { (#tag, #vname) });
         description.push_str(&format!(";{tag}:{vname}:{}", quote!(#ty)));
         layout_mix.push(quote! {
-            let h = ::mgws_tasks::registry::fingerprint_mix(h, ::core::mem::size_of::<#ty>() as u64);
-            let h = ::mgws_tasks::registry::fingerprint_mix(h, ::core::mem::align_of::<#ty>() as u64);
+            let h = #krate::registry::fingerprint_mix(h, ::core::mem::size_of::<#ty>() as u64);
+            let h = #krate::registry::fingerprint_mix(h, ::core::mem::align_of::<#ty>() as u64);
         });
     }
     let count = input.variants.len();
+    let kernel_ptx = ptx.map(|ptx| {
+        quote! {
+            #[cfg(not(target_arch = "nvptx64"))]
+            const KERNEL_PTX: ::core::option::Option<&'static str> =
+                ::core::option::Option::Some(#ptx);
+        }
+    });
     let name_str = name.to_string();
     Ok(quote! {
         #(#attrs)*
@@ -141,42 +290,62 @@ fn expand(input: ItemEnum) -> syn::Result<proc_macro2::TokenStream> {
             }
 
             /// A task struct running `functor`, with no data descriptors.
-            pub fn task<F: ::mgws_tasks::TaskFunctor>(functor: &F) -> ::mgws_tasks::TaskStruct
+            pub fn task<F: #krate::TaskFunctor>(functor: &F) -> #krate::TaskStruct
             where
-                Self: ::mgws_tasks::Tagged<F>,
+                Self: #krate::Tagged<F>,
             {
-                ::mgws_tasks::TaskStruct::new(<Self as ::mgws_tasks::Tagged<F>>::TAG, functor)
+                #krate::TaskStruct::new(<Self as #krate::Tagged<F>>::TAG, functor)
             }
         }
 
         #(#tagged)*
         #(#asserts)*
 
-        impl ::mgws_tasks::Registry for #name {
+        impl #krate::Registry for #name {
             const NAME: &'static str = #name_str;
             const FINGERPRINT: u64 = {
-                let h = ::mgws_tasks::registry::fingerprint_bytes(
-                    ::mgws_tasks::registry::FINGERPRINT_BASIS,
+                let h = #krate::registry::fingerprint_bytes(
+                    #krate::registry::FINGERPRINT_BASIS,
                     #description.as_bytes(),
                 );
                 #(#layout_mix)*
                 h
             };
             const TAGS: &'static [(u32, &'static str)] = &#name::TAGS;
+            #kernel_ptx
         }
 
-        impl ::mgws_tasks::__core::TaskExecutor<::mgws_tasks::TaskStruct> for #name {
+        impl #krate::__core::TaskExecutor<#krate::TaskStruct> for #name {
             #[inline(always)]
-            fn execute<P: ::mgws_tasks::__core::Platform>(
+            fn execute<P: #krate::__core::Platform>(
                 &self,
-                task: &::mgws_tasks::TaskStruct,
-                ctx: &mut ::mgws_tasks::__core::TaskContext<'_, '_, P, ::mgws_tasks::TaskStruct>,
-            ) -> ::core::result::Result<(), ::mgws_tasks::__core::TaskError> {
+                task: &#krate::TaskStruct,
+                ctx: &mut #krate::__core::TaskContext<'_, '_, P, #krate::TaskStruct>,
+            ) -> ::core::result::Result<(), #krate::__core::TaskError> {
                 match task.tag {
                     #(#arms)*
-                    other => ::core::result::Result::Err(::mgws_tasks::__core::TaskError::UnknownTag(other)),
+                    other => ::core::result::Result::Err(#krate::__core::TaskError::UnknownTag(other)),
                 }
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::dependency_names;
+
+    #[test]
+    fn dependencies_are_found_in_every_spelling() {
+        let user = "[package]\nname = \"x\"\n[dependencies]\nmgws = { path = \"../../runtime\" }\n";
+        assert_eq!(dependency_names(user), (false, Some("mgws".into())));
+        let ws = "[dependencies]\nmgws-core.workspace = true\nmgws-tasks.workspace = true\n";
+        assert_eq!(dependency_names(ws), (true, None));
+        let renamed = "[dependencies]\nrt = { package = \"mgws\", path = \"r\" }\n";
+        assert_eq!(dependency_names(renamed), (false, Some("rt".into())));
+        let table = "[target.'cfg(unix)'.dependencies.my-mgws]\npackage = \"mgws\"\npath = \"r\"\n";
+        assert_eq!(dependency_names(table), (false, Some("my_mgws".into())));
+        let other = "[package]\nname = \"mgws\"\n[dependencies]\nserde = \"1\"\n";
+        assert_eq!(dependency_names(other), (false, None));
+    }
 }

@@ -1,0 +1,549 @@
+//! # mgws-builder
+//!
+//! Builds an MGWS GPU kernel crate to PTX, like rust-gpu's `spirv-builder` or Rust-CUDA's
+//! `cuda_builder`: called from a build script, so that `cargo build` builds the kernel too.
+//!
+//! ```ignore
+//! // build.rs of a crate whose library is its own kernel (`mgws::worker_kernel!(MyTasks);`,
+//! // crate-type = ["cdylib", "rlib"]):
+//! fn main() {
+//!     mgws_builder::KernelBuilder::new(env!("CARGO_MANIFEST_DIR")).build_script();
+//! }
+//! ```
+//! and in the library, the registry embeds the PTX the builder wrote to `$OUT_DIR/<crate>.ptx`:
+//! ```ignore
+//! #[mgws::registry(ptx = mgws::kernel_ptx!())]
+//! pub enum MyTasks { Collatz(CollatzRange) }
+//! ```
+//! (`mgws::kernel_ptx!()` is `include_str!(concat!(env!("OUT_DIR"), "/", env!("CARGO_CRATE_NAME"),
+//! ".ptx"))`; `kernel_ptx!("name")` names another file.)
+//!
+//! ## The recipe
+//!
+//! 1. A nightly toolchain: `MGWS_NIGHTLY` (a toolchain directory), else rustup's `nightly-*`.
+//! 2. A sysroot with `core` for `nvptx64-nvidia-cuda`: `MGWS_NVPTX_SYSROOT`, else the toolchain's
+//!    installed target (`rustup target add nvptx64-nvidia-cuda --toolchain nightly`), else one
+//!    built by the project's `shared/tools/nvptx-sysroot.sh` where that script is found in the
+//!    crate's directory or an ancestor's `shared/tools`.
+//! 3. That toolchain's cargo runs `cargo rustc --lib --crate-type cdylib --release --target
+//!    nvptx64-nvidia-cuda` on the kernel crate with fat LTO, one codegen unit and `panic=abort`
+//!    (`CARGO_PROFILE_RELEASE_*`), rustflags `--sysroot <sysroot> --emit=asm,link
+//!    -Ctarget-cpu=<arch>`, in a target directory of its own, and [`MGWS_BUILDER_NESTED`] set so
+//!    that the kernel crate's own build script, which runs again inside, does nothing.
+//! 4. The linker: rustc's linker for nvptx64 (`llvm-bitcode-linker`) is often not installable, so
+//!    the builder compiles its own tiny `mgws-ptx-link` (`linker/main.rs` of this crate) with the
+//!    nightly rustc and passes it as `CARGO_TARGET_NVPTX64_NVIDIA_CUDA_LINKER`. With
+//!    `--emit=asm,link` rustc has written the whole LTO'd module's PTX to `<out>.s`; the linker
+//!    copies it to the `<out>.ptx` rustc asks for.
+//! 5. The PTX is checked: no unresolved functions, an `.entry mgws_worker`, and the registry's
+//!    fingerprint, which the builder rewrites from LLVM's byte array into
+//!    `.visible .global .align 8 .u64 mgws_registry_fingerprint = <decimal>;`. Optionally `ptxas`
+//!    assembles it (`MGWS_PTXAS`, else `ptxas` on the PATH).
+//!
+//! ## Without nightly
+//!
+//! [`KernelBuilder::build_script`] never fails a host build for a missing tool: without a nightly
+//! toolchain or an nvptx64 sysroot it writes a placeholder PTX whose first line is
+//! `// mgws-builder: not built: <reason and what to install>` and emits a `cargo:warning`; the CPU
+//! backend runs as usual and the CUDA backend reports that line when asked to load it. A kernel
+//! that does not compile fails the build.
+//!
+//! ## Environment
+//!
+//! - `MGWS_NIGHTLY`: the nightly toolchain directory (with `bin/cargo` and `bin/rustc`).
+//! - `MGWS_NVPTX_SYSROOT`: a sysroot with `lib/rustlib/nvptx64-nvidia-cuda/lib/libcore*.rlib`
+//!   built by that nightly, for toolchains that lack the target.
+//! - `MGWS_PTXAS`: a `ptxas` binary; from a build script, ptxas runs only when this is set.
+//! - `MGWS_PTX_ARCH`: the architecture of build-script builds (default `sm_90`).
+//! - [`MGWS_BUILDER_NESTED`]: set by the builder for the nested nvptx64 build (recursion guard).
+
+mod ptx;
+mod toolchain;
+
+use std::env;
+use std::ffi::OsString;
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+pub use ptx::{
+    check_ptx, fingerprint_of_line, normalize_fingerprint, ptxas_report, PtxCheck, PtxasReport,
+    FINGERPRINT_SYMBOL,
+};
+pub use toolchain::Toolchain;
+
+/// The GPU target.
+pub const TARGET: &str = "nvptx64-nvidia-cuda";
+/// The architecture built when none is given.
+pub const DEFAULT_ARCH: &str = "sm_90";
+/// The kernel entry point every MGWS kernel crate defines (`worker_kernel!`).
+pub const WORKER_ENTRY: &str = "mgws_worker";
+/// Set by the builder in the environment of the nested nvptx64 cargo: a build script that calls
+/// [`KernelBuilder::build_script`] with it set does nothing, so that a crate can build itself.
+pub const MGWS_BUILDER_NESTED: &str = "MGWS_BUILDER_NESTED";
+/// The first words of a placeholder PTX file (see [`KernelBuilder::build_script`]).
+pub const PLACEHOLDER_PREFIX: &str = "// mgws-builder: not built: ";
+/// The environment variables the builder reads.
+pub const ENV_VARS: [&str; 6] = [
+    "MGWS_NIGHTLY",
+    "MGWS_NVPTX_SYSROOT",
+    "MGWS_PTXAS",
+    "MGWS_PTX_ARCH",
+    MGWS_BUILDER_NESTED,
+    "RUSTUP_HOME",
+];
+
+/// Why a kernel was not built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BuildError {
+    /// A tool is missing (nightly, the nvptx64 sysroot, ptxas): the message says what to install.
+    ToolsMissing(String),
+    /// The build or a check failed.
+    Failed(String),
+}
+
+impl fmt::Display for BuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BuildError::ToolsMissing(m) | BuildError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for BuildError {}
+
+/// A built kernel.
+#[derive(Clone, Debug)]
+pub struct Kernel {
+    /// The PTX file.
+    pub ptx: PathBuf,
+    /// Its size in bytes.
+    pub bytes: usize,
+    /// Its entries, unresolved functions (none) and registry fingerprint.
+    pub check: PtxCheck,
+    /// The cubin and what `ptxas -v` said, when ptxas ran.
+    pub ptxas: Option<(PathBuf, PtxasReport)>,
+    /// The directories of the local packages compiled into it (the kernel crate and its path
+    /// dependencies).
+    pub sources: Vec<PathBuf>,
+    /// `rustc -V` of the nightly that built it.
+    pub rustc: String,
+}
+
+/// Whether [`KernelBuilder`] runs ptxas on the PTX.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ptxas {
+    /// Never.
+    Off,
+    /// When `MGWS_PTXAS` is set (the default of [`KernelBuilder::build_script`]).
+    IfConfigured,
+    /// Always; a missing ptxas is an error (`MGWS_PTXAS`, `ptxas` on the PATH, or the project's
+    /// `shared/tools/ptxas.sh`).
+    Required,
+}
+
+/// Builds one kernel crate to PTX. See the crate documentation for the recipe.
+#[derive(Clone, Debug)]
+pub struct KernelBuilder {
+    manifest_dir: PathBuf,
+    package: Option<String>,
+    arch: String,
+    out: Option<PathBuf>,
+    target_dir: Option<PathBuf>,
+    ptxas: Ptxas,
+    quiet: bool,
+}
+
+impl KernelBuilder {
+    /// A builder for the kernel crate (or the workspace, with [`KernelBuilder::package`]) whose
+    /// `Cargo.toml` is in `manifest_dir`.
+    pub fn new(manifest_dir: impl AsRef<Path>) -> KernelBuilder {
+        KernelBuilder {
+            manifest_dir: manifest_dir.as_ref().to_path_buf(),
+            package: None,
+            arch: DEFAULT_ARCH.into(),
+            out: None,
+            target_dir: None,
+            ptxas: Ptxas::IfConfigured,
+            quiet: false,
+        }
+    }
+
+    /// The package to build, where the manifest is a workspace's.
+    pub fn package(mut self, package: impl Into<String>) -> Self {
+        self.package = Some(package.into());
+        self
+    }
+
+    /// The GPU architecture (`sm_70` or newer; default `sm_90`).
+    pub fn arch(mut self, arch: impl Into<String>) -> Self {
+        self.arch = arch.into();
+        self
+    }
+
+    /// Where to write the PTX (default: `$OUT_DIR/<lib>.ptx` from a build script, else
+    /// `<target dir>/ptx/<lib>.<arch>.ptx`). A cubin goes next to it when ptxas runs.
+    pub fn out(mut self, path: impl Into<PathBuf>) -> Self {
+        self.out = Some(path.into());
+        self
+    }
+
+    /// The target directory of the nested nvptx64 build (default: `mgws-builder` beside the
+    /// profile directories of the calling build, else `target/mgws-builder` in `manifest_dir`).
+    pub fn target_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.target_dir = Some(dir.into());
+        self
+    }
+
+    /// Whether to run ptxas.
+    pub fn ptxas(mut self, ptxas: Ptxas) -> Self {
+        self.ptxas = ptxas;
+        self
+    }
+
+    /// Lets the nested cargo's messages through to stdout too (default: stderr only).
+    pub fn quiet(mut self, quiet: bool) -> Self {
+        self.quiet = quiet;
+        self
+    }
+
+    /// Checks the architecture name: `sm_XX` (with an optional `a`/`f` suffix), XX at least 70.
+    pub fn check_arch(arch: &str) -> Result<(), BuildError> {
+        match arch
+            .strip_prefix("sm_")
+            .and_then(|n| n.trim_end_matches(['a', 'f']).parse::<u32>().ok())
+        {
+            Some(n) if n >= 70 => Ok(()),
+            Some(_) => Err(BuildError::Failed(format!(
+                "arch {arch}: the kernels need sm_70 or newer (scoped atomics, nanosleep)"
+            ))),
+            None => Err(BuildError::Failed(format!(
+                "arch {arch}: expected an architecture like sm_90"
+            ))),
+        }
+    }
+
+    /// For a build script: builds the kernel to `$OUT_DIR/<lib>.ptx` (or [`KernelBuilder::out`])
+    /// and emits the `cargo:` directives (`rerun-if-changed` for the sources of the kernel crate
+    /// and its path dependencies, `rerun-if-env-changed` for [`ENV_VARS`]). When ptxas ran
+    /// ([`Ptxas::IfConfigured`]: `MGWS_PTXAS` is set), its cubin is `<lib>.cubin` and its
+    /// figures `<lib>.ptxas.txt` beside the PTX. Returns the kernel, or `None` when nothing was built:
+    /// inside the builder's own nested build ([`MGWS_BUILDER_NESTED`]), when the build script runs
+    /// for nvptx64, or when a tool is missing (then the PTX file is a placeholder whose first line
+    /// starts with [`PLACEHOLDER_PREFIX`], and a `cargo:warning` says the same).
+    ///
+    /// # Panics
+    /// When the kernel does not compile or fails a check: the build fails with the message.
+    pub fn build_script(mut self) -> Option<Kernel> {
+        if env::var_os(MGWS_BUILDER_NESTED).is_some()
+            || env::var("TARGET").is_ok_and(|t| t.starts_with("nvptx64"))
+        {
+            return None;
+        }
+        for var in ENV_VARS {
+            println!("cargo:rerun-if-env-changed={var}");
+        }
+        if let Ok(arch) = env::var("MGWS_PTX_ARCH") {
+            self.arch = arch;
+        }
+        let out_dir = env::var_os("OUT_DIR").map(PathBuf::from);
+        if self.target_dir.is_none() {
+            // OUT_DIR is <target>[/<triple>]/<profile>/build/<pkg>-<hash>/out.
+            self.target_dir = out_dir
+                .as_deref()
+                .and_then(|o| o.ancestors().nth(4))
+                .map(|t| t.join("mgws-builder"));
+        }
+        let lib = lib_name(&self.manifest_dir);
+        let out = self.out.clone().unwrap_or_else(|| {
+            out_dir
+                .clone()
+                .unwrap_or_else(|| self.manifest_dir.join("target"))
+                .join(format!("{lib}.ptx"))
+        });
+        self.out = Some(out.clone());
+        // Until the build reports its sources, the crate's own.
+        for f in ["src", "Cargo.toml", "Cargo.lock", "build.rs"] {
+            let p = self.manifest_dir.join(f);
+            if p.exists() {
+                println!("cargo:rerun-if-changed={}", p.display());
+            }
+        }
+        match self.build() {
+            Ok(kernel) => {
+                for dir in &kernel.sources {
+                    for f in ["src", "Cargo.toml"] {
+                        let p = dir.join(f);
+                        if p.exists() {
+                            println!("cargo:rerun-if-changed={}", p.display());
+                        }
+                    }
+                }
+                if let Some((_, report)) = &kernel.ptxas {
+                    // The figures, for whoever wants to see them (cargo hides build-script output).
+                    let _ = fs::write(
+                        kernel.ptx.with_extension("ptxas.txt"),
+                        report.lines.join("\n") + "\n",
+                    );
+                    for w in &report.warnings {
+                        println!("cargo:warning=mgws-builder: {w}");
+                    }
+                }
+                Some(kernel)
+            }
+            Err(BuildError::ToolsMissing(reason)) => {
+                let reason = reason.replace('\n', " ");
+                let text = format!(
+                    "{PLACEHOLDER_PREFIX}{reason}\n// The CPU backend does not need this kernel; \
+                     the CUDA backend refuses this file with the reason above.\n"
+                );
+                if let Some(dir) = out.parent() {
+                    let _ = fs::create_dir_all(dir);
+                }
+                if let Err(e) = fs::write(&out, text) {
+                    panic!("mgws-builder: cannot write {}: {e}", out.display());
+                }
+                println!("cargo:warning=mgws-builder: GPU kernel {lib} not built: {reason}");
+                None
+            }
+            Err(BuildError::Failed(msg)) => panic!("mgws-builder: building kernel {lib}: {msg}"),
+        }
+    }
+
+    /// Builds the kernel and checks it; see the crate documentation.
+    pub fn build(&self) -> Result<Kernel, BuildError> {
+        Self::check_arch(&self.arch)?;
+        let toolchain = Toolchain::find()?;
+        let sysroot = toolchain::find_sysroot(&self.manifest_dir, &toolchain)?;
+        let target_dir = self
+            .target_dir
+            .clone()
+            .unwrap_or_else(|| self.manifest_dir.join("target").join("mgws-builder"));
+        let linker = toolchain::ptx_linker(&toolchain, &target_dir)?;
+
+        let mut rustflags = Vec::new();
+        if let Some(s) = &sysroot {
+            rustflags.push(format!("--sysroot={}", s.display()));
+        }
+        rustflags.push("--emit=asm,link".into());
+        rustflags.push(format!("-Ctarget-cpu={}", self.arch));
+
+        let cargo_path = toolchain.bin.join("cargo");
+        let mut cargo = Command::new(&cargo_path);
+        // What the outer cargo, its build-script environment or the user's shell set must not
+        // leak into the nested nightly build.
+        for (key, _) in env::vars_os() {
+            let k = key.to_string_lossy();
+            if k.starts_with("CARGO_")
+                && !["CARGO_HOME", "CARGO_MAKEFLAGS", "CARGO_NET_OFFLINE"].contains(&k.as_ref())
+                && !k.starts_with("CARGO_REGISTRIES_")
+                && !k.starts_with("CARGO_HTTP_")
+                && !k.starts_with("CARGO_NET_")
+                && !k.starts_with("CARGO_TERM_")
+                || k.starts_with("DEP_")
+                || [
+                    "RUSTFLAGS",
+                    "RUSTDOCFLAGS",
+                    "RUSTC",
+                    "RUSTDOC",
+                    "RUSTC_WRAPPER",
+                    "RUSTC_WORKSPACE_WRAPPER",
+                    "RUSTC_LINKER",
+                    "RUSTUP_TOOLCHAIN",
+                    "OUT_DIR",
+                    "TARGET",
+                    "HOST",
+                    "PROFILE",
+                    "OPT_LEVEL",
+                    "DEBUG",
+                    "NUM_JOBS",
+                ]
+                .contains(&k.as_ref())
+            {
+                cargo.env_remove(&key);
+            }
+        }
+        cargo
+            .current_dir(&self.manifest_dir)
+            .arg("rustc")
+            .arg("--manifest-path")
+            .arg(self.manifest_dir.join("Cargo.toml"));
+        if let Some(p) = &self.package {
+            cargo.args(["--package", p]);
+        }
+        // `--crate-type cdylib`: the PTX module is one LTO'd cdylib, and only that crate type, or
+        // rustc's `.s` would not be the LTO'd module. The crate may list `rlib` too for the host.
+        cargo
+            .args([
+                "--lib",
+                "--crate-type",
+                "cdylib",
+                "--release",
+                "--target",
+                TARGET,
+            ])
+            .arg("--target-dir")
+            .arg(&target_dir)
+            .args(["--message-format", "json-render-diagnostics"])
+            .env("RUSTC", toolchain.bin.join("rustc"))
+            .env("CARGO_ENCODED_RUSTFLAGS", rustflags.join("\x1f"))
+            .env("CARGO_TARGET_NVPTX64_NVIDIA_CUDA_LINKER", &linker)
+            .env("CARGO_PROFILE_RELEASE_LTO", "fat")
+            .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1")
+            .env("CARGO_PROFILE_RELEASE_PANIC", "abort")
+            .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
+            .env("CARGO_PROFILE_RELEASE_OPT_LEVEL", "3")
+            .env(MGWS_BUILDER_NESTED, "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let output = cargo.output().map_err(|e| {
+            BuildError::ToolsMissing(format!("cannot run {}: {e}", cargo_path.display()))
+        })?;
+        let messages = String::from_utf8_lossy(&output.stdout);
+        if !output.status.success() {
+            return Err(BuildError::Failed(format!(
+                "`cargo rustc --target {TARGET}` of {} failed ({}); its messages are above",
+                self.package
+                    .clone()
+                    .unwrap_or_else(|| self.manifest_dir.display().to_string()),
+                output.status
+            )));
+        }
+        let lib = self
+            .package
+            .as_ref()
+            .map(|p| p.replace('-', "_"))
+            .unwrap_or_else(|| lib_name(&self.manifest_dir));
+        let built = ptx::ptx_artifact(&messages, Some(&lib)).ok_or_else(|| {
+            BuildError::Failed(format!(
+                "cargo built {lib} but reported no .ptx file: is it a `crate-type = [\"cdylib\"]` \
+                 crate?"
+            ))
+        })?;
+        let out = self.out.clone().unwrap_or_else(|| {
+            target_dir
+                .parent()
+                .unwrap_or(&target_dir)
+                .join("ptx")
+                .join(format!("{lib}.{}.ptx", self.arch))
+        });
+        if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+            fs::create_dir_all(dir)
+                .map_err(|e| BuildError::Failed(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        let text = fs::read_to_string(&built)
+            .map_err(|e| BuildError::Failed(format!("cannot read {}: {e}", built.display())))?;
+        let text = normalize_fingerprint(&text);
+        fs::write(&out, &text)
+            .map_err(|e| BuildError::Failed(format!("cannot write {}: {e}", out.display())))?;
+        let check = check_ptx(&text);
+        check.result()?;
+
+        let run_ptxas = match self.ptxas {
+            Ptxas::Off => false,
+            Ptxas::IfConfigured => env::var_os("MGWS_PTXAS").is_some(),
+            Ptxas::Required => true,
+        };
+        let ptxas = if run_ptxas {
+            let program: Vec<OsString> = ptx::find_ptxas(&self.manifest_dir)?;
+            let cubin = out.with_extension("cubin");
+            let report = ptx::run_ptxas(&program, &self.arch, &out, &cubin)?;
+            Some((cubin, report))
+        } else {
+            None
+        };
+        Ok(Kernel {
+            ptx: out,
+            bytes: text.len(),
+            check,
+            ptxas,
+            sources: ptx::path_packages(&messages),
+            rustc: toolchain.version,
+        })
+    }
+}
+
+/// The library name of the crate in `manifest_dir`: `[lib] name`, else the package name with `_`
+/// for `-` (read from its `Cargo.toml`; `kernel` if neither is found).
+pub fn lib_name(manifest_dir: &Path) -> String {
+    let manifest = fs::read_to_string(manifest_dir.join("Cargo.toml")).unwrap_or_default();
+    let mut section = String::new();
+    let (mut package, mut lib) = (None, None);
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line.to_string();
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        if key.trim() != "name" {
+            continue;
+        }
+        let value = value.trim().trim_matches('"').to_string();
+        match section.as_str() {
+            "[package]" => package = Some(value),
+            "[lib]" => lib = Some(value),
+            _ => {}
+        }
+    }
+    lib.or(package)
+        .map(|n| n.replace('-', "_"))
+        .unwrap_or_else(|| "kernel".into())
+}
+
+/// The message of a placeholder PTX (`// mgws-builder: not built: <reason>` on its first line), or
+/// `None` for a real PTX module.
+pub fn placeholder_reason(ptx: &str) -> Option<&str> {
+    ptx.lines().next()?.strip_prefix(PLACEHOLDER_PREFIX)
+}
+
+/// FNV-1a, 64 bits.
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn architectures_are_checked() {
+        assert!(KernelBuilder::check_arch("sm_90").is_ok());
+        assert!(KernelBuilder::check_arch("sm_90a").is_ok());
+        assert!(KernelBuilder::check_arch("sm_60")
+            .unwrap_err()
+            .to_string()
+            .contains("sm_70"));
+        assert!(KernelBuilder::check_arch("90").is_err());
+    }
+
+    #[test]
+    fn placeholders_are_recognized() {
+        let text = format!("{PLACEHOLDER_PREFIX}no nightly\n// more\n");
+        assert_eq!(placeholder_reason(&text), Some("no nightly"));
+        assert_eq!(placeholder_reason(".version 8.0\n"), None);
+    }
+
+    #[test]
+    fn the_lib_name_comes_from_the_manifest() {
+        let dir = env::temp_dir().join(format!("mgws-builder-test-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(
+            dir.join("Cargo.toml"),
+            "[package]\nname = \"my-kernel\"\n[dependencies]\nname = \"x\"\n",
+        )
+        .unwrap();
+        assert_eq!(lib_name(&dir), "my_kernel");
+        fs::write(
+            dir.join("Cargo.toml"),
+            "[package]\nname = \"my-kernel\"\n[lib]\nname = \"k\"\n",
+        )
+        .unwrap();
+        assert_eq!(lib_name(&dir), "k");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
