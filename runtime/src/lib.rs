@@ -21,4 +21,5 @@ pub use error::{Error, Result};
 pub use job::{AreaBytes, Job};
 pub use mgws_core::{OverflowMode, TerminationMode};
 pub use report::{RunReport, WorkerReport};
+pub use rows::PerWorker;
 pub use scheduler::{Chaos, Scheduler, SchedulerBuilder, VictimPolicy};

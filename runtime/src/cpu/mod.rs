@@ -43,7 +43,7 @@ pub fn run<R: TaskExecutor<TaskStruct>>(
     let topology = Topology::single(config.workers, config.workers_per_queue);
     let areas = job.host_area_pointers();
     let mut arena = Arena::new(&config, &topology);
-    let env = SendEnv(arena.env(config, topology, job.tasks, areas));
+    let env = SendEnv(arena.env(config, topology, job.tasks, (areas, job.area_limits())));
     let layout = ScratchLayout::new(
         config.local_capacity,
         std::mem::size_of::<TaskStruct>(),
