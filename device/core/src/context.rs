@@ -275,7 +275,10 @@ impl<'w, 'e, P: Platform, T: Copy> TaskContext<'w, 'e, P, T> {
     #[inline(always)]
     fn typed<U: Pod>(ptr: *mut u8, bytes: usize) -> Result<(*mut U, usize), TaskError> {
         let size = core::mem::size_of::<U>();
-        if size == 0 || bytes % size != 0 || (ptr as usize) % core::mem::align_of::<U>() != 0 {
+        if size == 0
+            || !bytes.is_multiple_of(size)
+            || !(ptr as usize).is_multiple_of(core::mem::align_of::<U>())
+        {
             return Err(TaskError::Misaligned);
         }
         Ok((ptr as *mut U, bytes / size))
