@@ -14,8 +14,11 @@ pub enum Error {
     Input(String),
     #[error("a task has tag {tag}, which the task registry does not know (worker {worker}); the run stopped")]
     UnknownTag { worker: u32, tag: u32 },
-    #[error("a task failed with code {code:#x} on worker {worker}; the run stopped")]
-    TaskFailed { worker: u32, code: u32 },
+    /// A task returned an error. `tag` is the failing task's tag (0 if above
+    /// `mgws_core::error::MAX_PACKED_TAG`; `Registry::name_of` names it), `code` the task's own
+    /// code or one of the core's (`TaskError::reason` explains those).
+    #[error("a task with tag {tag} failed on worker {worker}: {} (code {code:#x}); the run stopped", task_failure_reason(*code))]
+    TaskFailed { worker: u32, tag: u32, code: u32 },
     #[error("worker {worker}'s local queue, public queue and overflow stack ({capacity} tasks) are all full; raise --spill-capacity or --public-capacity")]
     SpillOverflow { worker: u32, capacity: u32 },
     #[error("the run was aborted")]
@@ -45,13 +48,19 @@ impl From<RunError> for Error {
     fn from(e: RunError) -> Self {
         match e {
             RunError::UnknownTag { worker, tag } => Error::UnknownTag { worker, tag },
-            RunError::TaskFailed { worker, code } => Error::TaskFailed { worker, code },
+            RunError::TaskFailed { worker, tag, code } => Error::TaskFailed { worker, tag, code },
             RunError::SpillOverflow { worker, capacity } => {
                 Error::SpillOverflow { worker, capacity }
             }
             RunError::Aborted => Error::Aborted,
         }
     }
+}
+
+/// A readable reason for a task failure code: the core's own codes (out of bounds, wrong access,
+/// ...) are explained, a task's own code is reported as such.
+pub fn task_failure_reason(code: u32) -> &'static str {
+    mgws_core::TaskError::reason(code).unwrap_or("the task returned its own error code")
 }
 
 /// The runtime's result type.

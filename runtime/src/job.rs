@@ -62,6 +62,24 @@ impl<'a> Job<'a> {
         areas
     }
 
+    /// Each area's length in bytes, with `AREA_WRITABLE` for read-write areas: what every
+    /// backend puts in its `Env::area_limits` (the task context's checked views test against it).
+    pub fn area_limits(&self) -> [u64; DATA_AREAS] {
+        let mut limits = [0u64; DATA_AREAS];
+        for (index, bytes) in &self.areas {
+            if let Some(l) = limits.get_mut(*index as usize) {
+                let writable = matches!(bytes, AreaBytes::ReadWrite(_));
+                *l = bytes.len() as u64
+                    | if writable {
+                        mgws_core::AREA_WRITABLE
+                    } else {
+                        0
+                    };
+            }
+        }
+        limits
+    }
+
     /// Checks that area indices are unique and in range, and that every descriptor of every
     /// initial task stays inside its area.
     pub fn validate(&self) -> Result<()> {

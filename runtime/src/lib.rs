@@ -42,6 +42,7 @@ pub use {
     job::{AreaBytes, Job},
     mgws_core::{OverflowMode, TerminationMode},
     report::{RunReport, WorkerReport},
+    rows::PerWorker,
     scheduler::{Chaos, Scheduler, SchedulerBuilder, VictimPolicy},
 };
 

@@ -42,3 +42,113 @@ impl ResultRows {
         }
     }
 }
+
+/// One 64-byte cache line of a [`PerWorker`] table.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([u8; 64]);
+
+/// Per-worker accumulators of a plain-data type `T`, merged on the host: one slot per worker,
+/// each on its own cache lines (`mgws_core::accumulator_stride`), exposed to a job as a read-write
+/// data area. Tasks update their worker's slot with `TaskContext::accumulate` (lane 0 only, no
+/// atomics); after the run, [`PerWorker::iter`], [`PerWorker::merge`] or [`PerWorker::sum`]
+/// combine the slots.
+///
+/// ```ignore
+/// let mut counts = PerWorker::<u64>::new(sched.workers());
+/// let task = MyTasks::task(&Count { .. }).with_data(0, counts.descriptor(1));
+/// mgws::cpu::run(&sched, &MyTasks, Job::new(&[task]).area(1, counts.area()))?;
+/// let total = counts.sum();
+/// ```
+pub struct PerWorker<T: bytemuck::Pod> {
+    lines: Vec<Line>,
+    workers: u32,
+    _slot: std::marker::PhantomData<T>,
+}
+
+impl<T: bytemuck::Pod> PerWorker<T> {
+    const STRIDE: usize = mgws_core::accumulator_stride(std::mem::size_of::<T>());
+
+    /// `workers` zeroed slots.
+    pub fn new(workers: u32) -> Self {
+        Self::filled(workers, T::zeroed())
+    }
+
+    /// `workers` slots holding `init` (the identity of the merge the host will do).
+    pub fn filled(workers: u32, init: T) -> Self {
+        let mut table = PerWorker {
+            lines: vec![Line([0; 64]); workers as usize * Self::STRIDE / 64],
+            workers,
+            _slot: std::marker::PhantomData,
+        };
+        for w in 0..workers {
+            table.set(w, init);
+        }
+        table
+    }
+
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `Line` is 64 plain bytes without padding; the slice covers exactly the lines.
+        unsafe { std::slice::from_raw_parts(self.lines.as_ptr() as *const u8, self.byte_len()) }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        let len = self.byte_len();
+        // SAFETY: as in `bytes`, through the unique borrow.
+        unsafe { std::slice::from_raw_parts_mut(self.lines.as_mut_ptr() as *mut u8, len) }
+    }
+
+    fn byte_len(&self) -> usize {
+        self.lines.len() * 64
+    }
+
+    /// The table as a read-write data area for `Job::area`.
+    pub fn area(&mut self) -> crate::AreaBytes<'_> {
+        crate::AreaBytes::ReadWrite(self.bytes_mut())
+    }
+
+    /// A `ReadWrite` descriptor of the whole table in data area `area`, for the tasks' data.
+    pub fn descriptor(&self, area: u8) -> mgws_core::DataDescriptor {
+        mgws_core::DataDescriptor::new(
+            area,
+            0,
+            self.byte_len() as u32,
+            mgws_core::Access::ReadWrite,
+        )
+    }
+
+    /// Worker `w`'s slot.
+    pub fn get(&self, w: u32) -> T {
+        let at = w as usize * Self::STRIDE;
+        bytemuck::pod_read_unaligned(&self.bytes()[at..at + std::mem::size_of::<T>()])
+    }
+
+    /// Sets worker `w`'s slot.
+    pub fn set(&mut self, w: u32, value: T) {
+        let at = w as usize * Self::STRIDE;
+        self.bytes_mut()[at..at + std::mem::size_of::<T>()]
+            .copy_from_slice(bytemuck::bytes_of(&value));
+    }
+
+    /// The number of slots.
+    pub fn workers(&self) -> u32 {
+        self.workers
+    }
+
+    /// Every worker's slot, in worker order.
+    pub fn iter(&self) -> impl Iterator<Item = T> + '_ {
+        (0..self.workers).map(|w| self.get(w))
+    }
+
+    /// Folds the slots into one value, starting from `init`.
+    pub fn merge<A>(&self, init: A, f: impl FnMut(A, T) -> A) -> A {
+        self.iter().fold(init, f)
+    }
+}
+
+impl PerWorker<u64> {
+    /// The sum of all workers' counts (wrapping).
+    pub fn sum(&self) -> u64 {
+        self.merge(0u64, |a, b| a.wrapping_add(b))
+    }
+}

@@ -22,8 +22,9 @@ pub mod registry;
 pub mod task;
 pub mod workloads;
 
+pub use bytemuck::{self, Pod, Zeroable};
 pub use data::{Access, DataDescriptor};
-pub use mgws_core::{TaskContext, TaskError};
+pub use mgws_core::{DataMut, TaskContext, TaskError};
 pub use mgws_tasks_macros::registry;
 pub use registry::Registry;
 pub use task::{Tagged, TaskFunctor, TaskStruct, DESCRIPTORS, PARAM_ALIGN, PARAM_BYTES};

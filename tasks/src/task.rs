@@ -1,5 +1,6 @@
 //! The fixed-size task struct and the functor trait.
 
+use bytemuck::Pod;
 use mgws_core::{Platform, TaskError};
 
 use crate::data::DataDescriptor;
@@ -33,8 +34,11 @@ pub trait Tagged<F> {
     const TAG: u32;
 }
 
-/// What a task does. The functor value is stored in the task's parameter area.
-pub trait TaskFunctor: Copy + 'static {
+/// What a task does. The functor value is stored in the task's parameter area, so it is plain
+/// data: `bytemuck::Pod` (derive it with `#[derive(Clone, Copy, Pod, Zeroable)]` and
+/// `#[repr(C)]`), valid for any bytes, which makes reading it back ([`TaskStruct::params_as`]) safe
+/// and sound whatever the bytes of a task struct are.
+pub trait TaskFunctor: Pod + 'static {
     /// Runs the task on every lane of the worker. `task` is the whole struct (for its data
     /// descriptors and tag); spawned subtasks go through `ctx`.
     fn run<P: Platform>(
@@ -46,7 +50,7 @@ pub trait TaskFunctor: Copy + 'static {
 
 impl TaskStruct {
     /// A task with tag `tag` whose parameter area holds `functor`.
-    pub fn new<F: Copy>(tag: u32, functor: &F) -> TaskStruct {
+    pub fn new<F: Pod>(tag: u32, functor: &F) -> TaskStruct {
         const {
             assert!(
                 core::mem::size_of::<F>() <= PARAM_BYTES
@@ -59,9 +63,8 @@ impl TaskStruct {
             params: [0; PARAM_BYTES / 8],
             data: [DataDescriptor::default(); DESCRIPTORS],
         };
-        // SAFETY: F fits the parameter area in size and alignment (checked above), and the area
-        // is plain bytes; F: Copy, so a bitwise copy is a valid value.
-        unsafe { (task.params.as_mut_ptr() as *mut F).write(*functor) };
+        let bytes = bytemuck::bytes_of(functor);
+        bytemuck::cast_slice_mut::<u64, u8>(&mut task.params)[..bytes.len()].copy_from_slice(bytes);
         task
     }
 
@@ -73,25 +76,32 @@ impl TaskStruct {
 
     /// A task of the same tag and descriptors, with a new functor value (for a functor that
     /// spawns tasks of its own type).
-    pub fn with_params<F: Copy>(&self, functor: &F) -> TaskStruct {
+    pub fn with_params<F: Pod>(&self, functor: &F) -> TaskStruct {
         let mut t = TaskStruct::new(self.tag, functor);
         t.data = self.data;
         t
     }
 
-    /// The functor stored in the parameter area, read as `F`.
-    ///
-    /// Only meaningful when `F` is the type the task was built with, which the registry's
-    /// dispatch guarantees by tag. Functor types must be plain data valid for any bit pattern
-    /// (integers and arrays of them), so even a corrupt task struct cannot produce an invalid value.
-    pub fn params_as<F: Copy>(&self) -> F {
+    /// The functor stored in the parameter area, read as `F`: a safe, sound read for any bytes
+    /// (`F: Pod`). Only meaningful when `F` is the type the task was built with, which the
+    /// registry's dispatch guarantees by tag.
+    #[inline(always)]
+    pub fn params_as<F: Pod>(&self) -> F {
         const {
             assert!(
                 core::mem::size_of::<F>() <= PARAM_BYTES
                     && core::mem::align_of::<F>() <= PARAM_ALIGN
             )
         };
-        // SAFETY: in bounds and aligned (checked above); functors are plain-data types.
-        unsafe { (self.params.as_ptr() as *const F).read() }
+        bytemuck::pod_read_unaligned(
+            &bytemuck::cast_slice::<u64, u8>(&self.params)[..core::mem::size_of::<F>()],
+        )
+    }
+}
+
+impl mgws_core::Tagged for TaskStruct {
+    #[inline(always)]
+    fn tag(&self) -> u32 {
+        self.tag
     }
 }

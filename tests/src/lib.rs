@@ -4,6 +4,10 @@
 //!   MEMSET task is spawned at run time and most of them move between workers: the stress tests
 //!   verify exactly-once execution under constant stealing.
 //! - [`Stall`] sleeps, to starve the watchdog.
+//! - [`Queens`] counts the solutions of N-Queens and [`TreeSum`] sums the values of a tree held in
+//!   a data area: user code written with the context's safe helpers only (checked data views,
+//!   `lane_range`, `leader`, `accumulate`), run with several lanes by `tests/tests/task_api.rs`.
+//! - [`Probe`] misuses its data on purpose, to check the errors the checked views return.
 
 use std::time::Duration;
 
@@ -11,10 +15,10 @@ use mgws::job::u64_bytes_mut;
 use mgws::{AreaBytes, Job, RunReport, Scheduler};
 use mgws_core::{Platform, TaskError};
 use mgws_tasks::workloads::memset::{output_descriptor, verify, MemsetCheck, MemsetTask};
-use mgws_tasks::{Ctx, TaskFunctor, TaskStruct};
+use mgws_tasks::{Ctx, DataDescriptor, Pod, TaskFunctor, TaskStruct, Zeroable};
 
 /// Spawns MEMSET tasks for slots `lo..hi`: halves the range until it has at most `leaf` slots.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
 #[repr(C)]
 pub struct SplitRange {
     pub lo: u64,
@@ -50,7 +54,7 @@ impl TaskFunctor for SplitRange {
 }
 
 /// Sleeps for `micros` on every lane.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
 #[repr(C)]
 pub struct Stall {
     pub micros: u64,
@@ -63,12 +67,153 @@ impl TaskFunctor for Stall {
     }
 }
 
+/// One partial N-Queens board: queens are placed on rows `0..row`; `cols`, `diag` and `anti` are
+/// the attacked columns. Descriptor 0: a `PerWorker<u64>` of solution counts.
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C)]
+pub struct Queens {
+    pub n: u32,
+    pub row: u32,
+    pub cols: u32,
+    pub diag: u32,
+    pub anti: u32,
+    pub _pad: u32,
+}
+
+impl TaskFunctor for Queens {
+    fn run<P: Platform>(
+        &self,
+        task: &TaskStruct,
+        ctx: &mut Ctx<'_, '_, P>,
+    ) -> Result<(), TaskError> {
+        if self.row == self.n {
+            ctx.accumulate(&task.data[0], |count: &mut u64| *count += 1)?;
+            return Ok(());
+        }
+        let full = (1u32 << self.n) - 1;
+        let free = full & !(self.cols | self.diag | self.anti);
+        // Every lane makes the same spawns (the context takes lane 0's task).
+        for col in 0..self.n {
+            let bit = 1 << col;
+            if free & bit != 0 {
+                ctx.spawn(&task.with_params(&Queens {
+                    row: self.row + 1,
+                    cols: self.cols | bit,
+                    diag: ((self.diag | bit) << 1) & full,
+                    anti: (self.anti | bit) >> 1,
+                    ..*self
+                }));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A node of the tree [`TreeSum`] walks: its value and its children `first..first + count`.
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C)]
+pub struct TreeNode {
+    pub value: u64,
+    pub first: u32,
+    pub count: u32,
+}
+
+/// Adds the values of node `node`'s children (lanes split them with `lane_range`) to this worker's
+/// sum, marks the node visited and spawns a task per child. Descriptor 0: the tree (`Read`, an
+/// array of [`TreeNode`]); descriptor 1: a `PerWorker<u64>` of sums. The root's own value is added
+/// by the task with `root` set.
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C)]
+pub struct TreeSum {
+    pub node: u32,
+    pub root: u32,
+}
+
+impl TaskFunctor for TreeSum {
+    fn run<P: Platform>(
+        &self,
+        task: &TaskStruct,
+        ctx: &mut Ctx<'_, '_, P>,
+    ) -> Result<(), TaskError> {
+        let nodes = ctx.read::<TreeNode>(&task.data[0])?;
+        let me = *nodes
+            .get(self.node as usize)
+            .ok_or(TaskError::Failed(TREE_BAD_NODE))?;
+        let mut partial = 0u64;
+        for i in ctx.lane_range(me.count as u64) {
+            let child = nodes
+                .get(me.first as usize + i as usize)
+                .ok_or(TaskError::Failed(TREE_BAD_NODE))?;
+            partial += child.value;
+        }
+        let mut sum = ctx.sum(partial);
+        if self.root != 0 {
+            sum += me.value;
+        }
+        ctx.accumulate(&task.data[1], |acc: &mut u64| *acc += sum)?;
+        for c in 0..me.count {
+            ctx.spawn(&task.with_params(&TreeSum {
+                node: me.first + c,
+                root: 0,
+            }));
+        }
+        Ok(())
+    }
+}
+
+/// [`TreeSum`]'s code for a node index outside the tree.
+pub const TREE_BAD_NODE: u32 = 0x7472_0001;
+
+/// Misuses descriptor 0 on purpose: `mode` 0 reads past it, 1 writes through it (a `Read`
+/// descriptor), 2 reads it as misaligned `u64`s, 3 writes `value` at `index` (in bounds).
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C)]
+pub struct Probe {
+    pub mode: u64,
+    pub index: u64,
+    pub value: u64,
+}
+
+impl TaskFunctor for Probe {
+    fn run<P: Platform>(
+        &self,
+        task: &TaskStruct,
+        ctx: &mut Ctx<'_, '_, P>,
+    ) -> Result<(), TaskError> {
+        let d = task.data[0];
+        match self.mode {
+            0 => {
+                let past =
+                    DataDescriptor::new(d.area, d.offset, d.size + 8, mgws_tasks::Access::Read);
+                ctx.read::<u64>(&past)?;
+            }
+            1 => {
+                ctx.write::<u64>(&d)?;
+            }
+            2 => {
+                let odd = DataDescriptor::new(d.area, d.offset + 1, 8, mgws_tasks::Access::Read);
+                ctx.read::<u64>(&odd)?;
+            }
+            _ => {
+                let out = ctx.write::<u64>(&d)?;
+                if let Some(r) = ctx.leader(|| out.set(self.index as usize, self.value)) {
+                    r?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The registry of the test tasks.
 #[mgws_tasks::registry]
 pub enum TestTasks {
     Memset(MemsetTask),
     Split(SplitRange),
     Stall(Stall),
+    Queens(Queens),
+    TreeSum(TreeSum),
+    Probe(Probe),
 }
 
 /// Runs `slots` MEMSET tasks, all spawned at run time from `roots` root tasks, and returns the

@@ -226,7 +226,7 @@ static void *kernel(void *arg) {
         for (;;) pause();
     }
     if (!strcmp(m, "error")) {
-        uint64_t e = (1ull << 56) | (3ull << 32) | 0xdead; /* UnknownTag { worker: 3, tag } */
+        uint64_t e = (1ull << 60) | (3ull << 42) | 0xdead; /* RunError::pack(UnknownTag { worker: 3, tag }) */
         __atomic_store_n((uint64_t *)(shared + SHARED_ERROR), e, __ATOMIC_SEQ_CST);
         *abort_flag = 1;
     }

@@ -232,7 +232,14 @@ pub struct Env<W, T> {
     pub stats: *mut WorkerStats,
     /// Base addresses of the data areas that descriptors' offsets are relative to.
     pub areas: [u64; DATA_AREAS],
+    /// Each data area's length in bytes, with [`AREA_WRITABLE`] set if tasks may write it; 0 for
+    /// an area the run does not have. The task context's checked views test descriptors
+    /// against it.
+    pub area_limits: [u64; DATA_AREAS],
 }
+
+/// The bit of an [`Env::area_limits`] entry that marks a writable (read-write) area.
+pub const AREA_WRITABLE: u64 = 1 << 63;
 
 // SAFETY: an `Env` is a bundle of addresses into memory whose concurrent use follows the queue and
 // termination protocols; the pointers themselves are plain values that any lane may copy.
@@ -297,58 +304,6 @@ impl<W: AtomicWord, T> Env<W, T> {
     }
 }
 
-/// Words in the scratch exchange area.
-pub const EXCHANGE_WORDS: usize = 8;
-
-/// How a worker's scratch memory (GPU shared memory) is divided.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ScratchLayout {
-    /// Offset of the local-queue ring.
-    pub local_slots: usize,
-    /// Offset of the per-lane exchange area (`u64` per lane) used for reductions.
-    pub lanes_area: usize,
-    /// Offset of the [`EXCHANGE_WORDS`] words lane 0 uses to hand decisions to the other lanes.
-    pub exchange: usize,
-    /// Offset of the steal-damping bitmap (one bit per queue).
-    pub damping: usize,
-    /// Offset of lane 0's [`LeaderState`](crate::worker::LeaderState) (its statistics are
-    /// copied to `Env::stats` at the end).
-    pub leader: usize,
-    /// Total bytes.
-    pub total: usize,
-}
-
-impl ScratchLayout {
-    /// The layout for `local_capacity` tasks of `task_size` bytes, `lanes` lanes and `queues` queues.
-    #[inline(always)]
-    pub const fn new(
-        local_capacity: u32,
-        task_size: usize,
-        lanes: u32,
-        queues: u32,
-    ) -> ScratchLayout {
-        let local_slots = 0;
-        let lanes_area = local_slots + round16(local_capacity as usize * task_size);
-        let exchange = lanes_area + round16(8 * lanes as usize);
-        let damping = exchange + 8 * EXCHANGE_WORDS;
-        let leader = damping + round16((queues as usize).div_ceil(64) * 8);
-        let total = leader + round16(core::mem::size_of::<crate::worker::LeaderState>());
-        ScratchLayout {
-            local_slots,
-            lanes_area,
-            exchange,
-            damping,
-            leader,
-            total,
-        }
-    }
-}
-
-#[inline(always)]
-const fn round16(x: usize) -> usize {
-    (x + 15) & !15
-}
-
 /// The argument block of one launch of the kernel-per-level baseline (`mgws_level`), in device
 /// memory. Addresses are device addresses.
 #[derive(Clone, Copy, Debug)]
@@ -368,6 +323,8 @@ pub struct LevelArgs {
     pub counters: u64,
     /// Base addresses of the data areas.
     pub areas: [u64; DATA_AREAS],
+    /// The data areas' limits (see [`Env::area_limits`]).
+    pub area_limits: [u64; DATA_AREAS],
 }
 
 impl<W, T> Env<W, T> {
@@ -394,6 +351,14 @@ impl<W, T> Env<W, T> {
             progress: core::ptr::null_mut(),
             stats: core::ptr::null_mut(),
             areas,
+            area_limits: [0; DATA_AREAS],
         }
+    }
+
+    /// The same env with data-area limits (see [`Env::area_limits`]).
+    #[inline(always)]
+    pub fn with_area_limits(mut self, area_limits: [u64; DATA_AREAS]) -> Self {
+        self.area_limits = area_limits;
+        self
     }
 }

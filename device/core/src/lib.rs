@@ -12,10 +12,16 @@
 )]
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
 
+pub mod baseline;
 pub mod config;
+pub mod context;
+pub mod data;
 pub mod error;
+pub mod exec;
 pub mod host_word;
 pub mod layout;
+pub mod leader;
+pub mod local_ring;
 #[cfg(target_arch = "nvptx64")]
 pub mod nvptx;
 #[cfg(not(target_arch = "nvptx64"))]
@@ -23,22 +29,32 @@ pub mod one_lane;
 pub mod operation;
 pub mod platform;
 pub mod public_queue;
+pub mod scratch;
 pub mod share;
 pub mod termination;
 pub mod victim;
 pub mod word;
 pub mod worker;
 
+pub use baseline::levels::{LevelSink, LevelWorker};
+pub use baseline::static_assign::{static_share, StaticWorker};
+pub use bytemuck;
 pub use config::{ConfigError, OverflowMode, RunFlags, SchedConfig, TerminationMode, MAX_DEVICES};
-pub use error::{RunError, TaskError};
+pub use context::{accumulator_stride, DataMut, Tagged, TaskContext, TaskExecutor};
+pub use data::{Access, DataDescriptor};
+pub use error::{RunError, TaskError, CORE_CODES};
+pub use exec::WorkerCore;
 pub use host_word::HostWord;
 pub use layout::{
-    Env, LevelArgs, QueueHeader, ScratchLayout, SharedState, Topology, WorkerProgress, WorkerStats,
+    Env, LevelArgs, QueueHeader, SharedState, Topology, WorkerProgress, WorkerStats, AREA_WRITABLE,
     DATA_AREAS,
 };
+pub use leader::LeaderState;
+pub use local_ring::ring_index;
 pub use operation::Operation;
 pub use platform::{AtomicWord, Ordering, Platform, ProtocolStep, Scope};
 pub use public_queue::{Claim, OwnerView, PublicQueue};
+pub use scratch::{ScratchLayout, EXCHANGE_WORDS};
 pub use share::{claimed_by, max_successful_steals, share, StealShare};
 pub use word::{QueueWord, WordFlags, MAX_FIELD};
-pub use worker::{LeaderState, LevelSink, TaskContext, TaskExecutor, Worker};
+pub use worker::Worker;

@@ -106,7 +106,7 @@ impl<'a, W: AtomicWord> PublicQueue<'a, W> {
     /// Ring index of the `j`-th task of a claimed share.
     #[inline]
     pub fn claimed_index(&self, word: QueueWord, share: StealShare, j: u64) -> u64 {
-        crate::worker::ring_index(word.tail() + share.offset + j, self.capacity)
+        crate::local_ring::ring_index(word.tail() + share.offset + j, self.capacity)
     }
 
     /// Marks a claimed share as copied out.
@@ -251,7 +251,7 @@ impl<'a, W: AtomicWord> PublicQueue<'a, W> {
         let word = QueueWord::open(
             next as u32,
             head - tail,
-            crate::worker::ring_index(tail, self.capacity),
+            crate::local_ring::ring_index(tail, self.capacity),
         );
         h.word.store(word.0, Ordering::Release, self.scope);
     }

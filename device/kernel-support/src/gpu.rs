@@ -3,7 +3,10 @@
 use core::arch::nvptx;
 
 use mgws_core::nvptx::{GpuBlockPlatform, NvptxWord};
-use mgws_core::{Env, LevelArgs, LevelSink, Platform, ScratchLayout, TaskExecutor, Worker};
+use mgws_core::{
+    Env, LevelArgs, LevelSink, LevelWorker, Platform, ScratchLayout, StaticWorker, TaskExecutor,
+    Worker,
+};
 use mgws_tasks::TaskStruct;
 
 /// Runs the calling block as one worker of `env` with `exec` as the task executor.
@@ -33,8 +36,9 @@ pub unsafe fn run_worker<X: TaskExecutor<TaskStruct>>(
     unsafe { Worker::new(p, env, exec, id) }.run();
 }
 
-/// Runs the calling block as worker `blockIdx.x` of the static-assignment baseline: the same
-/// initial tasks and task execution as [`run_worker`], split evenly in advance, no stealing.
+/// Runs the calling block as worker `blockIdx.x` of the static-assignment baseline
+/// ([`StaticWorker`]): the same initial tasks and task execution as [`run_worker`], split into
+/// contiguous equal shares in advance, no stealing.
 ///
 /// # Safety
 /// As for [`run_worker`].
@@ -54,7 +58,7 @@ pub unsafe fn run_static<X: TaskExecutor<TaskStruct>>(
     }
     check_scratch(&p, env.config.local_capacity, env.topology.queues());
     // SAFETY: as in `run_worker`.
-    unsafe { Worker::new(p, env, exec, id) }.run_static();
+    unsafe { StaticWorker::new(p, env, exec, id) }.run();
 }
 
 /// Runs one level of the kernel-per-level baseline: block `b` of the grid runs frontier tasks
@@ -79,15 +83,17 @@ pub unsafe fn run_level<X: TaskExecutor<TaskStruct>>(
         args.frontier as *const TaskStruct,
         args.frontier_len,
         args.areas,
-    );
+    )
+    .with_area_limits(args.area_limits);
     let sink = LevelSink {
         out: args.out as *mut TaskStruct,
         out_capacity: args.out_capacity,
         counters: args.counters as *const NvptxWord,
     };
     let block = p.block_index();
-    // SAFETY: the bare env has every pointer a level run uses (frontier, areas); block < blocks.
-    unsafe { Worker::new(p, &env, exec, block) }.run_level(sink, block as u64, blocks as u64);
+    // SAFETY: the bare env has every pointer a level run uses (frontier, areas), the sink's
+    // buffers are the launch's; block < blocks.
+    unsafe { LevelWorker::new(p, &env, exec, block, sink) }.run(block as u64, blocks as u64);
 }
 
 /// Traps if the launch gave less shared memory than the scratch layout needs.

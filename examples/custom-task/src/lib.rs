@@ -25,7 +25,8 @@ pub const COLLATZ_OUT_OF_BOUNDS: u32 = 0x434f_0001;
 
 /// Writes `collatz_steps(x + 1)` to slot `x` of the output array (descriptor 0, `u64`s) for every
 /// `x` in `start..start + len`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, mgws_tasks::Pod, mgws_tasks::Zeroable)]
+#[bytemuck(crate = "mgws_tasks::bytemuck")]
 #[repr(C)]
 pub struct CollatzRange {
     pub start: u64,

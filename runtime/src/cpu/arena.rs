@@ -64,7 +64,7 @@ impl Arena {
         config: SchedConfig,
         topology: Topology,
         initial: &[TaskStruct],
-        areas: [u64; DATA_AREAS],
+        (areas, area_limits): ([u64; DATA_AREAS], [u64; DATA_AREAS]),
     ) -> Env<HostWord, TaskStruct> {
         let mut queue_headers = [std::ptr::null(); MAX_DEVICES];
         let mut queue_slots = [std::ptr::null_mut(); MAX_DEVICES];
@@ -89,6 +89,7 @@ impl Arena {
             progress: self.progress.as_mut_ptr(),
             stats: self.stats.as_mut_ptr(),
             areas,
+            area_limits,
         }
     }
 }

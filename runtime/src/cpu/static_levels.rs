@@ -17,8 +17,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering as AtomicOrdering};
 use std::time::Instant;
 
 use mgws_core::{
-    AtomicWord, Env, HostWord, LevelSink, Ordering, RunError, Scope, ScratchLayout, TaskExecutor,
-    Worker, DATA_AREAS,
+    AtomicWord, Env, HostWord, LevelSink, LevelWorker, Ordering, RunError, Scope, ScratchLayout,
+    TaskExecutor, DATA_AREAS,
 };
 use mgws_tasks::TaskStruct;
 
@@ -102,6 +102,7 @@ pub fn run<R: TaskExecutor<TaskStruct>>(
     let workers = config.workers;
     let capacity = buffer_capacity(workers, capacity);
     let areas = job.host_area_pointers();
+    let area_limits = job.area_limits();
     let mut storage: Vec<Vec<TaskStruct>> = (0..2 * workers)
         .map(|_| Vec::with_capacity(capacity as usize))
         .collect();
@@ -139,7 +140,15 @@ pub fn run<R: TaskExecutor<TaskStruct>>(
         let w = i as u32;
         let group = LaneGroup::new(1, layout.total);
         let outcome = run_worker(
-            shared, barrier, &group, registry, config, areas, capacity, w, start,
+            shared,
+            barrier,
+            &group,
+            registry,
+            config,
+            (areas, area_limits),
+            capacity,
+            w,
+            start,
         );
         clock.finished();
         outcome
@@ -216,7 +225,7 @@ fn run_worker<R: TaskExecutor<TaskStruct>>(
     group: &LaneGroup,
     registry: &R,
     config: mgws_core::SchedConfig,
-    areas: [u64; DATA_AREAS],
+    (areas, area_limits): ([u64; DATA_AREAS], [u64; DATA_AREAS]),
     capacity: u64,
     w: u32,
     start: Instant,
@@ -272,13 +281,14 @@ fn run_worker<R: TaskExecutor<TaskStruct>>(
             let (from, to) = (lo.max(first), hi.min(first + len));
             if from < to {
                 let env =
-                    Env::<HostWord, TaskStruct>::bare(config, workers, base, to - first, areas);
+                    Env::<HostWord, TaskStruct>::bare(config, workers, base, to - first, areas)
+                        .with_area_limits(area_limits);
                 let p = CpuPlatform::<true>::new(0, 1, group, start, None, w);
                 // SAFETY: the bare env's initial tasks are `len` live tasks of this level, its
                 // areas are the job's, the lane group's scratch holds the layout for `workers`
                 // queues, and `sink` points at this worker's own buffer of `capacity` tasks and
                 // its four counters.
-                unsafe { Worker::new(p, &env, registry, w) }.run_level(sink, from - first, 1);
+                unsafe { LevelWorker::new(p, &env, registry, w, sink) }.run(from - first, 1);
             }
             first += len;
         }

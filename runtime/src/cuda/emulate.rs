@@ -5,8 +5,8 @@
 
 use mgws_core::one_lane::OneLane;
 use mgws_core::{
-    AtomicWord, Env, HostWord, LevelArgs, LevelSink, Ordering, QueueHeader, Scope, SharedState,
-    Topology, Worker, WorkerProgress, WorkerStats, DATA_AREAS, MAX_DEVICES,
+    AtomicWord, Env, HostWord, LevelArgs, LevelSink, LevelWorker, Ordering, QueueHeader, Scope,
+    SharedState, StaticWorker, Topology, WorkerProgress, WorkerStats, DATA_AREAS, MAX_DEVICES,
 };
 use mgws_tasks::workloads::fib::{self, rows_descriptor, FibTask, COL_NODES, COL_SUM};
 use mgws_tasks::workloads::rows::column_sum;
@@ -49,6 +49,7 @@ fn levels_on_host(
             out_capacity: capacity as u64,
             counters: counters.as_ptr() as u64,
             areas,
+            area_limits: [0; DATA_AREAS],
         };
         let scratch = super::plan::scratch_bytes(args.config.local_capacity, 1, blocks);
         for block in 0..blocks.min(frontier_len as u32) {
@@ -72,7 +73,7 @@ fn levels_on_host(
             let p = OneLane::with_scratch(&mut buffer);
             let grid = blocks.min(frontier_len as u32) as u64;
             // SAFETY: the bare env has the frontier and areas; the scratch fits the layout.
-            unsafe { Worker::new(p, &env, &Builtin, block) }.run_level(sink, block as u64, grid);
+            unsafe { LevelWorker::new(p, &env, &Builtin, block, sink) }.run(block as u64, grid);
         }
         let c: Vec<u64> = counters
             .iter()
@@ -148,13 +149,14 @@ fn static_assignment_runs_every_task_once_from_the_backends_env() {
         progress: progress.as_mut_ptr(),
         stats: stats.as_mut_ptr(),
         areas,
+        area_limits: [0; DATA_AREAS],
     };
     let scratch = super::plan::scratch_bytes(cfg.local_capacity, 1, topology.queues());
     for w in 0..workers {
         let mut buffer = vec![0u128; scratch.div_ceil(16)];
         let p = OneLane::with_scratch(&mut buffer);
         // SAFETY: the env describes live memory sized for this configuration.
-        unsafe { Worker::new(p, &env, &Builtin, w) }.run_static();
+        unsafe { StaticWorker::new(p, &env, &Builtin, w) }.run();
     }
     assert_eq!(column_sum(rows.words(), COL_SUM), fib::fib(n));
     let ran: u64 = stats.iter().map(|s| s.tasks_run).sum();

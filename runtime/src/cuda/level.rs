@@ -93,6 +93,7 @@ pub fn run<R: mgws_tasks::Registry>(
         areas[*index as usize] = buf.ptr;
         area_bufs.push((*index, buf));
     }
+    let area_limits = job.area_limits();
     let mut config = *cfg;
     config.queue_scope = mgws_core::Scope::Device as u32;
     let stream = driver::Stream::new(g)?;
@@ -115,6 +116,7 @@ pub fn run<R: mgws_tasks::Registry>(
             out_capacity: capacity,
             counters: counters.ptr,
             areas,
+            area_limits,
         };
         counters.zero()?;
         // SAFETY: LevelArgs is repr(C) of integers without padding (SchedConfig has none).
@@ -202,7 +204,7 @@ mod tests {
     fn level_args_have_a_fixed_layout() {
         assert_eq!(
             size_of::<LevelArgs>(),
-            size_of::<SchedConfig>() + 5 * 8 + 8 * DATA_AREAS
+            size_of::<SchedConfig>() + 5 * 8 + 2 * 8 * DATA_AREAS
         );
         assert_eq!(std::mem::offset_of!(LevelArgs, frontier), 56);
         assert_eq!(std::mem::offset_of!(LevelArgs, areas), 96);

@@ -159,6 +159,7 @@ pub(super) fn allocate(
                 None => std::ptr::null_mut(),
             },
             areas: area_ptrs,
+            area_limits: job.area_limits(),
         };
         let buf = DeviceBuffer::alloc(&s.gpus[d], size_of::<Env<HostWord, TaskStruct>>(), "env")?;
         buf.write(0, env_bytes(&env))?;

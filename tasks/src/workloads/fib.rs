@@ -21,7 +21,7 @@ pub const COL_NODES: usize = 1;
 pub const MAX_N: u64 = 93;
 
 /// One node of the call tree.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C)]
 pub struct FibTask {
     pub n: u64,

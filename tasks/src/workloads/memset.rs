@@ -11,7 +11,7 @@ use crate::task::{TaskFunctor, TaskStruct};
 use crate::Ctx;
 
 /// Parameters of one MEMSET task: the slot index.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C)]
 pub struct MemsetTask {
     pub index: u64,

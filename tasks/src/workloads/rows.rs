@@ -35,7 +35,7 @@ pub fn row<P: Platform>(
 
 /// A result table named without a descriptor, packed into one `u64` for tasks whose two
 /// descriptors are taken: data area (8 bits), rows (24 bits), byte offset (32 bits).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(transparent)]
 pub struct PackedTable(pub u64);
 

@@ -11,7 +11,7 @@ use crate::Ctx;
 pub const STALL_NO_CLOCK: u32 = 0x5354_0001;
 
 /// Busy-waits `nanos` nanoseconds on every lane.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C)]
 pub struct StallTask {
     pub nanos: u64,

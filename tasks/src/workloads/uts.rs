@@ -66,7 +66,7 @@ pub struct UtsParams {
 }
 
 /// A node of the tree and the functor of its task: the SHA-1 state and the depth (root: 0).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C)]
 pub struct UtsNode {
     pub state: [u8; 20],

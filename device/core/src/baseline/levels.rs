@@ -1,0 +1,103 @@
+//! The kernel-per-level baseline: one call runs one level. Worker `first, first + stride, ...` of
+//! the frontier (the env's initial tasks) run on this worker; the tasks they spawn are collected in
+//! the local queue and moved to the next frontier (`LevelSink::out`) after each task, or earlier
+//! when the local queue fills. The host runs the levels one after the other.
+
+use crate::context::{Tagged, TaskExecutor};
+use crate::exec::{OnFull, WorkerCore};
+use crate::layout::Env;
+use crate::platform::{AtomicWord, Ordering, Platform};
+
+/// Where a level run puts spawned tasks, and its counters.
+pub struct LevelSink<W, T> {
+    /// The next frontier.
+    pub out: *mut T,
+    /// Tasks `out` holds; children beyond it are counted but dropped (the host reports that).
+    pub out_capacity: u64,
+    /// `[spawned, first error (RunError::pack), tasks run, abort]`, zeroed before each level.
+    pub counters: *const W,
+}
+
+impl<W, T> Clone for LevelSink<W, T> {
+    #[inline(always)]
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<W, T> Copy for LevelSink<W, T> {}
+
+impl<W: AtomicWord, T> LevelSink<W, T> {
+    /// Counter: tasks spawned in this level (also those that did not fit `out`).
+    pub const SPAWNED: usize = 0;
+    /// Counter: the level's first error, packed by `RunError::pack`.
+    pub const ERROR: usize = 1;
+    /// Counter: tasks run in this level.
+    pub const TASKS_RUN: usize = 2;
+    /// Counter: nonzero once a worker failed; the others stop at their next check.
+    pub const ABORT: usize = 3;
+
+    /// Counter `index` (one of the constants above).
+    #[inline(always)]
+    pub fn counter(&self, index: usize) -> &W {
+        debug_assert!(index < 4);
+        // SAFETY: the host passes four live counters (the sink's contract).
+        unsafe { &*self.counters.add(index) }
+    }
+}
+
+/// One worker of one level of the kernel-per-level baseline.
+pub struct LevelWorker<'e, P: Platform, T, X> {
+    core: WorkerCore<'e, P, T>,
+    exec: &'e X,
+    sink: LevelSink<P::Word, T>,
+}
+
+impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>> LevelWorker<'e, P, T, X> {
+    /// Worker `id` of a level run whose frontier is `env`'s initial tasks (an [`Env::bare`]
+    /// suffices).
+    ///
+    /// # Safety
+    /// `env`'s initial tasks and data areas are valid, `id` is a worker of its topology, the
+    /// scratch holds the layout, `sink.out` holds `sink.out_capacity` tasks and `sink.counters`
+    /// four words, all alive for the call, and every lane makes the same call.
+    #[inline(always)]
+    pub unsafe fn new(
+        p: P,
+        env: &'e Env<P::Word, T>,
+        exec: &'e X,
+        id: u32,
+        sink: LevelSink<P::Word, T>,
+    ) -> Self {
+        LevelWorker {
+            // SAFETY: the caller's guarantees; errors go to the sink's counters.
+            core: unsafe { WorkerCore::new(p, env, id, OnFull::Frontier(sink)) },
+            exec,
+            sink,
+        }
+    }
+
+    /// Runs frontier tasks `first, first + stride, ...` and moves their children to the sink.
+    #[inline(always)]
+    pub fn run(mut self, first: u64, stride: u64) {
+        let c = &mut self.core;
+        let total = c.env.initial_len;
+        let mut next = first;
+        while next < total {
+            c.tick();
+            if c.aborted {
+                break;
+            }
+            c.load_one(next);
+            c.run_next_local(self.exec);
+            c.flush_to(self.sink);
+            next += stride;
+        }
+        if c.p.is_leader() {
+            // Relaxed: a per-launch count the host reads after the launch.
+            self.sink
+                .counter(LevelSink::<P::Word, T>::TASKS_RUN)
+                .fetch_add(c.tasks_run, Ordering::Relaxed, c.scope);
+        }
+        c.finish();
+    }
+}

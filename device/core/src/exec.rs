@@ -1,0 +1,577 @@
+//! The state a worker shares with the tasks it runs: its lanes, its scratch (local queue,
+//! exchange area, leader state), its overflow stack and its error and progress reporting. The
+//! mgws loop (`worker.rs`) and the baselines (`baseline/`) each drive a [`WorkerCore`]; tasks see
+//! it through a [`TaskContext`].
+//!
+//! Every function here is executed by all lanes of a worker in lockstep. Lane 0 performs the
+//! atomics and hands its decisions to the other lanes through `WorkerCore::exchange`; all lanes
+//! copy tasks together. Uniform state (local-queue positions, flags, the iteration count) is kept
+//! as an identical copy on every lane, so it needs no communication; what only lane 0 uses (the
+//! victim generator, statistics, voting state) is its [`LeaderState`] in the scratch.
+
+use crate::baseline::levels::LevelSink;
+use crate::config::RunFlags;
+use crate::context::{Tagged, TaskContext, TaskExecutor};
+use crate::error::RunError;
+use crate::layout::{Env, WorkerProgress, WorkerStats};
+use crate::leader::LeaderState;
+use crate::local_ring::LocalRing;
+use crate::operation::Operation;
+use crate::platform::{AtomicWord, Ordering, Platform, Scope};
+use crate::scratch::{ScratchLayout, EXCHANGE_WORDS};
+use crate::victim::VictimPicker;
+
+/// What a spawn does when the local queue is full: the one place where the algorithms that share
+/// [`WorkerCore`] differ inside a task.
+#[derive(Clone, Copy)]
+pub(crate) enum OnFull<W, T> {
+    /// mgws: publish the oldest half to the public queue, else spill it.
+    Publish,
+    /// Static assignment: spill the oldest half onto the overflow stack.
+    Spill,
+    /// Kernel-per-level: move every local task to the next frontier.
+    Frontier(LevelSink<W, T>),
+}
+
+/// The scheduler state of one worker, shared by the loop that drives it and the task context.
+pub struct WorkerCore<'e, P: Platform, T> {
+    pub(crate) p: P,
+    pub(crate) env: &'e Env<P::Word, T>,
+    pub(crate) id: u32,
+    pub(crate) queue: u32,
+    pub(crate) scope: Scope,
+    pub(crate) layout: ScratchLayout,
+    pub(crate) local_capacity: u64,
+    pub(crate) spill_capacity: u64,
+    pub(crate) flags: RunFlags,
+    // Uniform state: identical on every lane.
+    pub(crate) local_tail: u64,
+    pub(crate) local_head: u64,
+    pub(crate) spill_len: u64,
+    pub(crate) initial_exhausted: bool,
+    /// This worker's own home range of initial tasks has been claimed to its end.
+    pub(crate) own_range_exhausted: bool,
+    pub(crate) idle: bool,
+    pub(crate) aborted: bool,
+    pub(crate) iterations: u64,
+    // Lane 0's counters of the hot path. The rest of lane 0's state is a [`LeaderState`] in the
+    // scratch.
+    pub(crate) tasks_run: u64,
+    /// A popped slot may still be read by some lane (see `pop_local`).
+    pub(crate) pop_pending: core::cell::Cell<bool>,
+    /// What a full local queue does (the only algorithm-specific state).
+    pub(crate) on_full: OnFull<P::Word, T>,
+    /// Where `fail` records the first error, and the word it raises to stop the run.
+    pub(crate) error_word: *const P::Word,
+    pub(crate) abort_word: *const P::Word,
+}
+
+impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
+    /// Worker `id` on platform `p`.
+    ///
+    /// # Safety
+    /// `env` must describe live orchestration memory laid out as [`crate::layout`] says (with
+    /// `on_full` other than `Frontier`, `env.shared` must be valid; with `Frontier`, the sink's
+    /// four counters must be), `id` must be a worker of `env.topology`, the platform's scratch
+    /// must hold `ScratchLayout::new(...)` bytes for this configuration, and every lane of the
+    /// worker must make the same call.
+    #[inline(always)]
+    pub(crate) unsafe fn new(
+        p: P,
+        env: &'e Env<P::Word, T>,
+        id: u32,
+        on_full: OnFull<P::Word, T>,
+    ) -> Self {
+        let cfg = &env.config;
+        let queue = env.topology.queue_of_worker(id, cfg.workers_per_queue);
+        let flags = cfg.run_flags();
+        let layout = ScratchLayout::new(
+            cfg.local_capacity,
+            core::mem::size_of::<T>(),
+            p.lane_count(),
+            env.topology.queues(),
+        );
+        debug_assert!(p.scratch_len() >= layout.total);
+        // SAFETY: the caller guarantees the shared state (or the counters `on_full` names).
+        let (error_word, abort_word) = match on_full {
+            OnFull::Frontier(sink) => (
+                sink.counters.wrapping_add(LevelSink::<P::Word, T>::ERROR),
+                sink.counters.wrapping_add(LevelSink::<P::Word, T>::ABORT),
+            ),
+            _ => unsafe {
+                (
+                    &(*env.shared).error as *const _,
+                    &(*env.shared).abort as *const _,
+                )
+            },
+        };
+        let core = WorkerCore {
+            scope: Scope::from_u32(cfg.queue_scope),
+            local_capacity: cfg.local_capacity as u64,
+            spill_capacity: cfg.spill_capacity as u64,
+            p,
+            env,
+            id,
+            queue,
+            layout,
+            flags,
+            local_tail: 0,
+            local_head: 0,
+            spill_len: 0,
+            initial_exhausted: false,
+            own_range_exhausted: false,
+            idle: false,
+            aborted: false,
+            iterations: 0,
+            tasks_run: 0,
+            pop_pending: core::cell::Cell::new(false),
+            on_full,
+            error_word,
+            abort_word,
+        };
+        if core.p.is_leader() {
+            let state = LeaderState {
+                stats: WorkerStats::default(),
+                picker: VictimPicker::new(
+                    cfg.seed,
+                    id,
+                    queue,
+                    &env.topology,
+                    cfg.same_device_bias_permille,
+                    flags.contains(RunFlags::SAME_DEVICE_ONLY),
+                ),
+                claims_at_last_vote: 0,
+                voted_round: 0,
+                operation: Operation::Start,
+                heartbeats: 0,
+            };
+            // SAFETY: the scratch holds the layout (the caller's guarantee); only lane 0 touches
+            // the leader state.
+            unsafe { core.leader_state().write(state) };
+        }
+        core
+    }
+
+    /// Counts a loop iteration; every `progress_interval` reports progress and checks for abort.
+    #[inline(always)]
+    pub(crate) fn tick(&mut self) {
+        self.iterations += 1;
+        if self.iterations & (self.env.config.progress_interval as u64 - 1) == 0 {
+            self.report_progress();
+            self.check_abort();
+        }
+    }
+
+    /// Lane 0's state in the scratch (see [`LeaderState`]).
+    #[inline(always)]
+    pub(crate) fn leader_state(&self) -> *mut LeaderState {
+        self.scratch_at::<LeaderState>(self.layout.leader)
+    }
+
+    /// Runs `f` on lane 0's [`LeaderState`]. Lane 0 only: the other lanes have none.
+    #[inline(always)]
+    pub(crate) fn with_leader<R>(&self, f: impl FnOnce(&mut LeaderState) -> R) -> R {
+        debug_assert!(self.p.is_leader());
+        // SAFETY: lane 0 initialised the state in `Worker::new` and is the only lane that touches
+        // it; no reference to it outlives this call, and calls do not nest.
+        f(unsafe { &mut *self.leader_state() })
+    }
+
+    /// Records what the worker is doing now (lane 0 keeps it for the progress reports).
+    #[inline(always)]
+    pub(crate) fn set_operation(&self, operation: Operation) {
+        if self.p.is_leader() {
+            self.with_leader(|l| l.operation = operation);
+        }
+    }
+
+    /// Counts an event: `update` runs on lane 0's statistics in the scratch (the other lanes skip
+    /// it). Spawns are counted here too, once per spawn.
+    #[inline(always)]
+    pub(crate) fn count(&self, update: impl FnOnce(&mut WorkerStats)) {
+        if self.p.is_leader() {
+            self.with_leader(|l| update(&mut l.stats));
+        }
+    }
+
+    /// This worker's statistics so far. Lane 0 only.
+    #[inline(always)]
+    pub(crate) fn stats(&self) -> WorkerStats {
+        let mut stats = self.with_leader(|l| l.stats);
+        stats.tasks_run = self.tasks_run;
+        stats
+    }
+
+    /// Pops the newest local task and runs it on all lanes; a task error stops the run.
+    #[inline(always)]
+    pub(crate) fn run_next_local<X: TaskExecutor<T>>(&mut self, exec: &X)
+    where
+        T: Tagged,
+    {
+        let task = self.pop_local();
+        self.set_operation(Operation::RunTask);
+        self.tasks_run += 1;
+        if let Err(e) = exec.execute(&task, &mut TaskContext::new(self)) {
+            let worker = self.id;
+            self.fail(e.into_run_error(worker, task.tag()));
+        }
+    }
+
+    /// Copies initial task `index` into the (empty) local queue.
+    #[inline(always)]
+    pub(crate) fn load_one(&mut self, index: u64) {
+        let (initial, head) = (self.env.initial, self.local_head);
+        self.settle_pop();
+        // SAFETY: index < initial_len, and this worker alone was assigned that task.
+        self.copy_tasks(
+            1,
+            |_| unsafe { initial.add(index as usize) },
+            |_| self.local_slot(head),
+        );
+        self.p.barrier();
+        self.local_head += 1;
+    }
+
+    // ----- lanes -----------------------------------------------------------------------------
+
+    /// Hands lane 0's `values` to every lane.
+    #[inline]
+    pub(crate) fn exchange<const N: usize>(&self, values: [u64; N]) -> [u64; N] {
+        const { assert!(N <= EXCHANGE_WORDS) };
+        if self.p.lane_count() == 1 {
+            return values;
+        }
+        let base = self.scratch_at::<u64>(self.layout.exchange);
+        if self.p.is_leader() {
+            for (i, v) in values.iter().enumerate() {
+                // SAFETY: the exchange area holds EXCHANGE_WORDS words of this worker's scratch,
+                // and only lane 0 writes it, between two barriers.
+                unsafe { base.add(i).write_volatile(*v) };
+            }
+        }
+        self.p.barrier();
+        self.pop_pending.set(false);
+        let mut out = [0u64; N];
+        for (i, o) in out.iter_mut().enumerate() {
+            // SAFETY: as above; the barrier ordered lane 0's writes before these reads.
+            *o = unsafe { base.add(i).read_volatile() };
+        }
+        self.p.barrier();
+        out
+    }
+
+    #[inline(always)]
+    pub(crate) fn scratch_at<U>(&self, offset: usize) -> *mut U {
+        // SAFETY: offsets come from the ScratchLayout that sized this worker's scratch.
+        unsafe { self.p.scratch().add(offset) as *mut U }
+    }
+
+    /// Copies `count` tasks with all lanes: word `i` of the flattened range goes to lane
+    /// `i % lanes`, so consecutive lanes touch consecutive words (coalesced on a GPU).
+    #[inline]
+    pub(crate) fn copy_tasks(
+        &self,
+        count: u64,
+        src: impl Fn(u64) -> *const T,
+        dst: impl Fn(u64) -> *mut T,
+    ) {
+        const { assert!(core::mem::size_of::<T>() & 7 == 0 && core::mem::align_of::<T>() >= 8) };
+        if P::SINGLE_LANE {
+            // One lane copies whole tasks (decided at compile time: a GPU kernel has no such
+            // branch).
+            for task in 0..count {
+                // SAFETY: as below.
+                unsafe { dst(task).write(src(task).read()) };
+            }
+            return;
+        }
+        let lanes = self.p.lane_count() as u64;
+        let words = (core::mem::size_of::<T>() / 8) as u64;
+        let mut i = self.p.lane_id() as u64;
+        while i < count * words {
+            let (task, word) = (i / words, (i % words) as usize);
+            // SAFETY: callers pass task addresses that are valid for `count` tasks and owned by
+            // this worker under the queue protocol (claimed, locked, or local).
+            unsafe {
+                let v = (src(task) as *const u64).add(word).read();
+                (dst(task) as *mut u64).add(word).write(v);
+            }
+            i += lanes;
+        }
+    }
+
+    // ----- local queue and overflow stack -------------------------------------------------------
+
+    #[inline(always)]
+    pub(crate) fn local_len(&self) -> u64 {
+        self.local_head - self.local_tail
+    }
+
+    #[inline(always)]
+    pub(crate) fn local_slot(&self, position: u64) -> *mut T {
+        self.local_ring().slot(position)
+    }
+
+    #[inline(always)]
+    pub(crate) fn local_ring(&self) -> LocalRing<T> {
+        LocalRing {
+            base: self.scratch_at::<T>(self.layout.local_slots),
+            capacity: self.local_capacity,
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn spill_slot(&self, index: u64) -> *mut T {
+        // SAFETY: the host allocates spill_capacity tasks per worker; index < spill_capacity.
+        unsafe {
+            self.env
+                .spill
+                .add((self.id as u64 * self.spill_capacity + index) as usize)
+        }
+    }
+
+    /// Takes the newest local task (depth-first order for spawning workloads).
+    #[inline(always)]
+    pub(crate) fn pop_local(&mut self) -> T {
+        self.local_head -= 1;
+        // SAFETY: position local_head holds a task written by this worker's lanes before a barrier.
+        let task = unsafe { self.local_slot(self.local_head).read() };
+        // The slot may be overwritten by the next write to the local queue: every lane must have
+        // read it first. That barrier is deferred to the next write (`settle_pop`), so a task that
+        // spawns nothing costs no barrier here.
+        self.pop_pending.set(true);
+        task
+    }
+
+    /// The barrier a popped slot owes before the local queue is written again (see `pop_local`);
+    /// every exchange's barriers pay it too.
+    #[inline(always)]
+    pub(crate) fn settle_pop(&self) {
+        if self.pop_pending.get() {
+            self.p.barrier();
+            self.pop_pending.set(false);
+        }
+    }
+
+    /// Pushes lane `source`'s `task` onto the local queue, making room first if it is full.
+    #[inline(always)]
+    pub(crate) fn push_local(&mut self, source: u32, task: &T) {
+        if self.local_len() == self.local_capacity {
+            self.make_room();
+            if self.aborted {
+                return;
+            }
+        }
+        self.settle_pop();
+        if self.p.lane_id() == source {
+            // SAFETY: the slot is free (len < capacity) and only this lane writes it.
+            unsafe { self.local_slot(self.local_head).write(*task) };
+        }
+        self.local_head += 1;
+        self.p.barrier();
+    }
+
+    /// Pushes the `task` of each lane `0..count` (`count <= lane_count`), in lane order, with one
+    /// barrier instead of one per task.
+    #[inline(always)]
+    pub(crate) fn push_each(&mut self, count: u32, task: &T) {
+        let lane = self.p.lane_id();
+        let count64 = count as u64;
+        if count64 > self.local_capacity / 2 {
+            // More tasks than half the local queue: one at a time, making room as needed.
+            for source in 0..count {
+                self.push_local(source, task);
+            }
+            return;
+        }
+        while self.local_len() + count64 > self.local_capacity {
+            self.make_room();
+            if self.aborted {
+                return;
+            }
+        }
+        self.settle_pop();
+        if lane < count {
+            // SAFETY: slots head..head+count are free (checked above); each lane writes its own.
+            unsafe { self.local_slot(self.local_head + lane as u64).write(*task) };
+        }
+        self.local_head += count64;
+        self.p.barrier();
+    }
+
+    /// Frees room in a full local queue, as the algorithm running the worker decides (see
+    /// [`OnFull`]). Only reached when the ring is full, never on the path of a task that fits.
+    #[inline(always)]
+    pub(crate) fn make_room(&mut self) {
+        let half = self.local_capacity / 2;
+        match self.on_full {
+            OnFull::Publish => {
+                let moved = self.release(half);
+                if moved == 0 && !self.aborted {
+                    self.spill(half);
+                }
+            }
+            OnFull::Spill => self.spill(half),
+            OnFull::Frontier(sink) => self.flush_to(sink),
+        }
+    }
+
+    /// Moves the `count` oldest local tasks onto the overflow stack.
+    #[inline(always)]
+    pub(crate) fn spill(&mut self, count: u64) {
+        self.set_operation(Operation::Spill);
+        if self.spill_len + count > self.spill_capacity {
+            let (worker, capacity) = (self.id, self.spill_capacity as u32);
+            self.fail(RunError::SpillOverflow { worker, capacity });
+            return;
+        }
+        let (tail, top) = (self.local_tail, self.spill_len);
+        self.copy_tasks(
+            count,
+            |j| self.local_slot(tail + j),
+            |j| self.spill_slot(top + j),
+        );
+        self.p.barrier();
+        self.local_tail += count;
+        self.spill_len += count;
+        self.count(|s| s.spills += 1);
+    }
+
+    /// Moves the newest overflow tasks back into the (empty) local queue.
+    #[inline(always)]
+    pub(crate) fn refill_from_spill(&mut self) {
+        self.set_operation(Operation::Spill);
+        let count = self.spill_len.min(self.local_capacity / 2);
+        let (from, head) = (self.spill_len - count, self.local_head);
+        self.settle_pop();
+        self.copy_tasks(
+            count,
+            |j| self.spill_slot(from + j),
+            |j| self.local_slot(head + j),
+        );
+        self.p.barrier();
+        self.spill_len -= count;
+        self.local_head += count;
+    }
+
+    /// Records `error` (the first one wins) and aborts the run. Called by all lanes.
+    ///
+    /// Orderings: the error word's compare-exchange is AcqRel/Relaxed (first error wins by RMW
+    /// atomicity; the host reads it after the run). The abort store is Release: a stop request
+    /// that carries no data, read Relaxed by every worker (`check_abort`).
+    #[inline(always)]
+    pub(crate) fn fail(&mut self, error: RunError) {
+        if self.p.is_leader() {
+            // SAFETY: both words belong to the run's shared state (or a level launch's counters),
+            // which outlive the run (`WorkerCore::new`'s contract).
+            let (err, abort) = unsafe { (&*self.error_word, &*self.abort_word) };
+            let _ = err.compare_exchange(
+                0,
+                error.pack(),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+                self.scope,
+            );
+            abort.store(1, Ordering::Release, self.scope);
+        }
+        self.aborted = true;
+    }
+
+    /// Lane 0 reads the abort word (Relaxed: a late observation only delays the stop) and hands
+    /// the answer to every lane.
+    #[inline(always)]
+    pub(crate) fn check_abort(&mut self) {
+        // SAFETY: as in `fail`.
+        let flag = self.p.is_leader()
+            && unsafe { &*self.abort_word }.load(Ordering::Relaxed, self.scope) != 0;
+        if self.exchange([flag as u64])[0] != 0 {
+            self.aborted = true;
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn report_progress(&self) {
+        if !self.p.is_leader() || self.env.progress.is_null() {
+            return;
+        }
+        let (operation, heartbeats) = self.with_leader(|l| (l.operation, l.heartbeats));
+        let state = if operation == Operation::Exited {
+            2
+        } else {
+            self.idle as u64
+        };
+        let progress = WorkerProgress {
+            iterations: self.iterations + heartbeats,
+            tasks_run: self.tasks_run,
+            last_operation: operation as u64,
+            state,
+        };
+        // SAFETY: one progress record per worker; only this worker's lane 0 writes it. Volatile so
+        // that the host's watchdog, reading concurrently, sees the stores.
+        unsafe {
+            self.env
+                .progress
+                .add(self.id as usize)
+                .write_volatile(progress)
+        };
+    }
+
+    #[inline(always)]
+    pub(crate) fn finish(&mut self) {
+        self.set_operation(Operation::Exited);
+        self.report_progress();
+        if self.p.is_leader() {
+            if !self.env.stats.is_null() {
+                // SAFETY: one stats record per worker, written only by this worker's lane 0.
+                unsafe {
+                    self.env
+                        .stats
+                        .add(self.id as usize)
+                        .write_volatile(self.stats())
+                };
+            }
+            // A level run's bare env has no shared state.
+            if !self.env.shared.is_null() {
+                // SAFETY: the shared state outlives the run.
+                unsafe { self.env.shared() }.exited_workers.fetch_add(
+                    1,
+                    Ordering::Release,
+                    self.scope,
+                );
+            }
+        }
+        self.p.barrier();
+    }
+
+    /// Moves every local task to the next frontier of a level run: lane 0 reserves the range with
+    /// one fetch-add on the sink's spawn counter (Relaxed: the host reads it after the launch),
+    /// all lanes copy the tasks that fit. Tasks beyond the buffer are counted, not written; the
+    /// host reports the overflow.
+    #[inline(always)]
+    pub(crate) fn flush_to(&mut self, sink: LevelSink<P::Word, T>) {
+        let count = self.local_len();
+        if count == 0 {
+            return;
+        }
+        let mut plan = [0u64; 1];
+        if self.p.is_leader() {
+            plan[0] = sink.counter(LevelSink::<P::Word, T>::SPAWNED).fetch_add(
+                count,
+                Ordering::Relaxed,
+                self.scope,
+            );
+        }
+        let first = self.exchange(plan)[0];
+        let fit = count.min(sink.out_capacity.saturating_sub(first));
+        let (tail, out) = (self.local_tail, sink.out);
+        // SAFETY: indices first..first+fit were reserved by this worker's fetch-add alone and lie
+        // below out_capacity.
+        self.copy_tasks(
+            fit,
+            |j| self.local_slot(tail + j),
+            |j| unsafe { out.add((first + j) as usize) },
+        );
+        self.p.barrier();
+        self.local_tail += count;
+    }
+}

@@ -1,0 +1,26 @@
+//! Lane 0's private state, kept in the worker's scratch memory.
+
+use crate::layout::WorkerStats;
+use crate::operation::Operation;
+use crate::victim::VictimPicker;
+
+/// The part of a worker's state that only lane 0 uses and that the hot path never touches. It lives
+/// in the worker's scratch (shared memory on a GPU), not in the worker: kept in registers for the
+/// whole loop, these values pushed a GPU worker's hot values out to local memory (commit message
+/// and docs/results.md: UTS T1L +6% on an H100 from moving the statistics alone).
+#[derive(Clone)]
+pub struct LeaderState {
+    /// The worker's counters (`tasks_run` is kept in the worker: the watchdog's progress reports
+    /// read it).
+    pub stats: WorkerStats,
+    /// The victim picker: lane 0 draws every victim and hands it to the others.
+    pub picker: VictimPicker,
+    /// Voting-tree termination: the public queue's claim count at this worker's last vote.
+    pub claims_at_last_vote: u64,
+    /// Voting-tree termination: the last round this worker voted in.
+    pub voted_round: u64,
+    /// What the worker is doing, for the watchdog's progress reports.
+    pub operation: Operation,
+    /// Heartbeats of long tasks (`TaskContext::heartbeat`), added to the reported iterations.
+    pub heartbeats: u64,
+}

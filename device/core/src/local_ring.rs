@@ -1,0 +1,53 @@
+//! Ring arithmetic: reducing monotonic queue positions to slots of a ring, and the local queue's
+//! ring in scratch memory. Used by the worker loop, the baselines and the public-queue protocol.
+
+/// `position` reduced to a ring of `capacity` slots: a mask for power-of-two capacities (the
+/// defaults), which saves a 64-bit division per copied word on a GPU.
+#[inline(always)]
+pub fn ring_index(position: u64, capacity: u64) -> u64 {
+    if capacity & (capacity - 1) == 0 {
+        position & (capacity - 1)
+    } else {
+        ring_index_by_division(position, capacity)
+    }
+}
+
+/// [`ring_index`] for a capacity that is not a power of two, out of line: inlined, the division
+/// (on a GPU a 64-bit and a 32-bit remainder sequence with a branch between them) was repeated at
+/// every one of the worker's ring accesses, in the middle of its hot path, for a configuration
+/// the defaults never use.
+#[cold]
+#[inline(never)]
+fn ring_index_by_division(position: u64, capacity: u64) -> u64 {
+    position % capacity
+}
+
+/// The local queue's ring in scratch memory: `capacity` slots from `base`.
+#[derive(Clone, Copy)]
+pub(crate) struct LocalRing<T> {
+    pub(crate) base: *mut T,
+    pub(crate) capacity: u64,
+}
+
+impl<T> LocalRing<T> {
+    /// The slot of monotonic position `position`.
+    #[inline(always)]
+    pub(crate) fn slot(self, position: u64) -> *mut T {
+        // SAFETY: the ring holds `capacity` tasks; the index is reduced modulo the capacity, so
+        // the pointer stays inside the ring.
+        unsafe { self.base.add(ring_index(position, self.capacity) as usize) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ring_index;
+
+    #[test]
+    fn ring_index_masks_powers_of_two_and_divides_otherwise() {
+        assert_eq!(ring_index(17, 16), 1);
+        assert_eq!(ring_index(16, 16), 0);
+        assert_eq!(ring_index(17, 12), 5);
+        assert_eq!(ring_index(u64::MAX, 1 << 19), (1 << 19) - 1);
+    }
+}

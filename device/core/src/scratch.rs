@@ -1,0 +1,53 @@
+//! How a worker's scratch memory (GPU shared memory) is divided.
+
+/// Words in the scratch exchange area.
+pub const EXCHANGE_WORDS: usize = 8;
+
+/// How a worker's scratch memory (GPU shared memory) is divided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScratchLayout {
+    /// Offset of the local-queue ring.
+    pub local_slots: usize,
+    /// Offset of the per-lane exchange area (`u64` per lane) used for reductions.
+    pub lanes_area: usize,
+    /// Offset of the [`EXCHANGE_WORDS`] words lane 0 uses to hand decisions to the other lanes.
+    pub exchange: usize,
+    /// Offset of the steal-damping bitmap (one bit per queue).
+    pub damping: usize,
+    /// Offset of lane 0's [`LeaderState`](crate::leader::LeaderState) (its statistics are
+    /// copied to `Env::stats` at the end).
+    pub leader: usize,
+    /// Total bytes.
+    pub total: usize,
+}
+
+impl ScratchLayout {
+    /// The layout for `local_capacity` tasks of `task_size` bytes, `lanes` lanes and `queues` queues.
+    #[inline(always)]
+    pub const fn new(
+        local_capacity: u32,
+        task_size: usize,
+        lanes: u32,
+        queues: u32,
+    ) -> ScratchLayout {
+        let local_slots = 0;
+        let lanes_area = local_slots + round16(local_capacity as usize * task_size);
+        let exchange = lanes_area + round16(8 * lanes as usize);
+        let damping = exchange + 8 * EXCHANGE_WORDS;
+        let leader = damping + round16((queues as usize).div_ceil(64) * 8);
+        let total = leader + round16(core::mem::size_of::<crate::leader::LeaderState>());
+        ScratchLayout {
+            local_slots,
+            lanes_area,
+            exchange,
+            damping,
+            leader,
+            total,
+        }
+    }
+}
+
+#[inline(always)]
+const fn round16(x: usize) -> usize {
+    (x + 15) & !15
+}

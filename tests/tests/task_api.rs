@@ -1,0 +1,145 @@
+//! The task API with several lanes: user tasks written with the context's safe helpers (checked
+//! data views, `lane_range`, `leader`, `accumulate`) give the same results with 1, 2 and 4 lanes,
+//! and misuse of data is reported as an error that names the task's tag and what failed.
+
+use mgws::job::u64_bytes_mut;
+use mgws::{AreaBytes, Error, Job, PerWorker, Scheduler};
+use mgws_tasks::{Access, DataDescriptor, TaskStruct};
+use mgws_tests::{Probe, Queens, TestTasks, TreeNode, TreeSum};
+
+fn sched(workers: u32, lanes: u32) -> Scheduler {
+    Scheduler::builder()
+        .workers(workers)
+        .lanes(lanes)
+        .build()
+        .unwrap()
+}
+
+fn queens(n: u32, workers: u32, lanes: u32) -> u64 {
+    let s = sched(workers, lanes);
+    let mut counts = PerWorker::<u64>::new(s.workers());
+    let root = TestTasks::task(&Queens {
+        n,
+        row: 0,
+        cols: 0,
+        diag: 0,
+        anti: 0,
+        _pad: 0,
+    })
+    .with_data(0, counts.descriptor(0));
+    let tasks = [root];
+    mgws::cpu::run(&s, &TestTasks, Job::new(&tasks).area(0, counts.area())).unwrap();
+    counts.sum()
+}
+
+#[test]
+fn n_queens_counts_92_solutions_of_8_with_1_2_and_4_lanes() {
+    for lanes in [1, 2, 4] {
+        assert_eq!(queens(8, 2, lanes), 92, "{lanes} lanes");
+    }
+    assert_eq!(queens(6, 1, 4), 4);
+}
+
+/// A tree of `levels` levels where node `i` has `i % 5` children; returns the nodes and the sum of
+/// their values.
+fn tree(nodes_wanted: usize) -> (Vec<TreeNode>, u64) {
+    let mut nodes = vec![TreeNode {
+        value: 1,
+        first: 0,
+        count: 0,
+    }];
+    let mut i = 0;
+    while i < nodes.len() && nodes.len() < nodes_wanted {
+        let count = (i % 5 + 1).min(nodes_wanted - nodes.len()) as u32;
+        nodes[i].first = nodes.len() as u32;
+        nodes[i].count = count;
+        for c in 0..count {
+            let n = nodes.len() as u64;
+            nodes.push(TreeNode {
+                value: n * 7 + c as u64,
+                first: 0,
+                count: 0,
+            });
+        }
+        i += 1;
+    }
+    let sum = nodes.iter().map(|n| n.value).sum();
+    (nodes, sum)
+}
+
+#[test]
+fn tree_sum_is_exact_with_1_2_and_4_lanes() {
+    let (nodes, expected) = tree(5000);
+    let bytes: &[u8] = bytemuck::cast_slice(&nodes);
+    for lanes in [1, 2, 4] {
+        let s = sched(2, lanes);
+        let mut sums = PerWorker::<u64>::new(s.workers());
+        let root = TestTasks::task(&TreeSum { node: 0, root: 1 })
+            .with_data(
+                0,
+                DataDescriptor::new(0, 0, bytes.len() as u32, Access::Read),
+            )
+            .with_data(1, sums.descriptor(1));
+        let tasks = [root];
+        let report = mgws::cpu::run(
+            &s,
+            &TestTasks,
+            Job::new(&tasks)
+                .area(0, AreaBytes::Read(bytes))
+                .area(1, sums.area()),
+        )
+        .unwrap();
+        assert_eq!(sums.sum(), expected, "{lanes} lanes");
+        assert_eq!(report.tasks_run, nodes.len() as u64, "{lanes} lanes");
+    }
+}
+
+fn probe(mode: u64, access: Access, lanes: u32) -> (mgws::Result<mgws::RunReport>, Vec<u64>) {
+    let s = sched(1, lanes);
+    let mut memory = vec![0u64; 4];
+    let task: TaskStruct = TestTasks::task(&Probe {
+        mode,
+        index: 2,
+        value: 99,
+    })
+    .with_data(0, DataDescriptor::new(0, 0, 32, access));
+    let tasks = [task];
+    let r = mgws::cpu::run(
+        &s,
+        &TestTasks,
+        Job::new(&tasks).area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut memory))),
+    );
+    (r, memory)
+}
+
+#[test]
+fn checked_views_report_what_failed_with_the_tasks_tag() {
+    let tag = TestTasks::TAGS
+        .iter()
+        .find(|(_, name)| *name == "Probe")
+        .unwrap()
+        .0;
+    for (mode, access, code) in [
+        (0, Access::Read, mgws_core::TaskError::OutOfBounds.code()),
+        (1, Access::Read, mgws_core::TaskError::WrongAccess.code()),
+        (2, Access::Read, mgws_core::TaskError::Misaligned.code()),
+    ] {
+        let err = probe(mode, access, 2).0.unwrap_err();
+        match err {
+            Error::TaskFailed {
+                tag: t, code: c, ..
+            } => {
+                assert_eq!((t, c), (tag, code), "mode {mode}");
+                let text = err.to_string();
+                assert!(text.contains(&format!("tag {tag}")), "{text}");
+                assert!(!text.contains("its own error code"), "{text}");
+            }
+            other => panic!("mode {mode}: {other:?}"),
+        }
+    }
+    for lanes in [1, 4] {
+        let (r, memory) = probe(3, Access::ReadWrite, lanes);
+        r.unwrap();
+        assert_eq!(memory, [0, 0, 99, 0], "{lanes} lanes");
+    }
+}
