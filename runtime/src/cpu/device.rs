@@ -70,7 +70,12 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
     fn place(&mut self, grid: &Grid, job: &mut Job<'_>) -> Result<CpuPlaced> {
         let areas = job.host_area_pointers();
         let mut arena = Arena::new(&grid.config, &grid.topology);
-        let env = SendEnv(arena.env(grid.config, grid.topology, job.tasks, (areas, job.area_limits())));
+        let env = SendEnv(arena.env(
+            grid.config,
+            grid.topology,
+            job.tasks,
+            (areas, job.area_limits()),
+        ));
         let layout = ScratchLayout::new(
             grid.config.local_capacity,
             std::mem::size_of::<TaskStruct>(),
