@@ -52,6 +52,20 @@ impl<'a> Job<'a> {
         self
     }
 
+    /// Adds data area `index`, which tasks read as `T`s (`ctx.read::<T>`).
+    pub fn input<T: bytemuck::Pod>(self, index: u8, values: &'a [T]) -> Self {
+        self.area(index, AreaBytes::Read(bytemuck::cast_slice(values)))
+    }
+
+    /// Adds data area `index`, which tasks read and write as `T`s (`ctx.write::<T>`); a GPU
+    /// backend copies it back after the run.
+    pub fn output<T: bytemuck::Pod>(self, index: u8, values: &'a mut [T]) -> Self {
+        self.area(
+            index,
+            AreaBytes::ReadWrite(bytemuck::cast_slice_mut(values)),
+        )
+    }
+
     /// The host address of every data area, indexed by area (0 where there is none): what a
     /// host backend puts in its `Env::areas`.
     pub fn host_area_pointers(&mut self) -> [u64; DATA_AREAS] {

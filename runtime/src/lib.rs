@@ -53,7 +53,7 @@ pub use {
     mgws_core::Platform,
     mgws_kernel_support::{kernel_ptx, worker_kernel},
     mgws_tasks::{
-        registry, Access, Ctx, DataDescriptor, Registry, TaskContext, TaskError, TaskFunctor,
-        TaskStruct,
+        bytemuck, registry, Access, Ctx, DataDescriptor, Pod, Registry, TaskContext, TaskError,
+        TaskFunctor, TaskStruct, Zeroable,
     },
 };

@@ -20,13 +20,11 @@ use mgws::{Ctx, Platform, TaskError, TaskFunctor, TaskStruct};
 
 /// Ranges up to this many numbers are computed by one task; longer ones are split.
 pub const LEAF: u64 = 256;
-/// Error code of a task whose range lies outside its output descriptor.
-pub const COLLATZ_OUT_OF_BOUNDS: u32 = 0x434f_0001;
 
 /// Writes `collatz_steps(x + 1)` to slot `x` of the output array (descriptor 0, `u64`s) for every
 /// `x` in `start..start + len`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, mgws_tasks::Pod, mgws_tasks::Zeroable)]
-#[bytemuck(crate = "mgws_tasks::bytemuck")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, mgws::Pod, mgws::Zeroable)]
+#[bytemuck(crate = "mgws::bytemuck")]
 #[repr(C)]
 pub struct CollatzRange {
     pub start: u64,
@@ -71,18 +69,12 @@ impl TaskFunctor for CollatzRange {
             ctx.spawn(&task.with_params(&lower));
             return Ok(());
         }
-        let out = task.data[0];
-        if (self.start + self.len).saturating_mul(8) > out.size as u64 {
-            return Err(TaskError::Failed(COLLATZ_OUT_OF_BOUNDS));
-        }
-        let slots = out.resolve(ctx.area(out.area as usize)) as *mut u64;
-        let mut i = ctx.lane_id() as u64;
-        while i < self.len {
+        // A checked view of the output: the descriptor must be read-write and inside its area.
+        let out = ctx.write::<u64>(&task.data[0])?;
+        // Each lane computes its own numbers of the range (all of them with one lane).
+        for i in ctx.lane_range(self.len) {
             let x = self.start + i;
-            // SAFETY: x < start + len, inside the output descriptor (checked above); each slot
-            // belongs to exactly one lane of one task.
-            unsafe { slots.add(x as usize).write(collatz_steps(x + 1)) };
-            i += ctx.lane_count() as u64;
+            out.set(x as usize, collatz_steps(x + 1))?;
         }
         Ok(())
     }
@@ -117,6 +109,62 @@ mod tests {
             CollatzRange { start: 3, len: 9 }
         );
         assert_eq!(CustomTasks::name_of(CustomTasks::COLLATZ), Some("Collatz"));
+    }
+
+    /// The functor is lane-safe: the same output with 1, 2 and 4 lanes per worker.
+    #[test]
+    fn collatz_is_exact_with_several_lanes() {
+        use mgws::{Access, Backend, DataDescriptor, Job, Scheduler};
+        let n = 20_000u64;
+        for lanes in [1, 2, 4] {
+            let sched = Scheduler::builder()
+                .workers(2)
+                .lanes(lanes)
+                .build()
+                .unwrap();
+            let out = DataDescriptor::new(0, 0, (n * 8) as u32, Access::ReadWrite);
+            let tasks = [CustomTasks::task(&CollatzRange { start: 0, len: n }).with_data(0, out)];
+            let mut slots = vec![0u64; n as usize];
+            let job = Job::new(&tasks).output(0, &mut slots);
+            let report = Backend::Cpu.run(&sched, &CustomTasks, job).unwrap();
+            assert_eq!(report.lanes, lanes);
+            for (x, &steps) in slots.iter().enumerate() {
+                assert_eq!(
+                    steps,
+                    collatz_steps(x as u64 + 1),
+                    "slot {x} with {lanes} lanes"
+                );
+            }
+        }
+    }
+
+    /// A descriptor past the end of its area fails the run with the task's tag, no write.
+    #[test]
+    fn an_out_of_bounds_output_is_an_error_naming_the_task() {
+        use mgws::{Access, Backend, DataDescriptor, Job, Scheduler};
+        let sched = Scheduler::builder().workers(1).build().unwrap();
+        // The descriptor claims 64 slots of an area of 8: Job::validate refuses it up front.
+        let out = DataDescriptor::new(0, 0, 64 * 8, Access::ReadWrite);
+        let tasks = [CustomTasks::task(&CollatzRange { start: 0, len: 64 }).with_data(0, out)];
+        let mut slots = vec![0u64; 8];
+        let job = Job::new(&tasks).output(0, &mut slots);
+        let err = Backend::Cpu.run(&sched, &CustomTasks, job).unwrap_err();
+        assert!(err.to_string().contains("exceeds data area 0"), "{err}");
+        // Inside the area but past the task's own descriptor: the checked view refuses it.
+        let out = DataDescriptor::new(0, 0, 8 * 8, Access::ReadWrite);
+        let tasks = [CustomTasks::task(&CollatzRange { start: 0, len: 64 }).with_data(0, out)];
+        let mut slots = vec![0u64; 64];
+        let job = Job::new(&tasks).output(0, &mut slots);
+        let err = Backend::Cpu.run(&sched, &CustomTasks, job).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains(&format!("tag {}", CustomTasks::COLLATZ)),
+            "{err}"
+        );
+        assert!(
+            slots[8..].iter().all(|&s| s == 0),
+            "nothing written past the descriptor"
+        );
     }
 
     #[test]

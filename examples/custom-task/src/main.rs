@@ -1,52 +1,45 @@
-//! Runs the Collatz example with a user-defined registry on the CPU backend or on a GPU, and
-//! checks every output slot against a sequential computation.
+//! Runs the Collatz example with its own registry on the CPU or on a GPU, and checks every output
+//! slot against a sequential computation.
 //!
 //! ```text
-//! custom-task [N] [--backend cpu|cuda] [--ptx PATH] [--workers W]
+//! custom-task [N] [--backend cpu|cuda] [--workers W] [--lanes L]
 //! ```
-//! The CPU is the default. On a GPU the kernel is the one embedded in the registry
-//! (`CustomTasks::KERNEL_PTX`, built by `build.rs`), or the PTX file `--ptx` names.
+//! The CPU is the default. On a GPU the kernel is the one the registry embeds
+//! (`CustomTasks::KERNEL_PTX`, built by `build.rs`); a build without the GPU tools embeds the
+//! reason instead, and `--backend cuda` prints it.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use mgws::cuda::CudaBackend;
-use mgws::job::u64_bytes_mut;
-use mgws::{Access, DataDescriptor, Registry};
-use mgws::{AreaBytes, Job, Scheduler};
+use mgws::{Access, Backend, DataDescriptor, Job, Scheduler};
 use mgws_example_custom_task::{collatz_steps, CollatzRange, CustomTasks};
 
 struct Args {
     n: u64,
-    cuda: bool,
-    ptx: Option<PathBuf>,
+    backend: Backend,
     workers: Option<u32>,
+    lanes: Option<u32>,
 }
 
 fn parse() -> Result<Args, String> {
     let mut args = Args {
         n: 1 << 20,
-        cuda: false,
-        ptx: None,
+        backend: Backend::Cpu,
         workers: None,
+        lanes: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
+        let number = |name: &str, v: String| v.parse().map_err(|e| format!("{name} {v:?}: {e}"));
         match a.as_str() {
             "--backend" => match value("--backend")?.as_str() {
-                "cpu" => args.cuda = false,
-                "cuda" => args.cuda = true,
+                "cpu" => args.backend = Backend::Cpu,
+                "cuda" => args.backend = Backend::Cuda(CudaBackend::new()),
                 other => return Err(format!("unknown backend {other:?} (cpu or cuda)")),
             },
-            "--ptx" => args.ptx = Some(PathBuf::from(value("--ptx")?)),
-            "--workers" => {
-                args.workers = Some(
-                    value("--workers")?
-                        .parse()
-                        .map_err(|e| format!("--workers: {e}"))?,
-                )
-            }
+            "--workers" => args.workers = Some(number("--workers", value("--workers")?)?),
+            "--lanes" => args.lanes = Some(number("--lanes", value("--lanes")?)?),
             n => args.n = n.parse().map_err(|_| format!("not a task count: {n:?}"))?,
         }
     }
@@ -56,37 +49,17 @@ fn parse() -> Result<Args, String> {
     Ok(args)
 }
 
-/// The embedded kernel, written to a file for the CUDA backend (which loads PTX files today).
-fn embedded_ptx() -> Result<PathBuf, String> {
-    let ptx = CustomTasks::KERNEL_PTX.ok_or("the registry declares no kernel")?;
-    if let Some(reason) = ptx
-        .lines()
-        .next()
-        .and_then(|l| l.strip_prefix("// mgws-builder: "))
-    {
-        return Err(format!("the kernel was {reason}"));
-    }
-    let path = std::env::temp_dir().join(format!("custom-task-{}.ptx", std::process::id()));
-    std::fs::write(&path, ptx).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    Ok(path)
-}
-
-fn run(args: &Args) -> mgws::Result<bool> {
-    let cuda = CudaBackend {
-        ptx: args.ptx.clone(),
-        ..CudaBackend::new()
-    };
-    let mut builder = Scheduler::builder();
-    if args.cuda {
-        let workers = match args.workers {
-            Some(w) => w,
-            None => cuda.max_workers::<CustomTasks>(32, 32, 1)?,
-        };
-        builder = builder.workers(workers).lanes(32);
-    } else if let Some(w) = args.workers {
-        builder = builder.workers(w);
-    }
-    let sched = builder.build()?;
+/// Runs Collatz over `1..=n` and returns the number of wrong slots.
+fn run(args: &Args) -> mgws::Result<usize> {
+    // The backend fills in what is left open: on a GPU as many workers as fit, 32 lanes.
+    let defaults = args
+        .backend
+        .defaults::<CustomTasks>(args.lanes, None, args.workers, 1)?;
+    let sched = Scheduler::builder()
+        .workers(defaults.workers)
+        .lanes(defaults.lanes)
+        .local_capacity(defaults.local_capacity)
+        .build()?;
     let out = DataDescriptor::new(0, 0, (args.n * 8) as u32, Access::ReadWrite);
     let tasks = [CustomTasks::task(&CollatzRange {
         start: 0,
@@ -94,47 +67,35 @@ fn run(args: &Args) -> mgws::Result<bool> {
     })
     .with_data(0, out)];
     let mut slots = vec![0u64; args.n as usize];
-    let job = Job::new(&tasks).area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut slots)));
-    let report = if args.cuda {
-        cuda.run(&sched, &CustomTasks, job)?
-    } else {
-        mgws::cpu::run(&sched, &CustomTasks, job)?
-    };
-    let wrong = slots
-        .iter()
-        .enumerate()
-        .filter(|&(x, &v)| v != collatz_steps(x as u64 + 1))
+    let job = Job::new(&tasks).output(0, &mut slots);
+    let report = args.backend.run(&sched, &CustomTasks, job)?;
+    let wrong = (0..args.n)
+        .filter(|&x| slots[x as usize] != collatz_steps(x + 1))
         .count();
     println!(
-        "collatz 1..={} on {}: {} workers x {} lanes, {} tasks in {:.4} s; {} of {} slots wrong",
+        "collatz 1..={} on {}: {} workers x {} lanes, {} tasks in {:.4} s; {wrong} of {} slots wrong",
         args.n,
         report.backend,
         report.workers,
         report.lanes,
         report.tasks_run,
         report.elapsed_s,
-        wrong,
         args.n
     );
-    Ok(wrong == 0)
+    Ok(wrong)
 }
 
 fn main() -> ExitCode {
-    let args = match parse().and_then(|mut a| {
-        if a.cuda && a.ptx.is_none() {
-            a.ptx = Some(embedded_ptx()?);
-        }
-        Ok(a)
-    }) {
+    let args = match parse() {
         Ok(a) => a,
         Err(e) => {
             eprintln!("custom-task: {e}");
-            return ExitCode::from(1);
+            return ExitCode::from(64);
         }
     };
     match run(&args) {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(2),
+        Ok(0) => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::from(2),
         Err(e) => {
             eprintln!("custom-task: error: {e}");
             ExitCode::from(1)
