@@ -280,7 +280,7 @@ impl SchedArgs {
     /// The CUDA backend these flags describe (whether or not it is selected).
     pub fn cuda(&self) -> Result<mgws::cuda::CudaBackend> {
         let devices = match (&self.devices, self.device) {
-            (Some(list), _) => mgws::cuda::plan::parse_devices(list)?,
+            (Some(list), _) => mgws::cuda::parse_devices(list)?,
             (None, Some(d)) => vec![d],
             (None, None) => vec![0],
         };

@@ -8,32 +8,66 @@ use crate::report::HangReport;
 /// Everything that can go wrong in a run.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The scheduler's or a backend's settings are inconsistent or out of range.
     #[error("invalid configuration: {0}")]
     Config(String),
+    /// A job's tasks or data areas are invalid (a descriptor outside its area, an area given
+    /// twice, a PTX built for another registry, ...).
     #[error("invalid input: {0}")]
     Input(String),
+    /// A task's tag names no functor of the registry the run was given.
     #[error("a task has tag {tag}, which the task registry does not know (worker {worker}); the run stopped")]
-    UnknownTag { worker: u32, tag: u32 },
+    UnknownTag {
+        /// The worker that met the task.
+        worker: u32,
+        /// The task's tag.
+        tag: u32,
+    },
     /// A task returned an error. `tag` is the failing task's tag (0 if above
     /// `mgws_core::error::MAX_PACKED_TAG`; `Registry::name_of` names it), `code` the task's own
     /// code or one of the core's (`TaskError::reason` explains those).
     #[error("a task with tag {tag} failed on worker {worker}: {} (code {code:#x}); the run stopped", task_failure_reason(*code))]
-    TaskFailed { worker: u32, tag: u32, code: u32 },
+    TaskFailed {
+        /// The worker that ran the task.
+        worker: u32,
+        /// The task's tag.
+        tag: u32,
+        /// The error code the task returned.
+        code: u32,
+    },
+    /// A worker had nowhere left to put a spawned task.
     #[error("worker {worker}'s local queue, public queue and overflow stack ({capacity} tasks) are all full; raise --spill-capacity or --public-capacity")]
-    SpillOverflow { worker: u32, capacity: u32 },
+    SpillOverflow {
+        /// The worker whose queues were full.
+        worker: u32,
+        /// Tasks its overflow stack holds.
+        capacity: u32,
+    },
+    /// The run was aborted from outside (the watchdog or the host).
     #[error("the run was aborted")]
     Aborted,
-    #[error("the run stopped making progress for {}ms; the watchdog aborted it\n{report}", report.stalled_for.as_millis())]
-    Hang { report: Box<HangReport> },
+    /// The watchdog saw no progress for its timeout and stopped the run.
+    #[error("the run stopped making progress for {}ms; the watchdog aborted it (a correct run whose tasks each take longer than that: raise the timeout with SchedulerBuilder::watchdog or --watchdog-ms, or call ctx.heartbeat() inside the long tasks)\n{report}", report.stalled_for.as_millis())]
+    Hang {
+        /// Every worker's state when the watchdog fired.
+        report: Box<HangReport>,
+    },
+    /// A run finished but its result did not match an independent check.
     #[error("verification failed: {0}")]
     Verification(String),
+    /// The backend cannot run here (no libcuda, no GPU, no kernel for the registry), with the
+    /// reason and what to install.
     #[error("backend unavailable: {0}")]
     BackendUnavailable(String),
+    /// The CUDA driver reported an error (a kernel fault, an out-of-memory allocation, ...).
     #[error("CUDA error: {0}")]
     Cuda(String),
+    /// Reading or writing a file failed.
     #[error("I/O error on {path}: {source}")]
     Io {
+        /// The file or directory.
         path: String,
+        /// What the operating system said.
         source: std::io::Error,
     },
 }

@@ -14,12 +14,14 @@ pub enum AreaBytes<'a> {
 }
 
 impl AreaBytes<'_> {
+    /// Bytes in the area.
     pub fn len(&self) -> usize {
         match self {
             AreaBytes::Read(b) => b.len(),
             AreaBytes::ReadWrite(b) => b.len(),
         }
     }
+    /// Whether the area has no bytes.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -34,11 +36,14 @@ impl AreaBytes<'_> {
 
 /// What a backend runs: initial tasks plus the data areas `0..DATA_AREAS` they refer to.
 pub struct Job<'a> {
+    /// The initial tasks.
     pub tasks: &'a [TaskStruct],
+    /// The data areas, by index.
     pub areas: Vec<(u8, AreaBytes<'a>)>,
 }
 
 impl<'a> Job<'a> {
+    /// A job of these initial tasks and no data areas yet.
     pub fn new(tasks: &'a [TaskStruct]) -> Self {
         Job {
             tasks,

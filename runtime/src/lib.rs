@@ -1,19 +1,64 @@
 //! # mgws
 //!
-//! The host side of MGWS, a work-stealing runtime in which GPUs schedule their own work: the public
-//! API ([`Scheduler`], [`Job`], [`Backend`]), the CPU backend and the CUDA backend.
+//! A work-stealing scheduler for irregular tasks that spawn subtasks, on CPU threads and on GPUs
+//! that schedule their own work (MGWS: one persistent kernel per GPU, one worker per thread
+//! block). This crate is what a user embeds: the task model ([`TaskFunctor`], [`registry`](macro@registry),
+//! [`TaskStruct`], checked data views through [`Ctx`]), jobs ([`Job`]), results ([`PerWorker`],
+//! [`RunReport`]) and backends ([`Backend`]: CPU threads, CUDA GPUs).
 //!
-//! The command line, the benchmarks, the corpus readers and the built-in workloads' drivers live
-//! in the `mgws-cli` crate.
+//! ```
+//! use mgws::{Backend, Ctx, Job, PerWorker, Platform, Scheduler, TaskFunctor, TaskResult, TaskStruct};
 //!
-//! It is also the one dependency a crate with its own tasks needs, on the host and in its GPU
-//! kernel: on `nvptx64-nvidia-cuda` this crate is `#![no_std]` and holds only the task model
-//! ([`TaskStruct`], [`TaskFunctor`], [`registry`], ...) and [`worker_kernel!`]; the host modules
-//! exist on every other target. See `docs/kernels.md`.
+//! /// Counts the calls of a naive Fibonacci recursion: fib(n) spawns fib(n - 1) and fib(n - 2).
+//! #[derive(Clone, Copy, mgws::Pod, mgws::Zeroable)]
+//! #[bytemuck(crate = "mgws::bytemuck")]
+//! #[repr(C)]
+//! struct Fib {
+//!     n: u64,
+//! }
+//!
+//! impl TaskFunctor for Fib {
+//!     fn run<P: Platform>(&self, task: &TaskStruct, ctx: &mut Ctx<P>) -> TaskResult {
+//!         // One worker's slot of the result table, updated by one lane.
+//!         ctx.accumulate(&task.data[0], |calls: &mut u64| *calls += 1)?;
+//!         if self.n >= 2 {
+//!             ctx.spawn(&task.with_params(&Fib { n: self.n - 1 }));
+//!             ctx.spawn(&task.with_params(&Fib { n: self.n - 2 }));
+//!         }
+//!         Ok(())
+//!     }
+//! }
+//!
+//! #[mgws::registry]
+//! enum MyTasks {
+//!     Fib(Fib),
+//! }
+//!
+//! let sched = Scheduler::builder().workers(2).build()?;
+//! let mut calls = PerWorker::<u64>::new(sched.workers());
+//! let root = MyTasks::task(&Fib { n: 20 }).with_data(0, calls.descriptor(0));
+//! let report = Backend::Cpu.run(&sched, &MyTasks, Job::new(&[root]).area(0, calls.area()))?;
+//! assert_eq!(calls.sum(), 21_891); // 2 fib(21) - 1 calls
+//! assert_eq!(report.tasks_run, 21_891);
+//! # Ok::<(), mgws::Error>(())
+//! ```
+//!
+//! `docs/embedding.md` (the [`guide`] module in the documentation) puts N-Queens and a tree sum
+//! beside their rayon versions; `docs/kernels.md` shows how a crate builds the GPU kernel of its
+//! own registry with `mgws-builder`. The command line, the benchmarks, the corpus readers and the
+//! built-in workloads' drivers live in the `mgws-cli` crate.
+//!
+//! On `nvptx64-nvidia-cuda` this crate is `#![no_std]` and holds only the task model and
+//! [`worker_kernel!`], so a kernel crate needs no other mgws dependency; the host modules exist on
+//! every other target.
 #![cfg_attr(target_arch = "nvptx64", no_std)]
+#![warn(missing_docs)]
 
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod backend;
+#[cfg(not(target_arch = "nvptx64"))]
+#[doc = include_str!("../../docs/embedding.md")]
+pub mod guide {}
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod cpu;
 #[cfg(not(target_arch = "nvptx64"))]
@@ -54,6 +99,6 @@ pub use {
     mgws_kernel_support::{kernel_ptx, worker_kernel},
     mgws_tasks::{
         bytemuck, registry, Access, Ctx, DataDescriptor, Pod, Registry, TaskContext, TaskError,
-        TaskFunctor, TaskStruct, Zeroable,
+        TaskFunctor, TaskResult, TaskStruct, Zeroable,
     },
 };

@@ -10,16 +10,27 @@ use mgws_core::{Operation, WorkerProgress, WorkerStats};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct WorkerReport {
+    /// The worker's index (`0..workers`).
     pub worker: u32,
+    /// Tasks it executed.
     pub tasks_run: u64,
+    /// Tasks its tasks spawned.
     pub tasks_spawned: u64,
+    /// Steal attempts (fetch-adds on a victim's queue word).
     pub steal_attempts: u64,
+    /// Successful steals.
     pub steals: u64,
+    /// Tasks it stole in total.
     pub tasks_stolen: u64,
+    /// Times it took work back from its own public queue.
     pub acquires: u64,
+    /// Times it published work to its public queue.
     pub releases: u64,
+    /// Rounds it spent idle, looking for work.
     pub idle_rounds: u64,
+    /// Chunks of initial tasks it loaded.
     pub initial_loads: u64,
+    /// Times it moved tasks to its overflow stack.
     pub spills: u64,
     /// Nanoseconds the worker spent waiting for the others: recorded by the static-assignment
     /// baseline on the CPU (its waits at the level barriers, the last one included), `None`
@@ -29,6 +40,7 @@ pub struct WorkerReport {
 }
 
 impl WorkerReport {
+    /// The report of worker `worker` from the statistics its loop kept.
     pub fn from_stats(worker: u32, s: &WorkerStats) -> Self {
         WorkerReport {
             worker,
@@ -51,17 +63,22 @@ impl WorkerReport {
 #[derive(Clone, Debug)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct RunReport {
+    /// The backend's name (`cpu`, `cuda`, `cuda-static`, ...).
     pub backend: String,
+    /// Workers that ran.
     pub workers: u32,
+    /// Lanes (threads) per worker.
     pub lanes: u32,
     /// Wall time of the scheduling phase alone (no allocation or copies).
     pub elapsed_s: f64,
     /// Tasks executed, initial and spawned.
     pub tasks_run: u64,
+    /// Each worker's statistics.
     pub per_worker: Vec<WorkerReport>,
 }
 
 impl RunReport {
+    /// Tasks executed per second of [`RunReport::elapsed_s`].
     pub fn tasks_per_s(&self) -> f64 {
         self.tasks_run as f64 / self.elapsed_s.max(1e-12)
     }
@@ -86,17 +103,24 @@ impl RunReport {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct WorkerHangState {
+    /// The worker's index.
     pub worker: u32,
+    /// Loop iterations (and task heartbeats) it had reported.
     pub iterations: u64,
+    /// Tasks it had run.
     pub tasks_run: u64,
+    /// What it was doing when it last reported (`run-task`, `steal`, `publish`, ...).
     pub last_operation: String,
+    /// Whether it was idle, looking for work.
     pub idle: bool,
+    /// Whether it had left its loop.
     pub exited: bool,
     /// The worker's public-queue word, decoded.
     pub queue_word: String,
 }
 
 impl WorkerHangState {
+    /// The state of worker `worker` from its progress record and its public-queue word.
     pub fn new(worker: u32, p: &WorkerProgress, queue_word: u64) -> Self {
         let w = mgws_core::QueueWord(queue_word);
         WorkerHangState {
@@ -124,13 +148,16 @@ impl WorkerHangState {
 #[derive(Clone, Debug)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct HangReport {
+    /// How long no worker had made progress.
     pub stalled_for: Duration,
+    /// The idle-worker counter of the termination protocol.
     pub idle_counter: u64,
     /// Home ranges of initial tasks claimed to their end.
     pub initial_ranges_done: u64,
     /// Home ranges that hold initial tasks (one per public queue, fewer when there are fewer
     /// tasks than queues).
     pub initial_ranges: u64,
+    /// Every worker's state.
     pub workers: Vec<WorkerHangState>,
 }
 

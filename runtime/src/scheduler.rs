@@ -21,11 +21,13 @@ pub enum VictimPolicy {
 /// Host-side chaos injection for tests: random yields and sleeps at every protocol step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Chaos {
+    /// Seed of the per-thread random streams.
     pub seed: u64,
     /// Out of 1024 protocol steps, how many yield the thread.
     pub yield_per_1024: u32,
     /// Out of 1024 protocol steps, how many sleep for up to `max_sleep_us`.
     pub sleep_per_1024: u32,
+    /// The longest sleep, in microseconds.
     pub max_sleep_us: u32,
 }
 
@@ -80,6 +82,7 @@ pub fn default_workers() -> u32 {
 pub const MAX_LANES: u32 = 1024;
 
 impl SchedulerBuilder {
+    /// A builder with the defaults.
     pub fn new() -> Self {
         Self::default()
     }
@@ -93,11 +96,14 @@ impl SchedulerBuilder {
         self.lanes = n;
         self
     }
+    /// Tasks per worker's local queue (the GPU keeps it in shared memory); the initial chunk is
+    /// lowered to half of it if larger.
     pub fn local_capacity(mut self, n: u32) -> Self {
         self.config.local_capacity = n;
         self.config.initial_chunk = self.config.initial_chunk.min((n / 2).max(1));
         self
     }
+    /// Tasks per public queue, which thieves steal from: 2 to 2^19 - 1.
     pub fn public_capacity(mut self, n: u32) -> Self {
         self.config.public_capacity = n;
         self
@@ -117,18 +123,23 @@ impl SchedulerBuilder {
         self.config.workers_per_queue = n;
         self
     }
+    /// How workers detect that every task ran: an idle counter (default) or a voting tree.
     pub fn termination(mut self, mode: TerminationMode) -> Self {
         self.config.termination = mode as u32;
         self
     }
+    /// How thieves keep the steal counter from overflowing: steal damping (default) or a load
+    /// before every fetch-add.
     pub fn overflow(mut self, mode: OverflowMode) -> Self {
         self.config.overflow = mode as u32;
         self
     }
+    /// How thieves choose victims (default: uniformly).
     pub fn victims(mut self, policy: VictimPolicy) -> Self {
         self.victims = policy;
         self
     }
+    /// Seed of the victim choice.
     pub fn seed(mut self, seed: u64) -> Self {
         self.config.seed = seed;
         self
@@ -211,18 +222,23 @@ impl SchedulerBuilder {
 }
 
 impl Scheduler {
+    /// A builder with the defaults.
     pub fn builder() -> SchedulerBuilder {
         SchedulerBuilder::new()
     }
+    /// The validated configuration the workers receive.
     pub fn config(&self) -> &SchedConfig {
         &self.config
     }
+    /// Lanes per worker.
     pub fn lanes(&self) -> u32 {
         self.lanes
     }
+    /// Workers in total.
     pub fn workers(&self) -> u32 {
         self.config.workers
     }
+    /// How long a run may go without progress before it is stopped.
     pub fn watchdog(&self) -> Duration {
         self.watchdog
     }

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use mgws_core::WorkerProgress;
 
+/// Watches the workers' progress records and says when none changed for the timeout.
 pub struct Watchdog {
     timeout: Duration,
     last: Vec<(u64, u64)>,
@@ -12,6 +13,7 @@ pub struct Watchdog {
 }
 
 impl Watchdog {
+    /// A watchdog of `workers` workers that fires after `timeout` without progress.
     pub fn new(timeout: Duration, workers: usize) -> Self {
         Watchdog {
             timeout,

@@ -32,3 +32,6 @@ pub use workloads::Builtin;
 
 /// The task context the functors of this crate receive.
 pub type Ctx<'w, 'e, P> = TaskContext<'w, 'e, P, TaskStruct>;
+
+/// What [`TaskFunctor::run`] returns.
+pub type TaskResult = Result<(), TaskError>;

@@ -40,6 +40,7 @@ pub struct CpuPlatform<'g, const SINGLE_LANE: bool> {
 }
 
 impl<'g, const SINGLE_LANE: bool> CpuPlatform<'g, SINGLE_LANE> {
+    /// Lane `lane` of `lanes` of worker `worker`, sharing the lane group `group`.
     pub fn new(
         lane: u32,
         lanes: u32,

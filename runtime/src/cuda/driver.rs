@@ -77,22 +77,6 @@ pub fn explain(r: CUresult) -> &'static str {
     }
 }
 
-/// True for the errors after which the context can no longer be used (a kernel fault).
-pub fn is_sticky(r: CUresult) -> bool {
-    use CUresult::*;
-    matches!(
-        r,
-        CUDA_ERROR_LAUNCH_FAILED
-            | CUDA_ERROR_ILLEGAL_ADDRESS
-            | CUDA_ERROR_MISALIGNED_ADDRESS
-            | CUDA_ERROR_ILLEGAL_INSTRUCTION
-            | CUDA_ERROR_INVALID_PC
-            | CUDA_ERROR_HARDWARE_STACK_ERROR
-            | CUDA_ERROR_ASSERT
-            | CUDA_ERROR_LAUNCH_TIMEOUT
-    )
-}
-
 /// `Ok` for `CUDA_SUCCESS`, else an [`Error::Cuda`] naming `what` and the error.
 pub fn check(r: CUresult, what: impl FnOnce() -> String) -> Result<()> {
     if r == CUresult::CUDA_SUCCESS {

@@ -21,14 +21,14 @@
 //!   of a spawning workload, orchestrated by the host.
 
 mod cache;
-pub mod driver;
+pub(crate) mod driver;
 #[cfg(test)]
 mod emulate;
 mod grid;
 mod level;
 mod memory;
 mod persistent;
-pub mod plan;
+pub(crate) mod plan;
 pub mod ptx;
 mod session;
 
@@ -36,7 +36,7 @@ use std::path::PathBuf;
 
 use mgws_tasks::Registry;
 
-pub use plan::{Placement, TasksIn};
+pub use plan::{parse_devices, Placement, TasksIn};
 
 use crate::backend::Defaults;
 use crate::error::{Error, Result};
@@ -59,6 +59,7 @@ pub enum GpuKernel {
 }
 
 impl GpuKernel {
+    /// The kernel's name in reports (`mgws`, `static`, `levels`).
     pub fn name(self) -> &'static str {
         match self {
             GpuKernel::Mgws => "mgws",
@@ -94,10 +95,13 @@ impl GpuKernel {
 pub struct CudaBackend {
     /// GPU ordinals to run on; empty means GPU 0.
     pub devices: Vec<u32>,
+    /// Where the orchestration data (public queues, termination state) lives.
     pub placement: Placement,
+    /// Where the initial tasks live.
     pub tasks_in: TasksIn,
     /// The PTX to load; `None` searches as [`ptx::resolve`] says.
     pub ptx: Option<PathBuf>,
+    /// Which kernel runs the job: mgws or a baseline.
     pub kernel: GpuKernel,
     /// Kernel-per-level only: tasks one frontier buffer holds; `None` sizes it from free memory.
     pub level_capacity: Option<u64>,

@@ -24,6 +24,7 @@ pub enum Placement {
 }
 
 impl Placement {
+    /// The placement's name, as `--placement` takes it.
     pub fn name(self) -> &'static str {
         match self {
             Placement::Global => "global",
