@@ -2,7 +2,7 @@
 
 use mgws_tasks::Registry;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::job::Job;
 use crate::report::RunReport;
 use crate::scheduler::Scheduler;
@@ -44,13 +44,14 @@ impl Backend {
         registry: &R,
         job: Job<'_>,
     ) -> Result<RunReport> {
-        match self {
+        let result = match self {
             Backend::Cpu => crate::cpu::run(sched, registry, job),
             Backend::CpuStatic { level_capacity } => {
                 crate::cpu::static_levels::run(sched, registry, job, *level_capacity)
             }
             Backend::Cuda(cuda) => cuda.run(sched, registry, job),
-        }
+        };
+        result.map_err(Error::naming::<R>)
     }
 
     /// The settings this backend uses for those the caller leaves open (`None`), given the ones

@@ -16,22 +16,26 @@ pub enum Error {
     #[error("invalid input: {0}")]
     Input(String),
     /// A task's tag names no functor of the registry the run was given.
-    #[error("a task has tag {tag}, which the task registry does not know (worker {worker}); the run stopped")]
+    #[error("a task has tag {tag}, which the task registry{} does not know (worker {worker}); the run stopped", registry.map(|r| format!(" `{r}`")).unwrap_or_default())]
     UnknownTag {
         /// The worker that met the task.
         worker: u32,
         /// The task's tag.
         tag: u32,
+        /// The registry's name, where the run knew it.
+        registry: Option<&'static str>,
     },
     /// A task returned an error. `tag` is the failing task's tag (0 if above
     /// `mgws_core::error::MAX_PACKED_TAG`; `Registry::name_of` names it), `code` the task's own
     /// code or one of the core's (`TaskError::reason` explains those).
-    #[error("a task with tag {tag} failed on worker {worker}: {} (code {code:#x}); the run stopped", task_failure_reason(*code))]
+    #[error("a task{} with tag {tag} failed on worker {worker}: {} (code {code:#x}); the run stopped", task.map(|t| format!(" `{t}`")).unwrap_or_default(), task_failure_reason(*code))]
     TaskFailed {
         /// The worker that ran the task.
         worker: u32,
         /// The task's tag.
         tag: u32,
+        /// The registry's name for the tag (its variant), where the run knew the registry.
+        task: Option<&'static str>,
         /// The error code the task returned.
         code: u32,
     },
@@ -72,6 +76,28 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// The same error, with the names registry `R` gives to the failing task's tag.
+    pub fn naming<R: mgws_tasks::Registry>(self) -> Self {
+        match self {
+            Error::TaskFailed {
+                worker, tag, code, ..
+            } => Error::TaskFailed {
+                worker,
+                tag,
+                task: R::name_of(tag),
+                code,
+            },
+            Error::UnknownTag { worker, tag, .. } => Error::UnknownTag {
+                worker,
+                tag,
+                registry: Some(R::NAME),
+            },
+            other => other,
+        }
+    }
+}
+
 impl From<ConfigError> for Error {
     fn from(e: ConfigError) -> Self {
         Error::Config(e.to_string())
@@ -81,8 +107,17 @@ impl From<ConfigError> for Error {
 impl From<RunError> for Error {
     fn from(e: RunError) -> Self {
         match e {
-            RunError::UnknownTag { worker, tag } => Error::UnknownTag { worker, tag },
-            RunError::TaskFailed { worker, tag, code } => Error::TaskFailed { worker, tag, code },
+            RunError::UnknownTag { worker, tag } => Error::UnknownTag {
+                worker,
+                tag,
+                registry: None,
+            },
+            RunError::TaskFailed { worker, tag, code } => Error::TaskFailed {
+                worker,
+                tag,
+                task: None,
+                code,
+            },
             RunError::SpillOverflow { worker, capacity } => {
                 Error::SpillOverflow { worker, capacity }
             }
