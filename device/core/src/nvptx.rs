@@ -3,7 +3,7 @@
 //! - [`NvptxWord`]: a `u64` whose atomics are written as inline PTX with an explicit ordering *and*
 //!   scope. LLVM's NVPTX backend drops the ordering of atomic read-modify-writes (every `fetch_add`
 //!   becomes a relaxed `.gpu` atom) and gives loads, stores and fences `.sys` scope only
-//!   (NOTES.md section 4), so none of the core's atomics go through `core::sync::atomic` here.
+//!   (docs/background.md section 4), so none of the core's atomics go through `core::sync::atomic` here.
 //! - [`GpuBlockPlatform`]: lanes are the threads of a one-dimensional block, the barrier is
 //!   `bar.sync 0`, scratch memory is the block's dynamic shared memory.
 //!

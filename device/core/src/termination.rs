@@ -55,7 +55,7 @@ pub enum VoteOutcome {
 /// Voting trees (thesis 5.6.2): a binary tree over the workers of each device, whose roots form a
 /// global binary tree over the devices. Each node is a word `round << 1 | idle` with a single
 /// writer, so the trees need no read-modify-write atomics at all: they are correct even in host
-/// memory shared by agents whose atomics are not mutually atomic (NOTES.md section 3).
+/// memory shared by agents whose atomics are not mutually atomic (docs/background.md section 3).
 ///
 /// Word layout: `tree[w]` for worker `w`; `tree[workers + d]` is device root `d`'s vote in the
 /// global tree; `tree[workers + devices + d]` is device `d`'s copy of the decision. The decision is

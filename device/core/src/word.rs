@@ -1,4 +1,4 @@
-//! The packed 64-bit public-queue word (SWS layout, NOTES.md section 1).
+//! The packed 64-bit public-queue word (SWS layout, docs/background.md section 1).
 //!
 //! | bits  | width | field |
 //! |-------|-------|-------|

@@ -124,7 +124,7 @@ impl Session {
     /// - Several run devices: each must reach every other's memory with native atomics (thieves
     ///   fetch-add on remote queue words; the shared state lives on the first GPU).
     /// - `host`: mapped host memory must be supported; with several GPUs their atomics on host
-    ///   memory must be native, which the H100/H200 here are not (NOTES.md section 3: updates are
+    ///   memory must be native, which the H100/H200 here are not (docs/background.md section 3: updates are
     ///   lost), so that is refused.
     /// - `remote`: each run device must reach its home GPU with native atomics.
     pub fn prepare_placement(&self, placement: Placement) -> Result<()> {
