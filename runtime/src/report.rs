@@ -105,7 +105,7 @@ impl RunReport {
 pub struct WorkerHangState {
     /// The worker's index.
     pub worker: u32,
-    /// Loop iterations (and task heartbeats) it had reported.
+    /// Loop iterations it had reported.
     pub iterations: u64,
     /// Tasks it had run.
     pub tasks_run: u64,

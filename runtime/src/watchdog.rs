@@ -8,7 +8,7 @@ use mgws_core::WorkerProgress;
 /// Watches the workers' progress records and says when none changed for the timeout.
 pub struct Watchdog {
     timeout: Duration,
-    last: Vec<(u64, u64)>,
+    last: Vec<(u64, u64, u64)>,
     last_change: Instant,
 }
 
@@ -17,7 +17,7 @@ impl Watchdog {
     pub fn new(timeout: Duration, workers: usize) -> Self {
         Watchdog {
             timeout,
-            last: vec![(u64::MAX, u64::MAX); workers],
+            last: vec![(u64::MAX, u64::MAX, u64::MAX); workers],
             last_change: Instant::now(),
         }
     }
@@ -26,7 +26,9 @@ impl Watchdog {
     pub fn observe(&mut self, snapshot: &[WorkerProgress]) -> Option<Duration> {
         let mut changed = false;
         for (last, p) in self.last.iter_mut().zip(snapshot) {
-            let now = (p.tasks_run, p.state);
+            // Idle workers advance `iterations` while they look for work, so only tasks, idle
+            // transitions and heartbeats count as progress.
+            let now = (p.tasks_run, p.state, p.heartbeats);
             if *last != now {
                 *last = now;
                 changed = true;

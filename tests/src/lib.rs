@@ -53,16 +53,28 @@ impl TaskFunctor for SplitRange {
     }
 }
 
-/// Sleeps for `micros` on every lane.
+/// Sleeps for `micros` on every lane; with `heartbeat_micros` > 0, in steps of that length with a
+/// `ctx.heartbeat()` after each (a long task that tells the watchdog it is alive).
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 #[repr(C)]
 pub struct Stall {
     pub micros: u64,
+    pub heartbeat_micros: u64,
 }
 
 impl TaskFunctor for Stall {
-    fn run<P: Platform>(&self, _: &TaskStruct, _: &mut Ctx<'_, '_, P>) -> Result<(), TaskError> {
-        std::thread::sleep(Duration::from_micros(self.micros));
+    fn run<P: Platform>(&self, _: &TaskStruct, ctx: &mut Ctx<'_, '_, P>) -> Result<(), TaskError> {
+        if self.heartbeat_micros == 0 {
+            std::thread::sleep(Duration::from_micros(self.micros));
+            return Ok(());
+        }
+        let mut slept = 0;
+        while slept < self.micros {
+            let step = self.heartbeat_micros.min(self.micros - slept);
+            std::thread::sleep(Duration::from_micros(step));
+            slept += step;
+            ctx.heartbeat();
+        }
         Ok(())
     }
 }

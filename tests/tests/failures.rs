@@ -78,7 +78,10 @@ fn a_stalled_run_is_aborted_by_the_watchdog_with_every_workers_state() {
         .watchdog(Duration::from_millis(300))
         .build()
         .unwrap();
-    let tasks = [TestTasks::task(&Stall { micros: 1_500_000 })];
+    let tasks = [TestTasks::task(&Stall {
+        micros: 1_500_000,
+        heartbeat_micros: 0,
+    })];
     let start = Instant::now();
     let err = mgws::cpu::run(&sched, &TestTasks, Job::new(&tasks)).unwrap_err();
     let Error::Hang { report } = err else {
@@ -93,6 +96,29 @@ fn a_stalled_run_is_aborted_by_the_watchdog_with_every_workers_state() {
     );
     // The stalled task itself cannot be preempted on a CPU, but nothing waits beyond it.
     assert!(start.elapsed() < Duration::from_secs(5));
+}
+
+/// A correct task that runs far longer than the watchdog's timeout passes when it sends
+/// heartbeats; its twin without heartbeats is stopped as a hang.
+#[test]
+fn heartbeats_keep_a_long_task_alive_under_a_short_watchdog() {
+    let sched = Scheduler::builder()
+        .workers(2)
+        .watchdog(Duration::from_millis(150))
+        .build()
+        .unwrap();
+    let long = |heartbeat_micros| {
+        let tasks = [TestTasks::task(&Stall {
+            micros: 900_000,
+            heartbeat_micros,
+        })];
+        mgws::cpu::run(&sched, &TestTasks, Job::new(&tasks))
+    };
+    let report = long(10_000).expect("a task with heartbeats is not a hang");
+    assert_eq!(report.tasks_run, 1);
+    let err = long(0).unwrap_err();
+    assert!(matches!(err, Error::Hang { .. }), "{err:?}");
+    assert!(err.to_string().contains("ctx.heartbeat()"), "{err}");
 }
 
 #[test]

@@ -501,10 +501,11 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
             self.idle as u64
         };
         let progress = WorkerProgress {
-            iterations: self.iterations + heartbeats,
+            iterations: self.iterations,
             tasks_run: self.tasks_run,
             last_operation: operation as u64,
             state,
+            heartbeats,
         };
         // SAFETY: one progress record per worker; only this worker's lane 0 writes it. Volatile so
         // that the host's watchdog, reading concurrently, sees the stores.

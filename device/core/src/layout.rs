@@ -183,6 +183,9 @@ pub struct WorkerProgress {
     pub last_operation: u64,
     /// 1 while the worker counts itself idle, 2 once it left the loop.
     pub state: u64,
+    /// Heartbeats its tasks sent (`TaskContext::heartbeat`): progress inside a long task. Kept
+    /// apart from `iterations`, which idle workers also advance and so cannot count as progress.
+    pub heartbeats: u64,
 }
 
 /// Per-worker statistics, collected when [`crate::RunFlags::STATS`] is set.
