@@ -59,6 +59,10 @@ pub mod backend;
 #[cfg(not(target_arch = "nvptx64"))]
 #[doc = include_str!("../../docs/embedding.md")]
 pub mod guide {}
+// The README's library example runs as a doctest too.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod cpu;
 #[cfg(not(target_arch = "nvptx64"))]
