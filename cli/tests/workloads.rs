@@ -190,7 +190,13 @@ fn uts_every_tree_type_and_shape_verifies_on_1_to_3_workers_and_1_and_4_lanes() 
         assert_eq!(baseline::uts::rayon(&cfg.params(), &pool(3)), reference);
         for backend in [CPU_STATIC, CPU_LEVELS] {
             let o = uts::run(&sched(3, 1), &backend, &cfg).unwrap();
-            assert!(o.verified, "{} on {}: {}", cfg.flags(), backend.name(), o.check);
+            assert!(
+                o.verified,
+                "{} on {}: {}",
+                cfg.flags(),
+                backend.name(),
+                o.check
+            );
             assert_eq!(o.report.tasks_run, reference.nodes);
         }
     }

@@ -707,7 +707,10 @@ impl BenchResult {
             }
         }
         for (method, wait) in [
-            (Method::Static, "after their share until the last one finished"),
+            (
+                Method::Static,
+                "after their share until the last one finished",
+            ),
             (Method::Levels, "at the level barriers"),
         ] {
             let balance: Vec<String> = self

@@ -134,11 +134,10 @@ impl<R: TaskExecutor<TaskStruct> + Sync> LevelDevice for CpuLevels<'_, R> {
         let (sched, registry) = (self.sched, self.registry);
         let pl = self.placed.as_mut().expect("placed before it runs");
         let (workers, lanes) = (pl.grid.config.workers, pl.grid.lanes);
-        let threads = sched.threads.get(
-            (workers * lanes) as usize,
-            "mgws-levels",
-            sched.pin_threads,
-        )?;
+        let threads =
+            sched
+                .threads
+                .get((workers * lanes) as usize, "mgws-levels", sched.pin_threads)?;
         for c in &pl.counters {
             c.store(0, Ordering::Relaxed, Scope::System);
         }
@@ -189,7 +188,9 @@ impl<R: TaskExecutor<TaskStruct> + Sync> LevelDevice for CpuLevels<'_, R> {
                 supervise(&CpuLevelRunning {
                     progress: shared.env.progress,
                     workers: workers as usize,
-                    abort: shared.sink.counter(LevelSink::<HostWord, TaskStruct>::ABORT),
+                    abort: shared
+                        .sink
+                        .counter(LevelSink::<HostWord, TaskStruct>::ABORT),
                     done,
                 })
             },

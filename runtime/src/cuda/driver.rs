@@ -718,9 +718,10 @@ impl Event {
     pub fn record(&self, stream: &Stream) -> Result<()> {
         set_current(self.ctx)?;
         // SAFETY: both handles are live.
-        ok(unsafe { result::event::record(self.raw, stream.raw) }, || {
-            "cuEventRecord".into()
-        })
+        ok(
+            unsafe { result::event::record(self.raw, stream.raw) },
+            || "cuEventRecord".into(),
+        )
     }
 
     /// Seconds from `self` to `end` (both recorded and complete).

@@ -305,11 +305,10 @@ impl Running for CudaLevelRunning<'_> {
         tracing::warn!("aborting level {}", self.level);
         // The blocks read `LevelSink`'s abort counter at their progress checks; the copy runs on
         // the control stream while the level kernel occupies the launch stream.
-        let _ = self.pl.counters.write_async(
-            ABORT_OFFSET,
-            &1u64.to_ne_bytes(),
-            &self.pl.control,
-        );
+        let _ = self
+            .pl
+            .counters
+            .write_async(ABORT_OFFSET, &1u64.to_ne_bytes(), &self.pl.control);
     }
 
     fn exit_grace(&self, watchdog: Duration) -> Option<Duration> {
