@@ -80,7 +80,7 @@ pub fn run<D: Device>(device: &mut D, sched: &Scheduler, mut job: Job<'_>) -> Re
 /// It sleeps in [`Running::wait`] and looks at the workers' progress once per [`watchdog_poll`]:
 /// a run shorter than that is never interrupted by its supervisor (on a machine with as many
 /// CPUs as workers, every wake-up of this thread takes one from a worker). A device that reports
-/// no progress records (a GPU level kernel) is not watched: only its faults end it early.
+/// no progress records is not watched: only its faults end it early.
 pub(crate) fn supervise(live: &dyn Running, sched: &Scheduler, grid: &Grid) -> Supervised {
     let workers = grid.config.workers as usize;
     let mut watchdog = Watchdog::new(sched.watchdog, workers);

@@ -293,8 +293,23 @@ impl Running for CudaLevelRunning<'_> {
     }
 
     fn progress(&self) -> Vec<WorkerProgress> {
-        // The level kernel writes no progress records: the supervisor does not watch it.
-        Vec::new()
+        // The level kernel writes no per-block progress records: the level's live counters
+        // stand for the whole grid as one record (tasks spawned so far plus the blocks' counts
+        // of tasks run, added as each block finishes). A read that fails shows no progress.
+        let mut c = [0u8; 24];
+        if self
+            .pl
+            .counters
+            .read_async(0, &mut c, &self.pl.control)
+            .is_err()
+        {
+            return vec![WorkerProgress::default()];
+        }
+        let word = |i: usize| u64::from_ne_bytes(c[i * 8..i * 8 + 8].try_into().unwrap());
+        vec![WorkerProgress {
+            tasks_run: word(0) + word(2),
+            ..WorkerProgress::default()
+        }]
     }
 
     fn live_state(&self) -> LiveState {
