@@ -8,7 +8,7 @@
 //!
 //! It is also the one dependency a crate with its own tasks needs, on the host and in its GPU
 //! kernel: on `nvptx64-nvidia-cuda` this crate is `#![no_std]` and holds only the task model
-//! ([`TaskStruct`], [`TaskFunctor`], [`registry`], ...) and [`worker_kernel!`]; the host modules
+//! ([`TaskStruct`], [`TaskFunctor`], [`registry`](macro@registry), ...) and [`worker_kernel!`]; the host modules
 //! exist on every other target. See `docs/kernels.md`.
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 

@@ -59,6 +59,8 @@ pub enum GpuKernel {
 }
 
 impl GpuKernel {
+    /// The kernel's name on the command line (`--gpu-kernel`), the same baseline names as on the
+    /// CPU.
     pub fn name(self) -> &'static str {
         match self {
             GpuKernel::Mgws => "mgws",
@@ -94,10 +96,13 @@ impl GpuKernel {
 pub struct CudaBackend {
     /// GPU ordinals to run on; empty means GPU 0.
     pub devices: Vec<u32>,
+    /// Where the orchestration data (public queues, shared state, voting tree) lives.
     pub placement: Placement,
+    /// Where the initial tasks live.
     pub tasks_in: TasksIn,
     /// The PTX to load; `None` searches as [`ptx::resolve`] says.
     pub ptx: Option<PathBuf>,
+    /// The kernel that runs the job: mgws or a baseline.
     pub kernel: GpuKernel,
     /// Kernel-per-level only: tasks one frontier buffer holds; `None` sizes it from free memory.
     pub level_capacity: Option<u64>,
