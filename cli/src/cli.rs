@@ -91,10 +91,35 @@ pub enum WorkloadCmd {
 pub enum BackendArg {
     /// The GPU when one is usable, else the CPU.
     Auto,
+    /// CPU threads running the mgws worker loop.
     Cpu,
-    /// Baseline: static assignment on CPU threads, level by level (one lane per worker).
+    /// Baseline **static** on CPU threads: contiguous shares of the initial tasks, each run
+    /// depth-first with everything it spawns, no stealing.
     CpuStatic,
+    /// Baseline **levels** on CPU threads: level by level, each frontier split evenly over the
+    /// workers.
+    CpuLevels,
+    /// NVIDIA GPUs (`--gpu-kernel` picks mgws or a baseline kernel).
     Cuda,
+}
+
+/// A baseline run after the main run (`--baselines`), on the same kind of device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BaselineArg {
+    /// Static assignment, depth-first, no stealing (CPU: cpu-static; CUDA: `mgws_static`).
+    Static,
+    /// Level by level (CPU: cpu-levels; CUDA: one `mgws_level` launch per level).
+    Levels,
+}
+
+impl BaselineArg {
+    /// The name the baseline has on every backend.
+    pub fn name(self) -> &'static str {
+        match self {
+            BaselineArg::Static => "static",
+            BaselineArg::Levels => "levels",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -214,12 +239,12 @@ pub struct SchedArgs {
     /// CUDA: the kernel that runs the workload.
     #[arg(long, value_enum, default_value_t = GpuKernelArg::Mgws)]
     pub gpu_kernel: GpuKernelArg,
-    /// CUDA: after the run, run the same workload with these baseline kernels in the same process
-    /// (e.g. static,levels) and print each outcome.
+    /// After the run, run the same workload with these baselines on the same kind of device, in
+    /// the same process (e.g. static,levels), and print each outcome.
     #[arg(long, value_enum, value_delimiter = ',')]
-    pub baselines: Vec<GpuKernelArg>,
-    /// Level-by-level baselines (CUDA kernel-per-level, cpu-static): tasks one frontier buffer
-    /// holds (default: CUDA from free GPU memory; cpu-static 4 GiB reserved over all buffers).
+    pub baselines: Vec<BaselineArg>,
+    /// The levels baselines (cpu-levels, CUDA kernel-per-level): tasks one frontier buffer
+    /// holds (default: CUDA from free GPU memory; cpu-levels 4 GiB reserved for both buffers).
     #[arg(long)]
     pub level_capacity: Option<u64>,
     /// CUDA: registers per thread the PTX is compiled with (fewer: more resident workers, maybe
@@ -308,17 +333,19 @@ impl SchedArgs {
         let gpu_only = self.device.is_some()
             || self.devices.is_some()
             || self.ptx.is_some()
-            || !self.baselines.is_empty()
             || self.max_registers.is_some()
             || self.gpu_kernel != GpuKernelArg::Mgws;
         match self.backend {
-            BackendArg::Cpu | BackendArg::CpuStatic if gpu_only => Err(Error::Config(
-                "--device, --devices, --ptx, --gpu-kernel, --baselines and --max-registers need \
-                 --backend cuda"
-                    .into(),
-            )),
+            BackendArg::Cpu | BackendArg::CpuStatic | BackendArg::CpuLevels if gpu_only => {
+                Err(Error::Config(
+                    "--device, --devices, --ptx, --gpu-kernel and --max-registers need --backend \
+                     cuda"
+                        .into(),
+                ))
+            }
             BackendArg::Cpu => Ok(Backend::Cpu),
-            BackendArg::CpuStatic => Ok(Backend::CpuStatic {
+            BackendArg::CpuStatic => Ok(Backend::CpuStatic),
+            BackendArg::CpuLevels => Ok(Backend::CpuLevels {
                 level_capacity: self.level_capacity,
             }),
             BackendArg::Cuda => {
@@ -397,8 +424,12 @@ pub fn print_outcome(outcome: &Outcome, sched: &Scheduler, json: bool) {
         println!("result: {}", outcome.result);
         if let Some(idle) = r.idle_share().filter(|_| r.workers > 1) {
             println!(
-                "balance: the workers waited for each other at the level barriers for {:.1}% of \
-                 the run on average",
+                "balance: the workers waited for each other {} for {:.1}% of the run on average",
+                if r.backend.ends_with("static") {
+                    "after their share"
+                } else {
+                    "at the level barriers"
+                },
                 100.0 * idle
             );
         }
@@ -424,15 +455,21 @@ pub fn main_with(cli: Cli) -> Result<i32> {
         Command::Run { mut workload } => {
             let baselines = std::mem::take(&mut workload.sched_mut().baselines);
             let mut code = run_workload(&workload)?;
-            // GPU baselines: the same workload, built and verified the same way, in this process.
-            for kernel in baselines {
-                workload.sched_mut().gpu_kernel = kernel;
+            // Baselines: the same workload, built and verified the same way, in this process, on
+            // the same kind of device (`auto` resolved once, by the main run).
+            let on_gpu = !baselines.is_empty()
+                && matches!(workload.sched_mut().backend()?, Backend::Cuda(_));
+            for baseline in baselines {
+                let sched = workload.sched_mut();
+                match (on_gpu, baseline) {
+                    (true, BaselineArg::Static) => sched.gpu_kernel = GpuKernelArg::Static,
+                    (true, BaselineArg::Levels) => sched.gpu_kernel = GpuKernelArg::Levels,
+                    (false, BaselineArg::Static) => sched.backend = BackendArg::CpuStatic,
+                    (false, BaselineArg::Levels) => sched.backend = BackendArg::CpuLevels,
+                }
                 match run_workload(&workload) {
                     Ok(c) => code = code.max(c),
-                    Err(e) => eprintln!(
-                        "mgws: baseline {}: error: {e}",
-                        mgws::cuda::GpuKernel::from(kernel).name()
-                    ),
+                    Err(e) => eprintln!("mgws: baseline {}: error: {e}", baseline.name()),
                 }
             }
             Ok(code)

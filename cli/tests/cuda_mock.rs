@@ -259,6 +259,39 @@ fn the_kernel_per_level_baseline_runs_level_by_level_in_the_same_process() {
 }
 
 #[test]
+fn a_faulting_level_kernel_ends_the_run_with_the_level_and_the_cause() {
+    let o = mgws("trap", 1, &["--backend", "cuda", "--gpu-kernel", "levels"]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("level 0 of the kernel-per-level baseline failed")
+            && t.contains("CUDA_ERROR_LAUNCH_FAILED"),
+        "{t}"
+    );
+}
+
+#[test]
+fn a_stalled_level_is_aborted_through_its_abort_counter() {
+    let o = mgws(
+        "hang",
+        1,
+        &[
+            "--backend",
+            "cuda",
+            "--gpu-kernel",
+            "levels",
+            "--watchdog-ms",
+            "300",
+        ],
+    );
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("watchdog aborted it"), "{t}");
+    // The level saw its abort counter and exited: no leak message.
+    assert!(!t.contains("did not exit"), "{t}");
+}
+
+#[test]
 fn a_missing_baseline_kernel_is_reported_and_the_main_run_stands() {
     let o = mgws(
         "memset",

@@ -14,8 +14,11 @@ use mgws_cli::workload::uts::{Preset, Shape, TreeType, UtsConfig};
 use mgws_cli::workload::{contains, fib, uts};
 use mgws_tasks::workloads::uts::UtsCounts;
 
-/// The static-assignment baseline on CPU threads (same task execution, level by level).
-const CPU_STATIC: Backend = Backend::CpuStatic {
+/// The static-assignment baseline on CPU threads (same task execution, depth-first, no
+/// stealing).
+const CPU_STATIC: Backend = Backend::CpuStatic;
+/// The level-by-level baseline on CPU threads (default frontier buffers).
+const CPU_LEVELS: Backend = Backend::CpuLevels {
     level_capacity: None,
 };
 
@@ -74,9 +77,11 @@ fn assert_published(preset: Preset, nodes: u64, leaves: u64, depth: u64) {
     assert_eq!(report.tasks_run, nodes);
     // The static and rayon baselines expand the same tree.
     assert_eq!(baseline::uts::rayon(&cfg.params(), &pool(2)), want);
-    let (counts, report) = uts::run_once(&sched(2, 1), &CPU_STATIC, &cfg.params()).unwrap();
-    assert_eq!(counts, want, "{preset:?} on cpu-static");
-    assert_eq!(report.tasks_run, nodes);
+    for backend in [CPU_STATIC, CPU_LEVELS] {
+        let (counts, report) = uts::run_once(&sched(2, 1), &backend, &cfg.params()).unwrap();
+        assert_eq!(counts, want, "{preset:?} on {}", backend.name());
+        assert_eq!(report.tasks_run, nodes);
+    }
 }
 
 #[test]
@@ -183,9 +188,17 @@ fn uts_every_tree_type_and_shape_verifies_on_1_to_3_workers_and_1_and_4_lanes() 
             assert_eq!(o.result["nodes"], reference.nodes);
         }
         assert_eq!(baseline::uts::rayon(&cfg.params(), &pool(3)), reference);
-        let o = uts::run(&sched(3, 1), &CPU_STATIC, &cfg).unwrap();
-        assert!(o.verified, "{} on cpu-static: {}", cfg.flags(), o.check);
-        assert_eq!(o.report.tasks_run, reference.nodes);
+        for backend in [CPU_STATIC, CPU_LEVELS] {
+            let o = uts::run(&sched(3, 1), &backend, &cfg).unwrap();
+            assert!(
+                o.verified,
+                "{} on {}: {}",
+                cfg.flags(),
+                backend.name(),
+                o.check
+            );
+            assert_eq!(o.report.tasks_run, reference.nodes);
+        }
     }
 }
 
@@ -348,10 +361,12 @@ fn contains_baselines_agree_with_the_reference() {
     let want = contains::reference_count(&corpus, word);
     let tasks = contains::tasks(&corpus, word, 3).unwrap();
     assert_eq!(baseline::contains::sequential(&corpus, word, &tasks), want);
-    let (matches, report) =
-        contains::run_once(&sched(3, 1), &CPU_STATIC, &corpus, word, &tasks).unwrap();
-    assert_eq!(matches, want);
-    assert_eq!(report.tasks_run, tasks.len() as u64);
+    for backend in [CPU_STATIC, CPU_LEVELS] {
+        let (matches, report) =
+            contains::run_once(&sched(3, 1), &backend, &corpus, word, &tasks).unwrap();
+        assert_eq!(matches, want, "{}", backend.name());
+        assert_eq!(report.tasks_run, tasks.len() as u64);
+    }
     assert_eq!(
         baseline::contains::rayon(&corpus, word, &tasks, &pool(3)),
         want
@@ -359,31 +374,35 @@ fn contains_baselines_agree_with_the_reference() {
 }
 
 #[test]
-fn the_static_baseline_reports_how_long_each_worker_waited() {
-    // Worker 0's share is one 32 MiB document, worker 1's one of 8 bytes: worker 1 waits at the
-    // barrier for about the whole run, worker 0 for next to nothing.
+fn the_baselines_report_how_long_each_worker_waited() {
+    // Worker 0's share is one 32 MiB document, worker 1's one of 8 bytes: worker 1 waits (static:
+    // after its share until the run ends; levels: at the barrier of the only level) for about the
+    // whole run, worker 0 for next to nothing.
     let mut corpus = Corpus::default();
     corpus.push(&vec![b'x'; 32 << 20]);
     corpus.push(b"zwischen");
     let word = b"zwischen";
     let tasks = contains::tasks(&corpus, word, 2).unwrap();
-    let (matches, report) =
-        contains::run_once(&sched(2, 1), &CPU_STATIC, &corpus, word, &tasks).unwrap();
-    assert_eq!(matches, 1);
-    let idle: Vec<u64> = report
-        .per_worker
-        .iter()
-        .map(|w| w.idle_ns.expect("static records every worker's wait"))
-        .collect();
-    assert_eq!(idle.len(), 2);
-    assert!(idle[1] > idle[0], "{idle:?}");
-    assert!(
-        idle[1] as f64 * 1e-9 <= report.elapsed_s,
-        "{idle:?} of {}",
-        report.elapsed_s
-    );
-    let share = report.idle_share().unwrap();
-    assert!(share > 0.25 && share < 0.6, "{share}");
+    for backend in [CPU_STATIC, CPU_LEVELS] {
+        let (matches, report) =
+            contains::run_once(&sched(2, 1), &backend, &corpus, word, &tasks).unwrap();
+        assert_eq!(matches, 1);
+        let idle: Vec<u64> = report
+            .per_worker
+            .iter()
+            .map(|w| w.idle_ns.expect("the baseline records every worker's wait"))
+            .collect();
+        let name = backend.name();
+        assert_eq!(idle.len(), 2, "{name}");
+        assert!(idle[1] > idle[0], "{name}: {idle:?}");
+        assert!(
+            idle[1] as f64 * 1e-9 <= report.elapsed_s,
+            "{name}: {idle:?} of {}",
+            report.elapsed_s
+        );
+        let share = report.idle_share().unwrap();
+        assert!(share > 0.25 && share < 0.6, "{name}: {share}");
+    }
     // mgws records no such wait.
     let (_, report) =
         contains::run_once(&sched(2, 1), &Backend::Cpu, &corpus, word, &tasks).unwrap();
@@ -634,9 +653,11 @@ fn fib_verifies_on_1_to_4_workers_and_1_and_4_lanes() {
             mgws_tasks::workloads::fib::tree_nodes(n),
         );
         assert_eq!(baseline::fib::sequential(n), want);
-        let o = fib::run(&sched(3, 1), &CPU_STATIC, n).unwrap();
-        assert!(o.verified, "fib({n}) on cpu-static: {}", o.check);
-        assert_eq!(o.report.tasks_run, want.1);
+        for backend in [CPU_STATIC, CPU_LEVELS] {
+            let o = fib::run(&sched(3, 1), &backend, n).unwrap();
+            assert!(o.verified, "fib({n}) on {}: {}", backend.name(), o.check);
+            assert_eq!(o.report.tasks_run, want.1);
+        }
         assert_eq!(baseline::fib::rayon(n, &pool(2)), want);
     }
     assert!(fib::run(&sched(1, 1), &Backend::Cpu, 61).is_err());
@@ -672,6 +693,17 @@ fn command_line_is_consistent() {
             "--json",
         ],
         &["mgws", "run", "fib", "-n", "20", "--backend", "cpu"],
+        &[
+            "mgws",
+            "run",
+            "fib",
+            "--backend",
+            "cpu-levels",
+            "--level-capacity",
+            "100000",
+            "--baselines",
+            "static,levels",
+        ],
         &[
             "mgws",
             "bench",
@@ -725,24 +757,34 @@ fn bench_measures_every_method_and_writes_csv_and_svg() {
         "2",
         "--warmup",
         "0",
+        "--methods",
+        "mgws,static,levels,rayon,sequential",
         "--out",
         dir.to_str().unwrap(),
     ])
     .unwrap();
     assert_eq!(mgws_cli::cli::main_with(cli).unwrap(), 0);
     let summary = std::fs::read_to_string(dir.join("fib-16-summary.csv")).unwrap();
-    for m in ["mgws,1", "mgws,2", "static,2", "rayon,2", "sequential,1"] {
+    for m in [
+        "mgws,1",
+        "mgws,2",
+        "static,2",
+        "levels,2",
+        "rayon,2",
+        "sequential,1",
+    ] {
         assert!(summary.contains(m), "{m} missing in\n{summary}");
     }
     let samples = std::fs::read_to_string(dir.join("fib-16-samples.csv")).unwrap();
-    // 3 methods x 2 worker counts + sequential, 2 reps each, plus the header.
-    assert_eq!(samples.lines().count(), 1 + 2 * 7);
-    // The static baseline's share of the run spent waiting at level barriers: recorded for it
-    // alone, and nothing to wait for with one worker.
+    // 4 methods x 2 worker counts + sequential, 2 reps each, plus the header.
+    assert_eq!(samples.lines().count(), 1 + 2 * 9);
+    // The baselines' share of the run spent waiting (static: after a worker's share until the
+    // run ended; levels: at the level barriers): recorded for them alone, and nothing to wait for
+    // with one worker.
     for line in samples.lines().skip(1) {
         let f: Vec<&str> = line.split(',').collect();
         let idle_share = f[8];
-        if f[1] == "static" {
+        if f[1] == "static" || f[1] == "levels" {
             let v: f64 = idle_share.parse().unwrap_or_else(|e| panic!("{line}: {e}"));
             assert!((0.0..1.0).contains(&v), "{line}");
             if f[2] == "1" {
@@ -772,7 +814,7 @@ fn bench_measures_every_method_and_writes_csv_and_svg() {
         .unwrap()
         .contains("FIB again"));
     let (name, rows) = mgws_cli::bench::read_summary(&dir.join("fib-16-summary.csv")).unwrap();
-    assert_eq!((name.as_str(), rows.len()), ("fib-16", 7));
+    assert_eq!((name.as_str(), rows.len()), ("fib-16", 9));
     std::fs::write(dir.join("bad.csv"), "header\nfib,warp,1,1,1,1,1,1\n").unwrap();
     let err = mgws_cli::bench::read_summary(&dir.join("bad.csv")).unwrap_err();
     assert!(err.to_string().contains("line 2"), "{err}");
@@ -811,9 +853,9 @@ fn bench_measures_every_method_and_writes_csv_and_svg() {
 }
 
 #[test]
-fn cpu_static_reports_a_frontier_that_outgrows_its_buffer_and_refuses_lanes() {
+fn cpu_levels_reports_a_frontier_that_outgrows_its_buffer_and_the_baselines_run_lanes() {
     // fib(20) has levels of hundreds of tasks: a 16-task buffer cannot hold them.
-    let small = Backend::CpuStatic {
+    let small = Backend::CpuLevels {
         level_capacity: Some(16),
     };
     let e = fib::run(&sched(2, 1), &small, 20).unwrap_err().to_string();
@@ -821,8 +863,43 @@ fn cpu_static_reports_a_frontier_that_outgrows_its_buffer_and_refuses_lanes() {
         e.contains("frontier buffer holds (16)") && e.contains("--level-capacity"),
         "{e}"
     );
-    let e = fib::run(&sched(2, 4), &CPU_STATIC, 10)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains("one thread per worker"), "{e}");
+    // Both baselines run workers of several lanes, as on a GPU.
+    for backend in [CPU_STATIC, CPU_LEVELS] {
+        let o = fib::run(&sched(2, 4), &backend, 10).unwrap();
+        assert!(o.verified, "{}: {}", backend.name(), o.check);
+        assert_eq!(o.report.lanes, 4);
+    }
+}
+
+#[test]
+fn cpu_runs_take_baselines_and_every_cpu_backend_runs_every_workload() {
+    let cli = Cli::try_parse_from([
+        "mgws",
+        "run",
+        "fib",
+        "-n",
+        "12",
+        "--backend",
+        "cpu",
+        "--workers",
+        "2",
+        "--baselines",
+        "static,levels",
+    ])
+    .unwrap();
+    assert_eq!(mgws_cli::cli::main_with(cli).unwrap(), 0);
+    for backend in ["cpu", "cpu-static", "cpu-levels"] {
+        for args in [
+            &["memset", "--tasks", "100"][..],
+            &["uts"][..],
+            &["fib", "-n", "14"][..],
+            &["stall", "--tasks", "2", "--nanos", "1000"][..],
+        ] {
+            let mut argv = vec!["mgws", "run"];
+            argv.extend_from_slice(args);
+            argv.extend_from_slice(&["--backend", backend, "--workers", "2"]);
+            let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+            assert_eq!(mgws_cli::cli::main_with(cli).unwrap(), 0, "{argv:?}");
+        }
+    }
 }

@@ -10,12 +10,17 @@ use crate::scheduler::Scheduler;
 /// Where to run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Backend {
-    /// Host threads.
+    /// Host threads running the mgws worker loop.
     Cpu,
-    /// Baseline: static assignment on host threads, level by level, with the same task execution
-    /// (see [`crate::cpu::static_levels`]). `level_capacity`: tasks per frontier buffer.
-    CpuStatic {
-        /// Tasks one frontier buffer holds; `None` sizes it from the worker count.
+    /// Baseline **static** on host threads: each worker runs its contiguous share of the initial
+    /// tasks and everything they spawn, depth-first, without stealing (`mgws_core::StaticWorker`,
+    /// the algorithm of [`crate::cuda::GpuKernel::Static`]).
+    CpuStatic,
+    /// Baseline **levels** on host threads: level by level, each frontier split evenly over the
+    /// workers, a barrier between levels (`mgws_core::LevelWorker` in [`crate::levels`], the
+    /// algorithm of [`crate::cuda::GpuKernel::Levels`]).
+    CpuLevels {
+        /// Tasks one frontier buffer holds; `None`: 4 GiB reserved for both buffers.
         level_capacity: Option<u64>,
     },
     /// NVIDIA GPUs: one persistent kernel per GPU (or a GPU baseline kernel).
@@ -46,8 +51,9 @@ impl Backend {
     ) -> Result<RunReport> {
         let result = match self {
             Backend::Cpu => crate::cpu::run(sched, registry, job),
-            Backend::CpuStatic { level_capacity } => {
-                crate::cpu::static_levels::run(sched, registry, job, *level_capacity)
+            Backend::CpuStatic => crate::cpu::run_static(sched, registry, job),
+            Backend::CpuLevels { level_capacity } => {
+                crate::cpu::run_levels(sched, registry, job, *level_capacity)
             }
             Backend::Cuda(cuda) => cuda.run(sched, registry, job),
         };
@@ -65,7 +71,7 @@ impl Backend {
         workers_per_queue: u32,
     ) -> Result<Defaults> {
         match self {
-            Backend::Cpu | Backend::CpuStatic { .. } => {
+            Backend::Cpu | Backend::CpuStatic | Backend::CpuLevels { .. } => {
                 Ok(crate::cpu::defaults(lanes, local_capacity, workers))
             }
             Backend::Cuda(cuda) => {
@@ -78,7 +84,8 @@ impl Backend {
     pub fn name(&self) -> &'static str {
         match self {
             Backend::Cpu => "cpu",
-            Backend::CpuStatic { .. } => "cpu-static",
+            Backend::CpuStatic => "cpu-static",
+            Backend::CpuLevels { .. } => "cpu-levels",
             Backend::Cuda(cuda) => cuda.kernel.backend_name(),
         }
     }

@@ -45,6 +45,9 @@ pub struct ReadBack {
     /// Tasks run, where the device knows better than the statistics (a baseline kernel that
     /// keeps none); `None`: the sum of the statistics, else of the progress records.
     pub tasks_run: Option<u64>,
+    /// Per worker, nanoseconds it waited for the others (a baseline that measures it: the
+    /// static workers from the end of their share to the end of the run); `None`: not measured.
+    pub idle_ns: Option<Vec<u64>>,
 }
 
 /// The run-wide counters a hang report shows, read while the workers may still run.

@@ -74,6 +74,8 @@ pub mod error;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod job;
 #[cfg(not(target_arch = "nvptx64"))]
+pub mod levels;
+#[cfg(not(target_arch = "nvptx64"))]
 pub mod pipeline;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod report;

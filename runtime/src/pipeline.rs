@@ -51,7 +51,10 @@ pub fn run<D: Device>(device: &mut D, sched: &Scheduler, mut job: Job<'_>) -> Re
         .iter()
         .flatten()
         .enumerate()
-        .map(|(w, s)| WorkerReport::from_stats(w as u32, s))
+        .map(|(w, s)| WorkerReport {
+            idle_ns: back.idle_ns.as_ref().and_then(|i| i.get(w).copied()),
+            ..WorkerReport::from_stats(w as u32, s)
+        })
         .collect();
     let tasks_run = back.tasks_run.unwrap_or_else(|| {
         if per_worker.is_empty() {
@@ -76,8 +79,9 @@ pub fn run<D: Device>(device: &mut D, sched: &Scheduler, mut job: Job<'_>) -> Re
 ///
 /// It sleeps in [`Running::wait`] and looks at the workers' progress once per [`watchdog_poll`]:
 /// a run shorter than that is never interrupted by its supervisor (on a machine with as many
-/// CPUs as workers, every wake-up of this thread takes one from a worker).
-fn supervise(live: &dyn Running, sched: &Scheduler, grid: &Grid) -> Supervised {
+/// CPUs as workers, every wake-up of this thread takes one from a worker). A device that reports
+/// no progress records is not watched: only its faults end it early.
+pub(crate) fn supervise(live: &dyn Running, sched: &Scheduler, grid: &Grid) -> Supervised {
     let workers = grid.config.workers as usize;
     let mut watchdog = Watchdog::new(sched.watchdog, workers);
     let poll = watchdog_poll(sched.watchdog);
@@ -91,6 +95,9 @@ fn supervise(live: &dyn Running, sched: &Scheduler, grid: &Grid) -> Supervised {
             }
         }
         let snapshot = live.progress();
+        if snapshot.is_empty() {
+            continue;
+        }
         if let Some(stalled_for) = watchdog.observe(&snapshot) {
             let state = live.live_state();
             let report = HangReport {

@@ -17,8 +17,10 @@ use mgws_tasks::TaskStruct;
 
 use crate::baseline;
 
-/// The static-assignment baseline on CPU threads (default frontier buffers).
-const CPU_STATIC: mgws::Backend = mgws::Backend::CpuStatic {
+/// The static-assignment baseline on CPU threads.
+const CPU_STATIC: mgws::Backend = mgws::Backend::CpuStatic;
+/// The level-by-level baseline on CPU threads (default frontier buffers).
+const CPU_LEVELS: mgws::Backend = mgws::Backend::CpuLevels {
     level_capacity: None,
 };
 use crate::cli::SchedArgs;
@@ -116,16 +118,20 @@ pub fn read_summary(path: &Path) -> Result<(String, Vec<Summary>)> {
 /// How a run is scheduled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, ValueEnum)]
 pub enum Method {
+    /// The mgws worker loop.
     Mgws,
+    /// Baseline **static**: contiguous shares of the initial tasks, depth-first, no stealing.
     Static,
+    /// A rayon pool of the same size (`rayon::join` over the same task functions).
     Rayon,
+    /// One thread, no scheduler.
     Sequential,
-    /// The GPU kernel-per-level baseline: recorded by `scripts/gpu-check.sh` and plotted with
-    /// `mgws bench replot`; `mgws bench` itself runs only the CPU methods.
+    /// Baseline **levels**: level by level, each frontier split evenly over the workers.
     Levels,
 }
 
 impl Method {
+    /// The method's name in tables and CSV files.
     pub fn name(self) -> &'static str {
         match self {
             Method::Mgws => "mgws",
@@ -135,14 +141,6 @@ impl Method {
             Method::Levels => "levels",
         }
     }
-}
-
-fn levels_is_gpu_only() -> Error {
-    Error::Input(
-        "the kernel-per-level baseline runs on a GPU (`mgws run ... --backend cuda --baselines levels`); \
-         `mgws bench` runs mgws, static, rayon and sequential"
-            .into(),
-    )
 }
 
 /// Options of `mgws bench`.
@@ -329,7 +327,10 @@ impl Prepared {
                     Method::Sequential => {
                         (baseline::contains::sequential(corpus, word, tasks), None)
                     }
-                    Method::Levels => return Err(levels_is_gpu_only()),
+                    Method::Levels => {
+                        let (m, r) = contains::run_once(sched, &CPU_LEVELS, corpus, word, tasks)?;
+                        (m, Some(r))
+                    }
                 };
                 let timing = Timing::of(report.as_ref(), t);
                 if got != *expected {
@@ -352,7 +353,10 @@ impl Prepared {
                     }
                     Method::Rayon => (baseline::uts::rayon(params, pool), None),
                     Method::Sequential => (baseline::uts::sequential(params), None),
-                    Method::Levels => return Err(levels_is_gpu_only()),
+                    Method::Levels => {
+                        let (c, r) = uts::run_once(sched, &CPU_LEVELS, params)?;
+                        (c, Some(r))
+                    }
                 };
                 let timing = Timing::of(report.as_ref(), t);
                 if got != *expected {
@@ -373,7 +377,10 @@ impl Prepared {
                     }
                     Method::Rayon => (baseline::fib::rayon(*n, pool), None),
                     Method::Sequential => (baseline::fib::sequential(*n), None),
-                    Method::Levels => return Err(levels_is_gpu_only()),
+                    Method::Levels => {
+                        let (c, r) = fib::run_once(sched, &CPU_LEVELS, *n)?;
+                        (c, Some(r))
+                    }
                 };
                 let timing = Timing::of(report.as_ref(), t);
                 let expected = (fib_task::fib(*n), fib_task::tree_nodes(*n));
@@ -390,7 +397,7 @@ impl Prepared {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Timing {
     pub seconds: f64,
-    /// [`RunReport::idle_share`]: recorded by the static baseline.
+    /// [`RunReport::idle_share`]: recorded by the static and levels baselines.
     pub idle_share: Option<f64>,
 }
 
@@ -586,7 +593,7 @@ pub fn measure(work: &Prepared, opts: &BenchOpts, sched_args: &SchedArgs) -> Res
                     method.name(),
                     if measured { "" } else { " (warm-up)" }
                 ));
-                let sched = if method == Method::Static {
+                let sched = if matches!(method, Method::Static | Method::Levels) {
                     one_lane
                 } else {
                     sched
@@ -699,22 +706,30 @@ impl BenchResult {
                 );
             }
         }
-        let balance: Vec<String> = self
-            .summary
-            .iter()
-            .filter(|s| s.workers > 1)
-            .filter_map(|s| {
-                median_idle_share(&self.samples, s.method, s.workers)
-                    .map(|f| format!("{} workers {f:.3}", s.workers))
-            })
-            .collect();
-        if !balance.is_empty() {
-            let _ = writeln!(
-                t,
-                "static: workers' mean wait at the level barriers, median share of the run (0 = \
-                 balanced): {}",
-                balance.join(", ")
-            );
+        for (method, wait) in [
+            (
+                Method::Static,
+                "after their share until the last one finished",
+            ),
+            (Method::Levels, "at the level barriers"),
+        ] {
+            let balance: Vec<String> = self
+                .summary
+                .iter()
+                .filter(|s| s.workers > 1 && s.method == method)
+                .filter_map(|s| {
+                    median_idle_share(&self.samples, s.method, s.workers)
+                        .map(|f| format!("{} workers {f:.3}", s.workers))
+                })
+                .collect();
+            if !balance.is_empty() {
+                let _ = writeln!(
+                    t,
+                    "{}: workers' mean wait {wait}, median share of the run (0 = balanced): {}",
+                    method.name(),
+                    balance.join(", ")
+                );
+            }
         }
         t
     }

@@ -35,7 +35,7 @@ pub use mgws::rows::ResultRows;
 pub fn result_rows(sched: &mgws::Scheduler, backend: &mgws::Backend) -> u32 {
     if matches!(
         backend,
-        mgws::Backend::Cpu | mgws::Backend::CpuStatic { .. }
+        mgws::Backend::Cpu | mgws::Backend::CpuStatic | mgws::Backend::CpuLevels { .. }
     ) {
         sched.workers()
     } else {

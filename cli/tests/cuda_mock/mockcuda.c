@@ -280,16 +280,47 @@ CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsig
 
 /* The kernel-per-level entry (a normal launch): in "memset" mode it runs the frontier's MEMSET
  * tasks and spawns nothing, so the host's loop ends after one level; the counters say how many
- * tasks ran. Synchronous: the stream is idle again when the launch returns. */
+ * tasks ran. Synchronous (the stream is idle again when the launch returns), except in "trap"
+ * mode (the stream reports CUDA_ERROR_LAUNCH_FAILED) and "hang" mode (a thread keeps the stream
+ * busy until the host writes the level's abort counter, counters[3]). */
+struct level_launch {
+    struct stream *st;
+    volatile uint64_t *counters;
+};
+
+static void *level_hang(void *arg) {
+    struct level_launch *l = arg;
+    while (!l->counters[3]) usleep(1000);
+    usleep(5000);
+    l->st->busy = 0;
+    free(l);
+    return NULL;
+}
+
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                         unsigned by, unsigned bz, unsigned smem, void *stream, void **params,
                         void **extra) {
-    (void)f; (void)gy; (void)gz; (void)by; (void)bz; (void)stream; (void)extra;
+    (void)f; (void)gy; (void)gz; (void)by; (void)bz; (void)extra;
     const uint8_t *args = (const uint8_t *)*(uint64_t *)params[0];
     uint64_t n = rd(args + LA_FRONTIER_LEN);
     uint64_t *counters = (uint64_t *)rd(args + LA_COUNTERS);
     fprintf(stderr, "mock: level launch grid=%u block=%u smem=%u frontier=%llu\n", gx, bx, smem,
             (unsigned long long)n);
+    struct stream *st = stream;
+    if (!strcmp(mode(), "trap")) {
+        st->fault = 1;
+        return OK;
+    }
+    if (!strcmp(mode(), "hang")) {
+        struct level_launch *l = malloc(sizeof *l);
+        l->st = st;
+        l->counters = counters;
+        st->busy = 1;
+        pthread_t t;
+        pthread_create(&t, NULL, level_hang, l);
+        pthread_detach(t);
+        return OK;
+    }
     if (!strcmp(mode(), "memset")) {
         uint64_t *slots = (uint64_t *)rd(args + LA_AREAS);
         const uint8_t *tasks = (const uint8_t *)rd(args + LA_FRONTIER);

@@ -1,11 +1,14 @@
 //! The CPU as a [`Device`]: every worker is `lanes` threads of the scheduler's thread set, the
-//! orchestration memory is an [`Arena`] on the heap, and the calling thread supervises.
+//! orchestration memory is an [`Arena`] on the heap, and the calling thread supervises. The
+//! workers run the mgws loop ([`CpuMethod::Mgws`]) or the static-assignment baseline
+//! ([`CpuMethod::Static`]); everything else of the run is the same.
 
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::time::Duration;
 
 use mgws_core::{
-    AtomicWord, Env, HostWord, Ordering, RunError, Scope, ScratchLayout, TaskExecutor, Topology,
-    Worker, WorkerProgress,
+    AtomicWord, Env, HostWord, Ordering, RunError, Scope, ScratchLayout, StaticWorker,
+    TaskExecutor, Topology, Worker, WorkerProgress,
 };
 use mgws_tasks::TaskStruct;
 
@@ -24,20 +27,42 @@ struct SendEnv(Env<HostWord, TaskStruct>);
 // them follows the scheduler's protocols.
 unsafe impl Sync for SendEnv {}
 
+/// The loop the CPU workers run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CpuMethod {
+    /// The mgws worker loop (`mgws_core::Worker`).
+    #[default]
+    Mgws,
+    /// The static-assignment baseline (`mgws_core::StaticWorker`): each worker runs its
+    /// contiguous share of the initial tasks and everything they spawn, depth-first, alone.
+    Static,
+}
+
 /// CPU threads running registry `R`.
 pub struct CpuDevice<'a, R> {
     sched: &'a Scheduler,
     registry: &'a R,
+    method: CpuMethod,
     elapsed_s: f64,
+    /// Static baseline: per worker, nanoseconds from the launch until it finished its share.
+    finished_ns: Vec<u64>,
 }
 
 impl<'a, R> CpuDevice<'a, R> {
-    /// The CPU threads of `sched` (created on its first run), running tasks of `registry`.
+    /// The CPU threads of `sched` (created on its first run), running tasks of `registry` with
+    /// the mgws loop.
     pub fn new(sched: &'a Scheduler, registry: &'a R) -> Self {
+        Self::with_method(sched, registry, CpuMethod::Mgws)
+    }
+
+    /// The same threads running `method`.
+    pub fn with_method(sched: &'a Scheduler, registry: &'a R, method: CpuMethod) -> Self {
         CpuDevice {
             sched,
             registry,
+            method,
             elapsed_s: 0.0,
+            finished_ns: Vec::new(),
         }
     }
 }
@@ -54,7 +79,10 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
     type Placed = CpuPlaced;
 
     fn name(&self) -> &'static str {
-        "cpu"
+        match self.method {
+            CpuMethod::Mgws => "cpu",
+            CpuMethod::Static => "cpu-static",
+        }
     }
 
     fn size_grid(&mut self, sched: &Scheduler) -> Result<Grid> {
@@ -105,7 +133,10 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
         let clock = RunClock::start();
         let start = clock.started_at();
         let chaos = self.sched.chaos;
-        let (env, registry) = (&placed.env, self.registry);
+        let (env, registry, method) = (&placed.env, self.registry, self.method);
+        let finished: Vec<AtomicU64> = (0..grid.config.workers)
+            .map(|_| AtomicU64::new(0))
+            .collect();
         let (_, out) = threads.broadcast_while(
             |i| {
                 let (w, lane) = (i as u32 / lanes, i as u32 % lanes);
@@ -114,19 +145,36 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
                 // group's scratch holds the scratch layout's bytes, and every lane of worker w
                 // makes this same call (the broadcast runs every thread of the set at once).
                 unsafe {
-                    if lanes == 1 {
-                        let p = CpuPlatform::<true>::new(0, 1, group, start, chaos, w);
-                        Worker::new(p, &env.0, registry, w).run();
-                    } else {
-                        let p = CpuPlatform::<false>::new(lane, lanes, group, start, chaos, w);
-                        Worker::new(p, &env.0, registry, w).run();
+                    match (method, lanes) {
+                        (CpuMethod::Mgws, 1) => {
+                            let p = CpuPlatform::<true>::new(0, 1, group, start, chaos, w);
+                            Worker::new(p, &env.0, registry, w).run();
+                        }
+                        (CpuMethod::Mgws, _) => {
+                            let p = CpuPlatform::<false>::new(lane, lanes, group, start, chaos, w);
+                            Worker::new(p, &env.0, registry, w).run();
+                        }
+                        (CpuMethod::Static, 1) => {
+                            let p = CpuPlatform::<true>::new(0, 1, group, start, chaos, w);
+                            StaticWorker::new(p, &env.0, registry, w).run();
+                        }
+                        (CpuMethod::Static, _) => {
+                            let p = CpuPlatform::<false>::new(lane, lanes, group, start, chaos, w);
+                            StaticWorker::new(p, &env.0, registry, w).run();
+                        }
                     }
+                }
+                if lane == 0 {
+                    // Relaxed: read after the broadcast joined every thread.
+                    finished[w as usize]
+                        .store(start.elapsed().as_nanos() as u64, AtomicOrdering::Relaxed);
                 }
                 clock.finished();
             },
             |done| supervise(&CpuRunning { env: &env.0, done }),
         );
         self.elapsed_s = clock.elapsed().as_secs_f64();
+        self.finished_ns = finished.into_iter().map(AtomicU64::into_inner).collect();
         Ok(out)
     }
 
@@ -141,6 +189,12 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
         // Acquire: pairs with the workers' release of the error word (the set's join already
         // orders it; the ordering documents the pairing).
         let error = RunError::unpack(shared.error.load(Ordering::Acquire, Scope::System));
+        // The static baseline's workers wait from the end of their share until the last one
+        // finished (the run's end); an mgws worker's waiting is stealing, counted in its stats.
+        let idle_ns = (self.method == CpuMethod::Static).then(|| {
+            let end = self.finished_ns.iter().copied().max().unwrap_or(0);
+            self.finished_ns.iter().map(|&f| end - f).collect()
+        });
         Ok(ReadBack {
             elapsed_s: self.elapsed_s,
             error,
@@ -148,6 +202,7 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
             stats: Some(placed.arena.stats.clone()),
             progress: placed.arena.progress.clone(),
             tasks_run: None,
+            idle_ns,
         })
     }
 }

@@ -1,18 +1,19 @@
 //! The CPU backend: each worker is `lanes` threads running the scheduler core's worker loop, the
-//! same code the GPU kernels run.
+//! same code the GPU kernels run. The baselines run the core's baseline loops on the same
+//! threads: **static** through the pipeline ([`CpuMethod::Static`]), **levels** through the
+//! level loop ([`levels::CpuLevels`]).
 
 mod arena;
 mod barrier;
 mod device;
+pub mod levels;
 mod platform;
-mod spin_barrier;
-pub mod static_levels;
 pub mod threads;
 
 use mgws_core::TaskExecutor;
 use mgws_tasks::TaskStruct;
 
-pub use device::CpuDevice;
+pub use device::{CpuDevice, CpuMethod};
 pub use platform::CpuPlatform;
 
 use crate::error::Result;
@@ -42,4 +43,27 @@ pub fn run<R: TaskExecutor<TaskStruct> + Sync>(
     job: Job<'_>,
 ) -> Result<RunReport> {
     crate::pipeline::run(&mut CpuDevice::new(sched, registry), sched, job)
+}
+
+/// Runs `job` with the static-assignment baseline on CPU threads (the pipeline with a
+/// [`CpuDevice`] running [`CpuMethod::Static`]).
+pub fn run_static<R: TaskExecutor<TaskStruct> + Sync>(
+    sched: &Scheduler,
+    registry: &R,
+    job: Job<'_>,
+) -> Result<RunReport> {
+    let mut device = CpuDevice::with_method(sched, registry, CpuMethod::Static);
+    crate::pipeline::run(&mut device, sched, job)
+}
+
+/// Runs `job` with the level-by-level baseline on CPU threads (the level loop with
+/// [`levels::CpuLevels`]); `level_capacity`: tasks per frontier buffer.
+pub fn run_levels<R: TaskExecutor<TaskStruct> + Sync>(
+    sched: &Scheduler,
+    registry: &R,
+    job: Job<'_>,
+    level_capacity: Option<u64>,
+) -> Result<RunReport> {
+    let mut device = levels::CpuLevels::new(sched, registry, level_capacity);
+    crate::levels::run(&mut device, sched, job)
 }

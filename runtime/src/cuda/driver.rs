@@ -4,11 +4,16 @@
 //! and every resource is freed on drop with errors ignored (after a kernel trapped, the context
 //! is dead and every call fails).
 //!
+//! The `sys` calls left: `cuGetErrorName` of any raw code, `cuDriverGetVersion`, the peer queries
+//! and `cuCtxEnablePeerAccess`, `cuMemHostGetDevicePointer` (mapped pinned memory),
+//! `cuModuleLoadDataEx` (JIT options: `CU_JIT_MAX_REGISTERS`, the error log) and `cuStreamQuery`
+//! (`result` wraps none of them).
+//!
 //! cudarc's safe layer (`CudaContext`, `CudaStream`, `CudaSlice`, `CudaModule`) is not used: it
 //! frees memory and synchronises streams on drop and records events around every copy, while a
-//! run here must be able to leave a kernel running and leak its memory (`Supervised::Leak`), must
-//! copy on a stream while a persistent kernel occupies another, and needs mapped pinned memory,
-//! cooperative launches and `CU_JIT_MAX_REGISTERS`, which the safe layer does not offer.
+//! run here must be able to leave a kernel that ignores the abort running and leak its memory
+//! (`Supervised::Leak`), must copy on a stream while a persistent kernel occupies another, and
+//! needs mapped pinned memory and `CU_JIT_MAX_REGISTERS`, which the safe layer does not offer.
 //!
 //! Nothing here is specific to MGWS; the run logic lives in the sibling modules.
 
@@ -268,8 +273,15 @@ impl Drop for Gpu {
     }
 }
 
-// sys (device memory): not yet moved to result::malloc_sync/memset_d8_sync/memcpy_*; each call
-// first makes the buffer's context current, which those helpers leave to the caller as well.
+/// Makes `ctx` current on the calling thread (the handles below remember their context, and the
+/// `result` helpers leave making it current to the caller).
+fn set_current(ctx: sys::CUcontext) -> Result<()> {
+    // SAFETY: every context handle here is a primary context retained by its `Gpu`.
+    ok(unsafe { result::ctx::set_current(ctx) }, || {
+        "cuCtxSetCurrent".into()
+    })
+}
+
 /// Device memory of one GPU.
 pub struct DeviceBuffer {
     pub ptr: u64,
@@ -281,18 +293,14 @@ impl DeviceBuffer {
     /// `bytes` of device memory on `gpu` (at least 1 byte is allocated), not initialised.
     pub fn alloc(gpu: &Gpu, bytes: usize, what: &str) -> Result<DeviceBuffer> {
         gpu.make_current()?;
-        let mut ptr = 0;
-        // SAFETY: writes one device pointer; freed in Drop.
-        check(
-            unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes.max(1)) },
-            || {
-                format!(
-                    "allocating {what} ({}) on GPU {}",
-                    human_bytes(bytes),
-                    gpu.ordinal
-                )
-            },
-        )?;
+        // SAFETY: the memory is only ever accessed as bytes; freed in Drop.
+        let ptr = ok(unsafe { result::malloc_sync(bytes.max(1)) }, || {
+            format!(
+                "allocating {what} ({}) on GPU {}",
+                human_bytes(bytes),
+                gpu.ordinal
+            )
+        })?;
         Ok(DeviceBuffer {
             ptr,
             bytes,
@@ -302,13 +310,10 @@ impl DeviceBuffer {
 
     /// Sets every byte to zero (synchronously).
     pub fn zero(&self) -> Result<()> {
-        // SAFETY: the buffer holds `bytes` bytes; the context is retained by its Gpu.
-        check(unsafe { sys::cuCtxSetCurrent(self.ctx) }, || {
-            "cuCtxSetCurrent".into()
-        })?;
-        // SAFETY: as above.
-        check(
-            unsafe { sys::cuMemsetD8_v2(self.ptr, 0, self.bytes) },
+        set_current(self.ctx)?;
+        // SAFETY: the buffer holds `bytes` bytes and is not freed before self is dropped.
+        ok(
+            unsafe { result::memset_d8_sync(self.ptr, 0, self.bytes) },
             || "zeroing device memory".into(),
         )
     }
@@ -319,19 +324,10 @@ impl DeviceBuffer {
         if src.is_empty() {
             return Ok(());
         }
-        // SAFETY: the context is retained by its Gpu.
-        check(unsafe { sys::cuCtxSetCurrent(self.ctx) }, || {
-            "cuCtxSetCurrent".into()
-        })?;
+        set_current(self.ctx)?;
         // SAFETY: the destination range lies inside the buffer (asserted), the source is a slice.
-        check(
-            unsafe {
-                sys::cuMemcpyHtoD_v2(
-                    self.ptr + offset as u64,
-                    src.as_ptr() as *const c_void,
-                    src.len(),
-                )
-            },
+        ok(
+            unsafe { result::memcpy_htod_sync(self.ptr + offset as u64, src) },
             || format!("copying {} to the GPU", human_bytes(src.len())),
         )
     }
@@ -342,19 +338,10 @@ impl DeviceBuffer {
         if dst.is_empty() {
             return Ok(());
         }
-        // SAFETY: the context is retained by its Gpu.
-        check(unsafe { sys::cuCtxSetCurrent(self.ctx) }, || {
-            "cuCtxSetCurrent".into()
-        })?;
+        set_current(self.ctx)?;
         // SAFETY: the source range lies inside the buffer (asserted), the destination is a slice.
-        check(
-            unsafe {
-                sys::cuMemcpyDtoH_v2(
-                    dst.as_mut_ptr() as *mut c_void,
-                    self.ptr + offset as u64,
-                    dst.len(),
-                )
-            },
+        ok(
+            unsafe { result::memcpy_dtoh_sync(dst, self.ptr + offset as u64) },
             || format!("copying {} from the GPU", human_bytes(dst.len())),
         )
     }
@@ -363,54 +350,39 @@ impl DeviceBuffer {
     /// kernel runs on another (non-blocking) stream.
     pub fn write_async(&self, offset: usize, src: &[u8], stream: &Stream) -> Result<()> {
         assert!(offset + src.len() <= self.bytes);
+        set_current(self.ctx)?;
         // SAFETY: as in `write`; the source outlives the synchronisation below.
-        unsafe {
-            check(sys::cuCtxSetCurrent(self.ctx), || "cuCtxSetCurrent".into())?;
-            check(
-                sys::cuMemcpyHtoDAsync_v2(
-                    self.ptr + offset as u64,
-                    src.as_ptr() as *const c_void,
-                    src.len(),
-                    stream.raw,
-                ),
-                || "writing to GPU memory while the kernel runs".into(),
-            )?;
-        }
+        ok(
+            unsafe { result::memcpy_htod_async(self.ptr + offset as u64, src, stream.raw) },
+            || "writing to GPU memory while the kernel runs".into(),
+        )?;
         stream.synchronize()
     }
 
     /// Reads into `dst` from byte `offset` on `stream` (see [`DeviceBuffer::write_async`]).
     pub fn read_async(&self, offset: usize, dst: &mut [u8], stream: &Stream) -> Result<()> {
         assert!(offset + dst.len() <= self.bytes);
+        set_current(self.ctx)?;
         // SAFETY: as in `read`; the destination outlives the synchronisation below.
-        unsafe {
-            check(sys::cuCtxSetCurrent(self.ctx), || "cuCtxSetCurrent".into())?;
-            check(
-                sys::cuMemcpyDtoHAsync_v2(
-                    dst.as_mut_ptr() as *mut c_void,
-                    self.ptr + offset as u64,
-                    dst.len(),
-                    stream.raw,
-                ),
-                || "reading GPU memory while the kernel runs".into(),
-            )?;
-        }
+        ok(
+            unsafe { result::memcpy_dtoh_async(dst, self.ptr + offset as u64, stream.raw) },
+            || "reading GPU memory while the kernel runs".into(),
+        )?;
         stream.synchronize()
     }
 }
 
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
-        // SAFETY: frees what `alloc` allocated; errors are ignored (the context may be dead).
+        // SAFETY: frees what `alloc` allocated, once; errors are ignored (the context may be
+        // dead).
         unsafe {
-            sys::cuCtxSetCurrent(self.ctx);
-            sys::cuMemFree_v2(self.ptr);
+            let _ = result::ctx::set_current(self.ctx);
+            let _ = result::free_sync(self.ptr);
         }
     }
 }
 
-// sys: mapped pinned memory (cuMemHostAlloc with DEVICEMAP and cuMemHostGetDevicePointer); the
-// result layer has no device-pointer query.
 /// Pinned host memory mapped into every context's address space (`cuMemHostAlloc` with
 /// `PORTABLE | DEVICEMAP`): the host reads and writes it directly while kernels run.
 pub struct HostBuffer {
@@ -424,12 +396,10 @@ unsafe impl Send for HostBuffer {}
 impl HostBuffer {
     /// `bytes` of zeroed, mapped, pinned host memory (a context must be current).
     pub fn alloc(bytes: usize, what: &str) -> Result<HostBuffer> {
-        let mut p = std::ptr::null_mut();
-        // SAFETY: writes one host pointer; freed in Drop.
-        check(
+        // SAFETY: returns a host pointer to at least `bytes` bytes; freed in Drop.
+        let p = ok(
             unsafe {
-                sys::cuMemHostAlloc(
-                    &mut p,
+                result::malloc_host(
                     bytes.max(1),
                     sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP,
                 )
@@ -451,7 +421,8 @@ impl HostBuffer {
     pub fn device_ptr(&self, gpu: &Gpu) -> Result<u64> {
         gpu.make_current()?;
         let mut d = 0;
-        // SAFETY: the host pointer is a DEVICEMAP allocation.
+        // sys: the result layer has no cuMemHostGetDevicePointer.
+        // SAFETY: the host pointer is a DEVICEMAP allocation; writes one device pointer.
         check(
             unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, self.host as *mut c_void, 0) },
             || format!("mapping pinned host memory into GPU {}", gpu.ordinal),
@@ -479,6 +450,7 @@ impl HostBuffer {
         unsafe { (self.host.add(offset) as *mut T).write_volatile(value) }
     }
 
+    /// The whole buffer as bytes.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: the allocation holds `bytes` initialised (zeroed) bytes owned by self.
         unsafe { std::slice::from_raw_parts_mut(self.host, self.bytes) }
@@ -487,13 +459,11 @@ impl HostBuffer {
 
 impl Drop for HostBuffer {
     fn drop(&mut self) {
-        // SAFETY: frees what `alloc` allocated; errors are ignored.
-        unsafe { sys::cuMemFreeHost(self.host as *mut c_void) };
+        // SAFETY: frees what `alloc` allocated, once; errors are ignored.
+        let _ = unsafe { result::free_host(self.host as *mut c_void) };
     }
 }
 
-// sys: cuModuleLoadDataEx with JIT options (CU_JIT_MAX_REGISTERS and the error log), which the
-// result layer's `module::load_data` does not pass.
 /// A PTX module loaded (JIT-compiled) into one context.
 pub struct Module {
     raw: sys::CUmodule,
@@ -525,6 +495,8 @@ impl Module {
             values.push(n as usize as *mut c_void);
         }
         let mut raw = std::ptr::null_mut();
+        // sys: cuModuleLoadDataEx with JIT options (CU_JIT_MAX_REGISTERS, the error log), which
+        // the result layer's `module::load_data` does not pass.
         // SAFETY: the image is NUL-terminated; the options point to a live log buffer of the
         // given size (the size option's value is passed by value in the pointer slot).
         let r = unsafe {
@@ -558,26 +530,22 @@ impl Module {
     /// The kernel `name`, or `None` if the module has no such entry.
     pub fn function(&self, name: &str) -> Result<Option<Function>> {
         let cname = CString::new(name).expect("kernel names have no NUL");
-        let mut f = std::ptr::null_mut();
-        // SAFETY: the module is loaded; writes one function handle.
-        let r = unsafe {
-            sys::cuCtxSetCurrent(self.ctx);
-            sys::cuModuleGetFunction(&mut f, self.raw, cname.as_ptr())
-        };
-        if r == CUresult::CUDA_ERROR_NOT_FOUND {
-            return Ok(None);
+        set_current(self.ctx)?;
+        // SAFETY: the module is loaded and not unloaded before self is dropped.
+        match unsafe { result::module::get_function(self.raw, cname) } {
+            Ok(raw) => Ok(Some(Function { raw })),
+            Err(DriverError(CUresult::CUDA_ERROR_NOT_FOUND)) => Ok(None),
+            Err(e) => ok(Err(e), || format!("looking up kernel {name}")),
         }
-        check(r, || format!("looking up kernel {name}"))?;
-        Ok(Some(Function { raw: f }))
     }
 }
 
 impl Drop for Module {
     fn drop(&mut self) {
-        // SAFETY: unloads what `load` loaded; errors are ignored.
+        // SAFETY: unloads what `load` loaded, once; errors are ignored.
         unsafe {
-            sys::cuCtxSetCurrent(self.ctx);
-            sys::cuModuleUnload(self.raw);
+            let _ = result::ctx::set_current(self.ctx);
+            let _ = result::module::unload(self.raw);
         }
     }
 }
@@ -585,10 +553,12 @@ impl Drop for Module {
 /// A kernel of a loaded module (valid while the module is).
 #[derive(Clone, Copy)]
 pub struct Function {
+    /// The driver's handle.
     pub raw: sys::CUfunction,
 }
 
 impl Function {
+    /// The kernel's attribute `a`.
     pub fn attr(&self, a: FuncAttr) -> Result<i32> {
         // SAFETY: the function belongs to a loaded module (see the type's invariant).
         ok(
@@ -597,6 +567,7 @@ impl Function {
         )
     }
 
+    /// Sets the kernel's attribute `a` to `value`.
     pub fn set_attr(&self, a: FuncAttr, value: i32) -> Result<()> {
         // SAFETY: the function belongs to a loaded module.
         ok(
@@ -621,9 +592,9 @@ impl Function {
         Ok(n.max(0) as u32)
     }
 
-    // sys: cooperative launch (cuLaunchCooperativeKernel), which the result layer does not wrap.
     /// Launches the kernel on `stream`: cooperatively (all blocks co-resident, or an error) or
-    /// normally. `params` are pointers to the argument values.
+    /// normally. `params` are pointers to the argument values. Returns the raw code, for the
+    /// caller to name what failed.
     ///
     /// # Safety
     /// `params` must match the kernel's parameter list in number, order and size, and every
@@ -637,50 +608,32 @@ impl Function {
         stream: &Stream,
         params: &mut [*mut c_void],
     ) -> CUresult {
+        let (grid, block) = ((grid, 1, 1), (block, 1, 1));
         // SAFETY: forwarded to the caller.
-        unsafe {
+        let r = unsafe {
             if cooperative {
-                sys::cuLaunchCooperativeKernel(
-                    self.raw,
-                    grid,
-                    1,
-                    1,
-                    block,
-                    1,
-                    1,
-                    smem,
-                    stream.raw,
-                    params.as_mut_ptr(),
-                )
+                result::launch_cooperative_kernel(self.raw, grid, block, smem, stream.raw, params)
             } else {
-                sys::cuLaunchKernel(
-                    self.raw,
-                    grid,
-                    1,
-                    1,
-                    block,
-                    1,
-                    1,
-                    smem,
-                    stream.raw,
-                    params.as_mut_ptr(),
-                    std::ptr::null_mut(),
-                )
+                result::launch_kernel(self.raw, grid, block, smem, stream.raw, params)
             }
+        };
+        match r {
+            Ok(()) => CUresult::CUDA_SUCCESS,
+            Err(DriverError(code)) => code,
         }
     }
 }
 
-// sys (query, synchronize, destroy): `query` needs the raw code to tell NOT_READY from a
-// kernel fault, and each call makes the stream's context current first.
 /// A non-blocking stream: it never waits for the legacy default stream, so copies on one stream
 /// proceed while a persistent kernel occupies another.
 pub struct Stream {
+    /// The driver's handle.
     pub raw: sys::CUstream,
     ctx: sys::CUcontext,
 }
 
 impl Stream {
+    /// A non-blocking stream on `gpu`.
     pub fn new(gpu: &Gpu) -> Result<Stream> {
         gpu.make_current()?;
         // Destroyed in Drop.
@@ -694,9 +647,10 @@ impl Stream {
     /// `Ok(true)` when all work on the stream finished, `Ok(false)` while it runs, or the error
     /// the work ended with (as the raw code, for the caller to classify).
     pub fn query(&self) -> std::result::Result<bool, CUresult> {
-        // SAFETY: the stream is live.
+        // sys: the result layer has no cuStreamQuery.
+        // SAFETY: the stream and its context are live.
         let r = unsafe {
-            sys::cuCtxSetCurrent(self.ctx);
+            let _ = result::ctx::set_current(self.ctx);
             sys::cuStreamQuery(self.raw)
         };
         match r {
@@ -706,30 +660,26 @@ impl Stream {
         }
     }
 
+    /// Waits for all work on the stream.
     pub fn synchronize(&self) -> Result<()> {
-        // SAFETY: the stream is live.
-        check(
-            unsafe {
-                sys::cuCtxSetCurrent(self.ctx);
-                sys::cuStreamSynchronize(self.raw)
-            },
-            || "cuStreamSynchronize".into(),
-        )
+        set_current(self.ctx)?;
+        // SAFETY: the stream was created by `new` and is destroyed only in Drop.
+        ok(unsafe { result::stream::synchronize(self.raw) }, || {
+            "cuStreamSynchronize".into()
+        })
     }
 }
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        // SAFETY: destroys what `new` created; errors are ignored.
+        // SAFETY: destroys what `new` created, once; errors are ignored.
         unsafe {
-            sys::cuCtxSetCurrent(self.ctx);
-            sys::cuStreamDestroy_v2(self.raw);
+            let _ = result::ctx::set_current(self.ctx);
+            let _ = result::stream::destroy(self.raw);
         }
     }
 }
 
-// sys (record, elapsed, destroy): `result::event::elapsed` may pick cuEventElapsedTime_v2,
-// which older drivers (and the test mock) do not export.
 /// A timing event.
 pub struct Event {
     raw: sys::CUevent,
@@ -737,6 +687,7 @@ pub struct Event {
 }
 
 impl Event {
+    /// An event on `gpu`.
     pub fn new(gpu: &Gpu) -> Result<Event> {
         gpu.make_current()?;
         // Destroyed in Drop.
@@ -747,38 +698,35 @@ impl Event {
         Ok(Event { raw, ctx: gpu.ctx })
     }
 
+    /// Records the event on `stream`.
     pub fn record(&self, stream: &Stream) -> Result<()> {
+        set_current(self.ctx)?;
         // SAFETY: both handles are live.
-        check(
-            unsafe {
-                sys::cuCtxSetCurrent(self.ctx);
-                sys::cuEventRecord(self.raw, stream.raw)
-            },
+        ok(
+            unsafe { result::event::record(self.raw, stream.raw) },
             || "cuEventRecord".into(),
         )
     }
 
     /// Seconds from `self` to `end` (both recorded and complete).
     pub fn seconds_until(&self, end: &Event) -> Result<f64> {
-        let mut ms = 0f32;
+        set_current(self.ctx)?;
+        // With the `cuda-12080` bindings this is `cuEventElapsedTime` (the `_v2` of CUDA 13 is
+        // only picked by the cuda-13 features, which older drivers and the test mock lack).
         // SAFETY: both events are live and of the same context.
-        check(
-            unsafe {
-                sys::cuCtxSetCurrent(self.ctx);
-                sys::cuEventElapsedTime(&mut ms, self.raw, end.raw)
-            },
-            || "cuEventElapsedTime".into(),
-        )?;
+        let ms = ok(unsafe { result::event::elapsed(self.raw, end.raw) }, || {
+            "cuEventElapsedTime".into()
+        })?;
         Ok(ms as f64 / 1e3)
     }
 }
 
 impl Drop for Event {
     fn drop(&mut self) {
-        // SAFETY: destroys what `new` created; errors are ignored.
+        // SAFETY: destroys what `new` created, once; errors are ignored.
         unsafe {
-            sys::cuCtxSetCurrent(self.ctx);
-            sys::cuEventDestroy_v2(self.raw);
+            let _ = result::ctx::set_current(self.ctx);
+            let _ = result::event::destroy(self.raw);
         }
     }
 }

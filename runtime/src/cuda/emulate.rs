@@ -23,7 +23,7 @@ fn sched(workers: u32) -> Scheduler {
         .unwrap()
 }
 
-/// The host loop of `level::run` with the kernel replaced by `run_level` per block.
+/// The level loop of `levels::run` with the kernel replaced by `run_level` per block.
 /// With `patch_shared`, the bare env gets a shared state (which `mgws_kernel_support::run_level`
 /// does not give it), to check the rest of the level path apart from the null `shared` pointer.
 fn levels_on_host(

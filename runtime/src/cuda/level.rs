@@ -16,20 +16,23 @@
 //! the kernel's blocks stop taking tasks once it is set. Data areas and the atomic scope are as in
 //! the persistent kernel (`ctx.area(i)` = `areas[i]`, device scope).
 
+use std::cell::Cell;
 use std::ffi::c_void;
 use std::mem::size_of;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use mgws_core::{RunError, DATA_AREAS};
+use mgws_core::{RunError, Topology, WorkerProgress, DATA_AREAS};
 use mgws_tasks::TaskStruct;
 
-use super::driver::{self, DeviceBuffer};
+use super::driver::{self, DeviceBuffer, Function, Stream};
 use super::plan::{self, Param};
 use super::session::Session;
 use super::CudaBackend;
+use crate::device::{Grid, LiveState, Running};
 use crate::error::{Error, Result};
 use crate::job::{AreaBytes, Job};
-use crate::report::RunReport;
+use crate::levels::{LevelCounters, LevelDevice, LevelPlan};
+use crate::report::{RunReport, WorkerReport};
 use crate::scheduler::Scheduler;
 
 pub use mgws_core::LevelArgs;
@@ -37,156 +40,296 @@ pub use mgws_core::LevelArgs;
 /// The parameters of `mgws_level`: `(args, scratch_len)`.
 pub const LEVEL_PARAMS: [Param; 2] = [Param::U64, Param::U32];
 
+/// Byte offset of `LevelSink`'s abort counter in the counter buffer.
+const ABORT_OFFSET: usize = 3 * 8;
+
+/// Runs `job` level by level on one GPU (the level loop with a [`CudaLevels`] step).
 pub fn run<R: mgws_tasks::Registry>(
     b: &CudaBackend,
     sched: &Scheduler,
-    mut job: Job<'_>,
+    job: Job<'_>,
 ) -> Result<RunReport> {
-    job.validate()?;
-    let lanes = sched.lanes;
-    super::check_lanes(lanes)?;
-    if b.device_list().len() > 1 {
-        return Err(Error::Config(
-            "the kernel-per-level baseline runs on one GPU; pass a single --device".into(),
-        ));
-    }
-    let s = Session::open::<R>(b, lanes)?;
-    let f = s.functions("mgws_level", &LEVEL_PARAMS)?[0];
-    let g = &s.gpus[0];
-    g.make_current()?;
-    let cfg = &sched.config;
-    // The grid is at most the scheduler's worker count (workloads size per-worker result rows by
-    // it); blocks beyond what fits at once simply wait for a free SM. The kernel sizes its
-    // scratch layout (damping bitmap) by the grid, so the largest grid sets the shared memory.
-    let max_blocks = sched.config.workers;
-    let smem = plan::scratch_bytes(cfg.local_capacity, lanes, max_blocks);
-    // Checks the block size and raises the shared memory limit.
-    super::grid::blocks_per_sm_for(g, &f, lanes, smem, cfg.local_capacity)?;
-    let task = size_of::<TaskStruct>();
-    let capacity = match b.level_capacity {
-        Some(c) => c,
-        None => {
-            let (free, _) = g.mem_info()?;
-            let area_bytes: usize = job.areas.iter().map(|(_, a)| a.len()).sum();
-            // Two frontier buffers share 80% of what the data areas leave free.
-            (free.saturating_sub(area_bytes) as u64 * 2 / 5 / task as u64).max(1 << 16)
+    let mut device = CudaLevels::open::<R>(b, sched.lanes)?;
+    crate::levels::run(&mut device, sched, job)
+}
+
+/// The level step on one GPU: one launch of `mgws_level` per level.
+pub struct CudaLevels<'a> {
+    b: &'a CudaBackend,
+    s: Session,
+    f: Function,
+    placed: Option<Placed>,
+}
+
+/// The device memory of a level run.
+struct Placed {
+    grid: Grid,
+    capacity: u64,
+    smem: usize,
+    bufs: [DeviceBuffer; 2],
+    counters: DeviceBuffer,
+    args_buf: DeviceBuffer,
+    areas: [u64; DATA_AREAS],
+    area_limits: [u64; DATA_AREAS],
+    area_bufs: Vec<(u8, DeviceBuffer)>,
+    /// The launch stream, and the control stream the abort is written on while a level runs.
+    stream: Stream,
+    control: Stream,
+}
+
+impl<'a> CudaLevels<'a> {
+    /// Opens the GPU of `b` (one only) and finds `mgws_level` in the PTX of `R`.
+    pub fn open<R: mgws_tasks::Registry>(b: &'a CudaBackend, lanes: u32) -> Result<Self> {
+        super::check_lanes(lanes)?;
+        if b.device_list().len() > 1 {
+            return Err(Error::Config(
+                "the kernel-per-level baseline runs on one GPU; pass a single --device".into(),
+            ));
         }
+        let s = Session::open::<R>(b, lanes)?;
+        let f = s.functions("mgws_level", &LEVEL_PARAMS)?[0];
+        Ok(CudaLevels {
+            b,
+            s,
+            f,
+            placed: None,
+        })
     }
-    .max(job.tasks.len() as u64);
-    let bytes = capacity as usize * task;
-    let mut bufs = [
-        DeviceBuffer::alloc(g, bytes, "frontier buffer")?,
-        DeviceBuffer::alloc(g, bytes, "frontier buffer")?,
-    ];
-    bufs[0].write(0, as_bytes(job.tasks))?;
-    let counters = DeviceBuffer::alloc(g, 32, "level counters")?;
-    let args_buf = DeviceBuffer::alloc(g, size_of::<LevelArgs>(), "level arguments")?;
-    let mut areas = [0u64; DATA_AREAS];
-    let mut area_bufs = Vec::new();
-    for (index, a) in job.areas.iter() {
-        let src: &[u8] = match a {
-            AreaBytes::Read(b) => b,
-            AreaBytes::ReadWrite(b) => b,
-        };
-        let buf = DeviceBuffer::alloc(g, src.len(), &format!("data area {index}"))?;
-        buf.write(0, src)?;
-        areas[*index as usize] = buf.ptr;
-        area_bufs.push((*index, buf));
+
+    fn placed(&self) -> &Placed {
+        self.placed.as_ref().expect("placed before it runs")
     }
-    let area_limits = job.area_limits();
-    let mut config = *cfg;
-    config.queue_scope = mgws_core::Scope::Device as u32;
-    let stream = driver::Stream::new(g)?;
-    g.synchronize()?;
-    eprintln!(
-        "mgws: levels on GPU {} ({}): up to {max_blocks} blocks x {lanes} threads, frontier \
-         buffers of {capacity} tasks",
-        g.ordinal, g.name
-    );
-    let mut frontier_len = job.tasks.len() as u64;
-    let mut tasks_run = 0u64;
-    let mut levels = 0u32;
-    let start = Instant::now();
-    while frontier_len > 0 {
-        let args = LevelArgs {
+}
+
+impl LevelDevice for CudaLevels<'_> {
+    fn name(&self) -> &'static str {
+        super::GpuKernel::Levels.backend_name()
+    }
+
+    fn place(&mut self, sched: &Scheduler, job: &mut Job<'_>) -> Result<LevelPlan> {
+        let lanes = sched.lanes;
+        let g = &self.s.gpus[0];
+        g.make_current()?;
+        let cfg = &sched.config;
+        // The grid is at most the scheduler's worker count (workloads size per-worker result
+        // rows by it); blocks beyond what fits at once simply wait for a free SM. The kernel
+        // sizes its scratch layout (damping bitmap) by the grid, so the largest grid sets the
+        // shared memory.
+        let max_blocks = cfg.workers;
+        let smem = plan::scratch_bytes(cfg.local_capacity, lanes, max_blocks);
+        // Checks the block size and raises the shared memory limit.
+        super::grid::blocks_per_sm_for(g, &self.f, lanes, smem, cfg.local_capacity)?;
+        let task = size_of::<TaskStruct>();
+        let capacity = match self.b.level_capacity {
+            Some(c) => c,
+            None => {
+                let (free, _) = g.mem_info()?;
+                let area_bytes: usize = job.areas.iter().map(|(_, a)| a.len()).sum();
+                // Two frontier buffers share 80% of what the data areas leave free.
+                (free.saturating_sub(area_bytes) as u64 * 2 / 5 / task as u64).max(1 << 16)
+            }
+        }
+        .max(job.tasks.len() as u64);
+        let bytes = capacity as usize * task;
+        let bufs = [
+            DeviceBuffer::alloc(g, bytes, "frontier buffer")?,
+            DeviceBuffer::alloc(g, bytes, "frontier buffer")?,
+        ];
+        bufs[0].write(0, as_bytes(job.tasks))?;
+        let counters = DeviceBuffer::alloc(g, 32, "level counters")?;
+        let args_buf = DeviceBuffer::alloc(g, size_of::<LevelArgs>(), "level arguments")?;
+        let mut areas = [0u64; DATA_AREAS];
+        let mut area_bufs = Vec::new();
+        for (index, a) in job.areas.iter() {
+            let src: &[u8] = match a {
+                AreaBytes::Read(b) => b,
+                AreaBytes::ReadWrite(b) => b,
+            };
+            let buf = DeviceBuffer::alloc(g, src.len(), &format!("data area {index}"))?;
+            buf.write(0, src)?;
+            areas[*index as usize] = buf.ptr;
+            area_bufs.push((*index, buf));
+        }
+        let mut config = *cfg;
+        config.queue_scope = mgws_core::Scope::Device as u32;
+        let stream = Stream::new(g)?;
+        let control = Stream::new(g)?;
+        g.synchronize()?;
+        eprintln!(
+            "mgws: levels on GPU {} ({}): up to {max_blocks} blocks x {lanes} threads, frontier \
+             buffers of {capacity} tasks",
+            g.ordinal, g.name
+        );
+        let grid = Grid {
             config,
-            frontier: bufs[0].ptr,
-            frontier_len,
-            out: bufs[1].ptr,
-            out_capacity: capacity,
-            counters: counters.ptr,
-            areas,
-            area_limits,
+            topology: Topology::single(max_blocks, 1),
+            lanes,
         };
-        counters.zero()?;
+        self.placed = Some(Placed {
+            grid,
+            capacity,
+            smem,
+            bufs,
+            counters,
+            args_buf,
+            areas,
+            area_limits: job.area_limits(),
+            area_bufs,
+            stream,
+            control,
+        });
+        Ok(LevelPlan { grid, capacity })
+    }
+
+    fn launch_level<T>(
+        &mut self,
+        level: u32,
+        len: u64,
+        supervise: impl FnOnce(&dyn Running) -> T,
+    ) -> Result<T> {
+        let f = self.f;
+        let pl = self.placed();
+        let parity = (level % 2) as usize;
+        let args = LevelArgs {
+            config: pl.grid.config,
+            frontier: pl.bufs[parity].ptr,
+            frontier_len: len,
+            out: pl.bufs[1 - parity].ptr,
+            out_capacity: pl.capacity,
+            counters: pl.counters.ptr,
+            areas: pl.areas,
+            area_limits: pl.area_limits,
+        };
+        pl.counters.zero()?;
         // SAFETY: LevelArgs is repr(C) of integers without padding (SchedConfig has none).
         let arg_bytes = unsafe {
             std::slice::from_raw_parts(&args as *const _ as *const u8, size_of::<LevelArgs>())
         };
-        args_buf.write(0, arg_bytes)?;
-        let grid = frontier_len.min(max_blocks as u64) as u32;
-        let mut a0: u64 = args_buf.ptr;
-        let mut a1: u32 = smem as u32;
+        pl.args_buf.write(0, arg_bytes)?;
+        let grid = len.min(pl.grid.config.workers as u64) as u32;
+        let lanes = pl.grid.lanes;
+        let mut a0: u64 = pl.args_buf.ptr;
+        let mut a1: u32 = pl.smem as u32;
         let mut params = [
             &mut a0 as *mut u64 as *mut c_void,
             &mut a1 as *mut u32 as *mut c_void,
         ];
         // SAFETY: the parameters match LEVEL_PARAMS (checked against the PTX); every address in
-        // the argument block stays allocated until the stream is synchronized below.
-        let r = unsafe { f.launch(false, grid, lanes, smem as u32, &stream, &mut params) };
-        driver::check(r, || format!("launching level {levels} ({grid} blocks)"))?;
-        stream.synchronize().map_err(|e| {
-            Error::Cuda(format!(
-                "level {levels} of the kernel-per-level baseline failed: {e}"
-            ))
-        })?;
+        // the argument block stays allocated until the level finished (or the run is leaked).
+        let r = unsafe { f.launch(false, grid, lanes, pl.smem as u32, &pl.stream, &mut params) };
+        driver::check(r, || format!("launching level {level} ({grid} blocks)"))?;
+        let running = CudaLevelRunning {
+            pl,
+            level,
+            backoff: Cell::new(Duration::from_micros(20)),
+        };
+        Ok(supervise(&running))
+    }
+
+    fn counters(&mut self) -> Result<LevelCounters> {
         let mut c = [0u8; 32];
-        counters.read(0, &mut c)?;
+        self.placed().counters.read(0, &mut c)?;
         let word = |i: usize| u64::from_ne_bytes(c[i * 8..i * 8 + 8].try_into().unwrap());
-        if let Some(e) = RunError::unpack(word(1)) {
-            return Err(e.into());
-        }
-        let spawned = word(0);
-        let ran = word(2);
-        if ran != frontier_len {
-            return Err(Error::Cuda(format!(
-                "level {levels} of the kernel-per-level baseline ran {ran} of its {frontier_len} \
-                 tasks"
-            )));
-        }
-        if spawned > capacity {
-            return Err(Error::Config(format!(
-                "level {} of the kernel-per-level baseline spawned {spawned} tasks, more than a \
-                 frontier buffer holds ({capacity}); pass a larger level capacity if memory allows",
-                levels + 1
-            )));
-        }
-        tasks_run += frontier_len;
-        frontier_len = spawned;
-        bufs.swap(0, 1);
-        levels += 1;
+        Ok(LevelCounters {
+            spawned: word(0),
+            error: RunError::unpack(word(1)),
+            tasks_run: word(2),
+        })
     }
-    let elapsed_s = start.elapsed().as_secs_f64();
-    for (index, buf) in &area_bufs {
-        if let Some((_, AreaBytes::ReadWrite(dst))) = job.areas.iter_mut().find(|(i, _)| i == index)
+
+    fn read_back(&mut self, job: &mut Job<'_>) -> Result<Vec<WorkerReport>> {
+        for (index, buf) in &self.placed().area_bufs {
+            if let Some((_, AreaBytes::ReadWrite(dst))) =
+                job.areas.iter_mut().find(|(i, _)| i == index)
+            {
+                buf.read(0, dst)?;
+            }
+        }
+        // The kernel keeps no per-block records.
+        Ok(Vec::new())
+    }
+
+    fn leak(&mut self) {
+        // A level kernel may still run: its buffers must outlive the process's use of them.
+        std::mem::forget(self.placed.take());
+    }
+}
+
+/// A level kernel in progress.
+struct CudaLevelRunning<'a> {
+    pl: &'a Placed,
+    level: u32,
+    /// The sleep between stream queries: 20 us doubling to 2 ms.
+    backoff: Cell<Duration>,
+}
+
+impl Running for CudaLevelRunning<'_> {
+    fn wait(&self, timeout: Duration) -> Result<bool> {
+        let start = Instant::now();
+        loop {
+            match self.pl.stream.query() {
+                Ok(true) => return Ok(true),
+                Ok(false) => {}
+                Err(r) => {
+                    return Err(Error::Cuda(format!(
+                        "level {} of the kernel-per-level baseline failed: {}: {}",
+                        self.level,
+                        driver::error_name(r),
+                        match driver::explain(r) {
+                            "" => "an unexpected driver error",
+                            why => why,
+                        }
+                    )))
+                }
+            }
+            let left = timeout.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                return Ok(false);
+            }
+            let nap = self.backoff.get();
+            std::thread::sleep(nap.min(left));
+            self.backoff.set((nap * 2).min(Duration::from_millis(2)));
+        }
+    }
+
+    fn progress(&self) -> Vec<WorkerProgress> {
+        // The level kernel writes no per-block progress records: the level's live counters
+        // stand for the whole grid as one record (tasks spawned so far plus the blocks' counts
+        // of tasks run, added as each block finishes). A read that fails shows no progress.
+        let mut c = [0u8; 24];
+        if self
+            .pl
+            .counters
+            .read_async(0, &mut c, &self.pl.control)
+            .is_err()
         {
-            buf.read(0, dst)?;
+            return vec![WorkerProgress::default()];
         }
+        let word = |i: usize| u64::from_ne_bytes(c[i * 8..i * 8 + 8].try_into().unwrap());
+        vec![WorkerProgress {
+            tasks_run: word(0) + word(2),
+            ..WorkerProgress::default()
+        }]
     }
-    tracing::info!(
-        levels,
-        tasks_run,
-        elapsed_s,
-        "kernel-per-level run finished"
-    );
-    Ok(RunReport {
-        backend: "cuda-levels".into(),
-        workers: max_blocks,
-        lanes,
-        elapsed_s,
-        tasks_run,
-        per_worker: Vec::new(),
-    })
+
+    fn live_state(&self) -> LiveState {
+        LiveState::default()
+    }
+
+    fn abort(&self) {
+        tracing::warn!("aborting level {}", self.level);
+        // The blocks read `LevelSink`'s abort counter at their progress checks; the copy runs on
+        // the control stream while the level kernel occupies the launch stream.
+        let _ = self
+            .pl
+            .counters
+            .write_async(ABORT_OFFSET, &1u64.to_ne_bytes(), &self.pl.control);
+    }
+
+    fn exit_grace(&self, watchdog: Duration) -> Option<Duration> {
+        // A kernel cannot be killed: give it up after the grace and leak its memory.
+        Some(watchdog.clamp(Duration::from_secs(1), Duration::from_secs(10)))
+    }
 }
 
 fn as_bytes(tasks: &[TaskStruct]) -> &[u8] {

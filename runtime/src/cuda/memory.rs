@@ -232,7 +232,8 @@ mod tests {
             + 8
             + 2 * 8 * MAX_DEVICES
             + 6 * 8
-            + 8 * DATA_AREAS;
+            // areas and area_limits
+            + 2 * 8 * DATA_AREAS;
         assert_eq!(size_of::<Env<HostWord, TaskStruct>>(), fields);
         assert_eq!(size_of::<SchedConfig>(), 12 * 4 + 8);
         assert_eq!(size_of::<Topology>(), (2 + 2 * (MAX_DEVICES + 1)) * 4);

@@ -226,6 +226,7 @@ impl Device for CudaDevice<'_> {
             // A static kernel that keeps no statistics ran exactly the initial tasks.
             tasks_run: (counted == 0 && kernel == GpuKernel::Static)
                 .then_some(job.tasks.len() as u64),
+            idle_ns: None,
         })
     }
 }
