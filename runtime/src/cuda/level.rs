@@ -255,6 +255,9 @@ impl LevelDevice for CudaLevels<'_> {
     }
 }
 
+/// How long a level's wait polls its stream without sleeping.
+const SPIN_FOR: Duration = Duration::from_millis(2);
+
 /// A level kernel in progress.
 struct CudaLevelRunning<'a> {
     pl: &'a Placed,
@@ -282,9 +285,18 @@ impl Running for CudaLevelRunning<'_> {
                     )))
                 }
             }
-            let left = timeout.saturating_sub(start.elapsed());
+            let waited = start.elapsed();
+            let left = timeout.saturating_sub(waited);
             if left.is_zero() {
                 return Ok(false);
+            }
+            // A level often takes microseconds, and a level's end delays the next launch: poll
+            // without sleeping for the first `SPIN_FOR` (a sleep costs at least the timer slack,
+            // about 50 us on Linux, which on a tree of 1572 levels doubled the baseline's time),
+            // then back off.
+            if waited < SPIN_FOR {
+                std::thread::yield_now();
+                continue;
             }
             let nap = self.backoff.get();
             std::thread::sleep(nap.min(left));
