@@ -76,7 +76,10 @@ impl<'a> Job<'a> {
     pub fn host_area_pointers(&mut self) -> [u64; DATA_AREAS] {
         let mut areas = [0u64; DATA_AREAS];
         for (index, bytes) in self.areas.iter_mut() {
-            areas[*index as usize] = bytes.host_ptr() as u64;
+            // Out-of-range indices are `validate`'s to report; none gets a pointer.
+            if let Some(slot) = areas.get_mut(*index as usize) {
+                *slot = bytes.host_ptr() as u64;
+            }
         }
         areas
     }
@@ -125,11 +128,12 @@ impl<'a> Job<'a> {
                             d.area
                         ))
                     })?;
-                if d.offset + d.size as u64 > size as u64 {
+                let end = d.offset.checked_add(d.size as u64);
+                if end.is_none_or(|end| end > size as u64) {
                     return Err(Error::Input(format!(
                         "initial task {i}'s descriptor {}..{} exceeds data area {} ({size} bytes)",
                         d.offset,
-                        d.offset + d.size as u64,
+                        d.offset as u128 + d.size as u128,
                         d.area
                     )));
                 }

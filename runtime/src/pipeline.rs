@@ -134,9 +134,12 @@ fn wait_after_abort(live: &dyn Running, sched: &Scheduler, e: Error) -> Supervis
     };
     let start = Instant::now();
     loop {
-        // A second device failure while waiting changes nothing: the first error is reported.
-        if live.wait(poll.min(grace)).unwrap_or(false) {
-            return Supervised::Failed(e);
+        // A second device failure while waiting changes nothing: the first error is reported
+        // (but it must not turn this loop into a busy one).
+        match live.wait(poll.min(grace)) {
+            Ok(true) => return Supervised::Failed(e),
+            Ok(false) => {}
+            Err(_) => std::thread::sleep(poll.min(grace)),
         }
         if start.elapsed() > grace {
             tracing::error!(

@@ -53,8 +53,8 @@ pub trait Registry: TaskExecutor<TaskStruct> + Copy + Default + Send + Sync + 's
     }
 }
 
-/// FNV-1a, 64 bits: the digest `#[registry]` computes [`Registry::FINGERPRINT`] with (the layout
-/// of each functor is mixed in with [`fingerprint_mix`] at compile time).
+/// FNV-1a, 64 bits: the digest `#[registry]` computes [`Registry::FINGERPRINT`] with (the size and
+/// alignment of each functor is mixed in with [`fingerprint_mix`] at compile time).
 pub const fn fingerprint_bytes(mut hash: u64, bytes: &[u8]) -> u64 {
     let mut i = 0;
     while i < bytes.len() {

@@ -177,7 +177,8 @@ impl TaskFunctor for TreeSum {
 pub const TREE_BAD_NODE: u32 = 0x7472_0001;
 
 /// Misuses descriptor 0 on purpose: `mode` 0 reads past it, 1 writes through it (a `Read`
-/// descriptor), 2 reads it as misaligned `u64`s, 3 writes `value` at `index` (in bounds).
+/// descriptor), 2 reads it as misaligned `u64`s, 4 takes a shared slice of its writable area, and
+/// any other mode writes `value` at `index` (in bounds).
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 #[repr(C)]
 pub struct Probe {
@@ -205,6 +206,11 @@ impl TaskFunctor for Probe {
             2 => {
                 let odd = DataDescriptor::new(d.area, d.offset + 1, 8, mgws_tasks::Access::Read);
                 ctx.read::<u64>(&odd)?;
+            }
+            4 => {
+                // A shared slice of a writable area: refused.
+                let whole = DataDescriptor::new(d.area, d.offset, 8, mgws_tasks::Access::Read);
+                ctx.read::<u64>(&whole)?;
             }
             _ => {
                 let out = ctx.write::<u64>(&d)?;

@@ -7,6 +7,7 @@ use mgws::job::u64_bytes_mut;
 use mgws::{AreaBytes, Error, Job, Scheduler};
 use mgws_tasks::workloads::memset::{output_descriptor, MemsetTask};
 use mgws_tasks::TaskStruct;
+use mgws_tasks::{Access, DataDescriptor};
 use mgws_tests::{spawned_memset, SplitRange, Stall, TestTasks};
 
 fn sched(workers: u32) -> Scheduler {
@@ -39,6 +40,16 @@ fn a_descriptor_outside_its_area_is_refused_before_the_run() {
         &sched(1),
         &TestTasks,
         Job::new(&tasks).area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut slots))),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("exceeds data area 0"), "{err}");
+    // An offset whose end overflows u64 is refused, not wrapped into the area.
+    let wrap = DataDescriptor::new(0, u64::MAX - 3, 8, Access::ReadWrite);
+    let wrapping = [TestTasks::task(&MemsetTask { index: 0 }).with_data(0, wrap)];
+    let err = mgws::cpu::run(
+        &sched(1),
+        &TestTasks,
+        Job::new(&wrapping).area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut slots))),
     )
     .unwrap_err();
     assert!(err.to_string().contains("exceeds data area 0"), "{err}");

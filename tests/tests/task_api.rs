@@ -123,6 +123,7 @@ fn checked_views_report_what_failed_with_the_tasks_tag() {
         (0, Access::Read, mgws_core::TaskError::OutOfBounds.code()),
         (1, Access::Read, mgws_core::TaskError::WrongAccess.code()),
         (2, Access::Read, mgws_core::TaskError::Misaligned.code()),
+        (4, Access::Read, mgws_core::TaskError::WrongAccess.code()),
     ] {
         let err = probe(mode, access, 2).0.unwrap_err();
         match err {

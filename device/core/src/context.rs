@@ -284,18 +284,28 @@ impl<'w, 'e, P: Platform, T: Copy> TaskContext<'w, 'e, P, T> {
         Ok((ptr as *mut U, bytes / size))
     }
 
-    /// The data of a `Read` or `ReadWrite` descriptor as `&[U]`, checked against the descriptor's
-    /// access, its data area's bounds and `U`'s alignment; a [`TaskError`] names what failed.
+    /// The data of a `Read` descriptor into a read-only data area (`Job::input`,
+    /// `AreaBytes::Read`) as `&[U]`, checked against the descriptor's access, its data area's
+    /// bounds and `U`'s alignment; a [`TaskError`] names what failed.
     ///
-    /// Reading a `ReadWrite` range that another task writes at the same time is a data race: a
-    /// job gives each `ReadWrite` range to one task at a time.
+    /// A descriptor into a writable area is refused with [`TaskError::WrongAccess`]: other tasks
+    /// (or this one, through [`TaskContext::write`]) may write there while the slice lives. Read
+    /// such data element by element with [`DataMut::get`].
     #[inline(always)]
     pub fn read<U: Pod>(&self, d: &DataDescriptor) -> Result<&[U], TaskError> {
+        if d.access() != Some(Access::Read) {
+            return Err(TaskError::WrongAccess);
+        }
         let (ptr, bytes) = self.checked(d, false)?;
         let (ptr, len) = Self::typed::<U>(ptr, bytes)?;
+        // `checked` found the area; a writable one cannot be lent as a shared slice.
+        if self.core.env.area_limits[d.area as usize] & AREA_WRITABLE != 0 {
+            return Err(TaskError::WrongAccess);
+        }
         // SAFETY: the range lies inside a live data area (checked), is aligned and a whole
         // number of `U`s (checked), and `U: Pod` is valid for any bytes. The area outlives the
-        // task, and nothing writes a range while a task reads it (the descriptor contract above).
+        // task and is read-only (checked above): no checked view writes it, and the host does
+        // not touch it until the run ended.
         Ok(unsafe { core::slice::from_raw_parts(ptr, len) })
     }
 

@@ -322,7 +322,7 @@ pub struct LevelArgs {
     pub out: u64,
     pub out_capacity: u64,
     /// `*mut [u64; 4]`, zeroed before each launch: `[0]` tasks spawned (also those that did not
-    /// fit), `[1]` the first error (`RunError::pack`), `[2]` tasks run, `[3]` reserved.
+    /// fit), `[1]` the first error (`RunError::pack`), `[2]` tasks run, `[3]` the abort flag (the host sets it to stop a level).
     pub counters: u64,
     /// Base addresses of the data areas.
     pub areas: [u64; DATA_AREAS],

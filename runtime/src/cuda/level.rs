@@ -206,6 +206,11 @@ impl LevelDevice for CudaLevels<'_> {
             std::slice::from_raw_parts(&args as *const _ as *const u8, size_of::<LevelArgs>())
         };
         pl.args_buf.write(0, arg_bytes)?;
+        // The zeroing (a memset on the default stream, asynchronous for device memory) and the
+        // copy from pageable memory (which may return before its DMA landed) must both be done
+        // before the level starts on its non-blocking stream: otherwise a level could read the
+        // previous level's arguments or have its counters zeroed under it.
+        self.s.gpus[0].synchronize()?;
         let grid = len.min(pl.grid.config.workers as u64) as u32;
         let lanes = pl.grid.lanes;
         let mut a0: u64 = pl.args_buf.ptr;
@@ -222,6 +227,7 @@ impl LevelDevice for CudaLevels<'_> {
             pl,
             level,
             backoff: Cell::new(Duration::from_micros(20)),
+            faulted: Cell::new(false),
         };
         Ok(supervise(&running))
     }
@@ -264,16 +270,23 @@ struct CudaLevelRunning<'a> {
     level: u32,
     /// The sleep between stream queries: 20 us doubling to 2 ms.
     backoff: Cell<Duration>,
+    /// The level faulted and `wait` reported it: the kernel is over (a faulted stream keeps
+    /// answering the error, which must not read as "still running").
+    faulted: Cell<bool>,
 }
 
 impl Running for CudaLevelRunning<'_> {
     fn wait(&self, timeout: Duration) -> Result<bool> {
+        if self.faulted.get() {
+            return Ok(true);
+        }
         let start = Instant::now();
         loop {
             match self.pl.stream.query() {
                 Ok(true) => return Ok(true),
                 Ok(false) => {}
                 Err(r) => {
+                    self.faulted.set(true);
                     return Err(Error::Cuda(format!(
                         "level {} of the kernel-per-level baseline failed: {}: {}",
                         self.level,
@@ -282,7 +295,7 @@ impl Running for CudaLevelRunning<'_> {
                             "" => "an unexpected driver error",
                             why => why,
                         }
-                    )))
+                    )));
                 }
             }
             let waited = start.elapsed();

@@ -223,7 +223,9 @@ impl Device for CudaDevice<'_> {
             exited_workers: (kernel == GpuKernel::Mgws).then(|| word(shared_field::EXITED_WORKERS)),
             stats,
             progress,
-            // A static kernel that keeps no statistics ran exactly the initial tasks.
+            // Both kernels count their tasks in the progress records; should a static run's
+            // records count none, its initial tasks are the only count known (a lower bound:
+            // the static kernel runs what they spawn too).
             tasks_run: (counted == 0 && kernel == GpuKernel::Static)
                 .then_some(job.tasks.len() as u64),
             idle_ns: None,

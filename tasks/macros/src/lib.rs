@@ -16,8 +16,8 @@
 //!   `TaskError::UnknownTag` for any other tag;
 //! - `Builtin::name_of(tag)` and `Builtin::TAGS`;
 //! - `impl mgws_tasks::Registry for Builtin`, with the registry's name and fingerprint (a digest of
-//!   its name, tags, variant names, functor types and their layouts), which a kernel built for the
-//!   registry carries too;
+//!   its name, tags, variant names, functor types and their sizes and alignments), which a kernel built
+//!   for the registry carries too;
 //! - compile-time assertions that each functor fits the parameter area in size and alignment.
 //!
 //! # Arguments
@@ -131,10 +131,16 @@ fn dependency_names(manifest: &str) -> (bool, Option<String>) {
     for line in manifest.lines().map(str::trim) {
         if let Some(header) = line.strip_prefix('[') {
             let header = header.trim_end_matches(']').trim();
+            // Only the dependencies the library itself is compiled with count: `[dependencies]`
+            // and `[target.'...'.dependencies]`, not dev-, build- or workspace dependencies.
+            let normal = |h: &str| {
+                h == "dependencies" || (h.starts_with("target.") && h.ends_with(".dependencies"))
+            };
             table_dep = header
-                .split_once("dependencies.")
+                .rsplit_once(".")
+                .filter(|(table, _)| normal(table))
                 .map(|(_, name)| name.trim().to_string());
-            in_deps = header.ends_with("dependencies");
+            in_deps = normal(header);
             if let Some(name) = &table_dep {
                 tasks |= name == "mgws-tasks";
                 if name == "mgws" {
@@ -347,5 +353,11 @@ mod tests {
         assert_eq!(dependency_names(table), (false, Some("my_mgws".into())));
         let other = "[package]\nname = \"mgws\"\n[dependencies]\nserde = \"1\"\n";
         assert_eq!(dependency_names(other), (false, None));
+        // Dev-, build- and workspace dependencies are not what the library is compiled with.
+        let dev =
+            "[dependencies]\nmgws = { path = \"r\" }\n[dev-dependencies]\nmgws-tasks = \"1\"\n\
+                   [build-dependencies.mgws-tasks]\npath = \"t\"\n[workspace.dependencies]\n\
+                   mgws-tasks = { path = \"t\" }\n";
+        assert_eq!(dependency_names(dev), (false, Some("mgws".into())));
     }
 }
