@@ -39,6 +39,14 @@ pub enum Error {
         /// The error code the task returned.
         code: u32,
     },
+    /// A task panicked on a CPU worker; the run was aborted and every thread joined.
+    #[error("a task panicked on worker {worker}: {message}; the run stopped")]
+    TaskPanicked {
+        /// The worker that ran the task.
+        worker: u32,
+        /// The panic's message.
+        message: String,
+    },
     /// A worker had nowhere left to put a spawned task.
     #[error("worker {worker}'s local queue, public queue and overflow stack ({capacity} tasks) are all full; raise --spill-capacity or --public-capacity")]
     SpillOverflow {

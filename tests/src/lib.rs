@@ -223,6 +223,24 @@ impl TaskFunctor for Probe {
     }
 }
 
+/// Panics: on lane 0 only (inside `ctx.leader`) when `on_leader` is 1, else on every lane.
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C)]
+pub struct Panic {
+    pub on_leader: u64,
+}
+
+impl TaskFunctor for Panic {
+    fn run<P: Platform>(&self, _: &TaskStruct, ctx: &mut Ctx<'_, '_, P>) -> Result<(), TaskError> {
+        if self.on_leader == 1 {
+            ctx.leader(|| panic!("the test task panics on lane 0"));
+        } else {
+            panic!("the test task panics");
+        }
+        Ok(())
+    }
+}
+
 /// The registry of the test tasks.
 #[mgws_tasks::registry]
 pub enum TestTasks {
@@ -232,6 +250,7 @@ pub enum TestTasks {
     Queens(Queens),
     TreeSum(TreeSum),
     Probe(Probe),
+    Panic(Panic),
 }
 
 /// Runs `slots` MEMSET tasks, all spawned at run time from `roots` root tasks, and returns the

@@ -8,7 +8,7 @@ use mgws::{AreaBytes, Error, Job, Scheduler};
 use mgws_tasks::workloads::memset::{output_descriptor, MemsetTask};
 use mgws_tasks::TaskStruct;
 use mgws_tasks::{Access, DataDescriptor};
-use mgws_tests::{spawned_memset, SplitRange, Stall, TestTasks};
+use mgws_tests::{spawned_memset, Panic, SplitRange, Stall, TestTasks};
 
 fn sched(workers: u32) -> Scheduler {
     Scheduler::builder().workers(workers).build().unwrap()
@@ -171,4 +171,47 @@ fn the_built_in_diagnostics_end_in_the_errors_they_provoke() {
     assert!(matches!(err, Error::Hang { .. }), "{err:?}");
     let outcome = stall::run(&sched(2), &Backend::Cpu, 3, 1_000_000).unwrap();
     assert!(outcome.verified, "{}", outcome.check);
+}
+
+/// A task that panics, on every lane or on lane 0 only, ends the run with an error naming the
+/// panic on every CPU backend, long before the watchdog (the worker's other lanes would wait at
+/// its barrier forever, the other workers until the watchdog).
+#[test]
+fn a_panicking_task_ends_the_run_with_an_error_not_a_hang() {
+    for backend in [
+        mgws::Backend::Cpu,
+        mgws::Backend::CpuStatic,
+        mgws::Backend::CpuLevels {
+            level_capacity: None,
+        },
+    ] {
+        for (lanes, on_leader) in [(1, 0), (2, 1), (4, 0)] {
+            let sched = Scheduler::builder()
+                .workers(2)
+                .lanes(lanes)
+                .watchdog(Duration::from_secs(30))
+                .build()
+                .unwrap();
+            let mut slots = vec![0u64; 1000];
+            let mut tasks: Vec<TaskStruct> = (0..1000)
+                .map(|index| {
+                    TestTasks::task(&MemsetTask { index }).with_data(0, output_descriptor(0, 1000))
+                })
+                .collect();
+            tasks.insert(500, TestTasks::task(&Panic { on_leader }));
+            let start = Instant::now();
+            let job = Job::new(&tasks).area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut slots)));
+            let err = backend.run(&sched, &TestTasks, job).unwrap_err();
+            let what = format!("{} with {lanes} lanes", backend.name());
+            assert!(
+                matches!(&err, Error::TaskPanicked { message, .. } if message.contains("panics")),
+                "{what}: {err:?}"
+            );
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "{what}: took {:?}",
+                start.elapsed()
+            );
+        }
+    }
 }

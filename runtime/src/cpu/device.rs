@@ -137,32 +137,49 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
         let finished: Vec<AtomicU64> = (0..grid.config.workers)
             .map(|_| AtomicU64::new(0))
             .collect();
+        let panicked = super::panics::FirstPanic::default();
         let (_, out) = threads.broadcast_while(
             |i| {
                 let (w, lane) = (i as u32 / lanes, i as u32 % lanes);
                 let group = &placed.groups[w as usize];
-                // SAFETY: the env describes the arena sized for this configuration, the lane
-                // group's scratch holds the scratch layout's bytes, and every lane of worker w
-                // makes this same call (the broadcast runs every thread of the set at once).
-                unsafe {
-                    match (method, lanes) {
-                        (CpuMethod::Mgws, 1) => {
-                            let p = CpuPlatform::<true>::new(0, 1, group, start, chaos, w);
-                            Worker::new(p, &env.0, registry, w).run();
-                        }
-                        (CpuMethod::Mgws, _) => {
-                            let p = CpuPlatform::<false>::new(lane, lanes, group, start, chaos, w);
-                            Worker::new(p, &env.0, registry, w).run();
-                        }
-                        (CpuMethod::Static, 1) => {
-                            let p = CpuPlatform::<true>::new(0, 1, group, start, chaos, w);
-                            StaticWorker::new(p, &env.0, registry, w).run();
-                        }
-                        (CpuMethod::Static, _) => {
-                            let p = CpuPlatform::<false>::new(lane, lanes, group, start, chaos, w);
-                            StaticWorker::new(p, &env.0, registry, w).run();
+                // A panicking task must not hang the run: its worker's other lanes would wait at
+                // the lane barrier forever, and the other workers until the watchdog. Catch it,
+                // poison the lane group (its lanes unwind too), abort the run, report it.
+                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    // SAFETY: the env describes the arena sized for this configuration, the lane
+                    // group's scratch holds the scratch layout's bytes, and every lane of worker w
+                    // makes this same call (the broadcast runs every thread of the set at once).
+                    unsafe {
+                        match (method, lanes) {
+                            (CpuMethod::Mgws, 1) => {
+                                let p = CpuPlatform::<true>::new(0, 1, group, start, chaos, w);
+                                Worker::new(p, &env.0, registry, w).run();
+                            }
+                            (CpuMethod::Mgws, _) => {
+                                let p =
+                                    CpuPlatform::<false>::new(lane, lanes, group, start, chaos, w);
+                                Worker::new(p, &env.0, registry, w).run();
+                            }
+                            (CpuMethod::Static, 1) => {
+                                let p = CpuPlatform::<true>::new(0, 1, group, start, chaos, w);
+                                StaticWorker::new(p, &env.0, registry, w).run();
+                            }
+                            (CpuMethod::Static, _) => {
+                                let p =
+                                    CpuPlatform::<false>::new(lane, lanes, group, start, chaos, w);
+                                StaticWorker::new(p, &env.0, registry, w).run();
+                            }
                         }
                     }
+                }));
+                if let Err(payload) = ran {
+                    group.barrier.poison();
+                    // SAFETY: the shared state lives in the arena for the whole run.
+                    // Release: pairs with the workers' Acquire loads of the abort flag.
+                    unsafe { env.0.shared() }
+                        .abort
+                        .store(1, Ordering::Release, Scope::System);
+                    panicked.record(w, payload);
                 }
                 if lane == 0 {
                     // Relaxed: read after the broadcast joined every thread.
@@ -175,6 +192,7 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
         );
         self.elapsed_s = clock.elapsed().as_secs_f64();
         self.finished_ns = finished.into_iter().map(AtomicU64::into_inner).collect();
+        panicked.into_result()?;
         Ok(out)
     }
 

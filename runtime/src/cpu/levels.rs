@@ -159,24 +159,38 @@ impl<R: TaskExecutor<TaskStruct> + Sync> LevelDevice for CpuLevels<'_, R> {
         let finished: Vec<AtomicU64> = (0..workers).map(|_| AtomicU64::new(0)).collect();
         let (shared, groups, finished_ref) = (&shared, &pl.groups, &finished);
         let start = Instant::now();
+        let panicked = super::panics::FirstPanic::default();
         let (_, out) = threads.broadcast_while(
             |i| {
                 let (w, lane) = (i as u32 / lanes, i as u32 % lanes);
                 let group = &groups[w as usize];
-                // SAFETY: the env's frontier holds `len` tasks of this level, its areas are the
-                // job's, the lane group's scratch holds the layout for `workers` queues, the sink
-                // points at the other frontier buffer of `capacity` tasks and the four counters,
-                // and every lane of worker w makes this same call.
-                unsafe {
-                    if lanes == 1 {
-                        let p = CpuPlatform::<true>::new(0, 1, group, start, None, w);
-                        LevelWorker::new(p, &shared.env, registry, w, shared.sink)
-                            .run(w as u64, workers as u64);
-                    } else {
-                        let p = CpuPlatform::<false>::new(lane, lanes, group, start, None, w);
-                        LevelWorker::new(p, &shared.env, registry, w, shared.sink)
-                            .run(w as u64, workers as u64);
+                // A panicking task: poison its lane group, abort the level, report it (as in
+                // `cpu/device.rs`).
+                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    // SAFETY: the env's frontier holds `len` tasks of this level, its areas are the
+                    // job's, the lane group's scratch holds the layout for `workers` queues, the sink
+                    // points at the other frontier buffer of `capacity` tasks and the four counters,
+                    // and every lane of worker w makes this same call.
+                    unsafe {
+                        if lanes == 1 {
+                            let p = CpuPlatform::<true>::new(0, 1, group, start, None, w);
+                            LevelWorker::new(p, &shared.env, registry, w, shared.sink)
+                                .run(w as u64, workers as u64);
+                        } else {
+                            let p = CpuPlatform::<false>::new(lane, lanes, group, start, None, w);
+                            LevelWorker::new(p, &shared.env, registry, w, shared.sink)
+                                .run(w as u64, workers as u64);
+                        }
                     }
+                }));
+                if let Err(payload) = ran {
+                    group.barrier.poison();
+                    // Release: pairs with the level workers' Acquire loads of the abort counter.
+                    shared
+                        .sink
+                        .counter(LevelSink::<HostWord, TaskStruct>::ABORT)
+                        .store(1, Ordering::Release, Scope::System);
+                    panicked.record(w, payload);
                 }
                 if lane == 0 {
                     // Relaxed: read after the broadcast joined every thread.
@@ -202,6 +216,7 @@ impl<R: TaskExecutor<TaskStruct> + Sync> LevelDevice for CpuLevels<'_, R> {
             pl.idle_ns[w] += end - f;
             pl.tasks_run[w] += pl.progress[w].tasks_run;
         }
+        panicked.into_result()?;
         Ok(out)
     }
 

@@ -7,6 +7,7 @@ mod arena;
 mod barrier;
 mod device;
 pub mod levels;
+mod panics;
 mod platform;
 pub mod threads;
 
