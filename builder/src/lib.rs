@@ -305,6 +305,17 @@ impl KernelBuilder {
                     panic!("mgws-builder: cannot write {}: {e}", out.display());
                 }
                 println!("cargo:warning=mgws-builder: GPU kernel {lib} not built: {reason}");
+                // Build again once tools may have arrived: a new toolchain or target in rustup's
+                // toolchains (cargo watches a directory's modification time), or the sysroot
+                // and nightly variables (watched above).
+                let rustup = env::var_os("RUSTUP_HOME")
+                    .map(PathBuf::from)
+                    .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".rustup")));
+                if let Some(toolchains) = rustup.map(|r| r.join("toolchains")) {
+                    if toolchains.is_dir() {
+                        println!("cargo:rerun-if-changed={}", toolchains.display());
+                    }
+                }
                 None
             }
             Err(BuildError::Failed(msg)) => panic!("mgws-builder: building kernel {lib}: {msg}"),
