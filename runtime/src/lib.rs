@@ -57,13 +57,6 @@
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod backend;
 #[cfg(not(target_arch = "nvptx64"))]
-#[doc = include_str!("../../docs/embedding.md")]
-pub mod guide {}
-// The README's library example runs as a doctest too.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-struct ReadmeDoctests;
-#[cfg(not(target_arch = "nvptx64"))]
 pub mod cpu;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod cuda;
@@ -85,6 +78,16 @@ pub mod rows;
 pub mod scheduler;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod watchdog;
+
+/// N-Queens and a tree sum with mgws, beside their rayon versions (`docs/embedding.md`; its code
+/// runs as doctests).
+#[cfg(not(target_arch = "nvptx64"))]
+#[doc = include_str!("../../docs/embedding.md")]
+pub mod guide {}
+// The README's library example runs as a doctest too.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
 
 #[cfg(not(target_arch = "nvptx64"))]
 pub use {
