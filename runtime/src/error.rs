@@ -59,7 +59,7 @@ pub enum Error {
     #[error("the run was aborted")]
     Aborted,
     /// The watchdog saw no progress for its timeout and stopped the run.
-    #[error("the run stopped making progress for {}ms; the watchdog aborted it (a correct run whose tasks each take longer than that: raise the timeout with SchedulerBuilder::watchdog or --watchdog-ms, or call ctx.heartbeat() inside the long tasks)\n{report}", report.stalled_for.as_millis())]
+    #[error("the run stopped making progress for {}ms; the watchdog aborted it (a correct run of long tasks: workers report progress once per 256 tasks or loop rounds, so raise the timeout with SchedulerBuilder::watchdog or --watchdog-ms, or call ctx.heartbeat() inside the long tasks)\n{report}", report.stalled_for.as_millis())]
     Hang {
         /// Every worker's state when the watchdog fired.
         report: Box<HangReport>,

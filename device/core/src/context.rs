@@ -226,11 +226,15 @@ impl<'w, 'e, P: Platform, T: Copy> TaskContext<'w, 'e, P, T> {
         (self.core.p.lane_id() as u64..len).step_by(self.core.p.lane_count() as usize)
     }
 
-    /// Tells the watchdog that this worker is making progress inside a long task: lane 0 bumps
-    /// the worker's progress record (`WorkerProgress::iterations`). The watchdog measures
-    /// progress, not task length, so a task that runs longer than the hang timeout must call it
-    /// more often than that timeout. Cheap (one volatile store of 32 bytes on lane 0); any lane
-    /// may call it, others do nothing.
+    /// Tells the watchdog that this worker is making progress inside a long task: lane 0 counts
+    /// a heartbeat and writes the worker's progress record (`WorkerProgress::heartbeats`).
+    ///
+    /// The watchdog measures progress, not task length, but a worker writes its record only once
+    /// per `progress_interval` (256) loop iterations, each running at most one task: tasks that
+    /// take longer than the hang timeout / 256 on average (about 39 ms with the default 10 s)
+    /// should call this at least every timeout / 2. Cheap (one volatile store of 40 bytes on
+    /// lane 0); any lane may call it, the others do nothing. The GPU kernel-per-level baseline
+    /// keeps no per-worker records, and there it does nothing.
     #[inline(always)]
     pub fn heartbeat(&self) {
         if self.core.p.is_leader() {
