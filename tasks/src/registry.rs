@@ -92,7 +92,11 @@ mod tests {
         Memset(MemsetTask),
     }
 
+    /// The enum's own derives and `repr` (below the attribute, so the macro sees them) are not
+    /// copied onto the generated struct.
     #[crate::registry]
+    #[derive(Debug, Clone)]
+    #[repr(u8)]
     enum OnlyMemset {
         Memset(MemsetTask),
     }

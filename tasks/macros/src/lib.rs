@@ -203,7 +203,14 @@ fn expand(
 ) -> syn::Result<proc_macro2::TokenStream> {
     let vis = &input.vis;
     let name = &input.ident;
-    let attrs = &input.attrs;
+    // Doc comments, `cfg`s and lint levels carry over to the generated struct; `derive` and
+    // `repr` describe the enum, and the struct derives what it needs itself (a copied
+    // `#[derive(Debug)]` would implement Debug twice).
+    let attrs: Vec<_> = input
+        .attrs
+        .iter()
+        .filter(|a| !a.path().is_ident("derive") && !a.path().is_ident("repr"))
+        .collect();
     if input.variants.is_empty() {
         return Err(syn::Error::new_spanned(
             &input.ident,
