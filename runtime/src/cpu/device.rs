@@ -142,10 +142,14 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
             |i| {
                 let (w, lane) = (i as u32 / lanes, i as u32 % lanes);
                 let group = &placed.groups[w as usize];
-                // A panicking task must not hang the run: its worker's other lanes would wait at
-                // the lane barrier forever, and the other workers until the watchdog. Catch it,
-                // poison the lane group (its lanes unwind too), abort the run, report it.
-                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                // Release: pairs with the workers' Acquire loads of the abort flag.
+                let abort = || {
+                    // SAFETY: the shared state lives in the arena for the whole run.
+                    unsafe { env.0.shared() }
+                        .abort
+                        .store(1, Ordering::Release, Scope::System)
+                };
+                panicked.contain(w, &group.barrier, abort, || {
                     // SAFETY: the env describes the arena sized for this configuration, the lane
                     // group's scratch holds the scratch layout's bytes, and every lane of worker w
                     // makes this same call (the broadcast runs every thread of the set at once).
@@ -171,16 +175,7 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
                             }
                         }
                     }
-                }));
-                if let Err(payload) = ran {
-                    group.barrier.poison();
-                    // SAFETY: the shared state lives in the arena for the whole run.
-                    // Release: pairs with the workers' Acquire loads of the abort flag.
-                    unsafe { env.0.shared() }
-                        .abort
-                        .store(1, Ordering::Release, Scope::System);
-                    panicked.record(w, payload);
-                }
+                });
                 if lane == 0 {
                     // Relaxed: read after the broadcast joined every thread.
                     finished[w as usize]

@@ -164,9 +164,14 @@ impl<R: TaskExecutor<TaskStruct> + Sync> LevelDevice for CpuLevels<'_, R> {
             |i| {
                 let (w, lane) = (i as u32 / lanes, i as u32 % lanes);
                 let group = &groups[w as usize];
-                // A panicking task: poison its lane group, abort the level, report it (as in
-                // `cpu/device.rs`).
-                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                // Release: pairs with the level workers' Acquire loads of the abort counter.
+                let abort = || {
+                    shared
+                        .sink
+                        .counter(LevelSink::<HostWord, TaskStruct>::ABORT)
+                        .store(1, Ordering::Release, Scope::System)
+                };
+                panicked.contain(w, &group.barrier, abort, || {
                     // SAFETY: the env's frontier holds `len` tasks of this level, its areas are the
                     // job's, the lane group's scratch holds the layout for `workers` queues, the sink
                     // points at the other frontier buffer of `capacity` tasks and the four counters,
@@ -182,16 +187,7 @@ impl<R: TaskExecutor<TaskStruct> + Sync> LevelDevice for CpuLevels<'_, R> {
                                 .run(w as u64, workers as u64);
                         }
                     }
-                }));
-                if let Err(payload) = ran {
-                    group.barrier.poison();
-                    // Release: pairs with the level workers' Acquire loads of the abort counter.
-                    shared
-                        .sink
-                        .counter(LevelSink::<HostWord, TaskStruct>::ABORT)
-                        .store(1, Ordering::Release, Scope::System);
-                    panicked.record(w, payload);
-                }
+                });
                 if lane == 0 {
                     // Relaxed: read after the broadcast joined every thread.
                     finished_ref[w as usize]
