@@ -19,13 +19,14 @@
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::mem::size_of;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mgws_core::{RunError, Topology, WorkerProgress, DATA_AREAS};
 use mgws_tasks::TaskStruct;
 
 use super::driver::{self, DeviceBuffer, Function, Stream};
 use super::plan::{self, Param};
+use super::poll::Backoff;
 use super::session::Session;
 use super::CudaBackend;
 use crate::device::{Grid, LiveState, Running};
@@ -226,7 +227,7 @@ impl LevelDevice for CudaLevels<'_> {
         let running = CudaLevelRunning {
             pl,
             level,
-            backoff: Cell::new(Duration::from_micros(20)),
+            backoff: Backoff::spinning(SPIN_FOR),
             faulted: Cell::new(false),
         };
         Ok(supervise(&running))
@@ -261,15 +262,17 @@ impl LevelDevice for CudaLevels<'_> {
     }
 }
 
-/// How long a level's wait polls its stream without sleeping.
+/// How long a level's wait polls its stream without sleeping: a level often takes
+/// microseconds, and its end delays the next launch (sleeping from the first poll on, a tree of
+/// 1572 levels took twice as long).
 const SPIN_FOR: Duration = Duration::from_millis(2);
 
 /// A level kernel in progress.
 struct CudaLevelRunning<'a> {
     pl: &'a Placed,
     level: u32,
-    /// The sleep between stream queries: 20 us doubling to 2 ms.
-    backoff: Cell<Duration>,
+    /// Polls, then sleeps, between stream queries.
+    backoff: Backoff,
     /// The level faulted and `wait` reported it: the kernel is over (a faulted stream keeps
     /// answering the error, which must not read as "still running").
     faulted: Cell<bool>,
@@ -280,41 +283,22 @@ impl Running for CudaLevelRunning<'_> {
         if self.faulted.get() {
             return Ok(true);
         }
-        let start = Instant::now();
-        loop {
-            match self.pl.stream.query() {
-                Ok(true) => return Ok(true),
-                Ok(false) => {}
-                Err(r) => {
-                    self.faulted.set(true);
-                    return Err(Error::Cuda(format!(
-                        "level {} of the kernel-per-level baseline failed: {}: {}",
-                        self.level,
-                        driver::error_name(r),
-                        match driver::explain(r) {
-                            "" => "an unexpected driver error",
-                            why => why,
-                        }
-                    )));
-                }
+        self.backoff.wait(timeout, || match self.pl.stream.query() {
+            Ok(true) => Some(Ok(true)),
+            Ok(false) => None,
+            Err(r) => {
+                self.faulted.set(true);
+                Some(Err(Error::Cuda(format!(
+                    "level {} of the kernel-per-level baseline failed: {}: {}",
+                    self.level,
+                    driver::error_name(r),
+                    match driver::explain(r) {
+                        "" => "an unexpected driver error",
+                        why => why,
+                    }
+                ))))
             }
-            let waited = start.elapsed();
-            let left = timeout.saturating_sub(waited);
-            if left.is_zero() {
-                return Ok(false);
-            }
-            // A level often takes microseconds, and a level's end delays the next launch: poll
-            // without sleeping for the first `SPIN_FOR` (a sleep costs at least the timer slack,
-            // about 50 us on Linux, which on a tree of 1572 levels doubled the baseline's time),
-            // then back off.
-            if waited < SPIN_FOR {
-                std::thread::yield_now();
-                continue;
-            }
-            let nap = self.backoff.get();
-            std::thread::sleep(nap.min(left));
-            self.backoff.set((nap * 2).min(Duration::from_millis(2)));
-        }
+        })
     }
 
     fn progress(&self) -> Vec<WorkerProgress> {

@@ -29,6 +29,7 @@ mod level;
 mod memory;
 mod persistent;
 pub(crate) mod plan;
+mod poll;
 pub mod ptx;
 mod session;
 

@@ -2,10 +2,10 @@
 //! static-assignment baseline), one block per worker, all resident at once (cooperative launch),
 //! supervised by the pipeline while the host reads progress from mapped pinned memory.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::ffi::c_void;
 use std::mem::size_of;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mgws_core::{HostWord, RunError, SharedState, WorkerProgress, WorkerStats};
 use mgws_tasks::Registry;
@@ -14,6 +14,7 @@ use super::driver::{self, Event, Function, Stream};
 use super::grid::{size_grid, Grid as CudaGrid};
 use super::memory::{allocate, progress_snapshot, read_error_word, Memory};
 use super::plan::{self, shared_field, Param, TasksIn};
+use super::poll::Backoff;
 use super::session::Session;
 use super::{CudaBackend, GpuKernel};
 use crate::device::{Device, Grid, LiveState, ReadBack, Running};
@@ -175,7 +176,7 @@ impl Device for CudaDevice<'_> {
             streams: &self.streams[..launched],
             done: RefCell::new(vec![false; launched]),
             pending: RefCell::new(pending),
-            backoff: Cell::new(Duration::from_micros(20)),
+            backoff: Backoff::sleeping(),
             workers: grid.config.workers as usize,
             topology: grid.topology,
             workers_per_queue: grid.config.workers_per_queue,
@@ -243,9 +244,8 @@ struct CudaRunning<'a> {
     done: RefCell<Vec<bool>>,
     /// A later GPU's launch failure, reported by the first `wait`.
     pending: RefCell<Option<Error>>,
-    /// The current sleep between stream queries: 20 us doubling to 2 ms, so a short run is
-    /// seen finished soon after it finishes.
-    backoff: Cell<Duration>,
+    /// The sleep between stream queries.
+    backoff: Backoff,
     workers: usize,
     topology: mgws_core::Topology,
     workers_per_queue: u32,
@@ -278,8 +278,7 @@ impl Running for CudaRunning<'_> {
         if let Some(e) = self.pending.borrow_mut().take() {
             return Err(e);
         }
-        let start = Instant::now();
-        loop {
+        self.backoff.wait(timeout, || {
             let mut done = self.done.borrow_mut();
             for (d, stream) in self.streams.iter().enumerate() {
                 if done[d] {
@@ -290,22 +289,12 @@ impl Running for CudaRunning<'_> {
                     Ok(false) => {}
                     Err(r) => {
                         done[d] = true;
-                        return Err(self.fault(d, r));
+                        return Some(Err(self.fault(d, r)));
                     }
                 }
             }
-            if done.iter().all(|&x| x) {
-                return Ok(true);
-            }
-            drop(done);
-            let left = timeout.saturating_sub(start.elapsed());
-            if left.is_zero() {
-                return Ok(false);
-            }
-            let nap = self.backoff.get();
-            std::thread::sleep(nap.min(left));
-            self.backoff.set((nap * 2).min(Duration::from_millis(2)));
-        }
+            done.iter().all(|&x| x).then_some(Ok(true))
+        })
     }
 
     fn progress(&self) -> Vec<WorkerProgress> {
