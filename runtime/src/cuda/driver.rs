@@ -82,6 +82,14 @@ pub fn explain(r: CUresult) -> &'static str {
     }
 }
 
+/// The error's name and what it means, for the message of a kernel that stopped with it.
+pub fn describe(r: CUresult) -> String {
+    match explain(r) {
+        "" => format!("{}: an unexpected driver error", error_name(r)),
+        why => format!("{}: {why}", error_name(r)),
+    }
+}
+
 /// `Ok` for `CUDA_SUCCESS`, else an [`Error::Cuda`] naming `what` and the error.
 pub fn check(r: CUresult, what: impl FnOnce() -> String) -> Result<()> {
     if r == CUresult::CUDA_SUCCESS {

@@ -289,13 +289,9 @@ impl Running for CudaLevelRunning<'_> {
             Err(r) => {
                 self.faulted.set(true);
                 Some(Err(Error::Cuda(format!(
-                    "level {} of the kernel-per-level baseline failed: {}: {}",
+                    "level {} of the kernel-per-level baseline failed: {}",
                     self.level,
-                    driver::error_name(r),
-                    match driver::explain(r) {
-                        "" => "an unexpected driver error",
-                        why => why,
-                    }
+                    driver::describe(r)
                 ))))
             }
         })

@@ -256,15 +256,11 @@ impl CudaRunning<'_> {
     fn fault(&self, d: usize, r: cudarc::driver::sys::CUresult) -> Error {
         let g = &self.s.gpus[d];
         Error::Cuda(format!(
-            "the kernel on GPU {} ({}) stopped with {}: {}. The GPU's context is unusable for the \
+            "the kernel on GPU {} ({}) stopped with {}. The GPU's context is unusable for the \
              rest of this process.{}",
             g.ordinal,
             g.name,
-            driver::error_name(r),
-            match driver::explain(r) {
-                "" => "an unexpected driver error",
-                why => why,
-            },
+            driver::describe(r),
             match read_error_word(self.s, self.mem) {
                 Some(e) => format!(" The scheduler had recorded: {e:?}."),
                 None => String::new(),
