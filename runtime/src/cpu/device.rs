@@ -27,6 +27,28 @@ struct SendEnv(Env<HostWord, TaskStruct>);
 // them follows the scheduler's protocols.
 unsafe impl Sync for SendEnv {}
 
+/// Runs worker `w`'s loop of `method` on this lane.
+///
+/// # Safety
+/// As for [`Worker::new`]: `env` describes live orchestration memory for this configuration,
+/// the platform's scratch holds its layout, and every lane of worker `w` makes this same call.
+#[inline(always)]
+unsafe fn run_worker<P: mgws_core::Platform<Word = HostWord>, R: TaskExecutor<TaskStruct>>(
+    method: CpuMethod,
+    p: P,
+    env: &Env<HostWord, TaskStruct>,
+    registry: &R,
+    w: u32,
+) {
+    // SAFETY: the caller's guarantees, which both loops require.
+    unsafe {
+        match method {
+            CpuMethod::Mgws => Worker::new(p, env, registry, w).run(),
+            CpuMethod::Static => StaticWorker::new(p, env, registry, w).run(),
+        }
+    }
+}
+
 /// The loop the CPU workers run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum CpuMethod {
@@ -154,25 +176,12 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
                     // group's scratch holds the scratch layout's bytes, and every lane of worker w
                     // makes this same call (the broadcast runs every thread of the set at once).
                     unsafe {
-                        match (method, lanes) {
-                            (CpuMethod::Mgws, 1) => {
-                                let p = CpuPlatform::<true>::new(0, 1, group, start, chaos, w);
-                                Worker::new(p, &env.0, registry, w).run();
-                            }
-                            (CpuMethod::Mgws, _) => {
-                                let p =
-                                    CpuPlatform::<false>::new(lane, lanes, group, start, chaos, w);
-                                Worker::new(p, &env.0, registry, w).run();
-                            }
-                            (CpuMethod::Static, 1) => {
-                                let p = CpuPlatform::<true>::new(0, 1, group, start, chaos, w);
-                                StaticWorker::new(p, &env.0, registry, w).run();
-                            }
-                            (CpuMethod::Static, _) => {
-                                let p =
-                                    CpuPlatform::<false>::new(lane, lanes, group, start, chaos, w);
-                                StaticWorker::new(p, &env.0, registry, w).run();
-                            }
+                        if lanes == 1 {
+                            let p = CpuPlatform::<true>::new(0, 1, group, start, chaos, w);
+                            run_worker(method, p, &env.0, registry, w);
+                        } else {
+                            let p = CpuPlatform::<false>::new(lane, lanes, group, start, chaos, w);
+                            run_worker(method, p, &env.0, registry, w);
                         }
                     }
                 });
