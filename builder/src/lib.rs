@@ -4,7 +4,7 @@
 //! `cuda_builder`: called from a build script, so that `cargo build` builds the kernel too.
 //!
 //! ```ignore
-//! // build.rs of a crate whose library is its own kernel (`mgws::worker_kernel!(MyTasks);`,
+//! // build.rs of a crate whose library is its own kernel (`mgws::worker_kernel!(my => MyTasks);`,
 //! // crate-type = ["cdylib", "rlib"]):
 //! fn main() {
 //!     mgws_builder::KernelBuilder::new(env!("CARGO_MANIFEST_DIR")).build_script();
@@ -35,9 +35,10 @@
 //!    nightly rustc and passes it as `CARGO_TARGET_NVPTX64_NVIDIA_CUDA_LINKER`. With
 //!    `--emit=asm,link` rustc has written the whole LTO'd module's PTX to `<out>.s`; the linker
 //!    copies it to the `<out>.ptx` rustc asks for.
-//! 5. The PTX is checked: no unresolved functions, an `.entry mgws_worker`, and the registry's
-//!    fingerprint, which the builder rewrites from LLVM's byte array into
-//!    `.visible .global .align 8 .u64 mgws_registry_fingerprint = <decimal>;`. Optionally `ptxas`
+//! 5. The PTX is checked: no unresolved functions, and for each registry fingerprint
+//!    (`mgws_<name>_fingerprint`, which the builder rewrites from LLVM's byte array into
+//!    `.visible .global .align 8 .u64 mgws_<name>_fingerprint = <decimal>;`) the registry's
+//!    default worker entry `mgws_<name>_worker_counter_damping_single_device`. Optionally `ptxas`
 //!    assembles it (`MGWS_PTXAS`, else `ptxas` on the PATH).
 //!
 //! ## Without nightly
@@ -68,8 +69,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 pub use ptx::{
-    check_ptx, fingerprint_of_line, normalize_fingerprint, ptxas_report, PtxCheck, PtxasReport,
-    FINGERPRINT_SYMBOL,
+    check_ptx, fingerprint_of_line, fingerprint_symbol, normalize_fingerprint, ptxas_report,
+    PtxCheck, PtxasReport,
 };
 pub use toolchain::Toolchain;
 
@@ -77,8 +78,9 @@ pub use toolchain::Toolchain;
 pub const TARGET: &str = "nvptx64-nvidia-cuda";
 /// The architecture built when none is given.
 pub const DEFAULT_ARCH: &str = "sm_90";
-/// The kernel entry point every MGWS kernel crate defines (`worker_kernel!`).
-pub const WORKER_ENTRY: &str = "mgws_worker";
+/// The suffix of the worker entry every registry of a kernel crate has (`worker_kernel!`:
+/// `mgws_<name>_<WORKER_ENTRY>`, the worker compiled for the default options).
+pub const WORKER_ENTRY: &str = "worker_counter_damping_single_device";
 /// Set by the builder in the environment of the nested nvptx64 cargo: a build script that calls
 /// [`KernelBuilder::build_script`] with it set does nothing, so that a crate can build itself.
 pub const MGWS_BUILDER_NESTED: &str = "MGWS_BUILDER_NESTED";
@@ -120,7 +122,7 @@ pub struct Kernel {
     pub ptx: PathBuf,
     /// Its size in bytes.
     pub bytes: usize,
-    /// Its entries, unresolved functions (none) and registry fingerprint.
+    /// Its entries, unresolved functions (none) and registry fingerprints.
     pub check: PtxCheck,
     /// The cubin and what `ptxas -v` said, when ptxas ran.
     pub ptxas: Option<(PathBuf, PtxasReport)>,

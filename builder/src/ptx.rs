@@ -7,8 +7,17 @@ use std::process::{Command, Stdio};
 use crate::toolchain::shared_tool;
 use crate::{BuildError, WORKER_ENTRY};
 
-/// The global by which a kernel names the registry it was built for (`worker_kernel!`).
-pub const FINGERPRINT_SYMBOL: &str = "mgws_registry_fingerprint";
+/// The global by which kernel `name` names the registry it was built for (`worker_kernel!`):
+/// `mgws_<name>_fingerprint`.
+pub fn fingerprint_symbol(name: &str) -> String {
+    format!("mgws_{name}_fingerprint")
+}
+
+/// The kernel name of a fingerprint symbol `mgws_<name>_fingerprint`.
+fn kernel_of_symbol(symbol: &str) -> Option<&str> {
+    let name = symbol.strip_prefix("mgws_")?.strip_suffix("_fingerprint")?;
+    (!name.is_empty()).then_some(name)
+}
 
 /// What [`check_ptx`] found in a PTX module.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -17,12 +26,13 @@ pub struct PtxCheck {
     pub entries: Vec<String>,
     /// Functions the module calls but does not define (`.extern .func NAME`).
     pub unresolved: Vec<String>,
-    /// The value of `mgws_registry_fingerprint`, where the module defines it.
-    pub fingerprint: Option<u64>,
+    /// Each kernel's name and registry fingerprint (`mgws_<name>_fingerprint`), in module order.
+    pub fingerprints: Vec<(String, u64)>,
 }
 
 impl PtxCheck {
-    /// Fails if the module calls undefined functions or lacks the `mgws_worker` entry.
+    /// Fails if the module calls undefined functions, names no registry, or lacks the default
+    /// worker entry of a registry it names (`mgws_<name>_worker_counter_damping_single_device`).
     pub fn result(&self) -> Result<(), BuildError> {
         if !self.unresolved.is_empty() {
             let mut msg = format!(
@@ -37,16 +47,24 @@ impl PtxCheck {
             }
             return Err(BuildError::Failed(msg));
         }
-        if !self.entries.iter().any(|e| e == WORKER_ENTRY) {
+        if self.fingerprints.is_empty() {
             return Err(BuildError::Failed(format!(
-                "the PTX has no `.entry {WORKER_ENTRY}` (found: {}); define it with \
-                 `mgws::worker_kernel!(MyRegistry);`",
+                "the PTX defines no kernel (no `mgws_<name>_fingerprint` global; entries found: \
+                 {}); define them with `mgws::worker_kernel!(name => MyRegistry);`",
                 if self.entries.is_empty() {
                     "none".to_string()
                 } else {
                     self.entries.join(", ")
                 }
             )));
+        }
+        for (name, _) in &self.fingerprints {
+            let entry = format!("mgws_{name}_{WORKER_ENTRY}");
+            if !self.entries.contains(&entry) {
+                return Err(BuildError::Failed(format!(
+                    "the PTX has the fingerprint of kernel `{name}` but no `.entry {entry}`"
+                )));
+            }
         }
         Ok(())
     }
@@ -81,27 +99,29 @@ pub fn check_ptx(ptx: &str) -> PtxCheck {
             check
                 .entries
                 .extend(declared_name(line, ".entry").map(String::from));
-        } else if let Some(value) = fingerprint_of_line(line) {
-            check.fingerprint = Some(value);
+        } else if let Some(found) = fingerprint_of_line(line) {
+            check.fingerprints.push(found);
         }
     }
     check
 }
 
-/// The fingerprint a `mgws_registry_fingerprint` definition holds, in either spelling:
-/// `.u64 mgws_registry_fingerprint = 123;` or, as LLVM writes a Rust `u64` static,
-/// `.b8 mgws_registry_fingerprint[8] = {b0, ..., b7};` (little-endian bytes).
-pub fn fingerprint_of_line(line: &str) -> Option<u64> {
+/// The kernel name and fingerprint a `mgws_<name>_fingerprint` definition holds, in either
+/// spelling: `.u64 mgws_<name>_fingerprint = 123;` or, as LLVM writes a Rust `u64` static,
+/// `.b8 mgws_<name>_fingerprint[8] = {b0, ..., b7};` (little-endian bytes).
+pub fn fingerprint_of_line(line: &str) -> Option<(String, u64)> {
     if !line.contains(".global") {
         return None;
     }
     let (decl, init) = line.split_once('=')?;
-    let name = decl.split_whitespace().last()?;
+    let symbol = decl.split_whitespace().last()?;
     let init = init.trim().trim_end_matches(';').trim();
-    if name == FINGERPRINT_SYMBOL && decl.contains(".u64") {
-        return init.parse().ok();
+    if decl.contains(".u64") {
+        let name = kernel_of_symbol(symbol)?;
+        return Some((name.to_string(), init.parse().ok()?));
     }
-    if name == format!("{FINGERPRINT_SYMBOL}[8]") && decl.contains(".b8") {
+    if decl.contains(".b8") {
+        let name = kernel_of_symbol(symbol.strip_suffix("[8]")?)?;
         let bytes: Vec<u8> = init
             .trim_start_matches('{')
             .trim_end_matches('}')
@@ -109,27 +129,28 @@ pub fn fingerprint_of_line(line: &str) -> Option<u64> {
             .map(|b| b.trim().parse::<u8>())
             .collect::<Result<_, _>>()
             .ok()?;
-        return Some(u64::from_le_bytes(bytes.try_into().ok()?));
+        return Some((name.to_string(), u64::from_le_bytes(bytes.try_into().ok()?)));
     }
     None
 }
 
-/// Rewrites the byte-array definition of `mgws_registry_fingerprint` that LLVM emits into the
-/// equivalent `.visible .global .align 8 .u64 mgws_registry_fingerprint = <decimal>;` (same size,
-/// alignment and symbol), so that the PTX states the fingerprint legibly. Other lines are kept.
+/// Rewrites the byte-array definitions of `mgws_<name>_fingerprint` that LLVM emits into the
+/// equivalent `.visible .global .align 8 .u64 mgws_<name>_fingerprint = <decimal>;` (same size,
+/// alignment and symbol), so that the PTX states the fingerprints legibly. Other lines are kept.
 pub fn normalize_fingerprint(ptx: &str) -> String {
     let mut out = String::with_capacity(ptx.len());
     for line in ptx.split_inclusive('\n') {
         let trimmed = line.trim_start();
         match fingerprint_of_line(trimmed) {
-            Some(value) if trimmed.contains(".b8") => {
+            Some((name, value)) if trimmed.contains(".b8") => {
                 let visible = if trimmed.starts_with(".visible") {
                     ".visible "
                 } else {
                     ""
                 };
                 out.push_str(&format!(
-                    "{visible}.global .align 8 .u64 {FINGERPRINT_SYMBOL} = {value};\n"
+                    "{visible}.global .align 8 .u64 {} = {value};\n",
+                    fingerprint_symbol(&name)
                 ));
             }
             _ => out.push_str(line),
@@ -307,50 +328,70 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ptx_check_finds_entries_unresolved_functions_and_the_fingerprint() {
+    fn ptx_check_finds_entries_unresolved_functions_and_the_fingerprints() {
         let ptx = "\
 .version 7.8
-// .globl	mgws_worker
+// .globl	mgws_fib_worker_counter_damping_single_device
 .extern .func  (.param .b32 func_retval0) memcmp
 (
 .extern .func helper(
-.visible .global .align 8 .b8 mgws_registry_fingerprint[8] = {56, 176, 173, 25, 237, 70, 0, 69};
-.visible .entry mgws_worker(
+.visible .global .align 8 .b8 mgws_fib_fingerprint[8] = {56, 176, 173, 25, 237, 70, 0, 69};
+.visible .global .align 8 .u64 mgws_my_uts_fingerprint = 7;
+.visible .entry mgws_fib_worker_counter_damping_single_device(
 .visible .entry other_kernel()
 .func _ZN4core9panicking5panic(
 ";
         let c = check_ptx(ptx);
-        assert_eq!(c.entries, ["mgws_worker", "other_kernel"]);
+        assert_eq!(
+            c.entries,
+            [
+                "mgws_fib_worker_counter_damping_single_device",
+                "other_kernel"
+            ]
+        );
         assert_eq!(c.unresolved, ["memcmp", "helper"]);
         assert_eq!(
-            c.fingerprint,
-            Some(u64::from_le_bytes([56, 176, 173, 25, 237, 70, 0, 69]))
+            c.fingerprints,
+            [
+                (
+                    "fib".to_string(),
+                    u64::from_le_bytes([56, 176, 173, 25, 237, 70, 0, 69])
+                ),
+                ("my_uts".to_string(), 7)
+            ]
         );
         let err = c.result().unwrap_err().to_string();
         assert!(
             err.contains("memcmp, helper") && err.contains("mem-builtins"),
             "{err}"
         );
-        let ok = check_ptx(".visible .entry mgws_worker(\n.func f(\n");
-        assert!(ok.result().is_ok());
-        assert_eq!(ok.fingerprint, None);
+        let one = ".visible .global .align 8 .u64 mgws_fib_fingerprint = 1;\n\
+                   .visible .entry mgws_fib_worker_counter_damping_single_device(\n.func f(\n";
+        assert!(check_ptx(one).result().is_ok());
+        let missing = check_ptx(".visible .global .align 8 .u64 mgws_uts_fingerprint = 1;\n");
+        assert!(missing.result().unwrap_err().to_string().contains(
+            "kernel `uts` but no `.entry mgws_uts_worker_counter_damping_single_device`"
+        ));
         let none = check_ptx(".visible .entry other(\n");
-        assert!(none
-            .result()
-            .unwrap_err()
-            .to_string()
-            .contains("no `.entry mgws_worker` (found: other)"));
+        let e = none.result().unwrap_err().to_string();
+        assert!(
+            e.contains("defines no kernel") && e.contains("other"),
+            "{e}"
+        );
     }
 
     #[test]
     fn the_fingerprint_is_rewritten_as_a_decimal_u64() {
-        let ptx = "a\n.visible .global .align 8 .b8 mgws_registry_fingerprint[8] = {1, 0, 0, 0, 0, 0, 0, 1};\nb\n";
+        let ptx = "a\n.visible .global .align 8 .b8 mgws_fib_fingerprint[8] = {1, 0, 0, 0, 0, 0, 0, 1};\nb\n";
         let fixed = normalize_fingerprint(ptx);
         assert_eq!(
             fixed,
-            "a\n.visible .global .align 8 .u64 mgws_registry_fingerprint = 72057594037927937;\nb\n"
+            "a\n.visible .global .align 8 .u64 mgws_fib_fingerprint = 72057594037927937;\nb\n"
         );
-        assert_eq!(check_ptx(&fixed).fingerprint, Some(72_057_594_037_927_937));
+        assert_eq!(
+            check_ptx(&fixed).fingerprints,
+            [("fib".to_string(), 72_057_594_037_927_937)]
+        );
         assert_eq!(normalize_fingerprint(&fixed), fixed);
         let other = ".visible .global .align 8 .b8 other[8] = {1, 0, 0, 0, 0, 0, 0, 1};\n";
         assert_eq!(normalize_fingerprint(other), other);

@@ -9,7 +9,7 @@ use mgws::backend::Backend;
 use mgws::error::{Error, Result};
 use mgws::scheduler::{Scheduler, VictimPolicy};
 use mgws::{OverflowMode, TerminationMode};
-use mgws_tasks::Builtin;
+use mgws_tasks::{ContainsTasks, FibTasks, MemsetTasks, Registry, StallTasks, UtsTasks};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -257,8 +257,9 @@ pub struct SchedArgs {
 }
 
 impl SchedArgs {
-    /// The scheduler these flags describe.
-    pub fn scheduler(&self) -> Result<Scheduler> {
+    /// The scheduler these flags describe, for a run of registry `R` (on a GPU, the defaults
+    /// left open are those of `R`'s kernel).
+    pub fn scheduler<R: Registry>(&self) -> Result<Scheduler> {
         let victims = match (self.same_device_only, self.same_device_bias) {
             (true, Some(_)) => {
                 return Err(Error::Config(
@@ -269,14 +270,26 @@ impl SchedArgs {
             (false, Some(p)) => VictimPolicy::SameDeviceBias(p),
             (false, None) => VictimPolicy::Uniform,
         };
-        let backend = self.backend()?;
+        let backend = self.backend::<R>()?;
         // The backend reports what it runs for the settings left open (one JIT compile of the
         // kernel on a GPU, cached for the run that follows).
-        let defaults = backend.defaults::<Builtin>(
+        let termination = match self.termination {
+            TerminationArg::Counter => TerminationMode::IdleCounter,
+            TerminationArg::Tree => TerminationMode::VotingTree,
+        };
+        let overflow = match self.overflow {
+            OverflowArg::TwoAtomics => OverflowMode::TwoAtomics,
+            OverflowArg::Damping => OverflowMode::Damping,
+        };
+        let defaults = backend.defaults::<R>(
             self.lanes,
             self.local_capacity,
             self.workers,
-            self.queue_sharing,
+            mgws::cuda::KernelOptions {
+                workers_per_queue: self.queue_sharing,
+                termination,
+                overflow,
+            },
         )?;
         let (lanes, workers, local_capacity) =
             (defaults.lanes, defaults.workers, defaults.local_capacity);
@@ -287,14 +300,8 @@ impl SchedArgs {
             .local_capacity(local_capacity)
             .spill_capacity(self.spill_capacity)
             .queue_sharing(self.queue_sharing)
-            .termination(match self.termination {
-                TerminationArg::Counter => TerminationMode::IdleCounter,
-                TerminationArg::Tree => TerminationMode::VotingTree,
-            })
-            .overflow(match self.overflow {
-                OverflowArg::TwoAtomics => OverflowMode::TwoAtomics,
-                OverflowArg::Damping => OverflowMode::Damping,
-            })
+            .termination(termination)
+            .overflow(overflow)
             .victims(victims)
             .seed(self.seed)
             .watchdog(Duration::from_millis(self.watchdog_ms))
@@ -329,7 +336,7 @@ impl SchedArgs {
 
     /// The backend these flags select. `auto` takes the GPU when libcuda loads, the GPU exists
     /// and the kernel PTX is found, else the CPU, and says which on stderr (once).
-    pub fn backend(&self) -> Result<Backend> {
+    pub fn backend<R: Registry>(&self) -> Result<Backend> {
         let gpu_only = self.device.is_some()
             || self.devices.is_some()
             || self.ptx.is_some()
@@ -350,23 +357,21 @@ impl SchedArgs {
             }),
             BackendArg::Cuda => {
                 let cuda = self.cuda()?;
-                cuda.probe::<Builtin>()?;
+                cuda.probe::<R>()?;
                 Ok(Backend::Cuda(cuda))
             }
             BackendArg::Auto => {
                 let cuda = self.cuda()?;
-                let use_cuda = *self
-                    .auto_cuda
-                    .get_or_init(|| match cuda.probe::<Builtin>() {
-                        Ok(what) => {
-                            eprintln!("mgws: --backend auto: running on CUDA, {what}");
-                            true
-                        }
-                        Err(e) => {
-                            eprintln!("mgws: --backend auto: running on the CPU ({e})");
-                            false
-                        }
-                    });
+                let use_cuda = *self.auto_cuda.get_or_init(|| match cuda.probe::<R>() {
+                    Ok(what) => {
+                        eprintln!("mgws: --backend auto: running on CUDA, {what}");
+                        true
+                    }
+                    Err(e) => {
+                        eprintln!("mgws: --backend auto: running on the CPU ({e})");
+                        false
+                    }
+                });
                 Ok(if use_cuda {
                     Backend::Cuda(cuda)
                 } else {
@@ -457,8 +462,7 @@ pub fn main_with(cli: Cli) -> Result<i32> {
             let mut code = run_workload(&workload)?;
             // Baselines: the same workload, built and verified the same way, in this process, on
             // the same kind of device (`auto` resolved once, by the main run).
-            let on_gpu = !baselines.is_empty()
-                && matches!(workload.sched_mut().backend()?, Backend::Cuda(_));
+            let on_gpu = !baselines.is_empty() && workload.on_gpu()?;
             for baseline in baselines {
                 let sched = workload.sched_mut();
                 match (on_gpu, baseline) {
@@ -489,6 +493,18 @@ impl WorkloadCmd {
             | WorkloadCmd::Stall { sched, .. } => sched,
         }
     }
+
+    /// Whether the command's backend (with `auto` resolved for its registry) is a GPU.
+    pub fn on_gpu(&self) -> Result<bool> {
+        let backend = match self {
+            WorkloadCmd::Memset { sched, .. } => sched.backend::<MemsetTasks>()?,
+            WorkloadCmd::Contains { sched, .. } => sched.backend::<ContainsTasks>()?,
+            WorkloadCmd::Uts { sched, .. } => sched.backend::<UtsTasks>()?,
+            WorkloadCmd::Fib { sched, .. } => sched.backend::<FibTasks>()?,
+            WorkloadCmd::Stall { sched, .. } => sched.backend::<StallTasks>()?,
+        };
+        Ok(matches!(backend, Backend::Cuda(_)))
+    }
 }
 
 /// Runs one workload command and prints its outcome; returns the exit code (2: not verified).
@@ -499,11 +515,11 @@ fn run_workload(workload: &WorkloadCmd) -> Result<i32> {
             corrupt_tag_of,
             sched,
         } => {
-            let s = sched.scheduler()?;
+            let s = sched.scheduler::<MemsetTasks>()?;
             (
                 crate::workload::memset::run_with_fault(
                     &s,
-                    &sched.backend()?,
+                    &sched.backend::<MemsetTasks>()?,
                     *tasks,
                     *corrupt_tag_of,
                 )?,
@@ -513,11 +529,11 @@ fn run_workload(workload: &WorkloadCmd) -> Result<i32> {
         }
         WorkloadCmd::Contains { args, sched } => {
             let corpus = args.load()?;
-            let s = sched.scheduler()?;
+            let s = sched.scheduler::<ContainsTasks>()?;
             (
                 crate::workload::contains::run(
                     &s,
-                    &sched.backend()?,
+                    &sched.backend::<ContainsTasks>()?,
                     &corpus,
                     args.word.as_bytes(),
                 )?,
@@ -527,17 +543,17 @@ fn run_workload(workload: &WorkloadCmd) -> Result<i32> {
         }
         WorkloadCmd::Uts { args, sched } => {
             let cfg = args.config()?;
-            let s = sched.scheduler()?;
+            let s = sched.scheduler::<UtsTasks>()?;
             (
-                crate::workload::uts::run(&s, &sched.backend()?, &cfg)?,
+                crate::workload::uts::run(&s, &sched.backend::<UtsTasks>()?, &cfg)?,
                 s,
                 sched.json,
             )
         }
         WorkloadCmd::Fib { args, sched } => {
-            let s = sched.scheduler()?;
+            let s = sched.scheduler::<FibTasks>()?;
             (
-                crate::workload::fib::run(&s, &sched.backend()?, args.n)?,
+                crate::workload::fib::run(&s, &sched.backend::<FibTasks>()?, args.n)?,
                 s,
                 sched.json,
             )
@@ -547,9 +563,9 @@ fn run_workload(workload: &WorkloadCmd) -> Result<i32> {
             nanos,
             sched,
         } => {
-            let s = sched.scheduler()?;
+            let s = sched.scheduler::<StallTasks>()?;
             (
-                crate::workload::stall::run(&s, &sched.backend()?, *tasks, *nanos)?,
+                crate::workload::stall::run(&s, &sched.backend::<StallTasks>()?, *tasks, *nanos)?,
                 s,
                 sched.json,
             )

@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use mgws_tasks::{Builtin, Registry};
+use mgws_tasks::{MemsetTasks, Registry};
 
 /// Builds the mock library once.
 fn mock_dir() -> &'static Path {
@@ -34,26 +34,35 @@ fn mock_dir() -> &'static Path {
         );
         // A PTX file with the entries the host checks and the built-in registry's fingerprint
         // (the mock never compiles it), and one with another registry's fingerprint.
-        std::fs::write(dir.join("mock.ptx"), mock_ptx(Builtin::FINGERPRINT))
+        std::fs::write(dir.join("mock.ptx"), mock_ptx(MemsetTasks::FINGERPRINT))
             .expect("writing the mock's PTX");
         std::fs::write(
             dir.join("wrong.ptx"),
-            mock_ptx(Builtin::FINGERPRINT ^ 0x5a5a),
+            mock_ptx(MemsetTasks::FINGERPRINT ^ 0x5a5a),
         )
         .expect("writing the mock's PTX");
         dir
     })
 }
 
-/// The mock's PTX text, declaring `fingerprint` as `worker_kernel!` does.
+/// The mock's PTX text, declaring `fingerprint` as `worker_kernel!` does, with the MEMSET
+/// worker entries of one and of two GPUs (device and system scope) and the level entry, but no
+/// static entry.
 fn mock_ptx(fingerprint: u64) -> String {
+    let worker = |suffix: &str| {
+        format!(
+            ".visible .entry mgws_memset_worker_{suffix}(\n\
+             \t.param .u64 p0,\n\t.param .u32 p1,\n\t.param .u32 p2\n)\n{{\n\tret;\n}}\n"
+        )
+    };
     format!(
         ".version 8.0\n.target sm_90\n.address_size 64\n\
-         .visible .global .align 8 .u64 mgws_registry_fingerprint = {fingerprint};\n\
-         .visible .entry mgws_worker(\n\
-         \t.param .u64 p0,\n\t.param .u32 p1,\n\t.param .u32 p2\n)\n{{\n\tret;\n}}\n\
-         .visible .entry mgws_level(\n\t.param .u64 .ptr .align 1 q0,\n\t.param .u32 q1\n)\n\
-         {{\n\tret;\n}}\n"
+         .visible .global .align 8 .u64 mgws_memset_fingerprint = {fingerprint};\n\
+         {}{}\
+         .visible .entry mgws_memset_level(\n\t.param .u64 .ptr .align 1 q0,\n\t.param .u32 q1\n)\n\
+         {{\n\tret;\n}}\n",
+        worker("counter_damping_single_device"),
+        worker("counter_damping_single_system"),
     )
 }
 
@@ -306,7 +315,7 @@ fn a_missing_baseline_kernel_is_reported_and_the_main_run_stands() {
         ],
     );
     let t = text(&o);
-    assert!(t.contains("has no kernel `mgws_static`"), "{t}");
+    assert!(t.contains("has no kernel `mgws_memset_static_device`"), "{t}");
     assert!(t.contains(r#""lost":0"#), "{t}");
 }
 
@@ -317,10 +326,10 @@ fn a_ptx_built_for_another_registry_is_refused_before_it_is_loaded() {
     assert!(!o.status.success(), "{t}");
     assert!(
         t.contains("built for another task registry")
-            && t.contains("Builtin")
+            && t.contains("MemsetTasks")
             && t.contains("wrong.ptx")
-            && t.contains(&format!("{:#018x}", Builtin::FINGERPRINT))
-            && t.contains(&format!("{:#018x}", Builtin::FINGERPRINT ^ 0x5a5a)),
+            && t.contains(&format!("{:#018x}", MemsetTasks::FINGERPRINT))
+            && t.contains(&format!("{:#018x}", MemsetTasks::FINGERPRINT ^ 0x5a5a)),
         "{t}"
     );
     assert!(!t.contains("mock: module load"), "{t}");
@@ -335,7 +344,10 @@ fn the_kernel_is_compiled_once_per_gpu_for_a_run_and_its_baselines() {
     );
     let t = text(&o);
     assert!(o.status.success(), "{t}");
-    assert_eq!(t.matches("mock: module load").count(), 2, "{t}");
+    // One JIT of the one entry the run launches per GPU (the defaults' occupancy query and the
+    // run share it), never of the whole module.
+    assert_eq!(t.matches("mock: module load (1 entries)").count(), 2, "{t}");
+    assert!(!t.contains("mock: module load (2") && !t.contains("mock: module load (3"), "{t}");
     let o = mgws(
         "memset",
         1,
@@ -350,5 +362,7 @@ fn the_kernel_is_compiled_once_per_gpu_for_a_run_and_its_baselines() {
     );
     let t = text(&o);
     assert!(o.status.success(), "{t}");
-    assert_eq!(t.matches("mock: module load").count(), 1, "{t}");
+    // The worker entry and the level entry, each compiled once.
+    assert_eq!(t.matches("mock: module load (1 entries)").count(), 2, "{t}");
+    assert_eq!(t.matches("mock: module load").count(), 2, "{t}");
 }

@@ -61,22 +61,20 @@ impl Backend {
     }
 
     /// The settings this backend uses for those the caller leaves open (`None`), given the ones
-    /// it sets. A GPU backend loads `R`'s kernel to ask the occupancy API how many workers fit
-    /// (the module stays cached for the run that follows).
+    /// it sets. A GPU backend loads the entry of `R`'s kernel that `options` pick to ask the
+    /// occupancy API how many workers fit (the module stays cached for the run that follows).
     pub fn defaults<R: Registry>(
         &self,
         lanes: Option<u32>,
         local_capacity: Option<u32>,
         workers: Option<u32>,
-        workers_per_queue: u32,
+        options: crate::cuda::KernelOptions,
     ) -> Result<Defaults> {
         match self {
             Backend::Cpu | Backend::CpuStatic | Backend::CpuLevels { .. } => {
                 Ok(crate::cpu::defaults(lanes, local_capacity, workers))
             }
-            Backend::Cuda(cuda) => {
-                cuda.defaults::<R>(lanes, local_capacity, workers, workers_per_queue)
-            }
+            Backend::Cuda(cuda) => cuda.defaults::<R>(lanes, local_capacity, workers, options),
         }
     }
 

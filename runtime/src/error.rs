@@ -130,6 +130,11 @@ impl From<RunError> for Error {
                 Error::SpillOverflow { worker, capacity }
             }
             RunError::Aborted => Error::Aborted,
+            RunError::WrongEntry { worker } => Error::BackendUnavailable(format!(
+                "worker {worker} runs a kernel entry compiled for other scheduler options than the \
+                 run's (termination, overflow, queue sharing, scope); the host picked the wrong \
+                 entry"
+            )),
         }
     }
 }

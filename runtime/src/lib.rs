@@ -7,7 +7,7 @@
 //! [`RunReport`]) and backends ([`Backend`]: CPU threads, CUDA GPUs).
 //!
 //! ```
-//! use mgws::{Backend, Ctx, Job, PerWorker, Platform, Scheduler, TaskFunctor, TaskResult, TaskStruct};
+//! use mgws::{Backend, Ctx, Job, PerWorker, Scheduler, TaskFunctor, TaskResult, TaskStruct};
 //!
 //! /// Counts the calls of a naive Fibonacci recursion: fib(n) spawns fib(n - 1) and fib(n - 2).
 //! #[derive(Clone, Copy, mgws::Pod, mgws::Zeroable)]
@@ -18,7 +18,7 @@
 //! }
 //!
 //! impl TaskFunctor for Fib {
-//!     fn run<P: Platform>(&self, task: &TaskStruct, ctx: &mut Ctx<P>) -> TaskResult {
+//!     fn run(&self, task: &TaskStruct, ctx: &mut impl Ctx) -> TaskResult {
 //!         // One worker's slot of the result table, updated by one lane.
 //!         ctx.accumulate(&task.data[0], |calls: &mut u64| *calls += 1)?;
 //!         if self.n >= 2 {
@@ -107,7 +107,7 @@ pub use {
     mgws_core::Platform,
     mgws_kernel_support::{kernel_ptx, worker_kernel},
     mgws_tasks::{
-        bytemuck, registry, Access, Ctx, DataDescriptor, Pod, Registry, TaskContext, TaskError,
+        bytemuck, registry, Access, Context, Ctx, DataDescriptor, Pod, Registry, TaskError,
         TaskFunctor, TaskResult, TaskStruct, Zeroable,
     },
 };

@@ -7,7 +7,7 @@
 //!   and two [`DataDescriptor`]s. It is plain bytes, valid on every device: descriptors hold offsets
 //!   into numbered data areas, never raw pointers (thesis 5.3's offset pointers).
 //! - [`TaskFunctor`]: what a task does. Its `run` executes on every lane of a worker and may spawn
-//!   subtasks through the [`TaskContext`].
+//!   subtasks through its [`Ctx`].
 //! - [`registry`]: the attribute that turns a list of functor types into a dispatcher by tag.
 #![no_std]
 
@@ -24,14 +24,18 @@ pub mod workloads;
 
 pub use bytemuck::{self, Pod, Zeroable};
 pub use data::{Access, DataDescriptor};
-pub use mgws_core::{DataMut, TaskContext, TaskError};
+pub use mgws_core::{Context, DataMut, TaskError};
 pub use mgws_tasks_macros::registry;
 pub use registry::Registry;
 pub use task::{Tagged, TaskFunctor, TaskStruct, DESCRIPTORS, PARAM_ALIGN, PARAM_BYTES};
-pub use workloads::Builtin;
+pub use workloads::{ContainsTasks, FibTasks, MemsetTasks, StallTasks, UtsTasks};
 
-/// The task context the functors of this crate receive.
-pub type Ctx<'w, 'e, P> = TaskContext<'w, 'e, P, TaskStruct>;
+/// The task context a functor receives: a [`Context`] whose tasks are [`TaskStruct`]s. Write
+/// functors against `&mut impl Ctx`; every scheduler (the mgws loop, the baselines, CPU and GPU)
+/// passes its own implementation.
+pub trait Ctx: Context<Task = TaskStruct> {}
+
+impl<C: Context<Task = TaskStruct> + ?Sized> Ctx for C {}
 
 /// What [`TaskFunctor::run`] returns.
 pub type TaskResult = Result<(), TaskError>;

@@ -11,10 +11,27 @@
 //! assert!(WithKernel::KERNEL_PTX.unwrap().starts_with("// the PTX"));
 //! ```
 //!
-//! Arguments other than `ptx = EXPR` and `crate = PATH` are compile errors:
+//! and the name of its kernel entries (`Registry::KERNEL`, by default the enum's name in
+//! snake case):
+//!
+//! ```
+//! #[mgws_tasks::registry(kernel = "fib")]
+//! enum FibOnly {
+//!     Fib(mgws_tasks::workloads::fib::FibTask),
+//! }
+//! #[mgws_tasks::registry]
+//! enum MyTasks {
+//!     Fib(mgws_tasks::workloads::fib::FibTask),
+//! }
+//! use mgws_tasks::Registry;
+//! assert_eq!(FibOnly::KERNEL, "fib");
+//! assert_eq!(MyTasks::KERNEL, "my_tasks");
+//! ```
+//!
+//! Arguments other than `ptx = EXPR`, `kernel = "name"` and `crate = PATH` are compile errors:
 //!
 //! ```compile_fail
-//! #[mgws_tasks::registry(kernel = "x")]
+//! #[mgws_tasks::registry(entries = "x")]
 //! enum Unknown {
 //!     Fib(mgws_tasks::workloads::fib::FibTask),
 //! }
@@ -26,14 +43,18 @@ use crate::task::TaskStruct;
 
 /// A task registry: the functor types that a run can execute, each under its tag.
 ///
-/// Implemented by `#[registry]`; the hosts take a registry explicitly for every run, and a GPU
-/// kernel is built for exactly one registry. [`Registry::FINGERPRINT`] ties the two together: the
-/// kernel's PTX carries the fingerprint of the registry it was built for
-/// (`mgws_registry_fingerprint`), and the CUDA backend refuses a PTX whose fingerprint differs from
-/// the registry it is asked to run, so the tags of a job never silently name other functors.
+/// Implemented by `#[registry]`; the hosts take a registry explicitly for every run. A GPU kernel
+/// module holds entries for one or more registries, each set under the registry's
+/// [`Registry::KERNEL`] name (`worker_kernel!(name => Registry)`). [`Registry::FINGERPRINT`] ties
+/// the two together: the module carries the fingerprint of each registry it was built for
+/// (`mgws_<KERNEL>_fingerprint`), and the CUDA backend refuses a PTX whose fingerprint differs
+/// from the registry it is asked to run, so the tags of a job never silently name other functors.
 pub trait Registry: TaskExecutor<TaskStruct> + Copy + Default + Send + Sync + 'static {
     /// The registry's type name, for messages.
     const NAME: &'static str;
+    /// The name of its kernel entries (`mgws_<KERNEL>_worker_...`): `#[registry(kernel = "...")]`,
+    /// by default the type name in snake case.
+    const KERNEL: &'static str;
     /// A 64-bit digest of the registry: its name, every tag with its variant name and functor
     /// type (as written), and each functor's size and alignment.
     const FINGERPRINT: u64;
@@ -132,7 +153,7 @@ mod tests {
             MemsetThenFib::FINGERPRINT,
             FibThenMemset::FINGERPRINT,
             OnlyMemset::FINGERPRINT,
-            crate::Builtin::FINGERPRINT,
+            crate::MemsetTasks::FINGERPRINT,
         ];
         for (i, a) in prints.iter().enumerate() {
             for b in &prints[i + 1..] {

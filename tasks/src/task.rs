@@ -1,7 +1,7 @@
 //! The fixed-size task struct and the functor trait.
 
 use bytemuck::Pod;
-use mgws_core::{Platform, TaskError};
+use mgws_core::TaskError;
 
 use crate::data::DataDescriptor;
 use crate::Ctx;
@@ -41,11 +41,7 @@ pub trait Tagged<F> {
 pub trait TaskFunctor: Pod + 'static {
     /// Runs the task on every lane of the worker. `task` is the whole struct (for its data
     /// descriptors and tag); spawned subtasks go through `ctx`.
-    fn run<P: Platform>(
-        &self,
-        task: &TaskStruct,
-        ctx: &mut Ctx<'_, '_, P>,
-    ) -> Result<(), TaskError>;
+    fn run(&self, task: &TaskStruct, ctx: &mut impl Ctx) -> Result<(), TaskError>;
 }
 
 impl TaskStruct {

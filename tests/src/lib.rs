@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use mgws::job::u64_bytes_mut;
 use mgws::{AreaBytes, Job, RunReport, Scheduler};
-use mgws_core::{Platform, TaskError};
+use mgws_core::TaskError;
 use mgws_tasks::workloads::memset::{output_descriptor, verify, MemsetCheck, MemsetTask};
 use mgws_tasks::{Ctx, DataDescriptor, Pod, TaskFunctor, TaskStruct, Zeroable};
 
@@ -27,11 +27,7 @@ pub struct SplitRange {
 }
 
 impl TaskFunctor for SplitRange {
-    fn run<P: Platform>(
-        &self,
-        task: &TaskStruct,
-        ctx: &mut Ctx<'_, '_, P>,
-    ) -> Result<(), TaskError> {
+    fn run(&self, task: &TaskStruct, ctx: &mut impl Ctx) -> Result<(), TaskError> {
         if self.hi - self.lo <= self.leaf {
             for index in self.lo..self.hi {
                 ctx.spawn(&TestTasks::task(&MemsetTask { index }).with_data(0, task.data[0]));
@@ -63,7 +59,7 @@ pub struct Stall {
 }
 
 impl TaskFunctor for Stall {
-    fn run<P: Platform>(&self, _: &TaskStruct, ctx: &mut Ctx<'_, '_, P>) -> Result<(), TaskError> {
+    fn run(&self, _: &TaskStruct, ctx: &mut impl Ctx) -> Result<(), TaskError> {
         if self.heartbeat_micros == 0 {
             std::thread::sleep(Duration::from_micros(self.micros));
             return Ok(());
@@ -93,11 +89,7 @@ pub struct Queens {
 }
 
 impl TaskFunctor for Queens {
-    fn run<P: Platform>(
-        &self,
-        task: &TaskStruct,
-        ctx: &mut Ctx<'_, '_, P>,
-    ) -> Result<(), TaskError> {
+    fn run(&self, task: &TaskStruct, ctx: &mut impl Ctx) -> Result<(), TaskError> {
         if self.row == self.n {
             ctx.accumulate(&task.data[0], |count: &mut u64| *count += 1)?;
             return Ok(());
@@ -142,11 +134,7 @@ pub struct TreeSum {
 }
 
 impl TaskFunctor for TreeSum {
-    fn run<P: Platform>(
-        &self,
-        task: &TaskStruct,
-        ctx: &mut Ctx<'_, '_, P>,
-    ) -> Result<(), TaskError> {
+    fn run(&self, task: &TaskStruct, ctx: &mut impl Ctx) -> Result<(), TaskError> {
         let nodes = ctx.read::<TreeNode>(&task.data[0])?;
         let me = *nodes
             .get(self.node as usize)
@@ -188,11 +176,7 @@ pub struct Probe {
 }
 
 impl TaskFunctor for Probe {
-    fn run<P: Platform>(
-        &self,
-        task: &TaskStruct,
-        ctx: &mut Ctx<'_, '_, P>,
-    ) -> Result<(), TaskError> {
+    fn run(&self, task: &TaskStruct, ctx: &mut impl Ctx) -> Result<(), TaskError> {
         let d = task.data[0];
         match self.mode {
             0 => {
@@ -231,7 +215,7 @@ pub struct Panic {
 }
 
 impl TaskFunctor for Panic {
-    fn run<P: Platform>(&self, _: &TaskStruct, ctx: &mut Ctx<'_, '_, P>) -> Result<(), TaskError> {
+    fn run(&self, _: &TaskStruct, ctx: &mut impl Ctx) -> Result<(), TaskError> {
         if self.on_leader == 1 {
             ctx.leader(|| panic!("the test task panics on lane 0"));
         } else {

@@ -132,19 +132,14 @@ fn ptx(opts: &PtxOptions) -> Result<()> {
         kernel.check.entries.join(", "),
         kernel.rustc
     );
-    let fingerprint = kernel.check.fingerprint.ok_or(
-        "the PTX declares no mgws_registry_fingerprint: define the kernel with worker_kernel!",
-    )?;
-    println!("PTX: .visible .global .align 8 .u64 mgws_registry_fingerprint = {fingerprint};");
+    for (name, fingerprint) in &kernel.check.fingerprints {
+        println!(
+            "PTX: .visible .global .align 8 .u64 {} = {fingerprint};",
+            mgws_builder::fingerprint_symbol(name)
+        );
+    }
     if opts.package == DEFAULT_CRATE {
-        let builtin = mgws_tasks::Builtin::FINGERPRINT;
-        if fingerprint != builtin {
-            return Err(format!(
-                "mgws_registry_fingerprint is {fingerprint}, but mgws_tasks::Builtin::FINGERPRINT \
-                 is {builtin}"
-            ));
-        }
-        println!("PTX: the fingerprint equals mgws_tasks::Builtin::FINGERPRINT ({builtin:#018x})");
+        check_builtin_kernels(&kernel.check)?;
     }
     let (cubin, report) = kernel.ptxas.expect("ptxas is required");
     for line in &report.lines {
@@ -159,6 +154,68 @@ fn ptx(opts: &PtxOptions) -> Result<()> {
         opts.arch,
         cubin.display()
     );
+    Ok(())
+}
+
+/// Every entry `worker_kernel!` defines for kernel `name`.
+fn entry_names(name: &str) -> Vec<String> {
+    let core = mgws_tasks::__core::WORKER_ENTRY_SUFFIXES
+        .iter()
+        .map(|s| format!("mgws_{name}_worker_{s}"));
+    let statics = mgws_tasks::__core::STATIC_ENTRY_SUFFIXES
+        .iter()
+        .map(|s| format!("mgws_{name}_static_{s}"));
+    core.chain(statics)
+        .chain([format!("mgws_{name}_level")])
+        .collect()
+}
+
+/// The built-in kernel must hold every built-in registry under its kernel name, with that
+/// registry's fingerprint and every entry the host may launch.
+fn check_builtin_kernels(check: &mgws_builder::PtxCheck) -> Result<()> {
+    use mgws_tasks::{ContainsTasks, FibTasks, MemsetTasks, StallTasks, UtsTasks};
+    let expected = [
+        (
+            MemsetTasks::KERNEL,
+            MemsetTasks::FINGERPRINT,
+            MemsetTasks::NAME,
+        ),
+        (
+            ContainsTasks::KERNEL,
+            ContainsTasks::FINGERPRINT,
+            ContainsTasks::NAME,
+        ),
+        (UtsTasks::KERNEL, UtsTasks::FINGERPRINT, UtsTasks::NAME),
+        (FibTasks::KERNEL, FibTasks::FINGERPRINT, FibTasks::NAME),
+        (
+            StallTasks::KERNEL,
+            StallTasks::FINGERPRINT,
+            StallTasks::NAME,
+        ),
+    ];
+    for (kernel, fingerprint, registry) in expected {
+        match check.fingerprints.iter().find(|(k, _)| k == kernel) {
+            None => return Err(format!("the PTX has no kernel `{kernel}` ({registry})")),
+            Some((_, f)) if *f != fingerprint => {
+                return Err(format!(
+                    "kernel `{kernel}` has fingerprint {f:#018x}, but {registry}::FINGERPRINT is \
+                     {fingerprint:#018x}"
+                ))
+            }
+            Some(_) => {}
+        }
+        let missing: Vec<String> = entry_names(kernel)
+            .into_iter()
+            .filter(|e| !check.entries.contains(e))
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "kernel `{kernel}` lacks entries the host launches: {}",
+                missing.join(", ")
+            ));
+        }
+        println!("PTX: kernel `{kernel}` has {registry}'s fingerprint ({fingerprint:#018x}) and every entry");
+    }
     Ok(())
 }
 

@@ -552,10 +552,11 @@ pub fn measure(work: &Prepared, opts: &BenchOpts, sched_args: &SchedArgs) -> Res
     for &w in &opts.workers {
         let mut a = sched_args.clone();
         a.workers = Some(w);
-        let sched = a.scheduler()?;
+        // On the CPU the defaults left open do not depend on the registry.
+        let sched = a.scheduler::<mgws_tasks::MemsetTasks>()?;
         // The static baseline runs one thread per worker, whatever the mgws lanes.
         a.lanes = Some(1);
-        let one_lane = a.scheduler()?;
+        let one_lane = a.scheduler::<mgws_tasks::MemsetTasks>()?;
         let pool = baseline::rayon_pool(w, sched.pin_threads())?;
         setups.push((w, sched, one_lane, pool));
     }

@@ -5,7 +5,7 @@ use mgws_tasks::workloads::contains::{
     corpus_descriptor, word_descriptor, ContainsTask, COL_MATCHES,
 };
 use mgws_tasks::workloads::rows::{column_sum, PackedTable, ROW_BYTES};
-use mgws_tasks::{Builtin, TaskStruct};
+use mgws_tasks::{ContainsTasks, TaskStruct};
 
 use super::Outcome;
 use crate::corpus::Corpus;
@@ -51,7 +51,7 @@ pub fn tasks(corpus: &Corpus, word: &[u8], workers: u32) -> Result<Vec<TaskStruc
         .articles
         .iter()
         .map(|&(offset, len)| {
-            Builtin::task(&ContainsTask {
+            ContainsTasks::task(&ContainsTask {
                 offset,
                 len,
                 results,
@@ -82,7 +82,7 @@ pub fn run_once(
     let mut rows = super::ResultRows::new(rows_needed);
     let report = backend.run(
         sched,
-        &Builtin,
+        &ContainsTasks,
         Job::new(tasks)
             .area(CORPUS_AREA, AreaBytes::Read(&corpus.bytes))
             .area(WORD_AREA, AreaBytes::Read(word))

@@ -3,7 +3,7 @@
 
 use mgws_tasks::workloads::fib::{self, rows_descriptor, FibTask, COL_NODES, COL_SUM, MAX_N};
 use mgws_tasks::workloads::rows::column_sum;
-use mgws_tasks::Builtin;
+use mgws_tasks::FibTasks;
 
 use super::Outcome;
 use mgws::backend::Backend;
@@ -31,10 +31,10 @@ pub fn run_once(sched: &Scheduler, backend: &Backend, n: u64) -> Result<((u64, u
     check_n(n)?;
     let workers = super::result_rows(sched, backend);
     let mut rows = super::ResultRows::new(workers);
-    let root = [Builtin::task(&FibTask { n }).with_data(0, rows_descriptor(0, workers))];
+    let root = [FibTasks::task(&FibTask { n }).with_data(0, rows_descriptor(0, workers))];
     let report = backend.run(
         sched,
-        &Builtin,
+        &FibTasks,
         Job::new(&root).area(0, AreaBytes::ReadWrite(rows.bytes_mut())),
     )?;
     Ok((

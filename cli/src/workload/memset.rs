@@ -1,7 +1,7 @@
 //! MEMSET: `tasks` independent tasks; task `x` marks slot `x`. Verifies exactly-once execution.
 
 use mgws_tasks::workloads::memset::{output_descriptor, verify, MemsetTask};
-use mgws_tasks::{Builtin, TaskStruct};
+use mgws_tasks::{MemsetTasks, TaskStruct};
 
 use super::Outcome;
 use mgws::backend::Backend;
@@ -19,7 +19,7 @@ pub const MAX_TASKS: u64 = (u32::MAX / 8) as u64;
 pub fn tasks(n: u64) -> Vec<TaskStruct> {
     let out = output_descriptor(0, n);
     (0..n)
-        .map(|index| Builtin::task(&MemsetTask { index }).with_data(0, out))
+        .map(|index| MemsetTasks::task(&MemsetTask { index }).with_data(0, out))
         .collect()
 }
 
@@ -52,7 +52,7 @@ pub fn run_with_fault(
     let mut slots = vec![0u64; n as usize];
     let report = backend.run(
         sched,
-        &Builtin,
+        &MemsetTasks,
         Job::new(&initial).area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut slots))),
     )?;
     let check = verify(&slots);

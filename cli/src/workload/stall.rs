@@ -3,7 +3,7 @@
 //! one it completes. A diagnostic of the never-hang guarantee on each backend.
 
 use mgws_tasks::workloads::stall::StallTask;
-use mgws_tasks::{Builtin, TaskStruct};
+use mgws_tasks::{StallTasks, TaskStruct};
 
 use super::Outcome;
 use mgws::backend::Backend;
@@ -20,9 +20,9 @@ pub fn run(sched: &Scheduler, backend: &Backend, tasks: u64, nanos: u64) -> Resu
         )));
     }
     let initial: Vec<TaskStruct> = (0..tasks)
-        .map(|_| Builtin::task(&StallTask { nanos }))
+        .map(|_| StallTasks::task(&StallTask { nanos }))
         .collect();
-    let report = backend.run(sched, &Builtin, Job::new(&initial))?;
+    let report = backend.run(sched, &StallTasks, Job::new(&initial))?;
     let verified = report.tasks_run == tasks;
     Ok(Outcome {
         workload: "stall".into(),

@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use mgws_tasks::workloads::uts::{self, descriptors, UtsCounts, UtsNode, UtsParams};
-use mgws_tasks::{Builtin, TaskStruct};
+use mgws_tasks::{TaskStruct, UtsTasks};
 use serde::Serialize;
 
 use super::Outcome;
@@ -326,13 +326,13 @@ pub fn run_once(
     let mut param_words = params_words(params);
     let mut rows = super::ResultRows::new(workers);
     let [pd, rd] = descriptors(0, 1, workers);
-    let root: TaskStruct = Builtin::task(&params.root())
+    let root: TaskStruct = UtsTasks::task(&params.root())
         .with_data(0, pd)
         .with_data(1, rd);
     let initial = [root];
     let report = backend.run(
         sched,
-        &Builtin,
+        &UtsTasks,
         Job::new(&initial)
             .area(0, AreaBytes::Read(u64_bytes_mut(&mut param_words)))
             .area(1, AreaBytes::ReadWrite(rows.bytes_mut())),

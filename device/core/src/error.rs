@@ -29,6 +29,12 @@ pub enum RunError {
     },
     /// The host aborted the run (watchdog or user).
     Aborted,
+    /// The kernel entry was compiled for other hot-loop options than the run's configuration
+    /// names (`spec::Spec::matches`): the host launched the wrong entry.
+    WrongEntry {
+        /// The first worker that noticed.
+        worker: u32,
+    },
 }
 
 /// An error a task returns to the worker loop.
@@ -111,6 +117,7 @@ impl RunError {
             RunError::TaskFailed { worker, tag, code } => (2, worker, tag, code),
             RunError::SpillOverflow { worker, capacity } => (3, worker, 0, capacity),
             RunError::Aborted => (4, 0, 0, 0),
+            RunError::WrongEntry { worker } => (5, worker, 0, 0),
         };
         let tag = if tag > MAX_PACKED_TAG { 0 } else { tag };
         kind << 60
@@ -139,6 +146,7 @@ impl RunError {
                 worker,
                 capacity: detail,
             }),
+            5 => Some(RunError::WrongEntry { worker }),
             _ => Some(RunError::Aborted),
         }
     }
@@ -170,6 +178,7 @@ mod tests {
                 capacity: 4096,
             },
             RunError::Aborted,
+            RunError::WrongEntry { worker: 12 },
         ] {
             assert_ne!(e.pack(), 0);
             assert_eq!(RunError::unpack(e.pack()), Some(e));

@@ -19,6 +19,7 @@ use crate::local_ring::LocalRing;
 use crate::operation::Operation;
 use crate::platform::{AtomicWord, Ordering, Platform, Scope};
 use crate::scratch::{ScratchLayout, EXCHANGE_WORDS};
+use crate::spec::Spec;
 use crate::victim::VictimPicker;
 
 /// What a spawn does when the local queue is full: the one place where the algorithms that share
@@ -34,7 +35,8 @@ pub(crate) enum OnFull<W, T> {
 }
 
 /// The scheduler state of one worker, shared by the loop that drives it and the task context.
-pub struct WorkerCore<'e, P: Platform, T> {
+/// `S` fixes the hot-loop options (see [`Spec`]).
+pub struct WorkerCore<'e, P: Platform, T, S: Spec> {
     pub(crate) p: P,
     pub(crate) env: &'e Env<P::Word, T>,
     pub(crate) id: u32,
@@ -64,9 +66,10 @@ pub struct WorkerCore<'e, P: Platform, T> {
     /// Where `fail` records the first error, and the word it raises to stop the run.
     pub(crate) error_word: *const P::Word,
     pub(crate) abort_word: *const P::Word,
+    pub(crate) spec: core::marker::PhantomData<S>,
 }
 
-impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
+impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// Worker `id` on platform `p`.
     ///
     /// # Safety
@@ -83,7 +86,12 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         on_full: OnFull<P::Word, T>,
     ) -> Self {
         let cfg = &env.config;
-        let queue = env.topology.queue_of_worker(id, cfg.workers_per_queue);
+        // Unshared queues are numbered like their workers.
+        let queue = if S::shared_queues(cfg) {
+            env.topology.queue_of_worker(id, cfg.workers_per_queue)
+        } else {
+            id
+        };
         let flags = cfg.run_flags();
         let layout = ScratchLayout::new(
             cfg.local_capacity,
@@ -106,7 +114,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
             },
         };
         let core = WorkerCore {
-            scope: Scope::from_u32(cfg.queue_scope),
+            scope: S::scope(cfg),
             local_capacity: cfg.local_capacity as u64,
             spill_capacity: cfg.spill_capacity as u64,
             p,
@@ -128,6 +136,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
             on_full,
             error_word,
             abort_word,
+            spec: core::marker::PhantomData,
         };
         if core.p.is_leader() {
             let state = LeaderState {
@@ -149,7 +158,18 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
             // the leader state.
             unsafe { core.leader_state().write(state) };
         }
+        let mut core = core;
+        if !S::matches(cfg) {
+            let worker = core.id;
+            core.fail(RunError::WrongEntry { worker });
+        }
         core
+    }
+
+    /// The scope of orchestration and task atomics (a constant in a specialized kernel entry).
+    #[inline(always)]
+    pub(crate) fn scope(&self) -> Scope {
+        self.scope
     }
 
     /// Counts a loop iteration; every `progress_interval` reports progress and checks for abort.

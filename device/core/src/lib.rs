@@ -31,6 +31,7 @@ pub mod platform;
 pub mod public_queue;
 pub mod scratch;
 pub mod share;
+pub mod spec;
 pub mod termination;
 pub mod victim;
 pub mod word;
@@ -40,7 +41,7 @@ pub use baseline::levels::{LevelSink, LevelWorker};
 pub use baseline::static_assign::{static_share, StaticWorker};
 pub use bytemuck;
 pub use config::{ConfigError, OverflowMode, RunFlags, SchedConfig, TerminationMode, MAX_DEVICES};
-pub use context::{accumulator_stride, DataMut, Tagged, TaskContext, TaskExecutor};
+pub use context::{accumulator_stride, Context, DataMut, Tagged, TaskContext, TaskExecutor};
 pub use data::{Access, DataDescriptor};
 pub use error::{RunError, TaskError, CORE_CODES};
 pub use exec::WorkerCore;
@@ -56,5 +57,9 @@ pub use platform::{AtomicWord, Ordering, Platform, ProtocolStep, Scope};
 pub use public_queue::{Claim, OwnerView, PublicQueue};
 pub use scratch::{ScratchLayout, EXCHANGE_WORDS};
 pub use share::{claimed_by, max_successful_steals, share, StealShare};
+pub use spec::{
+    entry_suffix, scope_suffix, Fixed, FromConfig, ScopeOnly, Spec, STATIC_ENTRY_SUFFIXES,
+    WORKER_ENTRY_SUFFIXES,
+};
 pub use word::{QueueWord, WordFlags, MAX_FIELD};
 pub use worker::Worker;

@@ -14,6 +14,7 @@ use crate::operation::Operation;
 use crate::platform::{AtomicWord, Ordering, Platform, ProtocolStep};
 use crate::public_queue::{Claim, OwnerView, PublicQueue};
 use crate::share::StealShare;
+use crate::spec::Spec;
 use crate::termination::{IdleCounter, VoteOutcome, VotingTree};
 use crate::word::QueueWord;
 
@@ -24,12 +25,12 @@ pub const RELEASE_CHECK_INTERVAL: u64 = 4;
 pub const INITIAL_VICTIM_TRIES: usize = 2;
 
 /// An mgws worker: its scheduler state plus the executor of its tasks.
-pub struct Worker<'e, P: Platform, T, X> {
-    core: WorkerCore<'e, P, T>,
+pub struct Worker<'e, P: Platform, T, X, S: Spec> {
+    core: WorkerCore<'e, P, T, S>,
     exec: &'e X,
 }
 
-impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>> Worker<'e, P, T, X> {
+impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, P, T, X, S> {
     /// Worker `id` on platform `p`.
     ///
     /// # Safety
@@ -95,7 +96,7 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>> Worker<'e, P, T, X> 
     }
 }
 
-impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
+impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     // ----- own public queue --------------------------------------------------------------------
 
     #[inline(always)]
@@ -404,7 +405,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
         // SAFETY: the picker returns valid queue indices.
         let header = unsafe { self.env.header(victim) };
         let queue = PublicQueue::new(header, self.env.config.public_capacity as u64, self.scope);
-        let damping = self.env.config.overflow_mode() == OverflowMode::Damping;
+        let damping = S::overflow(&self.env.config) == OverflowMode::Damping;
         let (word, bit) = self.damping_bit(victim);
         // SAFETY: the bitmap word is in this worker's scratch and only lane 0 uses it.
         let marked_empty = damping && unsafe { word.read() } & bit != 0;
@@ -510,7 +511,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
     pub(crate) fn leave_idle(&mut self) {
         if self.idle {
             if self.p.is_leader()
-                && self.env.config.termination_mode() == TerminationMode::IdleCounter
+                && S::termination(&self.env.config) == TerminationMode::IdleCounter
             {
                 self.p.protocol_step(ProtocolStep::IdleLeave);
                 self.idle_counter().leave();
@@ -543,7 +544,7 @@ impl<'e, P: Platform, T: Copy> WorkerCore<'e, P, T> {
             let abort = (self.abort_flag())();
             let quiescent = self.own_queue().quiescent(ignore_in_flight);
             let mut became_idle = false;
-            let terminate = match self.env.config.termination_mode() {
+            let terminate = match S::termination(&self.env.config) {
                 TerminationMode::IdleCounter => {
                     if !self.idle && quiescent.is_some() {
                         self.p.protocol_step(ProtocolStep::IdleEnter);

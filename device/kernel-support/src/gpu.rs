@@ -4,19 +4,21 @@ use core::arch::nvptx;
 
 use mgws_core::nvptx::{GpuBlockPlatform, NvptxWord};
 use mgws_core::{
-    Env, LevelArgs, LevelSink, LevelWorker, Platform, ScratchLayout, StaticWorker, TaskExecutor,
-    Worker,
+    Env, LevelArgs, LevelSink, LevelWorker, Platform, ScratchLayout, Spec, StaticWorker,
+    TaskExecutor, Worker,
 };
 use mgws_tasks::TaskStruct;
 
-/// Runs the calling block as one worker of `env` with `exec` as the task executor.
+/// Runs the calling block as one worker of `env` with `exec` as the task executor, compiled for
+/// the hot-loop options `S` (a worker whose configuration names others stops the run with
+/// `RunError::WrongEntry`).
 ///
 /// # Safety
 /// Called by every thread of a one-dimensional block launched with `scratch_len` bytes of dynamic
 /// shared memory; `env` points to a live, correctly laid out [`Env`] on this device and `device`
 /// is this GPU's index in its topology (see [`crate::worker_kernel!`]).
 #[inline(always)]
-pub unsafe fn run_worker<X: TaskExecutor<TaskStruct>>(
+pub unsafe fn run_worker<X: TaskExecutor<TaskStruct>, S: Spec>(
     exec: &X,
     env: *const Env<NvptxWord, TaskStruct>,
     scratch_len: u32,
@@ -33,7 +35,7 @@ pub unsafe fn run_worker<X: TaskExecutor<TaskStruct>>(
     check_scratch(&p, env.config.local_capacity, topology.queues());
     // SAFETY: `id` is a worker of this device, the scratch holds the layout (checked above), and
     // every lane makes the same call; the rest is the caller's guarantee.
-    unsafe { Worker::new(p, env, exec, id) }.run();
+    unsafe { Worker::<_, _, _, S>::new(p, env, exec, id) }.run();
 }
 
 /// Runs the calling block as worker `blockIdx.x` of the static-assignment baseline
@@ -43,7 +45,7 @@ pub unsafe fn run_worker<X: TaskExecutor<TaskStruct>>(
 /// # Safety
 /// As for [`run_worker`].
 #[inline(always)]
-pub unsafe fn run_static<X: TaskExecutor<TaskStruct>>(
+pub unsafe fn run_static<X: TaskExecutor<TaskStruct>, S: Spec>(
     exec: &X,
     env: *const Env<NvptxWord, TaskStruct>,
     scratch_len: u32,
@@ -58,7 +60,7 @@ pub unsafe fn run_static<X: TaskExecutor<TaskStruct>>(
     }
     check_scratch(&p, env.config.local_capacity, env.topology.queues());
     // SAFETY: as in `run_worker`.
-    unsafe { StaticWorker::new(p, env, exec, id) }.run();
+    unsafe { StaticWorker::<_, _, _, S>::new(p, env, exec, id) }.run();
 }
 
 /// Runs one level of the kernel-per-level baseline: block `b` of the grid runs frontier tasks
@@ -68,7 +70,7 @@ pub unsafe fn run_static<X: TaskExecutor<TaskStruct>>(
 /// `args` points to a live [`LevelArgs`] in device memory whose buffers are valid; the launch
 /// gives each block `scratch_len` bytes of dynamic shared memory.
 #[inline(always)]
-pub unsafe fn run_level<X: TaskExecutor<TaskStruct>>(
+pub unsafe fn run_level<X: TaskExecutor<TaskStruct>, S: Spec>(
     exec: &X,
     args: *const LevelArgs,
     scratch_len: u32,
@@ -93,7 +95,8 @@ pub unsafe fn run_level<X: TaskExecutor<TaskStruct>>(
     let block = p.block_index();
     // SAFETY: the bare env has every pointer a level run uses (frontier, areas), the sink's
     // buffers are the launch's; block < blocks.
-    unsafe { LevelWorker::new(p, &env, exec, block, sink) }.run(block as u64, blocks as u64);
+    unsafe { LevelWorker::<_, _, _, S>::new(p, &env, exec, block, sink) }
+        .run(block as u64, blocks as u64);
 }
 
 /// Traps if the launch gave less shared memory than the scratch layout needs.

@@ -4,10 +4,10 @@
 //!
 //! ```ignore
 //! #![cfg_attr(target_arch = "nvptx64", no_std)]
-//! mgws_kernel_support::worker_kernel!(my_crate::MyRegistry);
+//! mgws_kernel_support::worker_kernel!(my_kernel => my_crate::MyRegistry);
 //! ```
 //!
-//! - [`worker_kernel!`]: defines the `mgws_worker` kernel entry point for a task registry;
+//! - [`worker_kernel!`]: defines the kernel entry points of task registries;
 //! - a `#[panic_handler]` that traps (a failed bounds check or `unwrap` aborts the kernel; the host
 //!   sees a launch failure);
 //! - with the `mem-builtins` feature, `memcmp` and `bcmp`, which core calls for slice comparisons
@@ -31,19 +31,27 @@ mod gpu;
 #[cfg(target_arch = "nvptx64")]
 pub use gpu::{run_level, run_static, run_worker};
 
-/// Defines the kernel entry points for the task registry `$registry`: `mgws_worker` (the MGWS
-/// persistent worker), `mgws_static` (the static-assignment baseline) and `mgws_level` (one level
-/// of the kernel-per-level baseline), and the global `mgws_registry_fingerprint` (a `u64`, the
-/// registry's `Registry::FINGERPRINT`), by which the host checks that a PTX module was built for
-/// the registry it runs.
-///
-/// Usable through the `mgws` crate as `mgws::worker_kernel!` too: its paths name this crate with
-/// `$crate`, never the caller's dependencies.
-///
-/// The kernel's signature, which the host launches with one block per worker:
+/// Defines the kernel entry points of one or more task registries, each under its kernel name
+/// (the registry's `Registry::KERNEL`, checked at compile time):
 ///
 /// ```ignore
-/// extern "ptx-kernel" fn mgws_worker(env: *const Env<NvptxWord, TaskStruct>, scratch_len: u32, device: u32)
+/// mgws::worker_kernel!(collatz => my_crate::CollatzTasks);
+/// mgws::worker_kernel!(memset => mgws_tasks::MemsetTasks, uts => mgws_tasks::UtsTasks);
+/// ```
+///
+/// For a registry named `k` the PTX gets:
+/// - `mgws_k_fingerprint`: a global `u64`, the registry's `Registry::FINGERPRINT`, by which the
+///   host checks that the module was built for the registry it runs;
+/// - `mgws_k_worker_<spec>`: the MGWS persistent worker, one entry per combination of the options
+///   that change its hot loop, `<spec>` = `<counter|tree>_<twoatomics|damping>_<single|shared>_
+///   <device|system>` (`mgws_core::entry_suffix`): each holds only the code its run executes;
+/// - `mgws_k_static_<device|system>`: the static-assignment baseline;
+/// - `mgws_k_level`: one level of the kernel-per-level baseline.
+///
+/// The host JIT-compiles only the entry a run needs. The worker and static entries take
+///
+/// ```ignore
+/// extern "ptx-kernel" fn(env: *const Env<NvptxWord, TaskStruct>, scratch_len: u32, device: u32)
 /// ```
 ///
 /// - `env`: the run's [`mgws_core::Env`] in device memory (read-only for the kernel);
@@ -52,77 +60,276 @@ pub use gpu::{run_level, run_static, run_worker};
 /// - `device`: the index of this GPU in `env.topology`; block `b` is worker
 ///   `env.topology.first_worker[device] + b`. Blocks past that device's last worker return at once.
 ///
-/// Blocks must be one-dimensional (`blockDim.y == blockDim.z == 1`); every thread is a lane.
-/// On targets other than `nvptx64` the macro expands to nothing.
+/// and the level entry `(args: *const LevelArgs, scratch_len: u32)`. Blocks must be
+/// one-dimensional (`blockDim.y == blockDim.z == 1`); every thread is a lane. Usable through the
+/// `mgws` crate as `mgws::worker_kernel!` too: its paths name this crate with `$crate`. On targets
+/// other than `nvptx64` the macro expands to nothing.
 #[macro_export]
 #[cfg_attr(target_arch = "nvptx64", allow_internal_unstable(abi_ptx))]
 macro_rules! worker_kernel {
-    ($registry:path) => {
-        /// The fingerprint of the registry this kernel was built for
-        /// (`mgws_tasks::Registry::FINGERPRINT`): the PTX declares it as
-        /// `.visible .global .align 8 .u64 mgws_registry_fingerprint = <decimal>;`, and the host
-        /// refuses to run a registry whose fingerprint differs.
-        #[cfg(target_arch = "nvptx64")]
-        #[unsafe(no_mangle)]
-        #[allow(non_upper_case_globals)]
-        pub static mgws_registry_fingerprint: u64 =
-            <$registry as $crate::__private::Registry>::FINGERPRINT;
+    ($($name:ident => $registry:path),+ $(,)?) => {
+        $($crate::__registry_kernel!($name, $registry);)+
+    };
+}
 
-        /// The persistent worker kernel: one block per worker, running until termination.
-        ///
-        /// # Safety
-        /// See `mgws_kernel_support::worker_kernel!`.
+/// The entries of one registry (see [`worker_kernel!`]).
+#[doc(hidden)]
+#[macro_export]
+#[cfg_attr(target_arch = "nvptx64", allow_internal_unstable(abi_ptx))]
+macro_rules! __registry_kernel {
+    ($name:ident, $registry:path) => {
         #[cfg(target_arch = "nvptx64")]
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn mgws_worker(
-            env: *const $crate::__private::Env<
-                $crate::__private::NvptxWord,
-                $crate::__private::TaskStruct,
-            >,
-            scratch_len: u32,
-            device: u32,
-        ) {
-            static REGISTRY: $registry = $registry;
-            // SAFETY: the host launches this kernel as documented on `worker_kernel!`.
-            unsafe { $crate::run_worker(&REGISTRY, env, scratch_len, device) }
-        }
+        const _: () = {
+            assert!(
+                $crate::__private::same_str(
+                    <$registry as $crate::__private::Registry>::KERNEL,
+                    stringify!($name)
+                ),
+                concat!(
+                    "worker_kernel!: the kernel name `",
+                    stringify!($name),
+                    "` differs from the registry's Registry::KERNEL"
+                )
+            );
 
-        /// The static-assignment baseline: the same parameters as `mgws_worker`; block `b` runs
-        /// the initial tasks `b, b + workers, ...` and what they spawn, with no stealing.
-        ///
-        /// # Safety
-        /// As for `mgws_worker`.
-        #[cfg(target_arch = "nvptx64")]
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn mgws_static(
-            env: *const $crate::__private::Env<
-                $crate::__private::NvptxWord,
-                $crate::__private::TaskStruct,
-            >,
-            scratch_len: u32,
-            device: u32,
-        ) {
-            static REGISTRY: $registry = $registry;
-            // SAFETY: the host launches this kernel like `mgws_worker`.
-            unsafe { $crate::run_static(&REGISTRY, env, scratch_len, device) }
-        }
+            /// The fingerprint of the registry this kernel was built for.
+            #[unsafe(export_name = concat!("mgws_", stringify!($name), "_fingerprint"))]
+            pub static FINGERPRINT: u64 = <$registry as $crate::__private::Registry>::FINGERPRINT;
+        };
+        $crate::__worker_entry!(
+            $name,
+            $registry,
+            "counter_twoatomics_single_device",
+            0,
+            0,
+            false,
+            1
+        );
+        $crate::__worker_entry!(
+            $name,
+            $registry,
+            "counter_twoatomics_single_system",
+            0,
+            0,
+            false,
+            2
+        );
+        $crate::__worker_entry!(
+            $name,
+            $registry,
+            "counter_twoatomics_shared_device",
+            0,
+            0,
+            true,
+            1
+        );
+        $crate::__worker_entry!(
+            $name,
+            $registry,
+            "counter_twoatomics_shared_system",
+            0,
+            0,
+            true,
+            2
+        );
+        $crate::__worker_entry!(
+            $name,
+            $registry,
+            "counter_damping_single_device",
+            0,
+            1,
+            false,
+            1
+        );
+        $crate::__worker_entry!(
+            $name,
+            $registry,
+            "counter_damping_single_system",
+            0,
+            1,
+            false,
+            2
+        );
+        $crate::__worker_entry!(
+            $name,
+            $registry,
+            "counter_damping_shared_device",
+            0,
+            1,
+            true,
+            1
+        );
+        $crate::__worker_entry!(
+            $name,
+            $registry,
+            "counter_damping_shared_system",
+            0,
+            1,
+            true,
+            2
+        );
+        $crate::__worker_entry!(
+            $name,
+            $registry,
+            "tree_twoatomics_single_device",
+            1,
+            0,
+            false,
+            1
+        );
+        $crate::__worker_entry!(
+            $name,
+            $registry,
+            "tree_twoatomics_single_system",
+            1,
+            0,
+            false,
+            2
+        );
+        $crate::__worker_entry!(
+            $name,
+            $registry,
+            "tree_twoatomics_shared_device",
+            1,
+            0,
+            true,
+            1
+        );
+        $crate::__worker_entry!(
+            $name,
+            $registry,
+            "tree_twoatomics_shared_system",
+            1,
+            0,
+            true,
+            2
+        );
+        $crate::__worker_entry!(
+            $name,
+            $registry,
+            "tree_damping_single_device",
+            1,
+            1,
+            false,
+            1
+        );
+        $crate::__worker_entry!(
+            $name,
+            $registry,
+            "tree_damping_single_system",
+            1,
+            1,
+            false,
+            2
+        );
+        $crate::__worker_entry!(
+            $name,
+            $registry,
+            "tree_damping_shared_device",
+            1,
+            1,
+            true,
+            1
+        );
+        $crate::__worker_entry!(
+            $name,
+            $registry,
+            "tree_damping_shared_system",
+            1,
+            1,
+            true,
+            2
+        );
+        $crate::__static_entry!($name, $registry, "device", 1);
+        $crate::__static_entry!($name, $registry, "system", 2);
 
-        /// One level of the kernel-per-level baseline (`args`: a `mgws_core::LevelArgs` in
-        /// device memory).
+        /// One level of the kernel-per-level baseline.
         ///
         /// # Safety
         /// `args` and its buffers are valid device memory; `scratch_len` bytes of dynamic shared
         /// memory per block.
         #[cfg(target_arch = "nvptx64")]
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn mgws_level(
-            args: *const $crate::__private::LevelArgs,
-            scratch_len: u32,
-        ) {
-            static REGISTRY: $registry = $registry;
-            // SAFETY: the host launches this kernel as documented.
-            unsafe { $crate::run_level(&REGISTRY, args, scratch_len) }
-        }
+        const _: () = {
+            #[unsafe(export_name = concat!("mgws_", stringify!($name), "_level"))]
+            pub unsafe extern "ptx-kernel" fn level(
+                args: *const $crate::__private::LevelArgs,
+                scratch_len: u32,
+            ) {
+                static REGISTRY: $registry = $registry;
+                // SAFETY: the host launches this kernel as documented on `worker_kernel!`.
+                unsafe {
+                    $crate::run_level::<_, $crate::__private::ScopeOnly<1>>(
+                        &REGISTRY,
+                        args,
+                        scratch_len,
+                    )
+                }
+            }
+        };
+    };
+}
+
+/// One MGWS worker entry (see [`worker_kernel!`]).
+#[doc(hidden)]
+#[macro_export]
+#[cfg_attr(target_arch = "nvptx64", allow_internal_unstable(abi_ptx))]
+macro_rules! __worker_entry {
+    ($name:ident, $registry:path, $suffix:literal, $t:literal, $o:literal, $s:literal, $sc:literal) => {
+        #[cfg(target_arch = "nvptx64")]
+        const _: () = {
+            #[unsafe(export_name = concat!("mgws_", stringify!($name), "_worker_", $suffix))]
+            pub unsafe extern "ptx-kernel" fn worker(
+                env: *const $crate::__private::Env<
+                    $crate::__private::NvptxWord,
+                    $crate::__private::TaskStruct,
+                >,
+                scratch_len: u32,
+                device: u32,
+            ) {
+                static REGISTRY: $registry = $registry;
+                // SAFETY: the host launches this kernel as documented on `worker_kernel!`.
+                unsafe {
+                    $crate::run_worker::<_, $crate::__private::Fixed<$t, $o, $s, $sc>>(
+                        &REGISTRY,
+                        env,
+                        scratch_len,
+                        device,
+                    )
+                }
+            }
+        };
+    };
+}
+
+/// One static-assignment entry (see [`worker_kernel!`]).
+#[doc(hidden)]
+#[macro_export]
+#[cfg_attr(target_arch = "nvptx64", allow_internal_unstable(abi_ptx))]
+macro_rules! __static_entry {
+    ($name:ident, $registry:path, $suffix:literal, $sc:literal) => {
+        #[cfg(target_arch = "nvptx64")]
+        const _: () = {
+            #[unsafe(export_name = concat!("mgws_", stringify!($name), "_static_", $suffix))]
+            pub unsafe extern "ptx-kernel" fn static_assignment(
+                env: *const $crate::__private::Env<
+                    $crate::__private::NvptxWord,
+                    $crate::__private::TaskStruct,
+                >,
+                scratch_len: u32,
+                device: u32,
+            ) {
+                static REGISTRY: $registry = $registry;
+                // SAFETY: the host launches this kernel like the worker entries.
+                unsafe {
+                    $crate::run_static::<_, $crate::__private::ScopeOnly<$sc>>(
+                        &REGISTRY,
+                        env,
+                        scratch_len,
+                        device,
+                    )
+                }
+            }
+        };
     };
 }
 
@@ -155,6 +362,22 @@ macro_rules! kernel_ptx {
 pub mod __private {
     #[cfg(target_arch = "nvptx64")]
     pub use mgws_core::nvptx::NvptxWord;
-    pub use mgws_core::{Env, LevelArgs};
+    pub use mgws_core::{Env, Fixed, LevelArgs, ScopeOnly};
     pub use mgws_tasks::{Registry, TaskStruct};
+
+    /// `a == b`, in a const context.
+    pub const fn same_str(a: &str, b: &str) -> bool {
+        let (a, b) = (a.as_bytes(), b.as_bytes());
+        if a.len() != b.len() {
+            return false;
+        }
+        let mut i = 0;
+        while i < a.len() {
+            if a[i] != b[i] {
+                return false;
+            }
+            i += 1;
+        }
+        true
+    }
 }

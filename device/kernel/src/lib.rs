@@ -1,8 +1,14 @@
 //! # mgws-kernel
 //!
-//! The MGWS GPU kernel for the built-in task registry, [`mgws_tasks::Builtin`]: one PTX module with
-//! the `mgws_worker` entry point (see [`mgws_kernel_support::worker_kernel!`] for its parameters).
+//! The MGWS GPU kernel of the built-in task registries ([`mgws_tasks::MemsetTasks`], ...): one PTX
+//! module with each registry's entry set (see [`mgws_kernel_support::worker_kernel!`]).
 //! Build it with `cargo xtask ptx [--arch sm_90]`; on the host this crate is empty.
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 
-mgws_kernel_support::worker_kernel!(mgws_tasks::Builtin);
+mgws_kernel_support::worker_kernel!(
+    memset => mgws_tasks::MemsetTasks,
+    contains => mgws_tasks::ContainsTasks,
+    uts => mgws_tasks::UtsTasks,
+    fib => mgws_tasks::FibTasks,
+    stall => mgws_tasks::StallTasks,
+);

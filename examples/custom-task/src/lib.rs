@@ -5,7 +5,7 @@
 //! 1. a [`TaskFunctor`]: [`CollatzRange`] writes the Collatz stopping time of every number of a
 //!    range into an output array, splitting ranges longer than [`LEAF`] into two spawned halves;
 //! 2. a registry naming the functors, which embeds the kernel the build script built
-//!    (`#[mgws::registry(ptx = mgws::kernel_ptx!())] enum CustomTasks`);
+//!    (`#[mgws::registry(ptx = mgws::kernel_ptx!(), kernel = "collatz")] enum CustomTasks`);
 //! 3. one line defining the kernel entries for that registry (`mgws::worker_kernel!`);
 //! 4. `crate-type = ["cdylib", "rlib"]`, one `mgws` dependency, and a `build.rs` that builds this
 //!    library to PTX with `mgws-builder`.
@@ -16,7 +16,7 @@
 //! [`collatz_steps`].
 #![cfg_attr(target_arch = "nvptx64", no_std)]
 
-use mgws::{Ctx, Platform, TaskError, TaskFunctor, TaskStruct};
+use mgws::{Ctx, TaskError, TaskFunctor, TaskStruct};
 
 /// Ranges up to this many numbers are computed by one task; longer ones are split.
 pub const LEAF: u64 = 256;
@@ -50,10 +50,10 @@ pub fn collatz_steps(mut n: u64) -> u64 {
 }
 
 impl TaskFunctor for CollatzRange {
-    fn run<P: Platform>(
+    fn run(
         &self,
         task: &TaskStruct,
-        ctx: &mut Ctx<'_, '_, P>,
+        ctx: &mut impl Ctx,
     ) -> Result<(), TaskError> {
         if self.len > LEAF {
             let half = self.len / 2;
@@ -86,7 +86,7 @@ pub enum CustomTasks {
     Collatz(CollatzRange),
 }
 
-mgws::worker_kernel!(CustomTasks);
+mgws::worker_kernel!(collatz => CustomTasks);
 
 #[cfg(test)]
 mod tests {

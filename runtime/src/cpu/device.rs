@@ -43,8 +43,12 @@ unsafe fn run_worker<P: mgws_core::Platform<Word = HostWord>, R: TaskExecutor<Ta
     // SAFETY: the caller's guarantees, which both loops require.
     unsafe {
         match method {
-            CpuMethod::Mgws => Worker::new(p, env, registry, w).run(),
-            CpuMethod::Static => StaticWorker::new(p, env, registry, w).run(),
+            CpuMethod::Mgws => {
+                Worker::<_, _, _, mgws_core::FromConfig>::new(p, env, registry, w).run()
+            }
+            CpuMethod::Static => {
+                StaticWorker::<_, _, _, mgws_core::FromConfig>::new(p, env, registry, w).run()
+            }
         }
     }
 }

@@ -179,12 +179,24 @@ impl<R: TaskExecutor<TaskStruct> + Sync> LevelDevice for CpuLevels<'_, R> {
                     unsafe {
                         if lanes == 1 {
                             let p = CpuPlatform::<true>::new(0, 1, group, start, None, w);
-                            LevelWorker::new(p, &shared.env, registry, w, shared.sink)
-                                .run(w as u64, workers as u64);
+                            LevelWorker::<_, _, _, mgws_core::FromConfig>::new(
+                                p,
+                                &shared.env,
+                                registry,
+                                w,
+                                shared.sink,
+                            )
+                            .run(w as u64, workers as u64);
                         } else {
                             let p = CpuPlatform::<false>::new(lane, lanes, group, start, None, w);
-                            LevelWorker::new(p, &shared.env, registry, w, shared.sink)
-                                .run(w as u64, workers as u64);
+                            LevelWorker::<_, _, _, mgws_core::FromConfig>::new(
+                                p,
+                                &shared.env,
+                                registry,
+                                w,
+                                shared.sink,
+                            )
+                            .run(w as u64, workers as u64);
                         }
                     }
                 });

@@ -10,7 +10,7 @@ use mgws_core::{
 };
 use mgws_tasks::workloads::fib::{self, rows_descriptor, FibTask, COL_NODES, COL_SUM};
 use mgws_tasks::workloads::rows::column_sum;
-use mgws_tasks::{Builtin, TaskStruct};
+use mgws_tasks::{FibTasks, TaskStruct};
 
 use crate::rows::ResultRows;
 use crate::scheduler::Scheduler;
@@ -73,7 +73,10 @@ fn levels_on_host(
             let p = OneLane::with_scratch(&mut buffer);
             let grid = blocks.min(frontier_len as u32) as u64;
             // SAFETY: the bare env has the frontier and areas; the scratch fits the layout.
-            unsafe { LevelWorker::new(p, &env, &Builtin, block, sink) }.run(block as u64, grid);
+            unsafe {
+                LevelWorker::<_, _, _, mgws_core::FromConfig>::new(p, &env, &FibTasks, block, sink)
+            }
+            .run(block as u64, grid);
         }
         let c: Vec<u64> = counters
             .iter()
@@ -103,7 +106,7 @@ fn level_fib(patch_shared: bool) {
     let n = 12;
     let s = sched(8);
     let mut rows = ResultRows::new(s.workers());
-    let root = [Builtin::task(&FibTask { n }).with_data(0, rows_descriptor(0, s.workers()))];
+    let root = [FibTasks::task(&FibTask { n }).with_data(0, rows_descriptor(0, s.workers()))];
     let mut areas = [0u64; DATA_AREAS];
     areas[0] = rows.bytes_mut().as_mut_ptr() as u64;
     let tasks = levels_on_host(&s, &root, areas, patch_shared);
@@ -122,7 +125,7 @@ fn static_assignment_runs_every_task_once_from_the_backends_env() {
     let topology = Topology::single(workers, 1);
     let cfg = s.config;
     let mut rows = ResultRows::new(workers);
-    let root = [Builtin::task(&FibTask { n }).with_data(0, rows_descriptor(0, workers))];
+    let root = [FibTasks::task(&FibTask { n }).with_data(0, rows_descriptor(0, workers))];
     let shared = SharedState::<HostWord>::new();
     let headers: Vec<QueueHeader<HostWord>> = (0..workers).map(|_| QueueHeader::new()).collect();
     let mut slots = vec![root[0]; (workers * cfg.public_capacity) as usize];
@@ -156,7 +159,7 @@ fn static_assignment_runs_every_task_once_from_the_backends_env() {
         let mut buffer = vec![0u128; scratch.div_ceil(16)];
         let p = OneLane::with_scratch(&mut buffer);
         // SAFETY: the env describes live memory sized for this configuration.
-        unsafe { StaticWorker::new(p, &env, &Builtin, w) }.run();
+        unsafe { StaticWorker::<_, _, _, mgws_core::FromConfig>::new(p, &env, &FibTasks, w) }.run();
     }
     assert_eq!(column_sum(rows.words(), COL_SUM), fib::fib(n));
     let ran: u64 = stats.iter().map(|s| s.tasks_run).sum();

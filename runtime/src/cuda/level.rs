@@ -87,8 +87,9 @@ impl<'a> CudaLevels<'a> {
                 "the kernel-per-level baseline runs on one GPU; pass a single --device".into(),
             ));
         }
-        let s = Session::open::<R>(b, lanes)?;
-        let f = s.functions("mgws_level", &LEVEL_PARAMS)?[0];
+        let entry = super::GpuKernel::Levels.entry::<R>(&mgws_core::SchedConfig::new(1));
+        let s = Session::open::<R>(b, lanes, &entry)?;
+        let f = s.functions(&entry, &LEVEL_PARAMS)?[0];
         Ok(CudaLevels {
             b,
             s,

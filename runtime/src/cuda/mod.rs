@@ -35,6 +35,7 @@ mod session;
 
 use std::path::PathBuf;
 
+use mgws_core::{OverflowMode, SchedConfig, TerminationMode};
 use mgws_tasks::Registry;
 
 pub use plan::{parse_devices, Placement, TasksIn};
@@ -48,13 +49,13 @@ use crate::scheduler::Scheduler;
 /// Which GPU kernel runs the job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum GpuKernel {
-    /// MGWS: the persistent work-stealing kernel `mgws_worker`.
+    /// MGWS: the persistent work-stealing kernel `mgws_<kernel>_worker_<spec>`.
     #[default]
     Mgws,
-    /// Baseline: the static-assignment kernel `mgws_static` (initial tasks split evenly over the
-    /// blocks, no stealing).
+    /// Baseline: the static-assignment kernel `mgws_<kernel>_static_<scope>` (initial tasks split
+    /// evenly over the blocks, no stealing).
     Static,
-    /// Baseline: kernel-per-level `mgws_level`, one launch per level of spawned tasks with the
+    /// Baseline: kernel-per-level `mgws_<kernel>_level`, one launch per level of spawned tasks with the
     /// frontier in device memory, orchestrated by the host.
     Levels,
 }
@@ -69,12 +70,19 @@ impl GpuKernel {
         }
     }
 
-    /// The kernel's PTX entry point.
-    pub fn entry(self) -> &'static str {
+    /// The PTX entry point that runs registry `R` with `cfg` (whose `queue_scope` is the one the
+    /// run uses, see [`CudaBackend::entry`]): `mgws_<R::KERNEL>_worker_<spec>` (the worker compiled
+    /// for `cfg`'s termination, overflow, queue sharing and scope, `mgws_core::entry_suffix`),
+    /// `mgws_<R::KERNEL>_static_<device|system>` or `mgws_<R::KERNEL>_level`.
+    pub fn entry<R: Registry>(self, cfg: &SchedConfig) -> String {
         match self {
-            GpuKernel::Mgws => "mgws_worker",
-            GpuKernel::Static => "mgws_static",
-            GpuKernel::Levels => "mgws_level",
+            GpuKernel::Mgws => {
+                format!("mgws_{}_worker_{}", R::KERNEL, mgws_core::entry_suffix(cfg))
+            }
+            GpuKernel::Static => {
+                format!("mgws_{}_static_{}", R::KERNEL, mgws_core::scope_suffix(cfg))
+            }
+            GpuKernel::Levels => format!("mgws_{}_level", R::KERNEL),
         }
     }
 
@@ -110,6 +118,41 @@ pub struct CudaBackend {
     /// resident blocks, possibly spills). `None`: as many as still let one block of the run's
     /// lanes fit on an SM (65536 registers / lanes), at most `plan::DEFAULT_MAX_REGISTERS`.
     pub max_registers: Option<u32>,
+}
+
+/// The scheduler options that pick a kernel entry (and with it the kernel's registers, hence how
+/// many workers fit): [`CudaBackend::defaults`] sizes the default worker count for them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelOptions {
+    /// Workers per public queue (1, 2 or 4).
+    pub workers_per_queue: u32,
+    /// The termination detector.
+    pub termination: TerminationMode,
+    /// The steal-counter overflow prevention.
+    pub overflow: OverflowMode,
+}
+
+impl Default for KernelOptions {
+    /// The scheduler's defaults: unshared queues, the idle counter, steal damping.
+    fn default() -> Self {
+        let cfg = SchedConfig::new(1);
+        KernelOptions {
+            workers_per_queue: cfg.workers_per_queue,
+            termination: cfg.termination_mode(),
+            overflow: cfg.overflow_mode(),
+        }
+    }
+}
+
+impl KernelOptions {
+    /// A configuration with these options (and defaults elsewhere), for picking the entry.
+    fn config(self) -> SchedConfig {
+        let mut cfg = SchedConfig::new(self.workers_per_queue);
+        cfg.workers_per_queue = self.workers_per_queue;
+        cfg.termination = self.termination as u32;
+        cfg.overflow = self.overflow as u32;
+        cfg
+    }
 }
 
 /// Threads per block the CUDA backend accepts (`--lanes`).
@@ -158,6 +201,19 @@ impl CudaBackend {
     pub fn register_cap(&self, lanes: u32) -> Option<u32> {
         self.max_registers
             .or_else(|| plan::default_register_cap(lanes))
+    }
+
+    /// The entry of this backend's kernel that runs registry `R` with `cfg`, on these GPUs with
+    /// this placement (which decide the scope of the orchestration atomics).
+    pub fn entry<R: Registry>(&self, cfg: &SchedConfig) -> String {
+        self.kernel.entry::<R>(&self.scoped(cfg))
+    }
+
+    /// `cfg` with the queue scope this backend's placement and GPUs need.
+    pub fn scoped(&self, cfg: &SchedConfig) -> SchedConfig {
+        let mut cfg = *cfg;
+        cfg.queue_scope = plan::queue_scope(self.placement, self.device_list().len()) as u32;
+        cfg
     }
 
     /// The same options with another kernel (for baselines).
@@ -212,13 +268,15 @@ impl CudaBackend {
         &self,
         lanes: u32,
         local_capacity: u32,
-        workers_per_queue: u32,
+        options: KernelOptions,
     ) -> Result<u32> {
+        let workers_per_queue = options.workers_per_queue;
         guard(|| {
-            let s = session::Session::open::<R>(self, lanes)?;
+            let entry = self.entry::<R>(&options.config());
+            let s = session::Session::open::<R>(self, lanes, &entry)?;
             match self.kernel {
                 GpuKernel::Mgws | GpuKernel::Static => {
-                    let funcs = s.functions(self.kernel.entry(), &persistent::WORKER_PARAMS)?;
+                    let funcs = s.functions(&entry, &persistent::WORKER_PARAMS)?;
                     let grid = grid::size_grid(
                         &s,
                         &funcs,
@@ -230,7 +288,7 @@ impl CudaBackend {
                     Ok(grid.topology.workers())
                 }
                 GpuKernel::Levels => {
-                    let f = s.functions(self.kernel.entry(), &level::LEVEL_PARAMS)?[0];
+                    let f = s.functions(&entry, &level::LEVEL_PARAMS)?[0];
                     let g = &s.gpus[0];
                     // The kernel's scratch grows with the grid (one damping bit per block):
                     // size the occupancy query for the largest grid it could get.
@@ -252,14 +310,14 @@ impl CudaBackend {
         lanes: Option<u32>,
         local_capacity: Option<u32>,
         workers: Option<u32>,
-        workers_per_queue: u32,
+        options: KernelOptions,
     ) -> Result<Defaults> {
         let lanes = lanes.unwrap_or(DEFAULT_LANES);
         check_lanes(lanes)?;
         let local_capacity = local_capacity.unwrap_or(DEFAULT_LOCAL_CAPACITY);
         let workers = match workers {
             Some(w) => w,
-            None => self.max_workers::<R>(lanes, local_capacity, workers_per_queue)?,
+            None => self.max_workers::<R>(lanes, local_capacity, options)?,
         };
         Ok(Defaults {
             lanes,
@@ -278,7 +336,7 @@ impl CudaBackend {
     ) -> Result<RunReport> {
         guard(|| match self.kernel {
             GpuKernel::Mgws | GpuKernel::Static => {
-                let mut device = persistent::CudaDevice::open::<R>(self, sched.lanes)?;
+                let mut device = persistent::CudaDevice::open::<R>(self, sched)?;
                 crate::pipeline::run(&mut device, sched, job)
             }
             GpuKernel::Levels => level::run::<R>(self, sched, job),
@@ -312,17 +370,17 @@ mod tests {
             return; // a machine with a driver: nothing to check here
         }
         let e = CudaBackend::new()
-            .probe::<mgws_tasks::Builtin>()
+            .probe::<mgws_tasks::MemsetTasks>()
             .unwrap_err();
         assert!(matches!(e, Error::BackendUnavailable(_)), "{e:?}");
         assert!(e.to_string().contains("libcuda"), "{e}");
         let sched = Scheduler::builder().workers(1).lanes(32).build().unwrap();
         let backend = crate::Backend::Cuda(CudaBackend::new());
-        let tasks = [mgws_tasks::Builtin::task(
+        let tasks = [mgws_tasks::MemsetTasks::task(
             &mgws_tasks::workloads::memset::MemsetTask { index: 0 },
         )];
         let e = backend
-            .run(&sched, &mgws_tasks::Builtin, Job::new(&tasks))
+            .run(&sched, &mgws_tasks::MemsetTasks, Job::new(&tasks))
             .unwrap_err();
         assert!(matches!(e, Error::BackendUnavailable(_)), "{e:?}");
     }
@@ -330,7 +388,29 @@ mod tests {
     #[test]
     fn kernels_have_entries_and_names() {
         assert_eq!(GpuKernel::default(), GpuKernel::Mgws);
-        assert_eq!(GpuKernel::Mgws.entry(), "mgws_worker");
+        let mut cfg = SchedConfig::new(4);
+        assert_eq!(
+            GpuKernel::Mgws.entry::<mgws_tasks::FibTasks>(&cfg),
+            "mgws_fib_worker_counter_damping_single_device"
+        );
+        cfg.termination = TerminationMode::VotingTree as u32;
+        cfg.workers_per_queue = 2;
+        let two = CudaBackend {
+            devices: vec![0, 1],
+            ..CudaBackend::new()
+        };
+        assert_eq!(
+            two.entry::<mgws_tasks::UtsTasks>(&cfg),
+            "mgws_uts_worker_tree_damping_shared_system"
+        );
+        assert_eq!(
+            two.with_kernel(GpuKernel::Static).entry::<mgws_tasks::UtsTasks>(&cfg),
+            "mgws_uts_static_system"
+        );
+        assert_eq!(
+            GpuKernel::Levels.entry::<mgws_tasks::UtsTasks>(&cfg),
+            "mgws_uts_level"
+        );
         assert_eq!(GpuKernel::Static.backend_name(), "cuda-static");
         assert_eq!(CudaBackend::new().device_list(), vec![0]);
         let b = CudaBackend::new().with_kernel(GpuKernel::Levels);

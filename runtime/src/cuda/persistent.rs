@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 use crate::job::{AreaBytes, Job};
 use crate::scheduler::Scheduler;
 
-/// The parameters of `mgws_worker` and `mgws_static`: `(env, scratch_len, device)`.
+/// The parameters of the worker and static entries: `(env, scratch_len, device)`.
 pub const WORKER_PARAMS: [Param; 3] = [Param::U64, Param::U32, Param::U32];
 
 /// The GPUs of a [`CudaBackend`] running a persistent kernel.
@@ -37,12 +37,14 @@ pub struct CudaDevice<'a> {
 }
 
 impl<'a> CudaDevice<'a> {
-    /// Opens the GPUs of `b` and the kernel of registry `R` for blocks of `lanes` threads (from
-    /// the process's cache: loaded and JIT-compiled once).
-    pub fn open<R: Registry>(b: &'a CudaBackend, lanes: u32) -> Result<Self> {
+    /// Opens the GPUs of `b` and the entry of registry `R`'s kernel that runs `sched` (from the
+    /// process's cache: loaded and JIT-compiled once).
+    pub fn open<R: Registry>(b: &'a CudaBackend, sched: &Scheduler) -> Result<Self> {
+        let lanes = sched.lanes;
         super::check_lanes(lanes)?;
-        let s = Session::open::<R>(b, lanes)?;
-        let funcs = s.functions(b.kernel.entry(), &WORKER_PARAMS)?;
+        let entry = b.entry::<R>(&sched.config);
+        let s = Session::open::<R>(b, lanes, &entry)?;
+        let funcs = s.functions(&entry, &WORKER_PARAMS)?;
         Ok(CudaDevice {
             b,
             s,

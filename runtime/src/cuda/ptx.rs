@@ -5,9 +5,10 @@
 //! [`resolve`]: `$MGWS_PTX`, else `mgws_kernel.sm_90.ptx` next to the binary, in `target/ptx/`
 //! above it (where `cargo xtask ptx` writes it), or in `./target/ptx/`.
 //!
-//! Every PTX must carry the fingerprint of the registry it was built for (the global
-//! `mgws_registry_fingerprint` that `worker_kernel!` emits); [`check_fingerprint`] refuses one
-//! whose fingerprint differs from the run's registry, or that has none.
+//! A PTX module holds the entries of one or more registries, each under the registry's kernel
+//! name (`worker_kernel!(name => Registry)`), with its fingerprint in the global
+//! `mgws_<name>_fingerprint`; [`check_fingerprint`] refuses a module whose fingerprint for the
+//! run's registry differs, or that has none.
 
 use std::path::{Path, PathBuf};
 
@@ -15,8 +16,11 @@ use mgws_tasks::Registry;
 
 use crate::error::{Error, Result};
 
-/// The PTX global that names the registry a kernel was built for.
-pub const FINGERPRINT_SYMBOL: &str = "mgws_registry_fingerprint";
+/// The PTX global that names the registry the entries of `R` were built for:
+/// `mgws_<R::KERNEL>_fingerprint`.
+pub fn fingerprint_symbol<R: Registry>() -> String {
+    format!("mgws_{}_fingerprint", R::KERNEL)
+}
 
 /// What [`Registry::KERNEL_PTX`] starts with when the registry's build could not compile its
 /// kernel; the rest of the first line is the reason.
@@ -68,10 +72,10 @@ fn embedded<R: Registry>(text: &str) -> Result<PtxSource> {
     })
 }
 
-/// The value of the global `mgws_registry_fingerprint` in `ptx`, if it declares one, e.g. from
-/// `.visible .global .align 8 .u64 mgws_registry_fingerprint = 1234567890;` (decimal or `0x`
+/// The value of the global `symbol` in `ptx`, if it declares one, e.g. from
+/// `.visible .global .align 8 .u64 mgws_fib_fingerprint = 1234567890;` (decimal or `0x`
 /// hexadecimal, as the PTX backend writes integer initialisers).
-pub fn parse_fingerprint(ptx: &str) -> Option<u64> {
+pub fn parse_fingerprint(ptx: &str, symbol: &str) -> Option<u64> {
     ptx.lines().find_map(|line| {
         let line = line.trim();
         if !line.contains(".global") {
@@ -79,7 +83,7 @@ pub fn parse_fingerprint(ptx: &str) -> Option<u64> {
         }
         let (decl, init) = line.split_once('=')?;
         let name = decl.split_whitespace().last()?;
-        if name != FINGERPRINT_SYMBOL {
+        if name != symbol {
             return None;
         }
         let value = init.trim().trim_end_matches(';').trim();
@@ -93,28 +97,99 @@ pub fn parse_fingerprint(ptx: &str) -> Option<u64> {
     })
 }
 
-/// Refuses a PTX that was not built for registry `R`: its `mgws_registry_fingerprint` differs
+/// The kernel names whose fingerprints `ptx` declares (`mgws_<name>_fingerprint`), for messages.
+fn kernels_in(ptx: &str) -> Vec<&str> {
+    ptx.lines()
+        .filter(|l| l.contains(".global"))
+        .filter_map(|l| l.split_once('=')?.0.split_whitespace().last())
+        .filter_map(|sym| sym.strip_prefix("mgws_")?.strip_suffix("_fingerprint"))
+        .collect()
+}
+
+/// Refuses a PTX that was not built for registry `R`: its `mgws_<R::KERNEL>_fingerprint` differs
 /// from `R::FINGERPRINT`, or it has none. `origin` names where the PTX came from.
 pub fn check_fingerprint<R: Registry>(ptx: &str, origin: &str) -> Result<()> {
-    match parse_fingerprint(ptx) {
+    let symbol = fingerprint_symbol::<R>();
+    match parse_fingerprint(ptx, &symbol) {
         Some(f) if f == R::FINGERPRINT => Ok(()),
         Some(f) => Err(Error::Input(format!(
-            "the kernel PTX {origin} was built for another task registry: its \
-             {FINGERPRINT_SYMBOL} is {f:#018x}, registry {} has {:#018x}; build the kernel of \
-             this registry (`worker_kernel!({})`, e.g. `cargo xtask ptx`) and load that",
+            "the kernel PTX {origin} was built for another task registry: its {symbol} is \
+             {f:#018x}, registry {} has {:#018x}; build the kernel of this registry \
+             (`worker_kernel!({} => {})`, e.g. `cargo xtask ptx`) and load that",
             R::NAME,
             R::FINGERPRINT,
+            R::KERNEL,
             R::NAME
         ))),
-        None => Err(Error::Input(format!(
-            "the kernel PTX {origin} has no {FINGERPRINT_SYMBOL} (built before fingerprints or not \
-             by worker_kernel!), so it cannot be checked against registry {} ({:#018x}); build \
-             the kernel of this registry with `worker_kernel!({})` (e.g. `cargo xtask ptx`)",
-            R::NAME,
-            R::FINGERPRINT,
-            R::NAME
-        ))),
+        None => {
+            let found = kernels_in(ptx);
+            Err(Error::Input(format!(
+                "the kernel PTX {origin} has no kernel `{}` for registry {} (no {symbol}; it has \
+                 {}), so it cannot run that registry; build it with `worker_kernel!({} => {})` \
+                 (e.g. `cargo xtask ptx`)",
+                R::KERNEL,
+                R::NAME,
+                if found.is_empty() {
+                    "no mgws kernel: built before kernel names, or not by worker_kernel!".into()
+                } else {
+                    format!("kernels {}", found.join(", "))
+                },
+                R::KERNEL,
+                R::NAME
+            )))
+        }
     }
+}
+
+/// The part of `ptx` the driver needs to JIT-compile `entry` alone: every line but those of
+/// the other kernel entries (header directives, globals and the functions a kernel calls, which
+/// are few and small, are kept). A module of several registries and spec variants holds dozens
+/// of entries; compiling only the one a run launches keeps the JIT time of a run that of one
+/// kernel. `None` if `ptx` has no `.entry entry`.
+pub fn prune_to_entry(ptx: &str, entry: &str) -> Option<String> {
+    let mut out = String::with_capacity(ptx.len() / 4);
+    let mut found = false;
+    // Inside another entry: its brace depth, and whether its body has opened.
+    let mut skipping: Option<(i32, bool)> = None;
+    for line in ptx.split_inclusive('\n') {
+        if skipping.is_none() {
+            match entry_name(line) {
+                Some(name) if name == entry => found = true,
+                Some(_) => skipping = Some((0, false)),
+                None => {}
+            }
+        }
+        let Some((depth, opened)) = skipping.as_mut() else {
+            out.push_str(line);
+            continue;
+        };
+        for c in line.split("//").next().unwrap_or("").chars() {
+            match c {
+                '{' => {
+                    *depth += 1;
+                    *opened = true;
+                }
+                '}' => *depth -= 1,
+                _ => {}
+            }
+        }
+        if *opened && *depth == 0 {
+            skipping = None;
+        }
+    }
+    found.then_some(out)
+}
+
+/// The name a `.entry NAME(` declaration line declares.
+fn entry_name(line: &str) -> Option<&str> {
+    let code = line.trim_start();
+    if code.starts_with("//") {
+        return None;
+    }
+    let rest = code.split_once(".entry ")?.1.trim_start();
+    rest.split(|c: char| c == '(' || c.is_whitespace())
+        .next()
+        .filter(|n| !n.is_empty())
 }
 
 /// File name of the built-in kernel's PTX that `cargo xtask ptx` writes.
@@ -210,69 +285,122 @@ pub fn read(path: &Path) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mgws_tasks::Builtin;
+    use mgws_tasks::FibTasks as Fib;
+
+    const SYMBOL: &str = "mgws_fib_fingerprint";
 
     fn ptx_with(fingerprint: &str) -> String {
         format!(
             ".version 8.0\n.target sm_90\n.address_size 64\n\n\
-             .visible .global .align 8 .u64 {FINGERPRINT_SYMBOL} = {fingerprint};\n\
-             .visible .entry mgws_worker()\n{{\nret;\n}}\n"
+             .visible .global .align 8 .u64 {SYMBOL} = {fingerprint};\n\
+             .visible .entry mgws_fib_worker()\n{{\nret;\n}}\n"
         )
     }
 
     #[test]
     fn the_fingerprint_is_parsed_in_decimal_and_hex() {
-        assert_eq!(parse_fingerprint(&ptx_with("1234567890")), Some(1234567890));
-        assert_eq!(parse_fingerprint(&ptx_with("0xff")), Some(255));
-        assert_eq!(
-            parse_fingerprint(&ptx_with(&u64::MAX.to_string())),
-            Some(u64::MAX)
-        );
-        assert_eq!(parse_fingerprint(".visible .entry mgws_worker()\n"), None);
+        let parse = |p: &str| parse_fingerprint(p, SYMBOL);
+        assert_eq!(parse(&ptx_with("1234567890")), Some(1234567890));
+        assert_eq!(parse(&ptx_with("0xff")), Some(255));
+        assert_eq!(parse(&ptx_with(&u64::MAX.to_string())), Some(u64::MAX));
+        assert_eq!(parse(".visible .entry mgws_fib_worker()\n"), None);
         // Another global of the same shape is not it.
-        assert_eq!(
-            parse_fingerprint(".visible .global .align 8 .u64 other = 5;\n"),
-            None
-        );
+        assert_eq!(parse(".visible .global .align 8 .u64 other = 5;\n"), None);
+        assert_eq!(fingerprint_symbol::<Fib>(), SYMBOL);
     }
 
     #[test]
     fn a_ptx_of_another_registry_or_without_fingerprint_is_refused() {
-        let good = ptx_with(&Builtin::FINGERPRINT.to_string());
-        assert!(check_fingerprint::<Builtin>(&good, "k.ptx").is_ok());
-        let wrong = ptx_with(&(Builtin::FINGERPRINT ^ 1).to_string());
-        let e = check_fingerprint::<Builtin>(&wrong, "k.ptx")
+        let good = ptx_with(&Fib::FINGERPRINT.to_string());
+        assert!(check_fingerprint::<Fib>(&good, "k.ptx").is_ok());
+        let wrong = ptx_with(&(Fib::FINGERPRINT ^ 1).to_string());
+        let e = check_fingerprint::<Fib>(&wrong, "k.ptx")
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("Builtin")
+            e.contains("FibTasks")
                 && e.contains("k.ptx")
-                && e.contains(&format!("{:#018x}", Builtin::FINGERPRINT))
-                && e.contains(&format!("{:#018x}", Builtin::FINGERPRINT ^ 1))
+                && e.contains(&format!("{:#018x}", Fib::FINGERPRINT))
+                && e.contains(&format!("{:#018x}", Fib::FINGERPRINT ^ 1))
                 && e.contains("build the kernel of this registry"),
             "{e}"
         );
-        let e = check_fingerprint::<Builtin>(".visible .entry mgws_worker()\n", "old.ptx")
+        let e = check_fingerprint::<Fib>(".visible .entry mgws_worker()\n", "old.ptx")
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("old.ptx") && e.contains("built before fingerprints"),
+            e.contains("old.ptx") && e.contains("no kernel `fib`") && e.contains("no mgws kernel"),
             "{e}"
         );
+        let other = ".visible .global .align 8 .u64 mgws_uts_fingerprint = 5;\n";
+        let e = check_fingerprint::<Fib>(other, "k.ptx")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("it has kernels uts"), "{e}");
+    }
+
+    #[test]
+    fn pruning_keeps_one_entry_and_everything_else() {
+        let ptx = "\
+.version 8.7
+.target sm_90
+.address_size 64
+
+\t// .globl\tmgws_a
+.global .align 8 .u64 mgws_fib_fingerprint = 1;
+.func helper
+(
+\t.param .b64 p
+)
+;
+.visible .entry mgws_a(
+\t.param .u64 a
+)
+.maxntid 32
+{
+\t{ // inner scope
+\tret;
+\t}
+}
+\t// .globl\tmgws_b
+.visible .entry mgws_b(
+\t.param .u64 b
+)
+{
+\tret;
+}
+.func helper(
+\t.param .b64 p
+)
+{
+\tret;
+}
+";
+        let a = prune_to_entry(ptx, "mgws_a").unwrap();
+        assert!(a.contains(".entry mgws_a(") && a.contains("// inner scope"));
+        assert!(!a.contains(".entry mgws_b") && !a.contains(".param .u64 b"));
+        assert_eq!(a.matches(".func helper").count(), 2, "{a}");
+        assert!(a.starts_with(".version 8.7\n.target sm_90\n"));
+        let b = prune_to_entry(ptx, "mgws_b").unwrap();
+        assert!(
+            b.contains(".entry mgws_b(") && !b.contains(".entry mgws_a") && !b.contains("inner")
+        );
+        assert!(b.ends_with("{\n\tret;\n}\n"), "{b}");
+        assert_eq!(prune_to_entry(ptx, "mgws_c"), None);
     }
 
     #[test]
     fn an_embedded_placeholder_names_what_to_install() {
-        let e = embedded::<Builtin>("// mgws-builder: not built: nvptx64 target missing\n")
-            .unwrap_err();
+        let e =
+            embedded::<Fib>("// mgws-builder: not built: nvptx64 target missing\n").unwrap_err();
         assert!(matches!(e, Error::BackendUnavailable(_)), "{e:?}");
         let e = e.to_string();
         assert!(
-            e.contains("nvptx64 target missing") && e.contains("install") && e.contains("Builtin"),
+            e.contains("nvptx64 target missing") && e.contains("install") && e.contains("FibTasks"),
             "{e}"
         );
-        let ok = embedded::<Builtin>(".visible .entry mgws_worker()\n").unwrap();
-        assert!(ok.origin.contains("Builtin"), "{}", ok.origin);
+        let ok = embedded::<Fib>(".visible .entry mgws_worker()\n").unwrap();
+        assert!(ok.origin.contains("FibTasks"), "{}", ok.origin);
     }
 
     #[test]

@@ -31,10 +31,11 @@ pub struct Session {
 }
 
 impl Session {
-    /// Initialises the driver, opens the GPUs of `b` and loads the PTX of registry `R` on each
-    /// run device for blocks of `lanes` threads (see [`CudaBackend::register_cap`]). GPUs and
-    /// modules come from the process's cache: each is opened and JIT-compiled once.
-    pub fn open<R: Registry>(b: &CudaBackend, lanes: u32) -> Result<Session> {
+    /// Initialises the driver, opens the GPUs of `b` and loads kernel entry `entry` of registry
+    /// `R`'s PTX (alone: [`super::ptx::prune_to_entry`]) on each run device for blocks of `lanes`
+    /// threads (see [`CudaBackend::register_cap`]). GPUs and modules come from the process's
+    /// cache: each is opened and JIT-compiled once.
+    pub fn open<R: Registry>(b: &CudaBackend, lanes: u32, entry: &str) -> Result<Session> {
         driver::init()?;
         let visible = driver::device_count()?;
         let devices = b.device_list();
@@ -49,7 +50,21 @@ impl Session {
                 "GPU {d} does not exist: {visible} GPU(s) visible"
             )));
         }
-        let ptx = super::ptx::source::<R>(b.ptx.as_deref())?;
+        let full = super::ptx::source::<R>(b.ptx.as_deref())?;
+        let ptx = match super::ptx::prune_to_entry(&full.text, entry) {
+            Some(text) => super::ptx::PtxSource {
+                text,
+                origin: full.origin,
+            },
+            None => {
+                return Err(Error::BackendUnavailable(format!(
+                    "{} has no kernel `{entry}` (registry {}); rebuild it with `cargo xtask ptx` \
+                     (or the registry's build script) from this version of mgws",
+                    full.origin,
+                    R::NAME
+                )))
+            }
+        };
         let mut gpus = Vec::new();
         for &d in &devices {
             let gpu = cache::gpu(d)?;

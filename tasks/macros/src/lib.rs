@@ -46,6 +46,7 @@ use syn::{parse_macro_input, Expr, Fields, ItemEnum, Path};
 struct Args {
     ptx: Option<Expr>,
     krate: Option<Path>,
+    kernel: Option<syn::LitStr>,
 }
 
 impl Args {
@@ -58,6 +59,23 @@ impl Args {
                 }
                 args.ptx = Some(meta.value()?.parse()?);
                 Ok(())
+            } else if meta.path.is_ident("kernel") {
+                if args.kernel.is_some() {
+                    return Err(meta.error("`kernel` is given twice"));
+                }
+                let name: syn::LitStr = meta.value()?.parse()?;
+                let v = name.value();
+                let ok = v.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+                    && v.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+                if !ok {
+                    return Err(syn::Error::new_spanned(
+                        &name,
+                        "a kernel name is a lowercase identifier (a-z, 0-9, _), like \"memset\"",
+                    ));
+                }
+                args.kernel = Some(name);
+                Ok(())
             } else if meta.path.is_ident("crate") {
                 if args.krate.is_some() {
                     return Err(meta.error("`crate` is given twice"));
@@ -69,8 +87,8 @@ impl Args {
                 let name = quote!(#path).to_string().replace(' ', "");
                 Err(meta.error(format!(
                     "unknown #[registry] argument `{name}`; expected `ptx = EXPR` (the kernel's \
-                     PTX text, e.g. `include_str!(concat!(env!(\"OUT_DIR\"), \"/kernel.ptx\"))`) \
-                     or `crate = PATH`"
+                     PTX text, e.g. `include_str!(concat!(env!(\"OUT_DIR\"), \"/kernel.ptx\"))`), \
+                     `kernel = \"name\"` (the name its kernel entries carry) or `crate = PATH`"
                 )))
             }
         });
@@ -90,7 +108,7 @@ pub fn registry(attr: TokenStream, item: TokenStream) -> TokenStream {
         Some(p) => quote!(#p),
         None => default_crate_path(),
     };
-    match expand(input, args.ptx.as_ref(), krate) {
+    match expand(input, args.ptx.as_ref(), args.kernel.as_ref(), krate) {
         Ok(ts) => ts.into(),
         Err(e) => e.to_compile_error().into(),
     }
@@ -199,10 +217,14 @@ fn screaming_snake(name: &str) -> String {
 fn expand(
     input: ItemEnum,
     ptx: Option<&Expr>,
+    kernel: Option<&syn::LitStr>,
     krate: proc_macro2::TokenStream,
 ) -> syn::Result<proc_macro2::TokenStream> {
     let vis = &input.vis;
     let name = &input.ident;
+    let kernel_name = kernel
+        .map(syn::LitStr::value)
+        .unwrap_or_else(|| screaming_snake(&name.to_string()).to_ascii_lowercase());
     // Doc comments, `cfg`s and lint levels carry over to the generated struct; `derive` and
     // `repr` describe the enum, and the struct derives what it needs itself (a copied
     // `#[derive(Debug)]` would implement Debug twice).
@@ -316,6 +338,7 @@ fn expand(
 
         impl #krate::Registry for #name {
             const NAME: &'static str = #name_str;
+            const KERNEL: &'static str = #kernel_name;
             const FINGERPRINT: u64 = {
                 let h = #krate::registry::fingerprint_bytes(
                     #krate::registry::FINGERPRINT_BASIS,
@@ -330,10 +353,10 @@ fn expand(
 
         impl #krate::__core::TaskExecutor<#krate::TaskStruct> for #name {
             #[inline(always)]
-            fn execute<P: #krate::__core::Platform>(
+            fn execute<C: #krate::__core::Context<Task = #krate::TaskStruct>>(
                 &self,
                 task: &#krate::TaskStruct,
-                ctx: &mut #krate::__core::TaskContext<'_, '_, P, #krate::TaskStruct>,
+                ctx: &mut C,
             ) -> ::core::result::Result<(), #krate::__core::TaskError> {
                 match task.tag {
                     #(#arms)*

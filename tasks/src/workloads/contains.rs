@@ -11,7 +11,7 @@
 //!
 //! [`article_contains`] is the one-lane scan with the same rounds, for the host baselines.
 
-use mgws_core::{Platform, TaskError};
+use mgws_core::TaskError;
 
 use crate::data::{Access, DataDescriptor};
 use crate::task::{TaskFunctor, TaskStruct};
@@ -111,11 +111,7 @@ pub fn article_contains(text: &[u8], word: &[u8]) -> bool {
 
 impl TaskFunctor for ContainsTask {
     #[inline(always)]
-    fn run<P: Platform>(
-        &self,
-        task: &TaskStruct,
-        ctx: &mut Ctx<'_, '_, P>,
-    ) -> Result<(), TaskError> {
+    fn run(&self, task: &TaskStruct, ctx: &mut impl Ctx) -> Result<(), TaskError> {
         let (corpus, word) = (task.data[0], task.data[1]);
         if self
             .offset

@@ -5,7 +5,7 @@
 //! Tasks are tiny, so FIB measures the scheduler's per-task cost under spawning, where MEMSET
 //! measures it for a flat task set.
 
-use mgws_core::{Platform, TaskError};
+use mgws_core::TaskError;
 
 use crate::data::{Access, DataDescriptor};
 use crate::task::{TaskFunctor, TaskStruct};
@@ -46,11 +46,7 @@ impl FibTask {
 
 impl TaskFunctor for FibTask {
     #[inline(always)]
-    fn run<P: Platform>(
-        &self,
-        task: &TaskStruct,
-        ctx: &mut Ctx<'_, '_, P>,
-    ) -> Result<(), TaskError> {
+    fn run(&self, task: &TaskStruct, ctx: &mut impl Ctx) -> Result<(), TaskError> {
         let row = rows::row(ctx, task.data[0])?;
         if ctx.lane_id() == 0 {
             // SAFETY: only lane 0 of this worker touches its row during the run.

@@ -4,7 +4,7 @@
 //! atomically adds `x + 1` to slot `x` (lane 0 only). After a run slot `x` must hold exactly
 //! `x + 1`; 0 means the task was lost, `2(x + 1)` that it ran twice.
 
-use mgws_core::{Platform, TaskError};
+use mgws_core::TaskError;
 
 use crate::data::{Access, DataDescriptor};
 use crate::task::{TaskFunctor, TaskStruct};
@@ -22,11 +22,7 @@ pub const MEMSET_OUT_OF_BOUNDS: u32 = 0x4d53_0001;
 
 impl TaskFunctor for MemsetTask {
     #[inline(always)]
-    fn run<P: Platform>(
-        &self,
-        task: &TaskStruct,
-        ctx: &mut Ctx<'_, '_, P>,
-    ) -> Result<(), TaskError> {
+    fn run(&self, task: &TaskStruct, ctx: &mut impl Ctx) -> Result<(), TaskError> {
         let out = task.data[0];
         if (self.index + 1) * 8 > out.size as u64 {
             return Err(TaskError::Failed(MEMSET_OUT_OF_BOUNDS));

@@ -4,7 +4,7 @@
 //! Only lane 0 of worker `w` ever touches row `w` during a run, with plain loads and stores; the
 //! host adds the rows up afterwards. Rows are 64-byte apart so that workers never share a line.
 
-use mgws_core::{Platform, TaskError};
+use mgws_core::TaskError;
 
 use crate::data::DataDescriptor;
 use crate::Ctx;
@@ -20,10 +20,7 @@ pub const NO_RESULT_ROW: u32 = 0x5257_0001;
 /// The result row of the running worker in the table `table` describes.
 ///
 /// Every lane may call it (the check is uniform); only lane 0 may use the row.
-pub fn row<P: Platform>(
-    ctx: &Ctx<'_, '_, P>,
-    table: DataDescriptor,
-) -> Result<*mut u64, TaskError> {
+pub fn row(ctx: &impl Ctx, table: DataDescriptor) -> Result<*mut u64, TaskError> {
     let w = ctx.worker_id() as u64;
     if (w + 1) * ROW_BYTES as u64 > table.size as u64 || table.offset & 7 != 0 {
         return Err(TaskError::Failed(NO_RESULT_ROW));

@@ -2,7 +2,7 @@
 //! to check that a run which stops progressing is detected and reported by the watchdog, on every
 //! backend (`mgws run stall`).
 
-use mgws_core::{Platform, TaskError};
+use mgws_core::TaskError;
 
 use crate::task::{TaskFunctor, TaskStruct};
 use crate::Ctx;
@@ -19,7 +19,7 @@ pub struct StallTask {
 
 impl TaskFunctor for StallTask {
     #[inline(always)]
-    fn run<P: Platform>(&self, _: &TaskStruct, ctx: &mut Ctx<'_, '_, P>) -> Result<(), TaskError> {
+    fn run(&self, _: &TaskStruct, ctx: &mut impl Ctx) -> Result<(), TaskError> {
         let start = ctx.now_ns();
         if start == 0 && ctx.now_ns() == 0 {
             return Err(TaskError::Failed(STALL_NO_CLOCK));

@@ -10,7 +10,7 @@
 //! public so that the host's sequential, static and rayon baselines run exactly the same code.
 //! Floating point uses the `libm` crate, so the CPU and the GPU compute the same branching.
 
-use mgws_core::{Platform, TaskError};
+use mgws_core::TaskError;
 use sha1::{Digest, Sha1};
 
 use crate::data::{Access, DataDescriptor};
@@ -211,7 +211,7 @@ impl UtsNode {
 }
 
 /// Reads the tree parameters a task's descriptor 0 points at.
-fn params<P: Platform>(ctx: &Ctx<'_, '_, P>, d: DataDescriptor) -> Result<UtsParams, TaskError> {
+fn params(ctx: &impl Ctx, d: DataDescriptor) -> Result<UtsParams, TaskError> {
     if (d.size as usize) < core::mem::size_of::<UtsParams>() || d.offset & 7 != 0 {
         return Err(TaskError::Failed(UTS_BAD_PARAMS));
     }
@@ -221,11 +221,7 @@ fn params<P: Platform>(ctx: &Ctx<'_, '_, P>, d: DataDescriptor) -> Result<UtsPar
 
 impl TaskFunctor for UtsNode {
     #[inline(always)]
-    fn run<P: Platform>(
-        &self,
-        task: &TaskStruct,
-        ctx: &mut Ctx<'_, '_, P>,
-    ) -> Result<(), TaskError> {
+    fn run(&self, task: &TaskStruct, ctx: &mut impl Ctx) -> Result<(), TaskError> {
         let params = params(ctx, task.data[0])?;
         let row = rows::row(ctx, task.data[1])?;
         let n = params.num_children(self);

@@ -7,6 +7,7 @@ use crate::context::{Tagged, TaskExecutor};
 use crate::exec::{OnFull, WorkerCore};
 use crate::layout::Env;
 use crate::platform::{AtomicWord, Ordering, Platform};
+use crate::spec::Spec;
 
 /// Where a level run puts spawned tasks, and its counters.
 pub struct LevelSink<W, T> {
@@ -46,13 +47,13 @@ impl<W: AtomicWord, T> LevelSink<W, T> {
 }
 
 /// One worker of one level of the kernel-per-level baseline.
-pub struct LevelWorker<'e, P: Platform, T, X> {
-    core: WorkerCore<'e, P, T>,
+pub struct LevelWorker<'e, P: Platform, T, X, S: Spec> {
+    core: WorkerCore<'e, P, T, S>,
     exec: &'e X,
     sink: LevelSink<P::Word, T>,
 }
 
-impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>> LevelWorker<'e, P, T, X> {
+impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> LevelWorker<'e, P, T, X, S> {
     /// Worker `id` of a level run whose frontier is `env`'s initial tasks (an [`Env::bare`]
     /// suffices).
     ///

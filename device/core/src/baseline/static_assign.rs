@@ -7,10 +7,11 @@ use crate::context::{Tagged, TaskExecutor};
 use crate::exec::{OnFull, WorkerCore};
 use crate::layout::Env;
 use crate::platform::Platform;
+use crate::spec::Spec;
 
 /// One worker of the static-assignment baseline.
-pub struct StaticWorker<'e, P: Platform, T, X> {
-    core: WorkerCore<'e, P, T>,
+pub struct StaticWorker<'e, P: Platform, T, X, S: Spec> {
+    core: WorkerCore<'e, P, T, S>,
     exec: &'e X,
 }
 
@@ -21,7 +22,7 @@ pub fn static_share(id: u32, workers: u32, n: u64) -> (u64, u64) {
     (id as u64 * n / w, (id as u64 + 1) * n / w)
 }
 
-impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>> StaticWorker<'e, P, T, X> {
+impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> StaticWorker<'e, P, T, X, S> {
     /// Worker `id` on platform `p`.
     ///
     /// # Safety

@@ -1,0 +1,222 @@
+//! The options that change a worker's hot loop, as a type: [`Spec`].
+//!
+//! A GPU kernel entry is compiled for one [`Fixed`] combination, so that it holds only the code
+//! its run executes: the atomics of one scope (a run-time scope is a three-way branch around every
+//! atomic), one termination detector, one overflow prevention, and the queue-sharing arithmetic
+//! only where queues are shared. The host picks the entry whose spec the run's configuration
+//! names ([`entry_suffix`]), and the worker checks that they agree before it starts
+//! ([`Spec::matches`]). CPU workers use [`FromConfig`], which reads the same options from the
+//! configuration at run time: one compiled worker serves every configuration there.
+
+use crate::config::{OverflowMode, SchedConfig, TerminationMode};
+use crate::platform::Scope;
+
+/// The hot-loop options of a worker: compile-time constants ([`Fixed`]) or the run's
+/// configuration ([`FromConfig`]).
+pub trait Spec: 'static {
+    /// How workers agree that no work is left.
+    fn termination(cfg: &SchedConfig) -> TerminationMode;
+    /// How thieves keep the steal counter from overflowing.
+    fn overflow(cfg: &SchedConfig) -> OverflowMode;
+    /// Whether several workers share one public queue (`workers_per_queue > 1`).
+    fn shared_queues(cfg: &SchedConfig) -> bool;
+    /// The scope of the atomics on orchestration data and of the tasks' atomics.
+    fn scope(cfg: &SchedConfig) -> Scope;
+
+    /// True if this spec runs `cfg` as its options say.
+    #[inline(always)]
+    fn matches(cfg: &SchedConfig) -> bool {
+        Self::termination(cfg) == cfg.termination_mode()
+            && Self::overflow(cfg) == cfg.overflow_mode()
+            && Self::shared_queues(cfg) == (cfg.workers_per_queue > 1)
+            && widen(Self::scope(cfg)) == widen(Scope::from_u32(cfg.queue_scope))
+    }
+}
+
+/// Orchestration atomics run at device or system scope: a block-scoped word is never shared
+/// between workers, so `Block` counts as `Device` (as the GPU's atomics widen it).
+#[inline(always)]
+const fn widen(scope: Scope) -> Scope {
+    match scope {
+        Scope::Block | Scope::Device => Scope::Device,
+        Scope::System => Scope::System,
+    }
+}
+
+/// Reads every option from the run's configuration (CPU workers and tests).
+pub struct FromConfig;
+
+impl Spec for FromConfig {
+    #[inline(always)]
+    fn termination(cfg: &SchedConfig) -> TerminationMode {
+        cfg.termination_mode()
+    }
+    #[inline(always)]
+    fn overflow(cfg: &SchedConfig) -> OverflowMode {
+        cfg.overflow_mode()
+    }
+    #[inline(always)]
+    fn shared_queues(cfg: &SchedConfig) -> bool {
+        cfg.workers_per_queue > 1
+    }
+    #[inline(always)]
+    fn scope(cfg: &SchedConfig) -> Scope {
+        Scope::from_u32(cfg.queue_scope)
+    }
+}
+
+/// Options fixed at compile time: `TERMINATION` and `OVERFLOW` are [`TerminationMode`] and
+/// [`OverflowMode`] as `u32`, `SCOPE` a [`Scope`] as `u32` (`Device` or `System`).
+pub struct Fixed<const TERMINATION: u32, const OVERFLOW: u32, const SHARED: bool, const SCOPE: u32>;
+
+impl<const TERMINATION: u32, const OVERFLOW: u32, const SHARED: bool, const SCOPE: u32> Spec
+    for Fixed<TERMINATION, OVERFLOW, SHARED, SCOPE>
+{
+    #[inline(always)]
+    fn termination(_: &SchedConfig) -> TerminationMode {
+        if TERMINATION == TerminationMode::VotingTree as u32 {
+            TerminationMode::VotingTree
+        } else {
+            TerminationMode::IdleCounter
+        }
+    }
+    #[inline(always)]
+    fn overflow(_: &SchedConfig) -> OverflowMode {
+        if OVERFLOW == OverflowMode::Damping as u32 {
+            OverflowMode::Damping
+        } else {
+            OverflowMode::TwoAtomics
+        }
+    }
+    #[inline(always)]
+    fn shared_queues(_: &SchedConfig) -> bool {
+        SHARED
+    }
+    #[inline(always)]
+    fn scope(_: &SchedConfig) -> Scope {
+        Scope::from_u32(SCOPE)
+    }
+}
+
+/// Only the scope fixed (`SCOPE`: a [`Scope`] as `u32`), the rest read from the configuration:
+/// for the baselines, whose loops use neither termination nor overflow prevention.
+pub struct ScopeOnly<const SCOPE: u32>;
+
+impl<const SCOPE: u32> Spec for ScopeOnly<SCOPE> {
+    #[inline(always)]
+    fn termination(cfg: &SchedConfig) -> TerminationMode {
+        cfg.termination_mode()
+    }
+    #[inline(always)]
+    fn overflow(cfg: &SchedConfig) -> OverflowMode {
+        cfg.overflow_mode()
+    }
+    #[inline(always)]
+    fn shared_queues(cfg: &SchedConfig) -> bool {
+        cfg.workers_per_queue > 1
+    }
+    #[inline(always)]
+    fn scope(_: &SchedConfig) -> Scope {
+        Scope::from_u32(SCOPE)
+    }
+}
+
+/// The scope part of a baseline entry's name: `device` or `system`.
+pub fn scope_suffix(cfg: &SchedConfig) -> &'static str {
+    match widen(Scope::from_u32(cfg.queue_scope)) {
+        Scope::System => "system",
+        _ => "device",
+    }
+}
+
+/// The part of a kernel entry's name that names its spec:
+/// `<counter|tree>_<twoatomics|damping>_<single|shared>_<device|system>`. The kernel macro
+/// (`mgws-kernel-support`) exports one entry per combination under these names, and the host
+/// asks for the one its configuration needs.
+pub fn entry_suffix(cfg: &SchedConfig) -> &'static str {
+    let tree = (cfg.termination_mode() == TerminationMode::VotingTree) as usize;
+    let damping = (cfg.overflow_mode() == OverflowMode::Damping) as usize;
+    let shared = (cfg.workers_per_queue > 1) as usize;
+    let system = (widen(Scope::from_u32(cfg.queue_scope)) == Scope::System) as usize;
+    WORKER_ENTRY_SUFFIXES[tree << 3 | damping << 2 | shared << 1 | system]
+}
+
+/// Every spec suffix of a worker entry (`mgws_<kernel>_worker_<suffix>`), indexed by
+/// `tree << 3 | damping << 2 | shared << 1 | system`.
+pub const WORKER_ENTRY_SUFFIXES: [&str; 16] = [
+    "counter_twoatomics_single_device",
+    "counter_twoatomics_single_system",
+    "counter_twoatomics_shared_device",
+    "counter_twoatomics_shared_system",
+    "counter_damping_single_device",
+    "counter_damping_single_system",
+    "counter_damping_shared_device",
+    "counter_damping_shared_system",
+    "tree_twoatomics_single_device",
+    "tree_twoatomics_single_system",
+    "tree_twoatomics_shared_device",
+    "tree_twoatomics_shared_system",
+    "tree_damping_single_device",
+    "tree_damping_single_system",
+    "tree_damping_shared_device",
+    "tree_damping_shared_system",
+];
+
+/// The scope suffixes of a static-assignment entry (`mgws_<kernel>_static_<suffix>`).
+pub const STATIC_ENTRY_SUFFIXES: [&str; 2] = ["device", "system"];
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::config::SchedConfig;
+
+    fn config(termination: u32, overflow: u32, sharing: u32, scope: Scope) -> SchedConfig {
+        let mut cfg = SchedConfig::new(8);
+        cfg.termination = termination;
+        cfg.overflow = overflow;
+        cfg.workers_per_queue = sharing;
+        cfg.queue_scope = scope as u32;
+        cfg
+    }
+
+    #[test]
+    fn each_fixed_spec_matches_exactly_the_configurations_its_name_says() {
+        type CounterDampingSingleDevice = Fixed<0, 1, false, 1>;
+        type TreeTwoSharedSystem = Fixed<1, 0, true, 2>;
+        let a = config(0, 1, 1, Scope::Device);
+        let b = config(1, 0, 4, Scope::System);
+        assert!(CounterDampingSingleDevice::matches(&a));
+        assert!(!CounterDampingSingleDevice::matches(&b));
+        assert!(TreeTwoSharedSystem::matches(&b));
+        assert!(!TreeTwoSharedSystem::matches(&a));
+        assert!(FromConfig::matches(&a) && FromConfig::matches(&b));
+        assert_eq!(entry_suffix(&a), "counter_damping_single_device");
+        assert_eq!(entry_suffix(&b), "tree_twoatomics_shared_system");
+        // A block scope is a device scope for orchestration words.
+        assert!(CounterDampingSingleDevice::matches(&config(
+            0,
+            1,
+            1,
+            Scope::Block
+        )));
+    }
+
+    #[test]
+    fn every_combination_has_its_own_name() {
+        let mut names = [""; 16];
+        let mut n = 0;
+        for t in 0..2 {
+            for o in 0..2 {
+                for s in [1, 2] {
+                    for scope in [Scope::Device, Scope::System] {
+                        names[n] = entry_suffix(&config(t, o, s, scope));
+                        n += 1;
+                    }
+                }
+            }
+        }
+        for (i, a) in names.iter().enumerate() {
+            assert!(names[i + 1..].iter().all(|b| a != b), "{a} twice");
+        }
+    }
+}
