@@ -48,7 +48,7 @@ build_here() {
     cargo build --release --manifest-path examples/custom-task/Cargo.toml
     local example_ptx
     example_ptx=$(ls -t examples/custom-task/target/release/build/mgws-example-custom-task-*/out/mgws_example_custom_task.ptx | head -n 1)
-    if ! grep -q '^.visible .global .align 8 .u64 mgws_registry_fingerprint = ' "$example_ptx"; then
+    if ! grep -q '^.visible .global .align 8 .u64 mgws_[a-z0-9_]*_fingerprint = ' "$example_ptx"; then
         echo "error: the example's embedded kernel was not built: $(head -n 1 "$example_ptx")" >&2
         return 1
     fi

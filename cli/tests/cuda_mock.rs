@@ -315,7 +315,10 @@ fn a_missing_baseline_kernel_is_reported_and_the_main_run_stands() {
         ],
     );
     let t = text(&o);
-    assert!(t.contains("has no kernel `mgws_memset_static_device`"), "{t}");
+    assert!(
+        t.contains("has no kernel `mgws_memset_static_device`"),
+        "{t}"
+    );
     assert!(t.contains(r#""lost":0"#), "{t}");
 }
 
@@ -347,7 +350,10 @@ fn the_kernel_is_compiled_once_per_gpu_for_a_run_and_its_baselines() {
     // One JIT of the one entry the run launches per GPU (the defaults' occupancy query and the
     // run share it), never of the whole module.
     assert_eq!(t.matches("mock: module load (1 entries)").count(), 2, "{t}");
-    assert!(!t.contains("mock: module load (2") && !t.contains("mock: module load (3"), "{t}");
+    assert!(
+        !t.contains("mock: module load (2") && !t.contains("mock: module load (3"),
+        "{t}"
+    );
     let o = mgws(
         "memset",
         1,

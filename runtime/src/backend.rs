@@ -13,7 +13,7 @@ pub enum Backend {
     /// Host threads running the mgws worker loop.
     Cpu,
     /// Baseline **static** on host threads: each worker runs its contiguous share of the initial
-    /// tasks and everything they spawn, depth-first, without stealing (`mgws_core::StaticWorker`,
+    /// tasks and everything they spawn, depth-first, without stealing (`mgws_core::LeanStatic`,
     /// the algorithm of [`crate::cuda::GpuKernel::Static`]).
     CpuStatic,
     /// Baseline **levels** on host threads: level by level, each frontier split evenly over the

@@ -28,8 +28,6 @@ use crate::victim::VictimPicker;
 pub(crate) enum OnFull<W, T> {
     /// mgws: publish the oldest half to the public queue, else spill it.
     Publish,
-    /// Static assignment: spill the oldest half onto the overflow stack.
-    Spill,
     /// Kernel-per-level: move every local task to the next frontier.
     Frontier(LevelSink<W, T>),
 }
@@ -431,7 +429,6 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                     self.spill(half);
                 }
             }
-            OnFull::Spill => self.spill(half),
             OnFull::Frontier(sink) => self.flush_to(sink),
         }
     }
@@ -526,6 +523,11 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             last_operation: operation as u64,
             state,
             heartbeats,
+            finish_ns: if operation == Operation::Exited {
+                self.p.now_ns()
+            } else {
+                0
+            },
         };
         // SAFETY: one progress record per worker; only this worker's lane 0 writes it. Volatile so
         // that the host's watchdog, reading concurrently, sees the stores.

@@ -183,9 +183,13 @@ pub struct WorkerProgress {
     pub last_operation: u64,
     /// 1 while the worker counts itself idle, 2 once it left the loop.
     pub state: u64,
-    /// Heartbeats its tasks sent (`TaskContext::heartbeat`): progress inside a long task. Kept
+    /// Heartbeats its tasks sent (`Context::heartbeat`): progress inside a long task. Kept
     /// apart from `iterations`, which idle workers also advance and so cannot count as progress.
     pub heartbeats: u64,
+    /// The platform clock (`Platform::now_ns`) when the worker left its loop, 0 before (and
+    /// where the platform has no clock): the host derives each worker's idle time at the end of
+    /// a run from it.
+    pub finish_ns: u64,
 }
 
 /// Per-worker statistics, collected when [`crate::RunFlags::STATS`] is set.

@@ -37,8 +37,9 @@ pub mod victim;
 pub mod word;
 pub mod worker;
 
+pub use baseline::lean_static::LeanStatic;
 pub use baseline::levels::{LevelSink, LevelWorker};
-pub use baseline::static_assign::{static_share, StaticWorker};
+pub use baseline::static_share;
 pub use bytemuck;
 pub use config::{ConfigError, OverflowMode, RunFlags, SchedConfig, TerminationMode, MAX_DEVICES};
 pub use context::{accumulator_stride, Context, DataMut, Tagged, TaskContext, TaskExecutor};

@@ -4,7 +4,7 @@ use core::arch::nvptx;
 
 use mgws_core::nvptx::{GpuBlockPlatform, NvptxWord};
 use mgws_core::{
-    Env, LevelArgs, LevelSink, LevelWorker, Platform, ScratchLayout, Spec, StaticWorker,
+    Env, LeanStatic, LevelArgs, LevelSink, LevelWorker, Platform, ScratchLayout, Spec,
     TaskExecutor, Worker,
 };
 use mgws_tasks::TaskStruct;
@@ -39,7 +39,7 @@ pub unsafe fn run_worker<X: TaskExecutor<TaskStruct>, S: Spec>(
 }
 
 /// Runs the calling block as worker `blockIdx.x` of the static-assignment baseline
-/// ([`StaticWorker`]): the same initial tasks and task execution as [`run_worker`], split into
+/// ([`LeanStatic`]): the same initial tasks and task execution as [`run_worker`], split into
 /// contiguous equal shares in advance, no stealing.
 ///
 /// # Safety
@@ -60,7 +60,7 @@ pub unsafe fn run_static<X: TaskExecutor<TaskStruct>, S: Spec>(
     }
     check_scratch(&p, env.config.local_capacity, env.topology.queues());
     // SAFETY: as in `run_worker`.
-    unsafe { StaticWorker::<_, _, _, S>::new(p, env, exec, id) }.run();
+    unsafe { LeanStatic::<_, _, S>::new(p, env, id) }.run(exec);
 }
 
 /// Runs one level of the kernel-per-level baseline: block `b` of the grid runs frontier tasks

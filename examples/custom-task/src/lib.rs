@@ -81,7 +81,7 @@ impl TaskFunctor for CollatzRange {
 }
 
 /// The task types of this example, and the kernel built for them (`CustomTasks::KERNEL_PTX`).
-#[mgws::registry(ptx = mgws::kernel_ptx!())]
+#[mgws::registry(ptx = mgws::kernel_ptx!(), kernel = "collatz")]
 pub enum CustomTasks {
     Collatz(CollatzRange),
 }

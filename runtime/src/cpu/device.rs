@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::time::Duration;
 
 use mgws_core::{
-    AtomicWord, Env, HostWord, Ordering, RunError, Scope, ScratchLayout, StaticWorker,
-    TaskExecutor, Topology, Worker, WorkerProgress,
+    AtomicWord, Env, HostWord, LeanStatic, Ordering, RunError, Scope, ScratchLayout, TaskExecutor,
+    Topology, Worker, WorkerProgress,
 };
 use mgws_tasks::TaskStruct;
 
@@ -47,7 +47,7 @@ unsafe fn run_worker<P: mgws_core::Platform<Word = HostWord>, R: TaskExecutor<Ta
                 Worker::<_, _, _, mgws_core::FromConfig>::new(p, env, registry, w).run()
             }
             CpuMethod::Static => {
-                StaticWorker::<_, _, _, mgws_core::FromConfig>::new(p, env, registry, w).run()
+                LeanStatic::<_, _, mgws_core::FromConfig>::new(p, env, w).run(registry)
             }
         }
     }
@@ -59,7 +59,7 @@ pub enum CpuMethod {
     /// The mgws worker loop (`mgws_core::Worker`).
     #[default]
     Mgws,
-    /// The static-assignment baseline (`mgws_core::StaticWorker`): each worker runs its
+    /// The static-assignment baseline (`mgws_core::LeanStatic`): each worker runs its
     /// contiguous share of the initial tasks and everything they spawn, depth-first, alone.
     Static,
 }

@@ -5,8 +5,9 @@
 
 use mgws_core::one_lane::OneLane;
 use mgws_core::{
-    AtomicWord, Env, HostWord, LevelArgs, LevelSink, LevelWorker, Ordering, QueueHeader, Scope,
-    SharedState, StaticWorker, Topology, WorkerProgress, WorkerStats, DATA_AREAS, MAX_DEVICES,
+    AtomicWord, Env, HostWord, LeanStatic, LevelArgs, LevelSink, LevelWorker, Ordering,
+    QueueHeader, Scope, SharedState, Topology, WorkerProgress, WorkerStats, DATA_AREAS,
+    MAX_DEVICES,
 };
 use mgws_tasks::workloads::fib::{self, rows_descriptor, FibTask, COL_NODES, COL_SUM};
 use mgws_tasks::workloads::rows::column_sum;
@@ -159,7 +160,7 @@ fn static_assignment_runs_every_task_once_from_the_backends_env() {
         let mut buffer = vec![0u128; scratch.div_ceil(16)];
         let p = OneLane::with_scratch(&mut buffer);
         // SAFETY: the env describes live memory sized for this configuration.
-        unsafe { StaticWorker::<_, _, _, mgws_core::FromConfig>::new(p, &env, &FibTasks, w) }.run();
+        unsafe { LeanStatic::<_, _, mgws_core::FromConfig>::new(p, &env, w) }.run(&FibTasks);
     }
     assert_eq!(column_sum(rows.words(), COL_SUM), fib::fib(n));
     let ran: u64 = stats.iter().map(|s| s.tasks_run).sum();

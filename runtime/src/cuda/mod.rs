@@ -404,7 +404,8 @@ mod tests {
             "mgws_uts_worker_tree_damping_shared_system"
         );
         assert_eq!(
-            two.with_kernel(GpuKernel::Static).entry::<mgws_tasks::UtsTasks>(&cfg),
+            two.with_kernel(GpuKernel::Static)
+                .entry::<mgws_tasks::UtsTasks>(&cfg),
             "mgws_uts_static_system"
         );
         assert_eq!(

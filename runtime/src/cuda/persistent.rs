@@ -219,6 +219,9 @@ impl Device for CudaDevice<'_> {
             None => progress.iter().map(|p| p.tasks_run).sum(),
         };
         let kernel = self.b.kernel;
+        let idle_ns = (kernel == GpuKernel::Static)
+            .then(|| idle_after_finish(&progress))
+            .flatten();
         Ok(ReadBack {
             elapsed_s,
             error: RunError::unpack(word(shared_field::ERROR)),
@@ -231,9 +234,20 @@ impl Device for CudaDevice<'_> {
             // the static kernel runs what they spawn too).
             tasks_run: (counted == 0 && kernel == GpuKernel::Static)
                 .then_some(job.tasks.len() as u64),
-            idle_ns: None,
+            idle_ns,
         })
     }
+}
+
+/// Each worker's idle time at the end of a static run: how long before the last worker it left
+/// its loop (`WorkerProgress::finish_ns`, the GPU's global timer); `None` if a worker recorded no
+/// finish time.
+fn idle_after_finish(progress: &[WorkerProgress]) -> Option<Vec<u64>> {
+    let last = progress.iter().map(|p| p.finish_ns).max()?;
+    if progress.iter().any(|p| p.finish_ns == 0) {
+        return None;
+    }
+    Some(progress.iter().map(|p| last - p.finish_ns).collect())
 }
 
 /// The kernels of a run in progress.

@@ -1,0 +1,417 @@
+//! The static-assignment baseline (thesis 6.8), lean: worker `w` of `W` runs the initial tasks of
+//! its contiguous share `[w n / W, (w + 1) n / W)` one at a time and everything they spawn,
+//! depth-first, from a stack in its scratch. No queues, no stealing, no termination protocol and
+//! none of [`crate::WorkerCore`]'s state: per initial task the lanes copy the 64-byte struct into
+//! scratch (one 8-byte word per lane), wait at one barrier, run the task, and wait at a second
+//! barrier before the slot is reused. That is the shape of a hand-written CUDA block-per-task
+//! static kernel, with mgws's task semantics: the same functors through the same [`Context`]
+//! interface, the same errors, the abort flag and the progress records the watchdog reads.
+//!
+//! A full stack moves its older half to the worker's overflow area (`Env::spill`), which refills
+//! the stack when it runs empty.
+
+use core::marker::PhantomData;
+
+use crate::baseline::static_share;
+use crate::context::{Context, Tagged, TaskExecutor};
+use crate::error::RunError;
+use crate::layout::{Env, WorkerProgress, WorkerStats};
+use crate::operation::Operation;
+use crate::platform::{AtomicWord, Ordering, Platform};
+use crate::scratch::ScratchLayout;
+use crate::spec::Spec;
+
+/// One worker of the lean static-assignment baseline.
+pub struct LeanStatic<'e, P: Platform, T, S: Spec> {
+    p: P,
+    env: &'e Env<P::Word, T>,
+    id: u32,
+    /// The spawned-task stack (scratch), `capacity` slots.
+    stack: *mut T,
+    /// The slot the current initial task is copied into (scratch).
+    current: *mut T,
+    /// One `u64` per lane for the collectives (scratch).
+    lanes: *mut u64,
+    capacity: u32,
+    spill_capacity: u64,
+    // Uniform state: identical on every lane.
+    len: u32,
+    spill_len: u64,
+    /// A popped slot may still be read by some lane: the next write to the stack waits first.
+    pop_pending: bool,
+    aborted: bool,
+    tasks_run: u64,
+    tasks_spawned: u64,
+    /// Heartbeats of long tasks (`Context::heartbeat` takes `&self`).
+    heartbeats: core::cell::Cell<u64>,
+    spec: PhantomData<S>,
+}
+
+impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
+    /// Worker `id` on platform `p`.
+    ///
+    /// # Safety
+    /// `env` must be valid (its shared state included, which records errors and carries the abort
+    /// flag; its initial tasks and, for spawning tasks, `spill_capacity` overflow slots per
+    /// worker), `id` a worker of its topology, the scratch must hold
+    /// `ScratchLayout::new(local_capacity, size_of::<T>(), lanes, queues)` bytes, and every lane
+    /// makes the same call.
+    #[inline(always)]
+    pub unsafe fn new(p: P, env: &'e Env<P::Word, T>, id: u32) -> Self {
+        const { assert!(core::mem::size_of::<T>() == 8 * crate::scratch::EXCHANGE_WORDS) };
+        let cfg = &env.config;
+        let layout = ScratchLayout::new(
+            cfg.local_capacity,
+            core::mem::size_of::<T>(),
+            p.lane_count(),
+            env.topology.queues(),
+        );
+        debug_assert!(p.scratch_len() >= layout.total);
+        let base = p.scratch();
+        let mut worker = LeanStatic {
+            // SAFETY: the offsets come from the layout the caller guarantees the scratch holds;
+            // the exchange area is 8 words, one task.
+            stack: unsafe { base.add(layout.local_slots) } as *mut T,
+            current: unsafe { base.add(layout.exchange) } as *mut T,
+            lanes: unsafe { base.add(layout.lanes_area) } as *mut u64,
+            capacity: cfg.local_capacity,
+            spill_capacity: cfg.spill_capacity as u64,
+            p,
+            env,
+            id,
+            len: 0,
+            spill_len: 0,
+            pop_pending: false,
+            aborted: false,
+            tasks_run: 0,
+            tasks_spawned: 0,
+            heartbeats: core::cell::Cell::new(0),
+            spec: PhantomData,
+        };
+        if !S::matches(cfg) {
+            worker.fail(RunError::WrongEntry { worker: id });
+        }
+        worker
+    }
+
+    /// Runs this worker's share of the initial tasks and what they spawn, then reports.
+    #[inline(always)]
+    pub fn run<X: TaskExecutor<T>>(mut self, exec: &X) {
+        let env = self.env;
+        let (first, end) = static_share(self.id, env.config.workers, env.initial_len);
+        let interval = env.config.progress_interval as u64;
+        let lane = self.p.lane_id() as usize;
+        let words = core::mem::size_of::<T>() / 8;
+        let mut next = first;
+        while next < end && !self.aborted {
+            if lane < words {
+                // SAFETY: next < initial_len, assigned to this worker alone; each of the first
+                // `words` lanes copies one word of the task into the current slot, which every
+                // lane finished reading before the barrier that ended the previous round.
+                unsafe {
+                    let v = (env.initial.add(next as usize) as *const u64)
+                        .add(lane)
+                        .read();
+                    (self.current as *mut u64).add(lane).write(v);
+                }
+            }
+            self.p.barrier();
+            // SAFETY: written before the barrier above.
+            let task = unsafe { self.current.read() };
+            self.run_task(exec, &task);
+            while (self.len > 0 || self.spill_len > 0) && !self.aborted {
+                self.run_spawned(exec);
+            }
+            next += 1;
+            if next & (interval - 1) == 0 {
+                self.report(Operation::RunTask);
+                self.check_abort();
+            } else {
+                // Every lane has read the current slot before the next task overwrites it.
+                self.p.barrier();
+            }
+            self.pop_pending = false;
+        }
+        self.finish();
+    }
+
+    #[inline(always)]
+    fn run_task<X: TaskExecutor<T>>(&mut self, exec: &X, task: &T) {
+        self.tasks_run += 1;
+        if let Err(e) = exec.execute(task, &mut LeanContext { w: self }) {
+            let error = e.into_run_error(self.id, task.tag());
+            self.fail(error);
+        }
+    }
+
+    /// Pops the newest spawned task (refilling the stack from the overflow area first if it is
+    /// empty) and runs it.
+    #[inline(always)]
+    fn run_spawned<X: TaskExecutor<T>>(&mut self, exec: &X) {
+        if self.len == 0 {
+            self.refill();
+        }
+        self.len -= 1;
+        // SAFETY: slot `len` holds a task pushed before a barrier.
+        let task = unsafe { self.stack.add(self.len as usize).read() };
+        self.pop_pending = true;
+        self.run_task(exec, &task);
+    }
+
+    /// Waits until every lane read the last popped slot, if a write may reuse it.
+    #[inline(always)]
+    fn settle(&mut self) {
+        if self.pop_pending {
+            self.p.barrier();
+            self.pop_pending = false;
+        }
+    }
+
+    /// Pushes the `task` of lanes `first_lane..first_lane + count` onto the stack, in lane
+    /// order, spilling when it is full.
+    #[inline(always)]
+    fn push(&mut self, first_lane: u32, count: u32, task: &T) {
+        let mut done = 0;
+        while done < count {
+            if self.len == self.capacity {
+                self.spill();
+                if self.aborted {
+                    return;
+                }
+            }
+            let room = (self.capacity - self.len).min(count - done);
+            self.settle();
+            let lane = self.p.lane_id();
+            let from = first_lane + done;
+            if lane >= from && lane < from + room {
+                let slot = self.len + (lane - from);
+                // SAFETY: slot < capacity is free; each pushing lane writes its own.
+                unsafe { self.stack.add(slot as usize).write(*task) };
+            }
+            self.len += room;
+            self.p.barrier();
+            done += room;
+        }
+    }
+
+    /// Moves the older half of the full stack to the overflow area.
+    #[inline(always)]
+    fn spill(&mut self) {
+        let half = (self.capacity / 2) as u64;
+        if self.spill_len + half > self.spill_capacity {
+            let capacity = self.spill_capacity as u32;
+            self.fail(RunError::SpillOverflow {
+                worker: self.id,
+                capacity,
+            });
+            return;
+        }
+        self.settle();
+        let base = self.id as u64 * self.spill_capacity + self.spill_len;
+        let (spill, stack) = (self.env.spill, self.stack);
+        // SAFETY: slots base..base+half belong to this worker's overflow area (checked above).
+        self.copy(
+            half,
+            |j| unsafe { stack.add(j as usize) },
+            |j| unsafe { spill.add((base + j) as usize) },
+        );
+        self.p.barrier();
+        let keep = self.len as u64 - half;
+        // SAFETY: the newer half moves down within the stack; source and target ranges do not
+        // overlap (half >= keep).
+        self.copy(
+            keep,
+            |j| unsafe { stack.add((half + j) as usize) },
+            |j| unsafe { stack.add(j as usize) },
+        );
+        self.p.barrier();
+        self.len = keep as u32;
+        self.spill_len += half;
+    }
+
+    /// Moves the newest overflow tasks into the empty stack.
+    #[inline(always)]
+    fn refill(&mut self) {
+        let count = self.spill_len.min((self.capacity / 2).max(1) as u64);
+        let from = self.id as u64 * self.spill_capacity + self.spill_len - count;
+        let (spill, stack) = (self.env.spill, self.stack);
+        self.settle();
+        // SAFETY: slots from..from+count hold spilled tasks of this worker.
+        self.copy(
+            count,
+            |j| unsafe { spill.add((from + j) as usize) },
+            |j| unsafe { stack.add(j as usize) },
+        );
+        self.p.barrier();
+        self.spill_len -= count;
+        self.len = count as u32;
+    }
+
+    /// Copies `count` tasks with all lanes, word by word.
+    #[inline(always)]
+    fn copy(&self, count: u64, src: impl Fn(u64) -> *const T, dst: impl Fn(u64) -> *mut T) {
+        let words = (core::mem::size_of::<T>() / 8) as u64;
+        let lanes = self.p.lane_count() as u64;
+        let mut i = self.p.lane_id() as u64;
+        while i < count * words {
+            let (t, w) = (i / words, (i % words) as usize);
+            // SAFETY: the callers pass ranges valid for `count` tasks that this worker owns.
+            unsafe {
+                let v = (src(t) as *const u64).add(w).read();
+                (dst(t) as *mut u64).add(w).write(v);
+            }
+            i += lanes;
+        }
+    }
+
+    /// Records `error` (the first one wins) and aborts the run (orderings as in
+    /// `WorkerCore::fail`: AcqRel/Relaxed compare-exchange, Release abort store).
+    #[inline(always)]
+    fn fail(&mut self, error: RunError) {
+        if self.p.is_leader() {
+            // SAFETY: the shared state outlives the run (`new`'s contract).
+            let shared = unsafe { self.env.shared() };
+            let scope = S::scope(&self.env.config);
+            let _ = shared.error.compare_exchange(
+                0,
+                error.pack(),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+                scope,
+            );
+            shared.abort.store(1, Ordering::Release, scope);
+        }
+        self.aborted = true;
+    }
+
+    /// Lane 0 reads the abort flag (Relaxed: a late observation only delays the stop) and hands
+    /// it to every lane.
+    #[inline(always)]
+    fn check_abort(&mut self) {
+        // SAFETY: as in `fail`.
+        let flag = self.p.is_leader()
+            && unsafe { self.env.shared() }
+                .abort
+                .load(Ordering::Relaxed, S::scope(&self.env.config))
+                != 0;
+        if self.p.broadcast(flag as u64) != 0 {
+            self.aborted = true;
+        }
+    }
+
+    /// Lane 0 writes this worker's progress record for the watchdog.
+    #[inline(always)]
+    fn report(&self, operation: Operation) {
+        if !self.p.is_leader() || self.env.progress.is_null() {
+            return;
+        }
+        let record = WorkerProgress {
+            iterations: self.tasks_run,
+            tasks_run: self.tasks_run,
+            last_operation: operation as u64,
+            state: if operation == Operation::Exited { 2 } else { 0 },
+            heartbeats: self.heartbeats.get(),
+            finish_ns: if operation == Operation::Exited {
+                self.p.now_ns()
+            } else {
+                0
+            },
+        };
+        // SAFETY: one record per worker, written only by its lane 0; volatile for the watchdog
+        // reading concurrently.
+        unsafe {
+            self.env
+                .progress
+                .add(self.id as usize)
+                .write_volatile(record)
+        };
+    }
+
+    #[inline(always)]
+    fn finish(&mut self) {
+        self.report(Operation::Exited);
+        if self.p.is_leader() && !self.env.stats.is_null() {
+            let stats = WorkerStats {
+                tasks_run: self.tasks_run,
+                tasks_spawned: self.tasks_spawned,
+                ..WorkerStats::default()
+            };
+            // SAFETY: one stats record per worker, written only by this worker's lane 0.
+            unsafe { self.env.stats.add(self.id as usize).write_volatile(stats) };
+        }
+        self.p.barrier();
+    }
+}
+
+/// The [`Context`] of a task run by [`LeanStatic`].
+struct LeanContext<'a, 'e, P: Platform, T, S: Spec> {
+    w: &'a mut LeanStatic<'e, P, T, S>,
+}
+
+impl<P: Platform, T: Copy + Tagged, S: Spec> Context for LeanContext<'_, '_, P, T, S> {
+    type Task = T;
+
+    #[inline(always)]
+    fn lane_id(&self) -> u32 {
+        self.w.p.lane_id()
+    }
+    #[inline(always)]
+    fn lane_count(&self) -> u32 {
+        self.w.p.lane_count()
+    }
+    #[inline(always)]
+    fn worker_id(&self) -> u32 {
+        self.w.id
+    }
+    #[inline(always)]
+    fn barrier(&self) {
+        self.w.p.barrier()
+    }
+    #[inline(always)]
+    fn broadcast(&self, value: u64) -> u64 {
+        self.w.p.broadcast(value)
+    }
+    #[inline(always)]
+    fn spawn_from(&mut self, source: u32, task: &T) {
+        self.w.tasks_spawned += 1;
+        self.w.push(source, 1, task);
+    }
+    #[inline(always)]
+    fn spawn_each(&mut self, count: u32, task: &T) {
+        let count = count.min(self.lane_count());
+        self.w.tasks_spawned += count as u64;
+        if count > 0 {
+            self.w.push(0, count, task);
+        }
+    }
+    #[inline(always)]
+    unsafe fn atomic_add(&self, target: *mut u64, value: u64) -> u64 {
+        // SAFETY: every platform that runs tasks has a word type that is `repr(transparent)` over
+        // a u64 (see `AtomicWord`); the caller guarantees the address.
+        let word = unsafe { &*(target as *const P::Word) };
+        word.fetch_add(value, Ordering::Relaxed, S::scope(&self.w.env.config))
+    }
+    #[inline(always)]
+    fn now_ns(&self) -> u64 {
+        self.w.p.now_ns()
+    }
+    #[inline(always)]
+    fn heartbeat(&self) {
+        if self.w.p.is_leader() {
+            self.w.heartbeats.set(self.w.heartbeats.get() + 1);
+            self.w.report(Operation::RunTask);
+        }
+    }
+    #[inline(always)]
+    fn area(&self, index: usize) -> u64 {
+        self.w.env.areas.get(index).copied().unwrap_or(0)
+    }
+    #[inline(always)]
+    fn area_limit(&self, index: usize) -> u64 {
+        self.w.env.area_limits.get(index).copied().unwrap_or(0)
+    }
+    #[inline(always)]
+    fn lanes_area(&self) -> *mut u64 {
+        self.w.lanes
+    }
+}
