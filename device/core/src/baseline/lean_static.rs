@@ -100,20 +100,22 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
         let env = self.env;
         let (first, end) = static_share(self.id, env.config.workers, env.initial_len);
         let interval = env.config.progress_interval as u64;
-        let lane = self.p.lane_id() as usize;
+        let (lane, lanes) = (self.p.lane_id() as usize, self.p.lane_count() as usize);
         let words = core::mem::size_of::<T>() / 8;
         let mut next = first;
         while next < end && !self.aborted {
-            if lane < words {
-                // SAFETY: next < initial_len, assigned to this worker alone; each of the first
-                // `words` lanes copies one word of the task into the current slot, which every
-                // lane finished reading before the barrier that ended the previous round.
+            // Word `i` of the task goes to lane `i % lanes`: one word per lane on a GPU block.
+            let mut word = lane;
+            while word < words {
+                // SAFETY: next < initial_len, assigned to this worker alone; the current slot
+                // was read by every lane before the barrier that ended the previous round.
                 unsafe {
                     let v = (env.initial.add(next as usize) as *const u64)
-                        .add(lane)
+                        .add(word)
                         .read();
-                    (self.current as *mut u64).add(lane).write(v);
+                    (self.current as *mut u64).add(word).write(v);
                 }
+                word += lanes;
             }
             self.p.barrier();
             // SAFETY: written before the barrier above.
