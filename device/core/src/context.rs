@@ -377,6 +377,7 @@ impl<P: Platform, T: Copy, S: Spec> Context for TaskContext<'_, '_, P, T, S> {
         let word = unsafe { &*(target as *const P::Word) };
         word.fetch_add(value, Ordering::Relaxed, self.core.scope())
     }
+
     #[inline(always)]
     fn now_ns(&self) -> u64 {
         self.core.p.now_ns()

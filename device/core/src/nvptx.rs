@@ -349,6 +349,8 @@ impl GpuBlockPlatform {
 // (the `u128` in `new`) and lives as long as the block, and the caller of `new` vouched for its size.
 unsafe impl Platform for GpuBlockPlatform {
     type Word = NvptxWord;
+    /// A block is at least a warp: `mgws-kernel-support`'s entries trap on fewer threads.
+    const MIN_LANES: u32 = 32;
 
     #[inline(always)]
     fn lane_id(&self) -> u32 {

@@ -90,6 +90,11 @@ pub unsafe trait Platform {
     /// `lane_count() == 1` at run time. A platform with several lanes leaves it false.
     const SINGLE_LANE: bool = false;
 
+    /// The fewest lanes a worker of this platform has, known at compile time (a GPU block: the
+    /// 32 threads of a warp, which the kernel entries check). Loops that hand one item to each
+    /// lane drop their fallback for fewer lanes when this suffices.
+    const MIN_LANES: u32 = 1;
+
     /// This lane's index within the worker, `0..lane_count()`.
     fn lane_id(&self) -> u32;
     /// The number of lanes of the worker.

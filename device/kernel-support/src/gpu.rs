@@ -99,8 +99,13 @@ pub unsafe fn run_level<X: TaskExecutor<TaskStruct>, S: Spec>(
         .run(block as u64, blocks as u64);
 }
 
-/// Traps if the launch gave less shared memory than the scratch layout needs.
+/// Traps if the launch gave less shared memory than the scratch layout needs, or a block of
+/// fewer than `GpuBlockPlatform::MIN_LANES` threads.
 fn check_scratch(p: &GpuBlockPlatform, local_capacity: u32, queues: u32) {
+    if p.lane_count() < GpuBlockPlatform::MIN_LANES {
+        // SAFETY: aborts the kernel.
+        unsafe { nvptx::trap() }
+    }
     let needed = ScratchLayout::new(
         local_capacity,
         core::mem::size_of::<TaskStruct>(),

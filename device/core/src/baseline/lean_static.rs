@@ -96,7 +96,22 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
 
     /// Runs this worker's share of the initial tasks and what they spawn, then reports.
     #[inline(always)]
-    pub fn run<X: TaskExecutor<T>>(mut self, exec: &X) {
+    pub fn run<X: TaskExecutor<T>>(self, exec: &X) {
+        // A GPU block has a lane per word of a task (32 or more lanes, 8 words): its loop copies
+        // with one load per lane and no loop, and the word loop for fewer lanes (CPU workers) is
+        // not compiled into it at all (`Platform::MIN_LANES`): present, even unused, it cost
+        // the GPU loop 32 registers at the JIT's cap (ptxas: 40 -> 72) and 11% of its MEMSET
+        // rate.
+        let words = core::mem::size_of::<T>() / 8;
+        if P::MIN_LANES as usize >= words || self.p.lane_count() as usize >= words {
+            self.run_loop::<X, true>(exec)
+        } else {
+            self.run_loop::<X, false>(exec)
+        }
+    }
+
+    #[inline(always)]
+    fn run_loop<X: TaskExecutor<T>, const LANE_PER_WORD: bool>(mut self, exec: &X) {
         let env = self.env;
         let (first, end) = static_share(self.id, env.config.workers, env.initial_len);
         let interval = env.config.progress_interval as u64;
@@ -104,7 +119,7 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
         let words = core::mem::size_of::<T>() / 8;
         let mut next = first;
         while next < end && !self.aborted {
-            // Word `i` of the task goes to lane `i % lanes`: one word per lane on a GPU block.
+            // Word `i` of the task goes to lane `i % lanes`.
             let mut word = lane;
             while word < words {
                 // SAFETY: next < initial_len, assigned to this worker alone; the current slot
@@ -114,6 +129,9 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
                         .add(word)
                         .read();
                     (self.current as *mut u64).add(word).write(v);
+                }
+                if LANE_PER_WORD {
+                    break;
                 }
                 word += lanes;
             }
@@ -393,6 +411,7 @@ impl<P: Platform, T: Copy + Tagged, S: Spec> Context for LeanContext<'_, '_, P, 
         let word = unsafe { &*(target as *const P::Word) };
         word.fetch_add(value, Ordering::Relaxed, S::scope(&self.w.env.config))
     }
+
     #[inline(always)]
     fn now_ns(&self) -> u64 {
         self.w.p.now_ns()
