@@ -9,7 +9,7 @@ use mgws::backend::Backend;
 use mgws::error::{Error, Result};
 use mgws::scheduler::{Scheduler, VictimPolicy};
 use mgws::{OverflowMode, TerminationMode};
-use mgws_tasks::{ContainsTasks, FibTasks, MemsetTasks, Registry, StallTasks, UtsTasks};
+use mgws_tasks::{ContainsTasks, FibTasks, MemsetTasks, Registry, SkewTasks, StallTasks, UtsTasks};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -70,6 +70,25 @@ pub enum WorkloadCmd {
     Fib {
         #[command(flatten)]
         args: crate::workload::args::FibArgs,
+        #[command(flatten)]
+        sched: SchedArgs,
+    },
+    /// SKEW: independent tasks whose costs are the AND of k+1 random BITS-bit words (k = 0:
+    /// uniform; each AND halves the mean and skews the shares of static assignment); every slot
+    /// verified against a sequential computation.
+    Skew {
+        /// Number of tasks.
+        #[arg(long, default_value_t = 1 << 16)]
+        tasks: u64,
+        /// ANDs per cost (0..=32).
+        #[arg(long, default_value_t = 0)]
+        k: u32,
+        /// Bits of a cost word (1..=24): a task costs up to 2^BITS - 1 units of hashing.
+        #[arg(long, default_value_t = 12)]
+        bits: u32,
+        /// Seed of the cost hashes.
+        #[arg(long, default_value_t = 1)]
+        cost_seed: u64,
         #[command(flatten)]
         sched: SchedArgs,
     },
@@ -490,6 +509,7 @@ impl WorkloadCmd {
             | WorkloadCmd::Contains { sched, .. }
             | WorkloadCmd::Uts { sched, .. }
             | WorkloadCmd::Fib { sched, .. }
+            | WorkloadCmd::Skew { sched, .. }
             | WorkloadCmd::Stall { sched, .. } => sched,
         }
     }
@@ -501,6 +521,7 @@ impl WorkloadCmd {
             WorkloadCmd::Contains { sched, .. } => sched.backend::<ContainsTasks>()?,
             WorkloadCmd::Uts { sched, .. } => sched.backend::<UtsTasks>()?,
             WorkloadCmd::Fib { sched, .. } => sched.backend::<FibTasks>()?,
+            WorkloadCmd::Skew { sched, .. } => sched.backend::<SkewTasks>()?,
             WorkloadCmd::Stall { sched, .. } => sched.backend::<StallTasks>()?,
         };
         Ok(matches!(backend, Backend::Cuda(_)))
@@ -554,6 +575,27 @@ fn run_workload(workload: &WorkloadCmd) -> Result<i32> {
             let s = sched.scheduler::<FibTasks>()?;
             (
                 crate::workload::fib::run(&s, &sched.backend::<FibTasks>()?, args.n)?,
+                s,
+                sched.json,
+            )
+        }
+        WorkloadCmd::Skew {
+            tasks,
+            k,
+            bits,
+            cost_seed,
+            sched,
+        } => {
+            let cfg = crate::workload::skew::SkewConfig {
+                tasks: *tasks,
+                k: *k,
+                bits: *bits,
+                seed: *cost_seed,
+            };
+            cfg.check()?;
+            let s = sched.scheduler::<SkewTasks>()?;
+            (
+                crate::workload::skew::run(&s, &sched.backend::<SkewTasks>()?, &cfg)?,
                 s,
                 sched.json,
             )

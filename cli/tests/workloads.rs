@@ -903,3 +903,42 @@ fn cpu_runs_take_baselines_and_every_cpu_backend_runs_every_workload() {
         }
     }
 }
+
+#[test]
+fn skew_verifies_on_every_cpu_backend_with_1_and_4_lanes_and_a_wrong_slot_is_caught() {
+    use mgws_cli::workload::skew::{self, SkewConfig};
+    for k in [0, 3] {
+        let cfg = SkewConfig {
+            tasks: 3000,
+            k,
+            bits: 8,
+            seed: 5,
+        };
+        for lanes in [1, 4] {
+            for backend in [Backend::Cpu, CPU_STATIC, CPU_LEVELS] {
+                let o = skew::run(&sched(3, lanes), &backend, &cfg).unwrap();
+                assert!(o.verified, "k={k} lanes={lanes} {backend:?}: {}", o.check);
+            }
+        }
+        // The check must catch one slot off by one, and a slot never written.
+        let (mut slots, _) = skew::run_once(&sched(2, 1), &Backend::Cpu, &cfg).unwrap();
+        assert_eq!(skew::wrong_slots(&cfg, &slots), 0);
+        slots[17] = slots[17].wrapping_add(1);
+        slots[2999] = 0;
+        assert_eq!(skew::wrong_slots(&cfg, &slots), 2);
+    }
+    let bad = |tasks, k, bits| {
+        SkewConfig {
+            tasks,
+            k,
+            bits,
+            seed: 1,
+        }
+        .check()
+        .unwrap_err()
+        .to_string()
+    };
+    assert!(bad(0, 0, 8).contains("--tasks"));
+    assert!(bad(10, 33, 8).contains("--k"));
+    assert!(bad(10, 0, 25).contains("--bits"));
+}

@@ -28,7 +28,7 @@ pub use mgws_core::{Context, DataMut, TaskError};
 pub use mgws_tasks_macros::registry;
 pub use registry::Registry;
 pub use task::{Tagged, TaskFunctor, TaskStruct, DESCRIPTORS, PARAM_ALIGN, PARAM_BYTES};
-pub use workloads::{ContainsTasks, FibTasks, MemsetTasks, StallTasks, UtsTasks};
+pub use workloads::{ContainsTasks, FibTasks, MemsetTasks, SkewTasks, StallTasks, UtsTasks};
 
 /// The task context a functor receives: a [`Context`] whose tasks are [`TaskStruct`]s. Write
 /// functors against `&mut impl Ctx`; every scheduler (the mgws loop, the baselines, CPU and GPU)

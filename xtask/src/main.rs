@@ -173,7 +173,7 @@ fn entry_names(name: &str) -> Vec<String> {
 /// The built-in kernel must hold every built-in registry under its kernel name, with that
 /// registry's fingerprint and every entry the host may launch.
 fn check_builtin_kernels(check: &mgws_builder::PtxCheck) -> Result<()> {
-    use mgws_tasks::{ContainsTasks, FibTasks, MemsetTasks, StallTasks, UtsTasks};
+    use mgws_tasks::{ContainsTasks, FibTasks, MemsetTasks, SkewTasks, StallTasks, UtsTasks};
     let expected = [
         (
             MemsetTasks::KERNEL,
@@ -187,6 +187,7 @@ fn check_builtin_kernels(check: &mgws_builder::PtxCheck) -> Result<()> {
         ),
         (UtsTasks::KERNEL, UtsTasks::FINGERPRINT, UtsTasks::NAME),
         (FibTasks::KERNEL, FibTasks::FINGERPRINT, FibTasks::NAME),
+        (SkewTasks::KERNEL, SkewTasks::FINGERPRINT, SkewTasks::NAME),
         (
             StallTasks::KERNEL,
             StallTasks::FINGERPRINT,

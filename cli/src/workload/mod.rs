@@ -5,6 +5,7 @@ pub mod args;
 pub mod contains;
 pub mod fib;
 pub mod memset;
+pub mod skew;
 pub mod stall;
 pub mod uts;
 

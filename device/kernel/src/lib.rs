@@ -10,5 +10,6 @@ mgws_kernel_support::worker_kernel!(
     contains => mgws_tasks::ContainsTasks,
     uts => mgws_tasks::UtsTasks,
     fib => mgws_tasks::FibTasks,
+    skew => mgws_tasks::SkewTasks,
     stall => mgws_tasks::StallTasks,
 );

@@ -6,12 +6,14 @@ pub mod contains;
 pub mod fib;
 pub mod memset;
 pub mod rows;
+pub mod skew;
 pub mod stall;
 pub mod uts;
 
 pub use contains::ContainsTask;
 pub use fib::FibTask;
 pub use memset::MemsetTask;
+pub use skew::SkewTask;
 pub use stall::StallTask;
 pub use uts::UtsNode;
 
@@ -37,6 +39,12 @@ pub enum UtsTasks {
 #[crate::registry(kernel = "fib")]
 pub enum FibTasks {
     Fib(FibTask),
+}
+
+/// The SKEW registry (tasks of skewed cost, `skew.rs`).
+#[crate::registry(kernel = "skew")]
+pub enum SkewTasks {
+    Skew(SkewTask),
 }
 
 /// The registry of the stalling task (watchdog tests).
