@@ -24,6 +24,9 @@
 #                    embedded in the example's binary
 #         sweep      MEMSET, UTS T1L and T3 at 132..2112 workers with their baselines (not in
 #                    the default list)
+#         gpu-bench  `mgws bench gpu` over 4..32 workers per SM (mgws, lean static, levels, the
+#                    nvcc-built reference) and `mgws bench skew` on the GPU, into $OUT/gpu-bench
+#                    (not in the default list)
 #         sanitizer  compute-sanitizer memcheck, racecheck and synccheck on small runs of each
 #                    workload (if compute-sanitizer is installed)
 #         multi      two GPUs: MEMSET and UTS T1 on --devices 0,1, and --placement remote (needs
@@ -199,6 +202,15 @@ on_device() {
                 case_run "sweep-T1L-w$w" 120 run uts --preset T1L "${G[@]}" --workers "$w" --baselines levels
                 case_run "sweep-T3-w$w" 60 run uts --preset T3 "${G[@]}" --workers "$w" --baselines levels
             done
+            ;;
+        gpu-bench)
+            # `mgws bench gpu` (mgws, the lean static kernel, kernel-per-level and the nvcc-built
+            # hand-written reference, over workers per SM) and the SKEW study on the GPU, into
+            # $OUT/gpu-bench (CSV, SVG plots, gpu-table.txt). Not in the default list.
+            "$BIN" bench gpu "${G[@]}" --reps 2 --workers-per-sm 4,8,16,24,32 \
+                --out "$OUT/gpu-bench" 2>&1 | tee "$LOGS/gpu-bench.log" | grep -v '^mgws:'
+            "$BIN" bench skew "${G[@]}" --k 0,1,2,3,4,5,6 --tasks 262144 --reps 2 \
+                --out "$OUT/gpu-bench" 2>&1 | tee "$LOGS/skew-gpu.log" | grep -v '^mgws:'
             ;;
         faults)
             # Never hang, never crash: a task that stalls 3 s under a 500 ms watchdog must end in

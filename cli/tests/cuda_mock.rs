@@ -372,3 +372,18 @@ fn the_kernel_is_compiled_once_per_gpu_for_a_run_and_its_baselines() {
     assert_eq!(t.matches("mock: module load (1 entries)").count(), 2, "{t}");
     assert_eq!(t.matches("mock: module load").count(), 2, "{t}");
 }
+
+#[test]
+fn the_gpu_bench_without_a_gpu_is_a_clear_error() {
+    let dir = mock_dir();
+    let o = Command::new(env!("CARGO_BIN_EXE_mgws"))
+        .args(["bench", "gpu", "--reps", "1", "--workloads", "memset"])
+        .env("LD_LIBRARY_PATH", dir)
+        .env("MOCK_CUDA_MODE", "memset")
+        .env("MOCK_CUDA_GPUS", "0")
+        .output()
+        .expect("running mgws");
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(t.contains("mgws bench gpu needs a CUDA GPU"), "{t}");
+}

@@ -3,7 +3,10 @@
 //! and max over the repetitions) with ratios, and writes the samples and the summary as CSV and a
 //! plot of tasks/s against workers as SVG.
 
+mod gpu;
 mod plot;
+
+pub use gpu::{GpuBenchOpts, SkewBenchOpts};
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -63,6 +66,24 @@ pub enum BenchCmd {
         args: FibArgs,
         #[command(flatten)]
         bench: BenchOpts,
+        #[command(flatten)]
+        sched: SchedArgs,
+    },
+    /// Every workload on one GPU over a sweep of workers per SM: mgws, the lean static kernel,
+    /// kernel-per-level and (MEMSET, with nvcc) the hand-written CUDA reference; paired ratios,
+    /// CSV and SVG plots.
+    #[command(mut_arg("workers", |a| a.long("sched-workers").hide(true)))]
+    Gpu {
+        #[command(flatten)]
+        opts: GpuBenchOpts,
+        #[command(flatten)]
+        sched: SchedArgs,
+    },
+    /// SKEW over its knob k: mgws against static assignment with the static run's idle share, on
+    /// the CPU (default) or a GPU (`--backend cuda`); CSV and an SVG plot.
+    Skew {
+        #[command(flatten)]
+        opts: SkewBenchOpts,
         #[command(flatten)]
         sched: SchedArgs,
     },
@@ -802,6 +823,8 @@ pub fn main(cmd: BenchCmd) -> Result<i32> {
         }
         BenchCmd::Uts { args, bench, sched } => (Prepared::uts(args.config()?)?, bench, sched),
         BenchCmd::Fib { args, bench, sched } => (Prepared::fib(args.n)?, bench, sched),
+        BenchCmd::Gpu { opts, sched } => return gpu::gpu(&opts, &sched),
+        BenchCmd::Skew { opts, sched } => return gpu::skew_study(&opts, &sched),
         BenchCmd::Replot {
             summary,
             title,

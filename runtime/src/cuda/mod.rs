@@ -197,6 +197,23 @@ impl CudaBackend {
         }
     }
 
+    /// The number of SMs of the run's first GPU (opens it; the driver must load).
+    pub fn sm_count(&self) -> Result<u32> {
+        guard(|| {
+            driver::init()?;
+            Ok(cache::gpu(self.device_list()[0])?.sms)
+        })
+    }
+
+    /// The compute capability `(major, minor)` of the run's first GPU.
+    pub fn compute_capability(&self) -> Result<(i32, i32)> {
+        guard(|| {
+            driver::init()?;
+            let cc = cache::gpu(self.device_list()[0])?.cc;
+            Ok((cc.0 as i32, cc.1 as i32))
+        })
+    }
+
     /// The register limit the PTX is compiled with for blocks of `lanes` threads.
     pub fn register_cap(&self, lanes: u32) -> Option<u32> {
         self.max_registers

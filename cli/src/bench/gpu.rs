@@ -1,0 +1,740 @@
+//! `mgws bench gpu`: every workload on one GPU against its baselines over a sweep of workers per
+//! SM, in one process: mgws, the lean static kernel, kernel-per-level and, for MEMSET, the
+//! hand-written CUDA reference (`cli/reference/static_memset.cu`, compiled with nvcc when nvcc is
+//! found). Every run is verified; repetitions are interleaved, and a ratio is the median over
+//! repetitions of mgws's rate over the baseline's in the same repetition.
+//!
+//! `mgws bench skew`: the SKEW workload over its knob `k` on the CPU or a GPU: mgws against static
+//! assignment, with the static run's idle share.
+//!
+//! Both write the runs as CSV and plots as SVG.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use clap::Args;
+use plotters::prelude::*;
+
+use crate::cli::{BackendArg, GpuKernelArg, SchedArgs};
+use crate::workload::skew::SkewConfig;
+use crate::workload::uts::{Preset, UtsConfig};
+use crate::workload::{fib, memset, skew, uts, Outcome};
+use mgws::error::{Error, Result};
+
+/// The CUDA source of the hand-written reference, embedded so that the bench needs only nvcc.
+const REFERENCE_CU: &str = include_str!("../../reference/static_memset.cu");
+
+/// Options of `mgws bench gpu`.
+#[derive(Args, Debug, Clone)]
+pub struct GpuBenchOpts {
+    /// Workers per SM to sweep (workers = SMs x this), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8,16,24,32")]
+    pub workers_per_sm: Vec<u32>,
+    /// Workloads, comma-separated: memset, uts-t1l, uts-t1, uts-t3, uts-t5, fib, skew.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "memset,uts-t1l,uts-t3,fib,skew"
+    )]
+    pub workloads: Vec<String>,
+    /// Measured repetitions of each run.
+    #[arg(long, default_value_t = 3)]
+    pub reps: u32,
+    /// MEMSET tasks.
+    #[arg(long, default_value_t = 1 << 26)]
+    pub memset_tasks: u64,
+    /// FIB's n.
+    #[arg(long, default_value_t = 30)]
+    pub fib_n: u64,
+    /// SKEW: tasks, k and bits.
+    #[arg(long, default_value_t = 1 << 18)]
+    pub skew_tasks: u64,
+    #[arg(long, default_value_t = 3)]
+    pub skew_k: u32,
+    #[arg(long, default_value_t = 12)]
+    pub skew_bits: u32,
+    /// Directory for the CSV and the SVG plots.
+    #[arg(long, default_value = "target/bench-gpu")]
+    pub out: PathBuf,
+}
+
+/// Options of `mgws bench skew`.
+#[derive(Args, Debug, Clone)]
+pub struct SkewBenchOpts {
+    /// Values of the knob k, comma-separated.
+    #[arg(long = "k", value_delimiter = ',', default_value = "0,1,2,3,4,5,6")]
+    pub ks: Vec<u32>,
+    /// Tasks per run.
+    #[arg(long, default_value_t = 1 << 16)]
+    pub tasks: u64,
+    /// Bits of a cost word.
+    #[arg(long, default_value_t = 12)]
+    pub bits: u32,
+    /// Measured repetitions per k.
+    #[arg(long, default_value_t = 3)]
+    pub reps: u32,
+    /// Directory for the CSV and the SVG plot.
+    #[arg(long, default_value = "target/bench-skew")]
+    pub out: PathBuf,
+}
+
+/// One measured run.
+#[derive(Clone, Debug)]
+struct Row {
+    workload: String,
+    method: &'static str,
+    /// Workers per SM (GPU sweep) or k (skew study).
+    x: u32,
+    workers: u32,
+    rep: u32,
+    tasks_per_s: f64,
+    idle_share: Option<f64>,
+    verified: bool,
+}
+
+/// The methods of the GPU sweep, as kernels of the CUDA backend.
+const KERNELS: [(&str, GpuKernelArg); 3] = [
+    ("mgws", GpuKernelArg::Mgws),
+    ("static", GpuKernelArg::Static),
+    ("levels", GpuKernelArg::Levels),
+];
+
+/// Runs `workload` once with the flags `a`.
+fn run_workload(name: &str, a: &SchedArgs, o: &GpuBenchOpts) -> Result<Outcome> {
+    use mgws_tasks::{FibTasks, MemsetTasks, SkewTasks, UtsTasks};
+    let preset = UtsConfig::preset;
+    match name {
+        "memset" => memset::run(
+            &a.scheduler::<MemsetTasks>()?,
+            &a.backend::<MemsetTasks>()?,
+            o.memset_tasks,
+        ),
+        "uts-t1l" | "uts-t1" | "uts-t3" | "uts-t5" => {
+            let cfg = preset(match name {
+                "uts-t1l" => Preset::T1L,
+                "uts-t1" => Preset::T1,
+                "uts-t3" => Preset::T3,
+                _ => Preset::T5,
+            });
+            uts::run(&a.scheduler::<UtsTasks>()?, &a.backend::<UtsTasks>()?, &cfg)
+        }
+        "fib" => fib::run(
+            &a.scheduler::<FibTasks>()?,
+            &a.backend::<FibTasks>()?,
+            o.fib_n,
+        ),
+        "skew" => skew::run(
+            &a.scheduler::<SkewTasks>()?,
+            &a.backend::<SkewTasks>()?,
+            &SkewConfig {
+                tasks: o.skew_tasks,
+                k: o.skew_k,
+                bits: o.skew_bits,
+                seed: 1,
+            },
+        ),
+        other => Err(Error::Config(format!(
+            "unknown workload `{other}` for mgws bench gpu; expected memset, uts-t1l, uts-t1, \
+             uts-t3, uts-t5, fib or skew"
+        ))),
+    }
+}
+
+/// Whether the error says that the workers do not all fit on the GPU at once.
+fn does_not_fit(e: &Error) -> bool {
+    matches!(e, Error::Config(m) if m.contains("do not fit"))
+}
+
+/// `mgws bench gpu`.
+pub fn gpu(opts: &GpuBenchOpts, sched: &SchedArgs) -> Result<i32> {
+    if opts.reps == 0 || opts.workers_per_sm.is_empty() || opts.workers_per_sm.contains(&0) {
+        return Err(Error::Config(
+            "--reps and every --workers-per-sm must be at least 1".into(),
+        ));
+    }
+    let cuda = sched.cuda()?;
+    let sms = cuda.sm_count().map_err(|e| match e {
+        Error::BackendUnavailable(m) | Error::Cuda(m) => {
+            Error::BackendUnavailable(format!("mgws bench gpu needs a CUDA GPU: {m}"))
+        }
+        other => other,
+    })?;
+    let (major, minor) = cuda.compute_capability()?;
+    std::fs::create_dir_all(&opts.out)
+        .map_err(|e| Error::Input(format!("creating {}: {e}", opts.out.display())))?;
+    let mut rows = Vec::new();
+    let mut notes = Vec::new();
+    for workload in &opts.workloads {
+        for &per_sm in &opts.workers_per_sm {
+            let workers = sms * per_sm;
+            for rep in 0..opts.reps {
+                for (method, kernel) in KERNELS {
+                    if workload == "memset" && kernel == GpuKernelArg::Levels {
+                        continue; // MEMSET spawns nothing: one level, the static split.
+                    }
+                    let mut a = sched.clone();
+                    a.backend = BackendArg::Cuda;
+                    a.gpu_kernel = kernel;
+                    a.workers = Some(workers);
+                    match run_workload(workload, &a, opts) {
+                        Ok(o) => {
+                            if !o.verified {
+                                return Err(Error::Verification(format!(
+                                    "{workload} with {method} at {workers} workers: {}",
+                                    o.check
+                                )));
+                            }
+                            rows.push(Row {
+                                workload: workload.clone(),
+                                method,
+                                x: per_sm,
+                                workers,
+                                rep,
+                                tasks_per_s: o.report.tasks_per_s(),
+                                idle_share: o.report.idle_share(),
+                                verified: true,
+                            });
+                        }
+                        Err(e @ Error::Verification(_)) => return Err(e),
+                        Err(e) => {
+                            // A configuration this kernel cannot run (too many workers for its
+                            // registers, a frontier beyond memory): a note, and the sweep goes on.
+                            if rep == 0 {
+                                let why = if does_not_fit(&e) {
+                                    "does not fit"
+                                } else {
+                                    "failed"
+                                };
+                                notes.push(format!(
+                                    "{workload}: {method} at {per_sm} per SM: {why}: {e}"
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if workload == "memset" {
+            let list: Vec<u32> = opts.workers_per_sm.iter().map(|p| p * sms).collect();
+            match reference(
+                &opts.out,
+                (major, minor),
+                opts.memset_tasks,
+                &list,
+                opts.reps,
+            ) {
+                Ok(runs) => {
+                    for (rep, workers, rate, bad) in runs {
+                        if bad != 0 {
+                            return Err(Error::Verification(format!(
+                                "the reference lost or duplicated {bad} slots at {workers} workers"
+                            )));
+                        }
+                        rows.push(Row {
+                            workload: workload.clone(),
+                            method: "reference",
+                            x: workers / sms,
+                            workers,
+                            rep,
+                            tasks_per_s: rate,
+                            idle_share: None,
+                            verified: true,
+                        });
+                    }
+                }
+                Err(why) => {
+                    eprintln!("mgws: bench gpu: reference: not run: {why}");
+                    notes.push(format!("reference: not run: {why}"));
+                }
+            }
+        }
+    }
+    let table = table(&rows, &notes, "workers/SM");
+    print!("{table}");
+    let mut written = vec![write_csv(&opts.out.join("gpu-runs.csv"), &rows)?];
+    std::fs::write(opts.out.join("gpu-table.txt"), &table)
+        .map_err(|e| Error::Input(format!("writing {}: {e}", opts.out.display())))?;
+    for workload in &opts.workloads {
+        let mine: Vec<Row> = rows
+            .iter()
+            .filter(|r| &r.workload == workload)
+            .cloned()
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        written.push(plot_rates(&opts.out, workload, &mine, "workers per SM")?);
+        written.push(plot_speedups(&opts.out, workload, &mine, "workers per SM")?);
+    }
+    for p in written {
+        println!("wrote {}", p.display());
+    }
+    Ok(0)
+}
+
+/// `mgws bench skew`: mgws against static assignment over k, on the backend of `sched` (the CPU
+/// unless `--backend cuda`).
+pub fn skew_study(opts: &SkewBenchOpts, sched: &SchedArgs) -> Result<i32> {
+    use mgws_tasks::SkewTasks;
+    if opts.reps == 0 || opts.ks.is_empty() {
+        return Err(Error::Config(
+            "--reps and --k need at least one value".into(),
+        ));
+    }
+    std::fs::create_dir_all(&opts.out)
+        .map_err(|e| Error::Input(format!("creating {}: {e}", opts.out.display())))?;
+    let on_gpu = sched.backend == BackendArg::Cuda;
+    let mut rows = Vec::new();
+    for &k in &opts.ks {
+        let cfg = SkewConfig {
+            tasks: opts.tasks,
+            k,
+            bits: opts.bits,
+            seed: 1,
+        };
+        cfg.check()?;
+        for rep in 0..opts.reps {
+            for method in ["mgws", "static"] {
+                let mut a = sched.clone();
+                match (on_gpu, method) {
+                    (true, "static") => a.gpu_kernel = GpuKernelArg::Static,
+                    (false, "static") => a.backend = BackendArg::CpuStatic,
+                    (false, _) if a.backend == BackendArg::Auto => a.backend = BackendArg::Cpu,
+                    _ => {}
+                }
+                let s = a.scheduler::<SkewTasks>()?;
+                let o = skew::run(&s, &a.backend::<SkewTasks>()?, &cfg)?;
+                if !o.verified {
+                    return Err(Error::Verification(format!(
+                        "skew k={k} {method}: {}",
+                        o.check
+                    )));
+                }
+                rows.push(Row {
+                    workload: "skew".into(),
+                    method,
+                    x: k,
+                    workers: s.workers(),
+                    rep,
+                    tasks_per_s: o.report.tasks_per_s(),
+                    idle_share: o.report.idle_share(),
+                    verified: true,
+                });
+            }
+        }
+    }
+    let table = table(&rows, &[], "k");
+    print!("{table}");
+    let device = if on_gpu { "gpu" } else { "cpu" };
+    let mut written = vec![write_csv(
+        &opts.out.join(format!("skew-{device}-runs.csv")),
+        &rows,
+    )?];
+    written.push(plot_skew(
+        &opts.out.join(format!("skew-{device}.svg")),
+        device,
+        &rows,
+    )?);
+    for p in written {
+        println!("wrote {}", p.display());
+    }
+    Ok(0)
+}
+
+/// Builds and runs the hand-written reference: `(rep, workers, tasks/s, bad slots)` per run.
+fn reference(
+    out: &Path,
+    cc: (i32, i32),
+    tasks: u64,
+    workers: &[u32],
+    reps: u32,
+) -> std::result::Result<Vec<(u32, u32, f64, u64)>, String> {
+    let nvcc = find_nvcc().ok_or("nvcc not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)")?;
+    let src = out.join("static_memset.cu");
+    let bin = out.join("static_memset");
+    std::fs::write(&src, REFERENCE_CU).map_err(|e| format!("writing {}: {e}", src.display()))?;
+    let arch = format!("-arch=sm_{}{}", cc.0, cc.1);
+    let built = Command::new(&nvcc)
+        .args(["-O3", &arch, "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .output()
+        .map_err(|e| format!("running {}: {e}", nvcc.display()))?;
+    if !built.status.success() {
+        return Err(format!(
+            "nvcc failed: {}",
+            String::from_utf8_lossy(&built.stderr).trim()
+        ));
+    }
+    let list: Vec<String> = workers.iter().map(u32::to_string).collect();
+    let ran = Command::new(&bin)
+        .arg(tasks.to_string())
+        .arg(list.join(","))
+        .arg(reps.to_string())
+        .output()
+        .map_err(|e| format!("running {}: {e}", bin.display()))?;
+    if !ran.status.success() {
+        return Err(format!(
+            "the reference failed: {}",
+            String::from_utf8_lossy(&ran.stderr).trim()
+        ));
+    }
+    Ok(parse_reference(&String::from_utf8_lossy(&ran.stdout)))
+}
+
+/// The blockwise runs of the reference's output, `(rep, workers, tasks/s, bad slots)`, numbering
+/// repetitions by the order in which each worker count recurs. Skipped and flat runs are left out.
+fn parse_reference(text: &str) -> Vec<(u32, u32, f64, u64)> {
+    let mut seen: Vec<(u32, u32)> = Vec::new();
+    let mut runs = Vec::new();
+    for line in text.lines() {
+        let f: Vec<&str> = line.trim().split(',').collect();
+        if f.len() != 5 || f[0] != "reference" || f[1] != "blockwise" {
+            continue;
+        }
+        let (Ok(workers), Ok(rate), Ok(bad)) = (
+            f[2].parse::<u32>(),
+            f[3].parse::<f64>(),
+            f[4].parse::<u64>(),
+        ) else {
+            continue;
+        };
+        let rep = match seen.iter_mut().find(|(w, _)| *w == workers) {
+            Some((_, n)) => {
+                *n += 1;
+                *n - 1
+            }
+            None => {
+                seen.push((workers, 1));
+                0
+            }
+        };
+        runs.push((rep, workers, rate, bad));
+    }
+    runs
+}
+
+fn find_nvcc() -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect())
+        .unwrap_or_default();
+    if let Some(home) = std::env::var_os("CUDA_HOME") {
+        dirs.push(PathBuf::from(home).join("bin"));
+    }
+    dirs.push("/usr/local/cuda/bin".into());
+    dirs.into_iter()
+        .map(|d| d.join("nvcc"))
+        .find(|p| p.is_file())
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+/// Median tasks/s of `method` at `x`.
+fn rate(rows: &[Row], workload: &str, method: &str, x: u32) -> Option<f64> {
+    median(
+        rows.iter()
+            .filter(|r| r.workload == workload && r.method == method && r.x == x)
+            .map(|r| r.tasks_per_s)
+            .collect(),
+    )
+}
+
+/// Median over repetitions of mgws's rate over `baseline`'s in the same repetition.
+fn paired(rows: &[Row], workload: &str, baseline: &str, x: u32) -> Option<f64> {
+    let of = |m: &str, rep: u32| {
+        rows.iter()
+            .find(|r| r.workload == workload && r.method == m && r.x == x && r.rep == rep)
+            .map(|r| r.tasks_per_s)
+    };
+    median(
+        rows.iter()
+            .filter(|r| r.workload == workload && r.method == "mgws" && r.x == x)
+            .filter_map(|r| Some(r.tasks_per_s / of(baseline, r.rep)?))
+            .collect(),
+    )
+}
+
+fn xs(rows: &[Row], workload: &str) -> Vec<u32> {
+    let mut xs: Vec<u32> = rows
+        .iter()
+        .filter(|r| r.workload == workload)
+        .map(|r| r.x)
+        .collect();
+    xs.sort_unstable();
+    xs.dedup();
+    xs
+}
+
+/// The table: median tasks/s per method and the paired ratios of mgws.
+fn table(rows: &[Row], notes: &[String], x_name: &str) -> String {
+    let mut t = String::new();
+    let mut workloads: Vec<&str> = rows.iter().map(|r| r.workload.as_str()).collect();
+    workloads.dedup();
+    let _ = writeln!(
+        t,
+        "{:<9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>11}",
+        "workload",
+        x_name,
+        "mgws",
+        "static",
+        "levels",
+        "reference",
+        "static idle",
+        "/static",
+        "/levels",
+        "/ref",
+        "workers"
+    );
+    for w in workloads {
+        for x in xs(rows, w) {
+            let cell = |m| rate(rows, w, m, x).map_or("-".into(), |r| format!("{r:.3e}"));
+            let ratio = |b| paired(rows, w, b, x).map_or("-".into(), |r| format!("{r:.2}x"));
+            let idle = median(
+                rows.iter()
+                    .filter(|r| r.workload == w && r.method == "static" && r.x == x)
+                    .filter_map(|r| r.idle_share)
+                    .collect(),
+            )
+            .map_or("-".into(), |i| format!("{:.1}%", i * 100.0));
+            let workers = rows
+                .iter()
+                .find(|r| r.workload == w && r.x == x)
+                .map_or(0, |r| r.workers);
+            let _ = writeln!(
+                t,
+                "{:<9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>11}",
+                w,
+                x,
+                cell("mgws"),
+                cell("static"),
+                cell("levels"),
+                cell("reference"),
+                idle,
+                ratio("static"),
+                ratio("levels"),
+                ratio("reference"),
+                workers
+            );
+        }
+    }
+    for n in notes {
+        let _ = writeln!(t, "note: {n}");
+    }
+    t
+}
+
+fn write_csv(path: &Path, rows: &[Row]) -> Result<PathBuf> {
+    let mut s = String::from("workload,method,x,workers,rep,tasks_per_s,idle_share,verified\n");
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{},{:.6e},{},{}",
+            r.workload,
+            r.method,
+            r.x,
+            r.workers,
+            r.rep,
+            r.tasks_per_s,
+            r.idle_share.map_or(String::new(), |i| format!("{i:.4}")),
+            r.verified
+        );
+    }
+    std::fs::write(path, s)
+        .map_err(|e| Error::Input(format!("writing {}: {e}", path.display())))?;
+    Ok(path.to_path_buf())
+}
+
+fn color(method: &str) -> RGBColor {
+    match method {
+        "mgws" => RGBColor(0xd6, 0x27, 0x28),
+        "static" => RGBColor(0x1f, 0x77, 0xb4),
+        "levels" => RGBColor(0xff, 0x7f, 0x0e),
+        _ => RGBColor(0x55, 0x55, 0x55),
+    }
+}
+
+/// A named, coloured line of (x, y) points.
+type Series = (String, RGBColor, Vec<(f64, f64)>);
+
+/// One line chart of `series`.
+fn lines(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    series: &[Series],
+) -> Result<PathBuf> {
+    let draw = || -> std::result::Result<(), Box<dyn std::error::Error>> {
+        let all: Vec<(f64, f64)> = series.iter().flat_map(|s| s.2.iter().copied()).collect();
+        let xmax = all.iter().map(|p| p.0).fold(1.0, f64::max);
+        let ymax = all.iter().map(|p| p.1).fold(0.0, f64::max) * 1.1;
+        let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 18))
+            .margin(15)
+            .x_label_area_size(45)
+            .y_label_area_size(90)
+            .build_cartesian_2d(0.0..xmax * 1.05, 0.0..ymax.max(1e-9))?;
+        chart
+            .configure_mesh()
+            .x_desc(x_desc)
+            .y_desc(y_desc)
+            .y_label_formatter(&|y| format!("{y:.2e}"))
+            .draw()?;
+        for (name, c, pts) in series {
+            let c = *c;
+            chart
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
+                .label(name.as_str())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c));
+            chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+        root.present()?;
+        Ok(())
+    };
+    draw().map_err(|e| Error::Input(format!("drawing {}: {e}", path.display())))?;
+    Ok(path.to_path_buf())
+}
+
+fn plot_rates(out: &Path, workload: &str, rows: &[Row], x_desc: &str) -> Result<PathBuf> {
+    let series = ["mgws", "static", "levels", "reference"]
+        .iter()
+        .map(|&m| {
+            let pts = xs(rows, workload)
+                .into_iter()
+                .filter_map(|x| Some((x as f64, rate(rows, workload, m, x)?)))
+                .collect();
+            (m.to_string(), color(m), pts)
+        })
+        .filter(|s: &Series| !s.2.is_empty())
+        .collect::<Vec<_>>();
+    lines(
+        &out.join(format!("gpu-{workload}-rate.svg")),
+        &format!("{workload}: tasks/s"),
+        x_desc,
+        "tasks/s",
+        &series,
+    )
+}
+
+fn plot_speedups(out: &Path, workload: &str, rows: &[Row], x_desc: &str) -> Result<PathBuf> {
+    let series = ["static", "levels", "reference"]
+        .iter()
+        .map(|&b| {
+            let pts = xs(rows, workload)
+                .into_iter()
+                .filter_map(|x| Some((x as f64, paired(rows, workload, b, x)?)))
+                .collect();
+            (format!("mgws / {b}"), color(b), pts)
+        })
+        .filter(|s: &Series| !s.2.is_empty())
+        .collect::<Vec<_>>();
+    lines(
+        &out.join(format!("gpu-{workload}-speedup.svg")),
+        &format!("{workload}: speedup of mgws"),
+        x_desc,
+        "ratio",
+        &series,
+    )
+}
+
+fn plot_skew(path: &Path, device: &str, rows: &[Row]) -> Result<PathBuf> {
+    let ks = xs(rows, "skew");
+    let ratio: Vec<(f64, f64)> = ks
+        .iter()
+        .filter_map(|&k| Some((k as f64, paired(rows, "skew", "static", k)?)))
+        .collect();
+    let idle: Vec<(f64, f64)> = ks
+        .iter()
+        .filter_map(|&k| {
+            let i = median(
+                rows.iter()
+                    .filter(|r| r.method == "static" && r.x == k)
+                    .filter_map(|r| r.idle_share)
+                    .collect(),
+            )?;
+            Some((k as f64, 1.0 / (1.0 - i).max(1e-9)))
+        })
+        .collect();
+    lines(
+        path,
+        &format!("skew on the {device}: mgws / static, and 1 / (1 - static idle share)"),
+        "k (ANDs)",
+        "ratio",
+        &[
+            ("mgws / static".into(), color("mgws"), ratio),
+            ("1 / (1 - static idle share)".into(), color("static"), idle),
+        ],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_references_output_is_parsed_with_repetitions_numbered() {
+        let out = "reference,flat,0,2.9e10,0\nreference,blockwise,132,2.95e8,0\n\
+                   reference,blockwise,4224,skipped,0\nnoise\nreference,blockwise,132,3.0e8,1\n";
+        assert_eq!(
+            parse_reference(out),
+            vec![(0, 132, 2.95e8, 0), (1, 132, 3.0e8, 1)]
+        );
+    }
+
+    fn row(method: &'static str, x: u32, rep: u32, rate: f64) -> Row {
+        Row {
+            workload: "w".into(),
+            method,
+            x,
+            workers: x * 132,
+            rep,
+            tasks_per_s: rate,
+            idle_share: (method == "static").then_some(0.25),
+            verified: true,
+        }
+    }
+
+    #[test]
+    fn ratios_pair_repetitions_and_files_are_written() {
+        let rows = vec![
+            row("mgws", 1, 0, 4.0),
+            row("static", 1, 0, 2.0),
+            row("mgws", 1, 1, 9.0),
+            row("static", 1, 1, 3.0),
+        ];
+        assert_eq!(paired(&rows, "w", "static", 1), Some(2.5));
+        assert_eq!(rate(&rows, "w", "mgws", 1), Some(6.5));
+        let t = table(&rows, &["a note".into()], "workers/SM");
+        assert!(
+            t.contains("2.50x") && t.contains("25.0%") && t.contains("note: a note"),
+            "{t}"
+        );
+        let dir = std::env::temp_dir().join(format!("mgws-gpu-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let csv = write_csv(&dir.join("r.csv"), &rows).unwrap();
+        assert_eq!(std::fs::read_to_string(csv).unwrap().lines().count(), 5);
+        let svg = plot_speedups(&dir, "w", &rows, "workers per SM").unwrap();
+        assert!(std::fs::read_to_string(svg).unwrap().contains("<svg"));
+        assert!(write_csv(Path::new("/nonexistent/dir/r.csv"), &rows).is_err());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
