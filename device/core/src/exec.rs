@@ -508,35 +508,20 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
 
     #[inline(always)]
     pub(crate) fn report_progress(&self) {
-        if !self.p.is_leader() || self.env.progress.is_null() {
+        if !self.p.is_leader() {
             return;
         }
         let (operation, heartbeats) = self.with_leader(|l| (l.operation, l.heartbeats));
-        let state = if operation == Operation::Exited {
-            2
-        } else {
-            self.idle as u64
-        };
-        let progress = WorkerProgress {
-            iterations: self.iterations,
-            tasks_run: self.tasks_run,
-            last_operation: operation as u64,
-            state,
+        let record = WorkerProgress::at(
+            self.iterations,
+            self.tasks_run,
+            operation,
+            self.idle,
             heartbeats,
-            finish_ns: if operation == Operation::Exited {
-                self.p.now_ns()
-            } else {
-                0
-            },
-        };
-        // SAFETY: one progress record per worker; only this worker's lane 0 writes it. Volatile so
-        // that the host's watchdog, reading concurrently, sees the stores.
-        unsafe {
-            self.env
-                .progress
-                .add(self.id as usize)
-                .write_volatile(progress)
-        };
+            || self.p.now_ns(),
+        );
+        // SAFETY: lane 0 of this worker.
+        unsafe { self.env.write_progress(self.id, record) };
     }
 
     #[inline(always)]

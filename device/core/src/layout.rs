@@ -192,6 +192,30 @@ pub struct WorkerProgress {
     pub finish_ns: u64,
 }
 
+impl WorkerProgress {
+    /// The record of a worker that ran `tasks_run` tasks in `iterations` loop rounds and is now
+    /// in `operation` (idle if `idle`); `now_ns` is asked for the finish time when it exited.
+    #[inline(always)]
+    pub fn at(
+        iterations: u64,
+        tasks_run: u64,
+        operation: crate::Operation,
+        idle: bool,
+        heartbeats: u64,
+        now_ns: impl FnOnce() -> u64,
+    ) -> WorkerProgress {
+        let exited = operation == crate::Operation::Exited;
+        WorkerProgress {
+            iterations,
+            tasks_run,
+            last_operation: operation as u64,
+            state: if exited { 2 } else { idle as u64 },
+            heartbeats,
+            finish_ns: if exited { now_ns() } else { 0 },
+        }
+    }
+}
+
 /// Per-worker statistics, collected when [`crate::RunFlags::STATS`] is set.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
@@ -335,6 +359,20 @@ pub struct LevelArgs {
 }
 
 impl<W, T> Env<W, T> {
+    /// Writes worker `id`'s progress record for the watchdog (nothing where the run keeps no
+    /// records). Volatile, so that the host, reading concurrently, sees the stores.
+    ///
+    /// # Safety
+    /// `id` is a worker of this env, and only that worker's lane 0 writes its record.
+    #[inline(always)]
+    pub unsafe fn write_progress(&self, id: u32, record: WorkerProgress) {
+        if !self.progress.is_null() {
+            // SAFETY: one record per worker (the host allocates them), written by its lane 0
+            // alone (the caller's guarantee).
+            unsafe { self.progress.add(id as usize).write_volatile(record) };
+        }
+    }
+
     /// An environment with only a configuration, initial tasks and data areas: what the
     /// baselines that use no orchestration data (kernel-per-level) need.
     #[inline(always)]

@@ -105,15 +105,15 @@ pub struct ScopeOnly<const SCOPE: u32>;
 impl<const SCOPE: u32> Spec for ScopeOnly<SCOPE> {
     #[inline(always)]
     fn termination(cfg: &SchedConfig) -> TerminationMode {
-        cfg.termination_mode()
+        FromConfig::termination(cfg)
     }
     #[inline(always)]
     fn overflow(cfg: &SchedConfig) -> OverflowMode {
-        cfg.overflow_mode()
+        FromConfig::overflow(cfg)
     }
     #[inline(always)]
     fn shared_queues(cfg: &SchedConfig) -> bool {
-        cfg.workers_per_queue > 1
+        FromConfig::shared_queues(cfg)
     }
     #[inline(always)]
     fn scope(_: &SchedConfig) -> Scope {

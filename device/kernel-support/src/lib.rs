@@ -269,16 +269,48 @@ macro_rules! __registry_kernel {
     };
 }
 
-/// One MGWS worker entry (see [`worker_kernel!`]).
+/// One MGWS worker entry (see [`worker_kernel!`]): the persistent entry of `run_worker` compiled
+/// for `Fixed<$t, $o, $s, $sc>`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __worker_entry {
+    ($name:ident, $registry:path, $suffix:literal, $t:literal, $o:literal, $s:literal, $sc:literal) => {
+        $crate::__persistent_entry!(
+            $name,
+            $registry,
+            concat!("_worker_", $suffix),
+            run_worker,
+            $crate::__private::Fixed<$t, $o, $s, $sc>
+        );
+    };
+}
+
+/// One static-assignment entry (see [`worker_kernel!`]): `run_static` with scope `$sc` fixed.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __static_entry {
+    ($name:ident, $registry:path, $suffix:literal, $sc:literal) => {
+        $crate::__persistent_entry!(
+            $name,
+            $registry,
+            concat!("_static_", $suffix),
+            run_static,
+            $crate::__private::ScopeOnly<$sc>
+        );
+    };
+}
+
+/// A persistent-kernel entry `mgws_<name><tail>(env, scratch_len, device)` that runs
+/// `$crate::$runner::<_, $spec>` with the registry `$registry`.
 #[doc(hidden)]
 #[macro_export]
 #[cfg_attr(target_arch = "nvptx64", allow_internal_unstable(abi_ptx))]
-macro_rules! __worker_entry {
-    ($name:ident, $registry:path, $suffix:literal, $t:literal, $o:literal, $s:literal, $sc:literal) => {
+macro_rules! __persistent_entry {
+    ($name:ident, $registry:path, $tail:expr, $runner:ident, $spec:ty) => {
         #[cfg(target_arch = "nvptx64")]
         const _: () = {
-            #[unsafe(export_name = concat!("mgws_", stringify!($name), "_worker_", $suffix))]
-            pub unsafe extern "ptx-kernel" fn worker(
+            #[unsafe(export_name = concat!("mgws_", stringify!($name), $tail))]
+            pub unsafe extern "ptx-kernel" fn entry(
                 env: *const $crate::__private::Env<
                     $crate::__private::NvptxWord,
                     $crate::__private::TaskStruct,
@@ -288,46 +320,7 @@ macro_rules! __worker_entry {
             ) {
                 static REGISTRY: $registry = $registry;
                 // SAFETY: the host launches this kernel as documented on `worker_kernel!`.
-                unsafe {
-                    $crate::run_worker::<_, $crate::__private::Fixed<$t, $o, $s, $sc>>(
-                        &REGISTRY,
-                        env,
-                        scratch_len,
-                        device,
-                    )
-                }
-            }
-        };
-    };
-}
-
-/// One static-assignment entry (see [`worker_kernel!`]).
-#[doc(hidden)]
-#[macro_export]
-#[cfg_attr(target_arch = "nvptx64", allow_internal_unstable(abi_ptx))]
-macro_rules! __static_entry {
-    ($name:ident, $registry:path, $suffix:literal, $sc:literal) => {
-        #[cfg(target_arch = "nvptx64")]
-        const _: () = {
-            #[unsafe(export_name = concat!("mgws_", stringify!($name), "_static_", $suffix))]
-            pub unsafe extern "ptx-kernel" fn static_assignment(
-                env: *const $crate::__private::Env<
-                    $crate::__private::NvptxWord,
-                    $crate::__private::TaskStruct,
-                >,
-                scratch_len: u32,
-                device: u32,
-            ) {
-                static REGISTRY: $registry = $registry;
-                // SAFETY: the host launches this kernel like the worker entries.
-                unsafe {
-                    $crate::run_static::<_, $crate::__private::ScopeOnly<$sc>>(
-                        &REGISTRY,
-                        env,
-                        scratch_len,
-                        device,
-                    )
-                }
+                unsafe { $crate::$runner::<_, $spec>(&REGISTRY, env, scratch_len, device) }
             }
         };
     };

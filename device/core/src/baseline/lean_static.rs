@@ -322,29 +322,15 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
     /// Lane 0 writes this worker's progress record for the watchdog.
     #[inline(always)]
     fn report(&self, operation: Operation) {
-        if !self.p.is_leader() || self.env.progress.is_null() {
+        if !self.p.is_leader() {
             return;
         }
-        let record = WorkerProgress {
-            iterations: self.tasks_run,
-            tasks_run: self.tasks_run,
-            last_operation: operation as u64,
-            state: if operation == Operation::Exited { 2 } else { 0 },
-            heartbeats: self.heartbeats.get(),
-            finish_ns: if operation == Operation::Exited {
-                self.p.now_ns()
-            } else {
-                0
-            },
-        };
-        // SAFETY: one record per worker, written only by its lane 0; volatile for the watchdog
-        // reading concurrently.
-        unsafe {
-            self.env
-                .progress
-                .add(self.id as usize)
-                .write_volatile(record)
-        };
+        let (tasks, heartbeats) = (self.tasks_run, self.heartbeats.get());
+        let record = WorkerProgress::at(tasks, tasks, operation, false, heartbeats, || {
+            self.p.now_ns()
+        });
+        // SAFETY: lane 0 of this worker.
+        unsafe { self.env.write_progress(self.id, record) };
     }
 
     #[inline(always)]
