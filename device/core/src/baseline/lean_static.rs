@@ -114,7 +114,6 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
     fn run_loop<X: TaskExecutor<T>, const LANE_PER_WORD: bool>(mut self, exec: &X) {
         let env = self.env;
         let (first, end) = static_share(self.id, env.config.workers, env.initial_len);
-        let interval = env.config.progress_interval as u64;
         let (lane, lanes) = (self.p.lane_id() as usize, self.p.lane_count() as usize);
         let words = core::mem::size_of::<T>() / 8;
         let mut next = first;
@@ -143,13 +142,8 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
                 self.run_spawned(exec);
             }
             next += 1;
-            if next & (interval - 1) == 0 {
-                self.report(Operation::RunTask);
-                self.check_abort();
-            } else {
-                // Every lane has read the current slot before the next task overwrites it.
-                self.p.barrier();
-            }
+            // Every lane has read the current slot before the next task overwrites it.
+            self.p.barrier();
             self.pop_pending = false;
         }
         self.finish();
@@ -161,6 +155,12 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
         if let Err(e) = exec.execute(task, &mut LeanContext { w: self }) {
             let error = e.into_run_error(self.id, task.tag());
             self.fail(error);
+        }
+        // Every `progress_interval` tasks, initial or spawned (a worker may run a whole tree
+        // from one initial task): a progress record for the watchdog, and the abort flag.
+        if self.tasks_run & (self.env.config.progress_interval as u64 - 1) == 0 {
+            self.report(Operation::RunTask);
+            self.check_abort();
         }
     }
 
