@@ -50,11 +50,7 @@ pub fn collatz_steps(mut n: u64) -> u64 {
 }
 
 impl TaskFunctor for CollatzRange {
-    fn run(
-        &self,
-        task: &TaskStruct,
-        ctx: &mut impl Ctx,
-    ) -> Result<(), TaskError> {
+    fn run(&self, task: &TaskStruct, ctx: &mut impl Ctx) -> Result<(), TaskError> {
         if self.len > LEAF {
             let half = self.len / 2;
             let upper = CollatzRange {

@@ -52,9 +52,9 @@ fn parse() -> Result<Args, String> {
 /// Runs Collatz over `1..=n` and returns the number of wrong slots.
 fn run(args: &Args) -> mgws::Result<usize> {
     // The backend fills in what is left open: on a GPU as many workers as fit, 32 lanes.
-    let defaults = args
-        .backend
-        .defaults::<CustomTasks>(args.lanes, None, args.workers, Default::default())?;
+    let defaults =
+        args.backend
+            .defaults::<CustomTasks>(args.lanes, None, args.workers, Default::default())?;
     let sched = Scheduler::builder()
         .workers(defaults.workers)
         .lanes(defaults.lanes)
