@@ -1,6 +1,8 @@
 //! The process's opened GPUs and loaded modules. A CLI run asks the backend for its defaults
 //! (the occupancy of the kernel), then runs, then may run baselines: all of them share one
-//! primary-context retain per GPU and one JIT compile per (GPU, PTX text, register cap).
+//! primary-context retain per GPU and one JIT compile per (GPU, PTX text, register cap), where the
+//! text is the module pruned to the one entry a run launches (`ptx::prune_to_entry`): a run and
+//! each of its baselines compile their own entry once.
 //!
 //! Entries live until the process exits: a module is valid only while its context is, and a
 //! kernel that ignored an abort may still use both (see `persistent::Supervised::Leak`).
