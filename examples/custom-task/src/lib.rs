@@ -170,11 +170,13 @@ mod tests {
         // Either the kernel or the builder's placeholder naming what is missing.
         if !ptx.starts_with("// mgws-builder: not built: ") {
             let line = format!(
-                ".visible .global .align 8 .u64 mgws_registry_fingerprint = {};",
+                ".visible .global .align 8 .u64 mgws_{}_fingerprint = {};",
+                CustomTasks::KERNEL,
                 CustomTasks::FINGERPRINT
             );
             assert!(ptx.contains(&line), "the PTX lacks `{line}`");
-            assert!(ptx.contains(".entry mgws_worker"));
+            assert!(ptx.contains(".entry mgws_collatz_worker_counter_damping_single_device("));
+            assert!(ptx.contains(".entry mgws_collatz_static_device("));
         }
     }
 }
