@@ -34,6 +34,8 @@ pub struct LeanStatic<'e, P: Platform, T, S: Spec> {
     lanes: *mut u64,
     capacity: u32,
     spill_capacity: u64,
+    /// `progress_interval - 1` (a power of two minus one), kept in a register.
+    progress_mask: u64,
     // Uniform state: identical on every lane.
     len: u32,
     spill_len: u64,
@@ -76,6 +78,7 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
             lanes: unsafe { base.add(layout.lanes_area) } as *mut u64,
             capacity: cfg.local_capacity,
             spill_capacity: cfg.spill_capacity as u64,
+            progress_mask: (cfg.progress_interval as u64).max(1) - 1,
             p,
             env,
             id,
@@ -113,26 +116,43 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
     #[inline(always)]
     fn run_loop<X: TaskExecutor<T>, const LANE_PER_WORD: bool>(mut self, exec: &X) {
         let env = self.env;
+        let initial = env.initial as *const u64;
         let (first, end) = static_share(self.id, env.config.workers, env.initial_len);
         let (lane, lanes) = (self.p.lane_id() as usize, self.p.lane_count() as usize);
         let words = core::mem::size_of::<T>() / 8;
+        // With a lane per word, each lane loads its word of the next task while the current one
+        // runs (one load in flight per lane), so the load's latency overlaps the task and its
+        // barriers instead of adding to them.
+        // SAFETY: `first < end <= initial_len` where read; lanes >= words do not load.
+        let load = |task: u64| unsafe { initial.add(task as usize * words + lane).read() };
+        let mut ahead = if LANE_PER_WORD && lane < words && first < end {
+            load(first)
+        } else {
+            0
+        };
         let mut next = first;
         while next < end && !self.aborted {
-            // Word `i` of the task goes to lane `i % lanes`.
-            let mut word = lane;
-            while word < words {
-                // SAFETY: next < initial_len, assigned to this worker alone; the current slot
-                // was read by every lane before the barrier that ended the previous round.
-                unsafe {
-                    let v = (env.initial.add(next as usize) as *const u64)
-                        .add(word)
-                        .read();
-                    (self.current as *mut u64).add(word).write(v);
+            if LANE_PER_WORD {
+                if lane < words {
+                    // SAFETY: the current slot was read by every lane before the barrier that
+                    // ended the previous round.
+                    unsafe { (self.current as *mut u64).add(lane).write(ahead) };
+                    if next + 1 < end {
+                        ahead = load(next + 1);
+                    }
                 }
-                if LANE_PER_WORD {
-                    break;
+            } else {
+                // Word `i` of the task goes to lane `i % lanes`.
+                let mut word = lane;
+                while word < words {
+                    // SAFETY: next < initial_len, assigned to this worker alone; the current slot
+                    // is free as above.
+                    unsafe {
+                        let v = initial.add(next as usize * words + word).read();
+                        (self.current as *mut u64).add(word).write(v);
+                    }
+                    word += lanes;
                 }
-                word += lanes;
             }
             self.p.barrier();
             // SAFETY: written before the barrier above.
@@ -158,7 +178,7 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
         }
         // Every `progress_interval` tasks, initial or spawned (a worker may run a whole tree
         // from one initial task): a progress record for the watchdog, and the abort flag.
-        if self.tasks_run & (self.env.config.progress_interval as u64 - 1) == 0 {
+        if self.tasks_run & self.progress_mask == 0 {
             self.report(Operation::RunTask);
             self.check_abort();
         }
