@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::output;
 use crate::workload::Outcome;
 use mgws::backend::Backend;
 use mgws::error::{Error, Result};
@@ -325,6 +326,7 @@ impl SchedArgs {
             .seed(self.seed)
             .watchdog(Duration::from_millis(self.watchdog_ms))
             .pin_threads(!self.no_pin_threads)
+            .on_stuck_workers(output::exit_on_stuck_workers)
             .build()
     }
 
@@ -401,87 +403,135 @@ impl SchedArgs {
     }
 }
 
-/// Prints an outcome as text or as one JSON object.
-pub fn print_outcome(outcome: &Outcome, sched: &Scheduler, json: bool) {
-    let r = &outcome.report;
-    if json {
-        let v = serde_json::json!({
-            "workload": outcome.workload,
-            "backend": r.backend,
-            "workers": r.workers,
-            "lanes": r.lanes,
-            "tasks": r.tasks_run,
-            "elapsed_s": r.elapsed_s,
-            "tasks_per_s": r.tasks_per_s(),
-            "verified": outcome.verified,
-            "check": outcome.check,
-            "result": outcome.result,
-            "config": {
-                "public_capacity": sched.config().public_capacity,
-                "local_capacity": sched.config().local_capacity,
-                "queue_sharing": sched.config().workers_per_queue,
-                "termination": format!("{:?}", sched.config().termination_mode()),
-                "overflow": format!("{:?}", sched.config().overflow_mode()),
-            },
-            "stats": {
-                "steal_attempts": r.total(|w| w.steal_attempts),
-                "steals": r.total(|w| w.steals),
-                "tasks_stolen": r.total(|w| w.tasks_stolen),
-                "acquires": r.total(|w| w.acquires),
-                "releases": r.total(|w| w.releases),
-                "spills": r.total(|w| w.spills),
-            },
-            "per_worker": r.per_worker,
-        });
-        println!("{v}");
-    } else {
-        println!(
-            "{} on {} backend: {} workers x {} lanes, {} tasks in {:.4} s = {:.3e} tasks/s",
-            outcome.workload,
-            r.backend,
-            r.workers,
-            r.lanes,
-            r.tasks_run,
-            r.elapsed_s,
-            r.tasks_per_s()
-        );
-        println!("result: {}", outcome.result);
-        if let Some(idle) = r.idle_share().filter(|_| r.workers > 1) {
-            println!(
-                "balance: the workers waited for each other {} for {:.1}% of the run on average",
-                if r.backend.ends_with("static") {
-                    "after their share"
-                } else {
-                    "at the level barriers"
-                },
-                100.0 * idle
-            );
+/// Reports a command line that did not parse: help and version go to stdout (exit 0); anything
+/// else is a usage error on stderr (and, under `--json`, a JSON error on stdout), exit
+/// [`output::EXIT_USAGE`].
+pub fn usage_error(e: &clap::Error, json: bool) -> i32 {
+    use clap::error::ErrorKind;
+    // Printing can only fail on a closed or full stream; there is nothing left to tell then.
+    let _ = e.print();
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => output::EXIT_OK,
+        _ => {
+            if json {
+                let rendered = e.render().to_string();
+                let first = rendered.lines().next().unwrap_or_default();
+                let message = first.strip_prefix("error: ").unwrap_or(first);
+                let _ = output::json(&output::json_error(message, "usage"));
+            }
+            output::EXIT_USAGE
         }
-        println!(
-            "steals: {} of {} attempts ({} tasks), acquires {}, releases {}",
-            r.total(|w| w.steals),
-            r.total(|w| w.steal_attempts),
-            r.total(|w| w.tasks_stolen),
-            r.total(|w| w.acquires),
-            r.total(|w| w.releases)
-        );
-        println!(
-            "verified: {} ({})",
-            if outcome.verified { "yes" } else { "NO" },
-            outcome.check
-        );
     }
 }
 
-/// Runs the parsed command line; returns the process exit code.
+/// An outcome as one JSON object.
+pub fn outcome_json(outcome: &Outcome, sched: &Scheduler) -> serde_json::Value {
+    let r = &outcome.report;
+    serde_json::json!({
+        "workload": outcome.workload,
+        "backend": r.backend,
+        "workers": r.workers,
+        "lanes": r.lanes,
+        "tasks": r.tasks_run,
+        "elapsed_s": r.elapsed_s,
+        "tasks_per_s": r.tasks_per_s(),
+        "verified": outcome.verified,
+        "check": outcome.check,
+        "result": outcome.result,
+        "config": {
+            "public_capacity": sched.config().public_capacity,
+            "local_capacity": sched.config().local_capacity,
+            "queue_sharing": sched.config().workers_per_queue,
+            "termination": format!("{:?}", sched.config().termination_mode()),
+            "overflow": format!("{:?}", sched.config().overflow_mode()),
+        },
+        "stats": {
+            "steal_attempts": r.total(|w| w.steal_attempts),
+            "steals": r.total(|w| w.steals),
+            "tasks_stolen": r.total(|w| w.tasks_stolen),
+            "acquires": r.total(|w| w.acquires),
+            "releases": r.total(|w| w.releases),
+            "spills": r.total(|w| w.spills),
+        },
+        "per_worker": r.per_worker,
+    })
+}
+
+/// An outcome as text, one line per fact.
+pub fn outcome_text(outcome: &Outcome) -> String {
+    use std::fmt::Write as _;
+    let r = &outcome.report;
+    let mut s = String::new();
+    // Writing to a String cannot fail.
+    let _ = writeln!(
+        s,
+        "{} on {} backend: {} workers x {} lanes, {} tasks in {:.4} s = {:.3e} tasks/s",
+        outcome.workload,
+        r.backend,
+        r.workers,
+        r.lanes,
+        r.tasks_run,
+        r.elapsed_s,
+        r.tasks_per_s()
+    );
+    let _ = writeln!(s, "result: {}", outcome.result);
+    if let Some(idle) = r.idle_share().filter(|_| r.workers > 1) {
+        let _ = writeln!(
+            s,
+            "balance: the workers waited for each other {} for {:.1}% of the run on average",
+            if r.backend.ends_with("static") {
+                "after their share"
+            } else {
+                "at the level barriers"
+            },
+            100.0 * idle
+        );
+    }
+    let _ = writeln!(
+        s,
+        "steals: {} of {} attempts ({} tasks), acquires {}, releases {}",
+        r.total(|w| w.steals),
+        r.total(|w| w.steal_attempts),
+        r.total(|w| w.tasks_stolen),
+        r.total(|w| w.acquires),
+        r.total(|w| w.releases)
+    );
+    let _ = writeln!(
+        s,
+        "verified: {} ({})",
+        if outcome.verified { "yes" } else { "NO" },
+        outcome.check
+    );
+    s
+}
+
+/// The exit code of an outcome.
+fn outcome_code(outcome: &Outcome) -> i32 {
+    if outcome.verified {
+        output::EXIT_OK
+    } else {
+        output::EXIT_NOT_VERIFIED
+    }
+}
+
+/// Runs the parsed command line; returns the process exit code ([`output`]'s codes).
 pub fn main_with(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Run { mut workload } => {
             let baselines = std::mem::take(&mut workload.sched_mut().baselines);
-            let mut code = run_workload(&workload)?;
+            let json = workload.sched_mut().json;
+            let (outcome, sched) = run_workload(&workload)?;
+            let mut code = outcome_code(&outcome);
+            let mut main = if json {
+                outcome_json(&outcome, &sched)
+            } else {
+                output::emit(&outcome_text(&outcome))?;
+                serde_json::Value::Null
+            };
             // Baselines: the same workload, built and verified the same way, in this process, on
             // the same kind of device (`auto` resolved once, by the main run).
             let on_gpu = !baselines.is_empty() && workload.on_gpu()?;
+            let mut extra = Vec::new();
             for baseline in baselines {
                 let sched = workload.sched_mut();
                 match (on_gpu, baseline) {
@@ -491,9 +541,33 @@ pub fn main_with(cli: Cli) -> Result<i32> {
                     (false, BaselineArg::Levels) => sched.backend = BackendArg::CpuLevels,
                 }
                 match run_workload(&workload) {
-                    Ok(c) => code = code.max(c),
-                    Err(e) => eprintln!("mgws: baseline {}: error: {e}", baseline.name()),
+                    Ok((o, s)) => {
+                        code = code.max(outcome_code(&o));
+                        if json {
+                            let mut v = outcome_json(&o, &s);
+                            v["baseline"] = baseline.name().into();
+                            extra.push(v);
+                        } else {
+                            output::emit(&outcome_text(&o))?;
+                        }
+                    }
+                    Err(e) => {
+                        // A baseline that fails fails the command: its figures are missing.
+                        eprintln!("mgws: baseline {}: error: {e}", baseline.name());
+                        code = code.max(output::EXIT_ERROR);
+                        if json {
+                            let mut v = output::json_error(&e.to_string(), e.kind());
+                            v["baseline"] = baseline.name().into();
+                            extra.push(v);
+                        }
+                    }
                 }
+            }
+            if json {
+                if !extra.is_empty() {
+                    main["baselines"] = extra.into();
+                }
+                output::json(&main)?;
             }
             Ok(code)
         }
@@ -528,9 +602,9 @@ impl WorkloadCmd {
     }
 }
 
-/// Runs one workload command and prints its outcome; returns the exit code (2: not verified).
-fn run_workload(workload: &WorkloadCmd) -> Result<i32> {
-    let (outcome, sched, json) = match workload {
+/// Runs one workload command; returns its outcome and the scheduler it ran with.
+fn run_workload(workload: &WorkloadCmd) -> Result<(Outcome, Scheduler)> {
+    let (outcome, sched, _json) = match workload {
         WorkloadCmd::Memset {
             tasks,
             corrupt_tag_of,
@@ -613,6 +687,5 @@ fn run_workload(workload: &WorkloadCmd) -> Result<i32> {
             )
         }
     };
-    print_outcome(&outcome, &sched, json);
-    Ok(if outcome.verified { 0 } else { 2 })
+    Ok((outcome, sched))
 }

@@ -8,4 +8,5 @@ pub mod baseline;
 pub mod bench;
 pub mod cli;
 pub mod corpus;
+pub mod output;
 pub mod workload;

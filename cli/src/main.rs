@@ -1,16 +1,30 @@
+use std::io::IsTerminal;
+
 use clap::Parser;
+use mgws_cli::output;
 
 fn main() {
+    // Colour only on a terminal, and never when NO_COLOR is set (https://no-color.org).
+    let colour = std::io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("MGWS_LOG"))
         .with_writer(std::io::stderr)
+        .with_ansi(colour)
         .init();
-    let cli = mgws_cli::cli::Cli::parse();
-    match mgws_cli::cli::main_with(cli) {
-        Ok(code) => std::process::exit(code),
+    // Known before parsing, so that a usage error under --json is JSON too.
+    let json = std::env::args_os().any(|a| a == "--json");
+    output::set_json(json);
+    let cli = match mgws_cli::cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => std::process::exit(mgws_cli::cli::usage_error(&e, json)),
+    };
+    let code = match mgws_cli::cli::main_with(cli) {
+        Ok(code) => code,
         Err(e) => {
-            eprintln!("mgws: error: {e}");
-            std::process::exit(1);
+            output::report_error(&e);
+            output::EXIT_ERROR
         }
-    }
+    };
+    std::process::exit(code);
 }

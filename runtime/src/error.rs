@@ -74,6 +74,19 @@ pub enum Error {
     /// The CUDA driver reported an error (a kernel fault, an out-of-memory allocation, ...).
     #[error("CUDA error: {0}")]
     Cuda(String),
+    /// A run needs more memory than there is: the setting that sized it, the bytes it needs and
+    /// the bytes available, checked before anything is allocated.
+    #[error("{what} needs {} ({needed} bytes) of {where_}, more than the {} ({available} bytes) available; lower it", human_bytes(*needed), human_bytes(*available))]
+    OutOfMemory {
+        /// The flag or setting that sized the allocation, with its value (`--tasks 536870911`).
+        what: String,
+        /// Where: `host memory` or `GPU 0 memory`.
+        where_: String,
+        /// Bytes the run needs.
+        needed: u64,
+        /// Bytes available (as the OS or the driver reports them).
+        available: u64,
+    },
     /// Reading or writing a file failed.
     #[error("I/O error on {path}: {source}")]
     Io {
@@ -85,6 +98,26 @@ pub enum Error {
 }
 
 impl Error {
+    /// A short stable name of the error's kind (`"config"`, `"hang"`, ...), for machine-readable
+    /// output such as the CLI's `{"error": ..., "kind": ...}`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Config(_) => "config",
+            Error::Input(_) => "input",
+            Error::UnknownTag { .. } => "unknown_tag",
+            Error::TaskFailed { .. } => "task_failed",
+            Error::TaskPanicked { .. } => "task_panicked",
+            Error::SpillOverflow { .. } => "spill_overflow",
+            Error::Aborted => "aborted",
+            Error::Hang { .. } => "hang",
+            Error::Verification(_) => "verification",
+            Error::BackendUnavailable(_) => "backend_unavailable",
+            Error::Cuda(_) => "cuda",
+            Error::Io { .. } => "io",
+            Error::OutOfMemory { .. } => "out_of_memory",
+        }
+    }
+
     /// The same error, with the names registry `R` gives to the failing task's tag.
     pub fn naming<R: mgws_tasks::Registry>(self) -> Self {
         match self {
@@ -136,6 +169,22 @@ impl From<RunError> for Error {
                  entry"
             )),
         }
+    }
+}
+
+/// `bytes` as a short human-readable size (`1.5 GiB`).
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
     }
 }
 

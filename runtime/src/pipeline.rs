@@ -8,7 +8,7 @@ use crate::device::{Device, Grid, Running, Supervised};
 use crate::error::{Error, Result};
 use crate::job::Job;
 use crate::report::{HangReport, RunReport, WorkerHangState, WorkerReport};
-use crate::scheduler::Scheduler;
+use crate::scheduler::{Scheduler, STUCK_GRACE};
 use crate::watchdog::Watchdog;
 
 /// Runs `job` on `device` with the scheduler's settings.
@@ -110,7 +110,7 @@ pub(crate) fn supervise(live: &dyn Running, sched: &Scheduler, grid: &Grid) -> S
                     .enumerate()
                     .map(|(w, p)| {
                         let word = state.queue_words.get(w).copied().unwrap_or(u64::MAX);
-                        WorkerHangState::new(w as u32, p, word)
+                        WorkerHangState::new(w as u32, p, word, watchdog.since_progress(w))
                     })
                     .collect(),
             };
@@ -129,7 +129,19 @@ fn wait_after_abort(live: &dyn Running, sched: &Scheduler, e: Error) -> Supervis
     let poll = watchdog_poll(sched.watchdog);
     let Some(grace) = live.exit_grace(sched.watchdog) else {
         // The device cannot give its workers up: wait for them (a failed wait ends it too).
-        while !live.wait(poll).unwrap_or(true) {}
+        let start = Instant::now();
+        let mut hook = sched.on_stuck_workers;
+        while !live.wait(poll).unwrap_or(true) {
+            if start.elapsed() >= STUCK_GRACE {
+                if let Some(hook) = hook.take() {
+                    tracing::error!(
+                        "the workers did not exit within {STUCK_GRACE:?} of the abort (a task \
+                         that never returns?)"
+                    );
+                    hook(&e);
+                }
+            }
+        }
         return Supervised::Failed(e);
     };
     let start = Instant::now();

@@ -111,6 +111,10 @@ pub struct WorkerHangState {
     pub tasks_run: u64,
     /// What it was doing when it last reported (`run-task`, `steal`, `publish`, ...).
     pub last_operation: String,
+    /// The tag of the task the worker was running, if it was inside one.
+    pub task_tag: Option<u32>,
+    /// How long its progress record had shown no progress (tasks, idle changes, heartbeats).
+    pub since_progress: Duration,
     /// Whether it was idle, looking for work.
     pub idle: bool,
     /// Whether it had left its loop.
@@ -120,26 +124,40 @@ pub struct WorkerHangState {
 }
 
 impl WorkerHangState {
-    /// The state of worker `worker` from its progress record and its public-queue word.
-    pub fn new(worker: u32, p: &WorkerProgress, queue_word: u64) -> Self {
+    /// The state of worker `worker` from its progress record `p`, its public queue's word and
+    /// how long its record has shown no progress.
+    pub fn new(worker: u32, p: &WorkerProgress, queue_word: u64, since_progress: Duration) -> Self {
         let w = mgws_core::QueueWord(queue_word);
+        let task_tag = p.task_tag.checked_sub(1).map(|t| t as u32);
+        let last_operation = if task_tag.is_some() {
+            // Inside a task: the record's operation may predate it (records are written once
+            // per progress interval).
+            Operation::RunTask.name()
+        } else {
+            Operation::from_u64(p.last_operation).map_or("?", |o| o.name())
+        };
         WorkerHangState {
             worker,
             iterations: p.iterations,
             tasks_run: p.tasks_run,
-            last_operation: Operation::from_u64(p.last_operation)
-                .map_or("?", |o| o.name())
-                .to_string(),
+            last_operation: last_operation.to_string(),
+            task_tag,
+            since_progress,
             idle: p.state == 1,
             exited: p.state == 2,
-            queue_word: format!(
-                "steals={} locked={} epoch={} initial={} tail={}",
-                w.steals(),
-                w.locked(),
-                w.epoch(),
-                w.initial(),
-                w.tail()
-            ),
+            // u64::MAX: the run has no public queues (kernel-per-level, static).
+            queue_word: if queue_word == u64::MAX {
+                "none".into()
+            } else {
+                format!(
+                    "steals={} locked={} epoch={} initial={} tail={}",
+                    w.steals(),
+                    w.locked(),
+                    w.epoch(),
+                    w.initial(),
+                    w.tail()
+                )
+            },
         }
     }
 }
@@ -169,11 +187,15 @@ impl fmt::Display for HangReport {
             self.idle_counter, self.initial_ranges_done, self.initial_ranges
         )?;
         for w in &self.workers {
+            let tag = w.task_tag.map_or("-".to_string(), |t| t.to_string());
             writeln!(
                 f,
-                "  worker {:>4}: op={:<12} idle={} exited={} iterations={} tasks={} queue[{}]",
+                "  worker {:>4}: op={:<12} tag={:<5} no progress for {}ms, idle={} exited={} \
+                 iterations={} tasks={} queue[{}]",
                 w.worker,
                 w.last_operation,
+                tag,
+                w.since_progress.as_millis(),
                 w.idle,
                 w.exited,
                 w.iterations,

@@ -40,6 +40,9 @@ pub struct Scheduler {
     pub(crate) chaos: Option<Chaos>,
     /// Whether CPU worker threads are bound to CPUs (round robin).
     pub(crate) pin_threads: bool,
+    /// Called when aborted workers cannot be given up and do not exit (see
+    /// [`SchedulerBuilder::on_stuck_workers`]).
+    pub(crate) on_stuck_workers: Option<StuckWorkersHook>,
     /// The CPU backend's threads, kept between runs (shared by clones).
     pub(crate) threads: std::sync::Arc<crate::cpu::threads::ThreadSets>,
 }
@@ -56,7 +59,16 @@ pub struct SchedulerBuilder {
     chaos: Option<Chaos>,
     flags: RunFlags,
     pin_threads: bool,
+    on_stuck_workers: Option<StuckWorkersHook>,
 }
+
+/// How long after an abort workers that cannot be given up may take to exit before
+/// [`SchedulerBuilder::on_stuck_workers`]'s hook is called.
+pub const STUCK_GRACE: Duration = Duration::from_secs(1);
+
+/// What [`SchedulerBuilder::on_stuck_workers`] calls: the error that ended the run (a hang, a
+/// task failure, ...), before the run waits on for its stuck workers.
+pub type StuckWorkersHook = fn(&crate::Error);
 
 impl Default for SchedulerBuilder {
     fn default() -> Self {
@@ -69,6 +81,7 @@ impl Default for SchedulerBuilder {
             chaos: None,
             flags: RunFlags::empty(),
             pin_threads: true,
+            on_stuck_workers: None,
         }
     }
 }
@@ -160,6 +173,16 @@ impl SchedulerBuilder {
         self.pin_threads = pin;
         self
     }
+    /// A hook for runs whose workers cannot be stopped: CPU threads are never killed, so after an
+    /// abort (the watchdog's, or a task's error) a task that never returns keeps `run` waiting.
+    /// When the workers have not exited [`STUCK_GRACE`] after the abort, `hook` is called
+    /// with the run's error; a program that cannot wait (a command-line tool) reports it and
+    /// exits there. If the hook returns, the run waits on. GPU runs give such workers up
+    /// instead, leaving their memory to the process (docs/cuda.md), and never call it.
+    pub fn on_stuck_workers(mut self, hook: StuckWorkersHook) -> Self {
+        self.on_stuck_workers = Some(hook);
+        self
+    }
     /// Inject random yields and sleeps at every protocol step (CPU backend only).
     pub fn chaos(mut self, chaos: Chaos) -> Self {
         self.chaos = Some(chaos);
@@ -216,6 +239,7 @@ impl SchedulerBuilder {
             watchdog: self.watchdog,
             chaos: self.chaos,
             pin_threads: self.pin_threads,
+            on_stuck_workers: self.on_stuck_workers,
             threads: Default::default(),
         })
     }

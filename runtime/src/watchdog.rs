@@ -9,6 +9,8 @@ use mgws_core::WorkerProgress;
 pub struct Watchdog {
     timeout: Duration,
     last: Vec<(u64, u64, u64)>,
+    /// Per worker: when its record last showed progress.
+    worker_change: Vec<Instant>,
     last_change: Instant,
 }
 
@@ -18,6 +20,7 @@ impl Watchdog {
         Watchdog {
             timeout,
             last: vec![(u64::MAX, u64::MAX, u64::MAX); workers],
+            worker_change: vec![Instant::now(); workers],
             last_change: Instant::now(),
         }
     }
@@ -25,12 +28,19 @@ impl Watchdog {
     /// Feeds a snapshot; returns how long the run has been stalled once that exceeds the timeout.
     pub fn observe(&mut self, snapshot: &[WorkerProgress]) -> Option<Duration> {
         let mut changed = false;
-        for (last, p) in self.last.iter_mut().zip(snapshot) {
+        let seen = Instant::now();
+        for ((last, when), p) in self
+            .last
+            .iter_mut()
+            .zip(&mut self.worker_change)
+            .zip(snapshot)
+        {
             // Idle workers advance `iterations` while they look for work, so only tasks, idle
             // transitions and heartbeats count as progress.
             let now = (p.tasks_run, p.state, p.heartbeats);
             if *last != now {
                 *last = now;
+                *when = seen;
                 changed = true;
             }
         }
@@ -40,6 +50,16 @@ impl Watchdog {
         }
         let stalled = self.last_change.elapsed();
         (stalled >= self.timeout).then_some(stalled)
+    }
+}
+
+impl Watchdog {
+    /// How long worker `w`'s record has shown no progress (since the watchdog started, for a
+    /// worker that never reported).
+    pub fn since_progress(&self, w: usize) -> Duration {
+        self.worker_change
+            .get(w)
+            .map_or(Duration::ZERO, Instant::elapsed)
     }
 }
 
@@ -56,5 +76,7 @@ mod tests {
         assert!(w.observe(&snap).is_some());
         snap[1].tasks_run = 5;
         assert_eq!(w.observe(&snap), None);
+        assert!(w.since_progress(0) >= Duration::from_millis(40));
+        assert!(w.since_progress(1) < Duration::from_millis(40));
     }
 }

@@ -251,7 +251,6 @@ pub fn gpu(opts: &GpuBenchOpts, sched: &SchedArgs) -> Result<i32> {
         }
     }
     let table = table(&rows, &notes, "workers/SM");
-    print!("{table}");
     let mut written = vec![write_csv(&opts.out.join("gpu-runs.csv"), &rows)?];
     std::fs::write(opts.out.join("gpu-table.txt"), &table)
         .map_err(|e| Error::Input(format!("writing {}: {e}", opts.out.display())))?;
@@ -267,10 +266,26 @@ pub fn gpu(opts: &GpuBenchOpts, sched: &SchedArgs) -> Result<i32> {
         written.push(plot_rates(&opts.out, workload, &mine, "workers per SM")?);
         written.push(plot_speedups(&opts.out, workload, &mine, "workers per SM")?);
     }
-    for p in written {
-        println!("wrote {}", p.display());
-    }
-    Ok(0)
+    super::finish(sched.json, "gpu", &table, rows_json(&rows), &written)
+}
+
+/// The rows of a GPU sweep or skew study as JSON.
+fn rows_json(rows: &[Row]) -> serde_json::Value {
+    rows.iter()
+        .map(|r| {
+            serde_json::json!({
+                "workload": r.workload,
+                "method": r.method,
+                "x": r.x,
+                "workers": r.workers,
+                "rep": r.rep,
+                "tasks_per_s": r.tasks_per_s,
+                "idle_share": r.idle_share,
+                "verified": r.verified,
+            })
+        })
+        .collect::<Vec<_>>()
+        .into()
 }
 
 /// `mgws bench skew`: mgws against static assignment over k, on the backend of `sched` (the CPU
@@ -325,7 +340,6 @@ pub fn skew_study(opts: &SkewBenchOpts, sched: &SchedArgs) -> Result<i32> {
         }
     }
     let table = table(&rows, &[], "k");
-    print!("{table}");
     let device = if on_gpu { "gpu" } else { "cpu" };
     let mut written = vec![write_csv(
         &opts.out.join(format!("skew-{device}-runs.csv")),
@@ -336,10 +350,7 @@ pub fn skew_study(opts: &SkewBenchOpts, sched: &SchedArgs) -> Result<i32> {
         device,
         &rows,
     )?);
-    for p in written {
-        println!("wrote {}", p.display());
-    }
-    Ok(0)
+    super::finish(sched.json, "skew", &table, rows_json(&rows), &written)
 }
 
 /// Builds and runs the hand-written reference: `(rep, workers, tasks/s, bad slots)` per run.

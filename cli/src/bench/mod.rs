@@ -837,8 +837,7 @@ pub fn main(cmd: BenchCmd) -> Result<i32> {
             });
             plot::tasks_per_s(&svg, title.as_deref().unwrap_or(&name), &rows)
                 .map_err(|e| Error::Input(format!("drawing {}: {e}", svg.display())))?;
-            println!("wrote {}", svg.display());
-            return Ok(0);
+            return finish(false, &name, "", serde_json::Value::Null, &[svg]);
         }
     };
     if !matches!(
@@ -850,11 +849,52 @@ pub fn main(cmd: BenchCmd) -> Result<i32> {
         ));
     }
     let result = measure(&work, &opts, &sched)?;
-    print!("{}", result.table());
-    for p in result.write(&opts.out)? {
-        println!("wrote {}", p.display());
+    let written = result.write(&opts.out)?;
+    let rows: Vec<serde_json::Value> = result
+        .summary
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "method": s.method.name(),
+                "workers": s.workers,
+                "reps": s.reps,
+                "tasks_per_s": { "min": s.min, "median": s.median, "max": s.max },
+            })
+        })
+        .collect();
+    finish(
+        sched.json,
+        &result.name,
+        &result.table(),
+        rows.into(),
+        &written,
+    )
+}
+
+/// Prints a bench's result: its table and the files written as text, or under `--json` one
+/// object `{"bench", "rows", "files"}`. Returns the exit code.
+pub(crate) fn finish(
+    json: bool,
+    name: &str,
+    table: &str,
+    rows: serde_json::Value,
+    written: &[PathBuf],
+) -> Result<i32> {
+    let files: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
+    if json {
+        crate::output::json(&serde_json::json!({
+            "bench": name,
+            "rows": rows,
+            "files": files,
+        }))?;
+    } else {
+        let mut text = table.to_string();
+        for f in &files {
+            text += &format!("wrote {f}\n");
+        }
+        crate::output::emit(&text)?;
     }
-    Ok(0)
+    Ok(crate::output::EXIT_OK)
 }
 
 #[cfg(test)]

@@ -1,0 +1,215 @@
+//! The `mgws` binary on bad input, broken output and hangs: each ends in a clear error with the
+//! documented exit code (README, "Exit codes"; docs/design.md, "Bad input and faults").
+
+use std::io::Read;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const EXIT_ERROR: i32 = 1;
+const EXIT_USAGE: i32 = 64;
+
+fn mgws(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mgws"))
+        .args(args)
+        .env_remove("NO_COLOR")
+        .output()
+        .expect("running mgws")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The one JSON object stdout must hold under `--json`.
+fn json(o: &Output) -> serde_json::Value {
+    let text = stdout(o);
+    let mut objects = serde_json::Deserializer::from_str(&text).into_iter::<serde_json::Value>();
+    let first = objects
+        .next()
+        .unwrap_or_else(|| panic!("no JSON on stdout; stderr: {}", stderr(o)))
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {text}"));
+    assert!(objects.next().is_none(), "more than one JSON value: {text}");
+    assert!(first.is_object(), "{text}");
+    first
+}
+
+#[test]
+fn usage_errors_have_their_own_exit_code() {
+    for args in [
+        &["run", "memset", "--tasks", "abc"][..],
+        &["run", "memset", "--no-such-flag"],
+        &["run", "no-such-workload"],
+        &["bench", "uts", "--workers", "x"],
+    ] {
+        let o = mgws(args);
+        assert_eq!(
+            o.status.code(),
+            Some(EXIT_USAGE),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+        assert!(stderr(&o).contains("error"), "{args:?}: {}", stderr(&o));
+    }
+    let help = mgws(&["run", "memset", "--help"]);
+    assert_eq!(help.status.code(), Some(0));
+    assert!(stdout(&help).contains("--tasks"));
+}
+
+#[test]
+fn under_json_stdout_holds_one_object_for_results_and_errors() {
+    let ok = mgws(&[
+        "run",
+        "memset",
+        "--tasks",
+        "1000",
+        "--backend",
+        "cpu",
+        "--json",
+    ]);
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+    assert_eq!(json(&ok)["verified"], true);
+
+    let with_baselines = mgws(&[
+        "run",
+        "memset",
+        "--tasks",
+        "1000",
+        "--backend",
+        "cpu",
+        "--baselines",
+        "static,levels",
+        "--json",
+    ]);
+    assert_eq!(with_baselines.status.code(), Some(0));
+    let v = json(&with_baselines);
+    assert_eq!(v["baselines"].as_array().map(Vec::len), Some(2), "{v}");
+
+    let config = mgws(&[
+        "run",
+        "memset",
+        "--workers",
+        "0",
+        "--backend",
+        "cpu",
+        "--json",
+    ]);
+    assert_eq!(config.status.code(), Some(EXIT_ERROR));
+    let v = json(&config);
+    assert_eq!(v["kind"], "config", "{v}");
+    assert!(v["error"].as_str().unwrap().contains("worker"), "{v}");
+
+    let usage = mgws(&["run", "memset", "--tasks", "abc", "--json"]);
+    assert_eq!(usage.status.code(), Some(EXIT_USAGE));
+    assert_eq!(json(&usage)["kind"], "usage");
+
+    let bench = mgws(&[
+        "bench",
+        "fib",
+        "-n",
+        "12",
+        "--workers",
+        "1,2",
+        "--reps",
+        "1",
+        "--warmup",
+        "0",
+        "--out",
+        &std::env::temp_dir()
+            .join(format!("mgws-json-bench-{}", std::process::id()))
+            .display()
+            .to_string(),
+        "--json",
+    ]);
+    assert_eq!(bench.status.code(), Some(0), "{}", stderr(&bench));
+    let v = json(&bench);
+    assert!(!v["rows"].as_array().unwrap().is_empty(), "{v}");
+}
+
+#[test]
+fn a_full_disk_is_an_error_and_a_closed_pipe_ends_quietly() {
+    if let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") {
+        let o = Command::new(env!("CARGO_BIN_EXE_mgws"))
+            .args(["run", "memset", "--tasks", "1000", "--backend", "cpu"])
+            .stdout(full)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(EXIT_ERROR), "{}", stderr(&o));
+        assert!(stderr(&o).contains("stdout"), "{}", stderr(&o));
+    }
+    // The reader takes one byte and closes the pipe before mgws writes the rest.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mgws"))
+        .args([
+            "run",
+            "memset",
+            "--tasks",
+            "1000",
+            "--backend",
+            "cpu",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn log_lines_in_a_pipe_carry_no_colour_codes() {
+    let o = Command::new(env!("CARGO_BIN_EXE_mgws"))
+        .args(["run", "memset", "--tasks", "1000", "--backend", "cpu"])
+        .env("MGWS_LOG", "debug")
+        .env_remove("NO_COLOR")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let err = stderr(&o);
+    assert!(!err.is_empty(), "MGWS_LOG=debug logged nothing");
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+}
+
+#[test]
+fn the_cpu_watchdog_ends_the_process_soon_after_it_fires() {
+    for backend in ["cpu", "cpu-static"] {
+        let start = Instant::now();
+        let o = mgws(&[
+            "run",
+            "stall",
+            "--nanos",
+            "300000000000",
+            "--watchdog-ms",
+            "500",
+            "--workers",
+            "2",
+            "--backend",
+            backend,
+        ]);
+        let took = start.elapsed();
+        assert_eq!(
+            o.status.code(),
+            Some(EXIT_ERROR),
+            "{backend}: {}",
+            stderr(&o)
+        );
+        assert!(took < Duration::from_secs(5), "{backend}: took {took:?}");
+        let err = stderr(&o);
+        assert!(err.contains("watchdog aborted it"), "{backend}: {err}");
+        // The stalled worker is reported running its task, with the task's tag.
+        assert!(err.contains("op=run-task"), "{backend}: {err}");
+        assert!(err.contains("tag="), "{backend}: {err}");
+    }
+}
