@@ -387,3 +387,25 @@ fn the_gpu_bench_without_a_gpu_is_a_clear_error() {
     assert!(!o.status.success(), "{t}");
     assert!(t.contains("mgws bench gpu needs a CUDA GPU"), "{t}");
 }
+
+#[test]
+fn a_size_beyond_gpu_memory_names_the_flag_and_both_sizes() {
+    // The mock's GPU has 1 GiB free; 2^24 overflow slots of 64 bytes for each worker exceed it.
+    let o = mgws(
+        "memset",
+        1,
+        &[
+            "--backend",
+            "cuda",
+            "--tasks",
+            "1000",
+            "--spill-capacity",
+            "16777216",
+        ],
+    );
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("--spill-capacity 16777216"), "{t}");
+    assert!(t.contains("GPU 0 memory"), "{t}");
+    assert!(t.contains("bytes) available"), "{t}");
+}

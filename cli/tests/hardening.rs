@@ -213,3 +213,56 @@ fn the_cpu_watchdog_ends_the_process_soon_after_it_fires() {
         assert!(err.contains("tag="), "{backend}: {err}");
     }
 }
+
+#[test]
+fn sizes_beyond_host_memory_are_errors_naming_the_flag() {
+    for (args, flag) in [
+        (
+            &["run", "memset", "--tasks", "536870911"][..],
+            "--tasks 536870911",
+        ),
+        (
+            &["run", "memset", "--tasks", "1000", "--workers", "100000"],
+            "--workers 100000",
+        ),
+        (
+            &[
+                "run",
+                "memset",
+                "--tasks",
+                "1000",
+                "--spill-capacity",
+                "2147483648",
+            ],
+            "--spill-capacity 2147483648",
+        ),
+        (
+            &["run", "uts", "--spill-capacity", "268435456"],
+            "--spill-capacity 268435456",
+        ),
+        (
+            &["run", "uts", "--level-capacity", "1099511627776"],
+            "--level-capacity 1099511627776",
+        ),
+    ] {
+        let backend = if flag.starts_with("--level") {
+            "cpu-levels"
+        } else {
+            "cpu"
+        };
+        let mut all = args.to_vec();
+        all.extend(["--backend", backend, "--json"]);
+        let o = mgws(&all);
+        assert_eq!(
+            o.status.code(),
+            Some(EXIT_ERROR),
+            "{args:?}: {}",
+            stderr(&o)
+        );
+        let v = json(&o);
+        assert_eq!(v["kind"], "out_of_memory", "{args:?}: {v}");
+        let message = v["error"].as_str().unwrap();
+        assert!(message.contains(flag), "{args:?}: {message}");
+        assert!(message.contains("available"), "{args:?}: {message}");
+    }
+}

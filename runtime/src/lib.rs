@@ -69,6 +69,8 @@ pub mod job;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod levels;
 #[cfg(not(target_arch = "nvptx64"))]
+pub mod memory;
+#[cfg(not(target_arch = "nvptx64"))]
 pub mod pipeline;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod report;

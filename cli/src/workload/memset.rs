@@ -42,6 +42,11 @@ pub fn run_with_fault(
             "MEMSET needs between 1 and {MAX_TASKS} tasks, not {n}"
         )));
     }
+    // The tasks and the slots, before either is built.
+    mgws::memory::check_host(
+        format_args!("--tasks {n}"),
+        mgws::memory::bytes_of::<TaskStruct>(n).saturating_add(mgws::memory::bytes_of::<u64>(n)),
+    )?;
     let mut initial = tasks(n);
     if let Some(i) = corrupt_tag_of {
         let task = initial
@@ -49,7 +54,7 @@ pub fn run_with_fault(
             .ok_or_else(|| Error::Input(format!("no initial task {i} to corrupt (of {n})")))?;
         task.tag = UNKNOWN_TAG;
     }
-    let mut slots = vec![0u64; n as usize];
+    let mut slots = mgws::memory::try_filled(format_args!("--tasks {n}"), n, 0u64)?;
     let report = backend.run(
         sched,
         &MemsetTasks,

@@ -82,8 +82,14 @@ pub fn run_once(
     cfg: &SkewConfig,
 ) -> Result<(Vec<u64>, RunReport)> {
     cfg.check()?;
+    let n = cfg.tasks;
+    mgws::memory::check_host(
+        format_args!("--tasks {n}"),
+        mgws::memory::bytes_of::<mgws_tasks::TaskStruct>(n)
+            .saturating_add(mgws::memory::bytes_of::<u64>(n)),
+    )?;
     let initial = cfg.tasks();
-    let mut slots = vec![0u64; cfg.tasks as usize];
+    let mut slots = mgws::memory::try_filled(format_args!("--tasks {n}"), n, 0u64)?;
     let report = backend.run(
         sched,
         &SkewTasks,

@@ -6,6 +6,9 @@ use mgws_core::{
 };
 use mgws_tasks::TaskStruct;
 
+use crate::error::Result;
+use crate::memory::{bytes_of, check_host, try_with_capacity};
+
 /// Orchestration memory that outlives a CPU run: the words zero-initialised, the task storage
 /// (public queue slots, overflow stacks) only reserved.
 pub struct Arena {
@@ -38,24 +41,47 @@ fn zeroed_vec<T>(n: usize) -> Vec<T> {
 }
 
 impl Arena {
-    pub fn new(config: &SchedConfig, topology: &Topology) -> Self {
+    /// The orchestration memory of a run, checked against the host memory available first (a
+    /// size beyond it is an [`crate::Error::OutOfMemory`] naming the flags that set it).
+    pub fn new(config: &SchedConfig, topology: &Topology) -> Result<Self> {
         let queues = topology.queues() as usize;
         let workers = topology.workers() as usize;
-        Arena {
+        let slots = queues as u64 * config.public_capacity as u64;
+        let spill = workers as u64 * config.spill_capacity as u64;
+        let per_worker = bytes_of::<WorkerProgress>(1) + bytes_of::<WorkerStats>(1);
+        check_host(
+            format_args!(
+                "--workers {workers} with --public-capacity {} and --spill-capacity {}",
+                config.public_capacity, config.spill_capacity
+            ),
+            bytes_of::<TaskStruct>(slots)
+                .saturating_add(bytes_of::<TaskStruct>(spill))
+                .saturating_add(per_worker.saturating_mul(workers as u64)),
+        )?;
+        Ok(Arena {
             // SAFETY: SharedState<HostWord> is repr(C) over HostWords; zero is its initial state.
             shared: Box::new(unsafe { zeroed() }),
             headers: zeroed_vec(queues),
-            slots: Vec::with_capacity(queues * config.public_capacity as usize),
+            slots: try_with_capacity(
+                format_args!("--public-capacity {}", config.public_capacity),
+                slots,
+            )?,
             tree: (0..Env::<HostWord, TaskStruct>::tree_words(
                 topology.workers(),
                 topology.devices,
             ))
                 .map(|_| HostWord::new(0))
                 .collect(),
-            spill: Vec::with_capacity(workers * config.spill_capacity as usize),
+            spill: try_with_capacity(
+                format_args!(
+                    "--spill-capacity {} x {workers} workers",
+                    config.spill_capacity
+                ),
+                spill,
+            )?,
             progress: vec![WorkerProgress::default(); workers],
             stats: vec![WorkerStats::default(); workers],
-        }
+        })
     }
 
     /// The environment all workers receive; `initial` and `areas` are the job's.

@@ -123,7 +123,7 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
 
     fn place(&mut self, grid: &Grid, job: &mut Job<'_>) -> Result<CpuPlaced> {
         let areas = job.host_area_pointers();
-        let mut arena = Arena::new(&grid.config, &grid.topology);
+        let mut arena = Arena::new(&grid.config, &grid.topology)?;
         let env = SendEnv(arena.env(
             grid.config,
             grid.topology,

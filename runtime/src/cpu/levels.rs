@@ -101,8 +101,11 @@ impl<R: TaskExecutor<TaskStruct> + Sync> LevelDevice for CpuLevels<'_, R> {
             lanes: sched.lanes,
         };
         let capacity = buffer_capacity(self.level_capacity).max(job.tasks.len() as u64);
-        let mut first = Vec::with_capacity(capacity as usize);
+        let what = format_args!("--level-capacity {capacity} (two frontier buffers)");
+        crate::memory::check_host(what, crate::memory::bytes_of::<TaskStruct>(capacity) * 2)?;
+        let mut first = crate::memory::try_with_capacity(what, capacity)?;
         first.extend_from_slice(job.tasks);
+        let second = crate::memory::try_with_capacity(what, capacity)?;
         let layout = ScratchLayout::new(
             config.local_capacity,
             std::mem::size_of::<TaskStruct>(),
@@ -112,7 +115,7 @@ impl<R: TaskExecutor<TaskStruct> + Sync> LevelDevice for CpuLevels<'_, R> {
         self.placed = Some(Placed {
             grid,
             capacity,
-            buffers: [first, Vec::with_capacity(capacity as usize)],
+            buffers: [first, second],
             counters: std::array::from_fn(|_| HostWord::new(0)),
             progress: vec![WorkerProgress::default(); workers as usize].into_boxed_slice(),
             groups: (0..workers)

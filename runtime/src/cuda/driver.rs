@@ -299,7 +299,19 @@ pub struct DeviceBuffer {
 
 impl DeviceBuffer {
     /// `bytes` of device memory on `gpu` (at least 1 byte is allocated), not initialised.
+    ///
+    /// `what` names the buffer and the setting that sized it: a size beyond the GPU's free
+    /// memory is an [`crate::Error::OutOfMemory`] with both sizes, before anything is allocated.
     pub fn alloc(gpu: &Gpu, bytes: usize, what: &str) -> Result<DeviceBuffer> {
+        let (free, _total) = gpu.mem_info()?;
+        if bytes > free {
+            return Err(crate::Error::OutOfMemory {
+                what: what.to_string(),
+                where_: format!("GPU {} memory", gpu.ordinal),
+                needed: bytes as u64,
+                available: free as u64,
+            });
+        }
         gpu.make_current()?;
         // SAFETY: the memory is only ever accessed as bytes; freed in Drop.
         let ptr = ok(unsafe { result::malloc_sync(bytes.max(1)) }, || {

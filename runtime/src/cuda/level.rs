@@ -132,10 +132,18 @@ impl LevelDevice for CudaLevels<'_> {
             }
         }
         .max(job.tasks.len() as u64);
-        let bytes = capacity as usize * task;
+        let bytes = (capacity as usize).saturating_mul(task);
         let bufs = [
-            DeviceBuffer::alloc(g, bytes, "frontier buffer")?,
-            DeviceBuffer::alloc(g, bytes, "frontier buffer")?,
+            DeviceBuffer::alloc(
+                g,
+                bytes,
+                &format!("a frontier buffer (--level-capacity {capacity})"),
+            )?,
+            DeviceBuffer::alloc(
+                g,
+                bytes,
+                &format!("a frontier buffer (--level-capacity {capacity})"),
+            )?,
         ];
         bufs[0].write(0, as_bytes(job.tasks))?;
         let counters = DeviceBuffer::alloc(g, 32, "level counters")?;

@@ -78,7 +78,10 @@ pub(super) fn allocate(
         spill.push(DeviceBuffer::alloc(
             g,
             w * spill_per_worker,
-            "overflow stacks",
+            &format!(
+                "the overflow stacks (--spill-capacity {} x {w} workers)",
+                config.spill_capacity
+            ),
         )?);
     }
     let initial_bytes = as_bytes(job.tasks);
@@ -92,7 +95,11 @@ pub(super) fn allocate(
         TasksIn::Device => {
             let mut v = Vec::new();
             for g in &s.gpus[..n] {
-                let buf = DeviceBuffer::alloc(g, initial_bytes.len(), "initial tasks")?;
+                let buf = DeviceBuffer::alloc(
+                    g,
+                    initial_bytes.len(),
+                    &format!("the initial tasks ({} tasks)", job.tasks.len()),
+                )?;
                 buf.write(0, initial_bytes)?;
                 v.push(buf);
             }
