@@ -193,6 +193,9 @@ impl From<GpuKernelArg> for mgws::cuda::GpuKernel {
     }
 }
 
+/// `--spill-capacity` when neither the user nor the workload chose one.
+pub const DEFAULT_SPILL_CAPACITY: u32 = 16384;
+
 /// Backend, worker and queue flags shared by every workload.
 #[derive(Args, Debug, Clone)]
 pub struct SchedArgs {
@@ -212,9 +215,10 @@ pub struct SchedArgs {
     /// cuda`, measured faster on deep trees there).
     #[arg(long)]
     pub local_capacity: Option<u32>,
-    /// Overflow-stack tasks per worker, used when both queues are full.
-    #[arg(long, default_value_t = 16384)]
-    pub spill_capacity: u32,
+    /// Overflow-stack tasks per worker, used when both queues are full (default: 16384; UTS
+    /// T3L, whose path holds about 90,000 pending nodes, 131072).
+    #[arg(long)]
+    pub spill_capacity: Option<u32>,
     /// Workers sharing one public queue (1, 2 or 4).
     #[arg(long, default_value_t = 1)]
     pub queue_sharing: u32,
@@ -318,7 +322,7 @@ impl SchedArgs {
             .lanes(lanes)
             .public_capacity(self.public_capacity)
             .local_capacity(local_capacity)
-            .spill_capacity(self.spill_capacity)
+            .spill_capacity(self.spill_capacity.unwrap_or(DEFAULT_SPILL_CAPACITY))
             .queue_sharing(self.queue_sharing)
             .termination(termination)
             .overflow(overflow)
@@ -328,6 +332,30 @@ impl SchedArgs {
             .pin_threads(!self.no_pin_threads)
             .on_stuck_workers(output::exit_on_stuck_workers)
             .build()
+    }
+
+    /// Refuses flags that the selected backend and baselines would ignore silently.
+    pub fn reject_inapplicable(&self) -> Result<()> {
+        let cpu = matches!(
+            self.backend,
+            BackendArg::Cpu | BackendArg::CpuStatic | BackendArg::CpuLevels
+        );
+        if cpu && (self.placement != PlacementArg::Global || self.tasks_in != TasksInArg::Device) {
+            return Err(Error::Config(
+                "--placement and --tasks-in place GPU memory; they need --backend cuda".into(),
+            ));
+        }
+        let levels = self.backend == BackendArg::CpuLevels
+            || self.gpu_kernel == GpuKernelArg::Levels
+            || self.baselines.contains(&BaselineArg::Levels);
+        if self.level_capacity.is_some() && !levels {
+            return Err(Error::Config(
+                "--level-capacity sizes the level-by-level baseline's frontier buffers; it needs \
+                 --backend cpu-levels, --gpu-kernel levels or --baselines levels"
+                    .into(),
+            ));
+        }
+        Ok(())
     }
 
     /// The CUDA backend these flags describe (whether or not it is selected).
@@ -518,6 +546,7 @@ fn outcome_code(outcome: &Outcome) -> i32 {
 pub fn main_with(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Run { mut workload } => {
+            workload.sched_mut().reject_inapplicable()?;
             let baselines = std::mem::take(&mut workload.sched_mut().baselines);
             let json = workload.sched_mut().json;
             let (outcome, sched) = run_workload(&workload)?;
@@ -638,6 +667,9 @@ fn run_workload(workload: &WorkloadCmd) -> Result<(Outcome, Scheduler)> {
         }
         WorkloadCmd::Uts { args, sched } => {
             let cfg = args.config()?;
+            let mut sched = sched.clone();
+            sched.spill_capacity = sched.spill_capacity.or(cfg.spill_hint());
+            let sched = &sched;
             let s = sched.scheduler::<UtsTasks>()?;
             (
                 crate::workload::uts::run(&s, &sched.backend::<UtsTasks>()?, &cfg)?,

@@ -266,3 +266,43 @@ fn sizes_beyond_host_memory_are_errors_naming_the_flag() {
         assert!(message.contains("available"), "{args:?}: {message}");
     }
 }
+
+#[test]
+fn flags_that_do_not_apply_are_refused() {
+    for (args, says) in [
+        (
+            &["run", "uts", "-t", "geo", "-q", "0.3"][..],
+            "-q applies to",
+        ),
+        (&["run", "uts", "-t", "bin", "-d", "8"], "-d applies to"),
+        (&["run", "uts", "-t", "geo", "-f", "0.5"], "-f applies to"),
+        (
+            &["run", "memset", "--tasks", "10", "--placement", "remote"],
+            "--placement",
+        ),
+        (
+            &["run", "memset", "--tasks", "10", "--level-capacity", "100"],
+            "--level-capacity",
+        ),
+    ] {
+        let mut all = args.to_vec();
+        all.extend(["--backend", "cpu"]);
+        let o = mgws(&all);
+        assert_eq!(o.status.code(), Some(EXIT_ERROR), "{args:?}");
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+    // Where it applies, --level-capacity is taken.
+    let o = mgws(&[
+        "run",
+        "memset",
+        "--tasks",
+        "10",
+        "--backend",
+        "cpu",
+        "--level-capacity",
+        "100000",
+        "--baselines",
+        "levels",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+}

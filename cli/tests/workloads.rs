@@ -102,6 +102,66 @@ fn uts_t3_published_counts() {
     assert_published(Preset::T3, 4_112_897, 3_599_034, 1572);
 }
 
+/// A published large tree on mgws alone (about 1e8 nodes: the baselines' runs of the smaller
+/// trees above cover them).
+fn assert_published_large(preset: Preset, nodes: u64, leaves: u64, depth: u64) {
+    let cfg = UtsConfig::preset(preset);
+    let want = UtsCounts {
+        nodes,
+        leaves,
+        depth,
+    };
+    assert_eq!(cfg.published().unwrap().1, want);
+    let spill = cfg.spill_hint().unwrap_or(16384);
+    let s = Scheduler::builder()
+        .workers(2)
+        .spill_capacity(spill)
+        .build()
+        .unwrap();
+    let outcome = uts::run(&s, &Backend::Cpu, &cfg).unwrap();
+    assert!(outcome.verified, "{preset:?}: {}", outcome.check);
+}
+
+#[test]
+#[cfg_attr(debug_assertions, ignore = "a 1e8-node tree: run with --release")]
+fn uts_t3l_published_counts_although_q_times_m_exceeds_one() {
+    let cfg = UtsConfig::preset(Preset::T3L);
+    assert!(cfg.warning().unwrap().contains("may be infinite"));
+    assert_published_large(Preset::T3L, 111_345_631, 89_076_904, 17_844);
+}
+
+#[test]
+#[cfg_attr(debug_assertions, ignore = "a 1e8-node tree: run with --release")]
+fn uts_t2l_published_counts() {
+    assert_published_large(Preset::T2L, 96_793_510, 53_791_152, 67);
+}
+
+#[test]
+fn a_tree_that_may_be_infinite_stops_at_its_node_bound_with_an_error() {
+    // q * m = 2: almost surely infinite for this seed's root of 200 children.
+    let cfg = UtsConfig {
+        tree: TreeType::Bin,
+        b0: 200.0,
+        q: 0.5,
+        m: 4,
+        seed: 1,
+        max_nodes: 1_000,
+        ..UtsConfig::default()
+    };
+    assert!(cfg.warning().is_some());
+    let err = uts::run(&sched(2, 1), &Backend::Cpu, &cfg).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("--max-nodes 1000"), "{text}");
+    // Its twin, a finite tree with the same bound, runs and verifies.
+    let finite = UtsConfig { q: 0.1, ..cfg };
+    assert!(finite.warning().is_none());
+    assert!(
+        uts::run(&sched(2, 1), &Backend::Cpu, &finite)
+            .unwrap()
+            .verified
+    );
+}
+
 #[test]
 fn uts_t3_fits_the_default_overflow_stack_and_fails_clearly_in_a_small_one() {
     // A depth-first traversal of T3 keeps up to 5,730 nodes pending (the binomial root's 2,000
@@ -226,14 +286,6 @@ fn uts_parameters_out_of_range_are_refused() {
         (UtsConfig { m: 101, ..bin }, "-m"),
         (
             UtsConfig {
-                q: 0.5,
-                m: 4,
-                ..bin
-            },
-            "infinite",
-        ),
-        (
-            UtsConfig {
                 tree: TreeType::Hybrid,
                 shift: 2.0,
                 ..d
@@ -252,9 +304,9 @@ fn uts_parameters_out_of_range_are_refused() {
     }
     // Through the command line too.
     let cli =
-        Cli::try_parse_from(["mgws", "run", "uts", "-t", "bin", "-q", "0.9", "-m", "8"]).unwrap();
+        Cli::try_parse_from(["mgws", "run", "uts", "-t", "bin", "-q", "1.5", "-m", "8"]).unwrap();
     let err = mgws_cli::cli::main_with(cli).unwrap_err().to_string();
-    assert!(err.contains("infinite"), "{err}");
+    assert!(err.contains("-q (non-leaf probability)"), "{err}");
 }
 
 #[test]

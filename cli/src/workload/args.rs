@@ -6,7 +6,7 @@ use clap::Args;
 
 use super::uts::{Preset, Shape, TreeType, UtsConfig};
 use crate::corpus::{self, Corpus, Format};
-use mgws::error::Result;
+use mgws::error::{Error, Result};
 
 /// CONTAINS: `--corpus PATH --word W [--format auto|xml|jsonl|dir] [--limit N]`.
 #[derive(Args, Debug, Clone)]
@@ -94,6 +94,10 @@ pub struct UtsArgs {
     /// Hybrid trees switch from geometric to binomial at this fraction of -d (UTS -f).
     #[arg(short = 'f', long = "shift", id = "uts_shift", value_name = "F")]
     pub shift: Option<f64>,
+    /// The most nodes one worker may expand before the run stops with an error: the bound on a
+    /// tree that may be infinite (`-q * -m > 1`). After the run, the total is held to it too.
+    #[arg(long, value_name = "N", default_value_t = crate::workload::uts::DEFAULT_MAX_NODES)]
+    pub max_nodes: u64,
 }
 
 impl UtsArgs {
@@ -126,6 +130,34 @@ impl UtsArgs {
         if let Some(v) = self.shift {
             c.shift = v;
         }
+        c.max_nodes = self.max_nodes;
+        // Flags the tree type does not read would be ignored silently: refuse them.
+        let given = |set: bool, flag: &str, applies: &str, types: &[TreeType]| {
+            if set && !types.contains(&c.tree) {
+                return Err(Error::Config(format!(
+                    "{flag} applies to {applies} trees, not to this {:?} tree (-t)",
+                    c.tree
+                )));
+            }
+            Ok(())
+        };
+        let binomial = [TreeType::Bin, TreeType::Hybrid];
+        let geometric = [TreeType::Geo, TreeType::Hybrid];
+        given(self.q.is_some(), "-q", "binomial and hybrid", &binomial)?;
+        given(self.m.is_some(), "-m", "binomial and hybrid", &binomial)?;
+        given(
+            self.shape.is_some(),
+            "-a",
+            "geometric and hybrid",
+            &geometric,
+        )?;
+        given(
+            self.depth.is_some(),
+            "-d",
+            "geometric and hybrid",
+            &geometric,
+        )?;
+        given(self.shift.is_some(), "-f", "hybrid", &[TreeType::Hybrid])?;
         c.validate()?;
         Ok(c)
     }

@@ -62,6 +62,12 @@ pub enum Preset {
     /// -t 1 -a 3 -d 13 -b 4 -r 29 (102,181,082 nodes)
     #[value(name = "T1L", alias = "t1l")]
     T1L,
+    /// -t 1 -a 2 -d 23 -b 7 -r 220 (96,793,510 nodes)
+    #[value(name = "T2L", alias = "t2l")]
+    T2L,
+    /// -t 0 -b 2000 -q 0.200014 -m 5 -r 7 (111,345,631 nodes; -q * -m > 1, a finite tree)
+    #[value(name = "T3L", alias = "t3l")]
+    T3L,
 }
 
 /// The parameters of a UTS tree, as the UTS flags give them.
@@ -81,7 +87,13 @@ pub struct UtsConfig {
     pub seed: u32,
     /// `-f`
     pub shift: f64,
+    /// `--max-nodes`: the most nodes one worker may expand (see [`UtsParams::max_nodes`]).
+    pub max_nodes: u64,
 }
+
+/// The default `--max-nodes`: far above every published tree, low enough that a tree that is
+/// infinite stops within hours rather than never.
+pub const DEFAULT_MAX_NODES: u64 = 1 << 33;
 
 impl Default for UtsConfig {
     /// UTS's defaults: `-t 1 -a 0 -d 6 -b 4 -q 0.234375 -m 4 -r 0 -f 0.5`.
@@ -95,13 +107,14 @@ impl Default for UtsConfig {
             m: 4,
             seed: 0,
             shift: 0.5,
+            max_nodes: DEFAULT_MAX_NODES,
         }
     }
 }
 
 /// The published trees with their (nodes, leaves, depth). T1L's counts are those of the UTS
 /// distribution's sample trees; our traversal reproduces them too.
-const PUBLISHED: [(&str, Preset, UtsCounts); 5] = [
+const PUBLISHED: [(&str, Preset, UtsCounts); 7] = [
     (
         "default",
         Preset::Default,
@@ -147,6 +160,24 @@ const PUBLISHED: [(&str, Preset, UtsCounts); 5] = [
             depth: 13,
         },
     ),
+    (
+        "T2L",
+        Preset::T2L,
+        UtsCounts {
+            nodes: 96_793_510,
+            leaves: 53_791_152,
+            depth: 67,
+        },
+    ),
+    (
+        "T3L",
+        Preset::T3L,
+        UtsCounts {
+            nodes: 111_345_631,
+            leaves: 89_076_904,
+            depth: 17_844,
+        },
+    ),
 ];
 
 /// The largest `-b` accepted (the binomial root has `floor(b)` children).
@@ -185,6 +216,21 @@ impl UtsConfig {
                 seed: 29,
                 ..d
             },
+            Preset::T2L => UtsConfig {
+                shape: Shape::Cyclic,
+                depth: 23,
+                b0: 7.0,
+                seed: 220,
+                ..d
+            },
+            Preset::T3L => UtsConfig {
+                tree: TreeType::Bin,
+                b0: 2000.0,
+                q: 0.200014,
+                m: 5,
+                seed: 7,
+                ..d
+            },
         }
     }
 
@@ -221,14 +267,9 @@ impl UtsConfig {
                     self.m
                 ));
             }
-            if self.q * self.m as f64 > 1.0 {
-                return bad(format!(
-                    "-q {} * -m {} = {} > 1: the binomial part would be infinite with positive probability",
-                    self.q,
-                    self.m,
-                    self.q * self.m as f64
-                ));
-            }
+        }
+        if self.max_nodes == 0 {
+            return bad("--max-nodes must be at least 1".into());
         }
         if self.tree == TreeType::Hybrid && !(0.0..=1.0).contains(&self.shift) {
             return bad(format!(
@@ -237,6 +278,34 @@ impl UtsConfig {
             ));
         }
         Ok(())
+    }
+
+    /// A warning about these parameters, if any: a binomial part with `-q * -m > 1` may be
+    /// infinite (each node has more than one child on average), so the run relies on
+    /// `--max-nodes`.
+    pub fn warning(&self) -> Option<String> {
+        let mean = self.q * self.m as f64;
+        (self.tree != TreeType::Geo && mean > 1.0).then(|| {
+            format!(
+                "-q {} * -m {} = {mean} > 1: each binomial node has more than one child on \
+                 average, so the tree may be infinite{}; the run stops with an error once a \
+                 worker has expanded --max-nodes {} nodes",
+                self.q,
+                self.m,
+                if self.published().is_some() {
+                    " (this published one is finite)"
+                } else {
+                    ""
+                },
+                self.max_nodes
+            )
+        })
+    }
+
+    /// The overflow stack this tree needs beyond the default, if it is known to: T3L's deepest
+    /// path (17,844 levels of up to 5 children) leaves about 90,000 nodes pending on one worker.
+    pub fn spill_hint(&self) -> Option<u32> {
+        (self.published().map(|(name, _)| name) == Some("T3L")).then_some(1 << 17)
     }
 
     /// The parameters the tasks read.
@@ -260,6 +329,7 @@ impl UtsConfig {
             self.seed,
             self.shift,
         )
+        .with_max_nodes(self.max_nodes)
     }
 
     /// Whether `other` describes the same tree (only the parameters the tree type uses count).
@@ -348,8 +418,14 @@ pub fn result_json(c: &UtsCounts) -> serde_json::Value {
 /// Expands the tree `cfg` on `backend` and verifies the counts.
 pub fn run(sched: &Scheduler, backend: &Backend, cfg: &UtsConfig) -> Result<Outcome> {
     cfg.validate()?;
+    if let Some(w) = cfg.warning() {
+        eprintln!("mgws: warning: {w}");
+    }
     let params = cfg.params();
-    let (counts, report) = run_once(sched, backend, &params)?;
+    let (counts, report) = run_once(sched, backend, &params).map_err(|e| node_limit(cfg, e))?;
+    if counts.nodes > cfg.max_nodes {
+        return Err(node_limit_error(cfg, counts.nodes));
+    }
     let (expected, source) = match cfg.published() {
         Some((name, c)) => (c, format!("the published counts of {name}")),
         None => {
@@ -383,6 +459,25 @@ pub fn run(sched: &Scheduler, backend: &Backend, cfg: &UtsConfig) -> Result<Outc
         ),
         report,
     })
+}
+
+/// `e`, or, for a task that met `--max-nodes`, the error that names the bound.
+pub fn node_limit(cfg: &UtsConfig, e: Error) -> Error {
+    match e {
+        Error::TaskFailed { code, .. } if code == uts::UTS_NODE_LIMIT => {
+            node_limit_error(cfg, cfg.max_nodes)
+        }
+        other => other,
+    }
+}
+
+fn node_limit_error(cfg: &UtsConfig, nodes: u64) -> Error {
+    Error::Input(format!(
+        "the tree {} grew past --max-nodes {} ({nodes} nodes expanded): it may be infinite; \
+         raise --max-nodes if it is finite",
+        cfg.flags(),
+        cfg.max_nodes
+    ))
 }
 
 /// The root node of `cfg` (for baselines).

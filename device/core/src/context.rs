@@ -96,6 +96,9 @@ pub trait Context {
     /// below use it, between two barriers.
     #[doc(hidden)]
     fn lanes_area(&self) -> *mut u64;
+    /// Tasks this worker has started, this one included: the same on every lane, so a task may
+    /// branch on it (a bound on how much work one worker does, for example).
+    fn tasks_run(&self) -> u64;
 
     /// True on lane 0.
     #[inline(always)]
@@ -396,6 +399,10 @@ impl<P: Platform, T: Copy, S: Spec> Context for TaskContext<'_, '_, P, T, S> {
     #[inline(always)]
     fn area_limit(&self, index: usize) -> u64 {
         self.core.env.area_limits.get(index).copied().unwrap_or(0)
+    }
+    #[inline(always)]
+    fn tasks_run(&self) -> u64 {
+        self.core.tasks_run
     }
     #[inline(always)]
     fn lanes_area(&self) -> *mut u64 {

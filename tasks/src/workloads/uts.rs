@@ -39,6 +39,9 @@ pub const COL_DEPTH: usize = 2;
 
 /// Error code of a UTS task whose parameter descriptor is too small.
 pub const UTS_BAD_PARAMS: u32 = 0x5554_0001;
+/// A UTS task's error code: its worker has expanded more than [`UtsParams::max_nodes`] nodes
+/// (a tree that may be infinite, `-q * -m > 1`, met its bound).
+pub const UTS_NODE_LIMIT: u32 = 0x5554_0002;
 
 /// The parameters of a UTS tree, as stored in the read-only parameter area.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -63,6 +66,9 @@ pub struct UtsParams {
     pub _pad: u32,
     /// `-ln(b0) / ln(gen_mx)`, the exponent of the EXPDEC shape.
     pub expdec_exponent: f64,
+    /// The most nodes one worker may expand before its task fails with [`UTS_NODE_LIMIT`]: the
+    /// bound that ends a tree that may be infinite (`-q * -m > 1`). `u64::MAX`: none.
+    pub max_nodes: u64,
 }
 
 /// A node of the tree and the functor of its task: the SHA-1 state and the depth (root: 0).
@@ -97,7 +103,13 @@ impl UtsParams {
             root_seed,
             _pad: 0,
             expdec_exponent: -libm::log(b0) / libm::log(gen_mx as f64),
+            max_nodes: u64::MAX,
         }
+    }
+
+    /// The same parameters with at most `max_nodes` nodes expanded by one worker.
+    pub fn with_max_nodes(self, max_nodes: u64) -> UtsParams {
+        UtsParams { max_nodes, ..self }
     }
 
     /// The root: SHA-1 of 16 zero bytes and the big-endian seed.
@@ -223,6 +235,10 @@ impl TaskFunctor for UtsNode {
     #[inline(always)]
     fn run(&self, task: &TaskStruct, ctx: &mut impl Ctx) -> Result<(), TaskError> {
         let params = params(ctx, task.data[0])?;
+        // The same count on every lane, so every lane returns the same result.
+        if ctx.tasks_run() > params.max_nodes {
+            return Err(TaskError::Failed(UTS_NODE_LIMIT));
+        }
         let row = rows::row(ctx, task.data[1])?;
         let n = params.num_children(self);
         if ctx.lane_id() == 0 {

@@ -450,4 +450,8 @@ impl<P: Platform, T: Copy + Tagged, S: Spec> Context for LeanContext<'_, '_, P, 
     fn lanes_area(&self) -> *mut u64 {
         self.w.lanes
     }
+    #[inline(always)]
+    fn tasks_run(&self) -> u64 {
+        self.w.tasks_run
+    }
 }
