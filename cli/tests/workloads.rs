@@ -994,3 +994,34 @@ fn skew_verifies_on_every_cpu_backend_with_1_and_4_lanes_and_a_wrong_slot_is_cau
     assert!(bad(10, 33, 8).contains("--k"));
     assert!(bad(10, 0, 25).contains("--bits"));
 }
+
+#[cfg(unix)]
+#[test]
+fn directory_corpora_count_each_file_once_and_follow_links_only_when_asked() {
+    use std::os::unix::fs::symlink;
+    let root = temp_dir("dir-links");
+    let tree = root.join("tree");
+    let other = root.join("other");
+    std::fs::create_dir_all(tree.join("sub")).unwrap();
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(tree.join("a.txt"), "alpha word").unwrap();
+    std::fs::write(tree.join("sub/b.txt"), "beta").unwrap();
+    std::fs::write(other.join("c.txt"), "gamma word").unwrap();
+    // An alias of a file in the tree, a link into another tree and a cycle.
+    symlink(tree.join("a.txt"), tree.join("sub/alias.txt")).unwrap();
+    symlink(&other, tree.join("elsewhere")).unwrap();
+    symlink(&tree, tree.join("sub/loop")).unwrap();
+    let plain = corpus::load(&tree, Format::Dir, None).unwrap();
+    assert_eq!(plain.len(), 2, "links are skipped by default");
+    let followed = corpus::load_with(&tree, Format::Dir, None, true).unwrap();
+    assert_eq!(
+        followed.len(),
+        3,
+        "the alias and the cycle add nothing; the other tree adds c"
+    );
+    let matches = followed
+        .iter()
+        .filter(|a| a.windows(4).any(|w| w == b"word"))
+        .count();
+    assert_eq!(matches, 2);
+}

@@ -199,8 +199,20 @@ fn read_up_to(r: &mut dyn Read, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(n)
 }
 
-/// Reads up to `limit` articles of the corpus at `path`. An empty corpus is an error.
+/// Reads up to `limit` articles of the corpus at `path`, not following symbolic links in a
+/// directory corpus. An empty corpus is an error.
 pub fn load(path: &Path, format: Format, limit: Option<u64>) -> Result<Corpus> {
+    load_with(path, format, limit, false)
+}
+
+/// [`load`], following symbolic links in a directory corpus when `follow_links` is set (each
+/// file still counts once).
+pub fn load_with(
+    path: &Path,
+    format: Format,
+    limit: Option<u64>,
+    follow_links: bool,
+) -> Result<Corpus> {
     if limit == Some(0) {
         return Err(Error::Input("--limit must be at least 1".into()));
     }
@@ -212,7 +224,7 @@ pub fn load(path: &Path, format: Format, limit: Option<u64>) -> Result<Corpus> {
     let corpus = match format {
         Format::Xml => xml::read(path, limit)?,
         Format::Jsonl => jsonl::read(path, limit)?,
-        Format::Dir => dir::read(path, limit)?,
+        Format::Dir => dir::read(path, limit, follow_links)?,
         Format::Auto => unreachable!(),
     };
     if corpus.is_empty() {

@@ -24,6 +24,11 @@ pub struct ContainsArgs {
     /// Read at most this many articles.
     #[arg(long)]
     pub limit: Option<u64>,
+    /// A directory corpus: follow symbolic links (also into other trees); each file still counts
+    /// once. By default links are skipped, since in a tree such as /usr/share/man/de they are
+    /// aliases of files already counted.
+    #[arg(long)]
+    pub follow_links: bool,
 }
 
 impl ContainsArgs {
@@ -34,7 +39,12 @@ impl ContainsArgs {
                 "the word to search for (--word) is empty".into(),
             ));
         }
-        corpus::load(&self.corpus, self.format, self.limit)
+        if self.follow_links && !self.corpus.is_dir() {
+            return Err(mgws::Error::Config(
+                "--follow-links applies to a directory corpus".into(),
+            ));
+        }
+        corpus::load_with(&self.corpus, self.format, self.limit, self.follow_links)
     }
 }
 
