@@ -99,17 +99,19 @@ build_here() {
     [ "$size" -lt 64 ] || { echo "error: $CARRY is too big to carry" >&2; exit 1; }
     cat <<EOF
 
-== Run the check on a GPU with the device tool (one call each; the table is at the end of the
-   output and in \$OUT/gpu-check/table.txt):
+== Copy $CARRY/ and scripts/ to a machine with an NVIDIA GPU, at the same relative paths (for
+   example: rsync -a $CARRY scripts gpu-host:mgws/), and run there, from that directory:
 
-   run(kind="nvidia-h100-x1", carry=["$CARRY"], timeout_s=600,
-       command="bash scripts/gpu-check.sh --on-device memset,uts,contains,fib")
-   run(kind="nvidia-h100-x1", carry=["$CARRY"], timeout_s=600,
-       command="bash scripts/gpu-check.sh --on-device sanitizer")
-   run(kind="nvidia-h200-x2", carry=["$CARRY"], timeout_s=600,
-       command="bash scripts/gpu-check.sh --on-device multi")
+   bash scripts/gpu-check.sh --on-device memset,uts,contains,fib
+   bash scripts/gpu-check.sh --on-device sanitizer
+   bash scripts/gpu-check.sh --on-device multi          # on a machine with 2 GPUs joined by NVLink
 
-   (or everything in one call, within GPU_CHECK_BUDGET: command="bash scripts/gpu-check.sh --on-device")
+   or everything in one go, within GPU_CHECK_BUDGET seconds (default 560):
+
+   bash scripts/gpu-check.sh --on-device
+
+   The table is printed at the end and written to \$OUT/gpu-check/table.txt (OUT defaults to
+   /tmp/gpu-check-out).
 EOF
 }
 

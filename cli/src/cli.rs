@@ -43,7 +43,7 @@ pub enum WorkloadCmd {
     /// MEMSET: N independent tasks, task x marks slot x; verifies exactly-once execution.
     Memset {
         /// Number of tasks.
-        #[arg(long, default_value_t = 1 << 20)]
+        #[arg(long, default_value_t = 1 << 20, help_heading = "Workload")]
         tasks: u64,
         /// Diagnostic: give initial task N a tag the registry does not know (the run must stop
         /// with an error naming the tag).
@@ -79,16 +79,16 @@ pub enum WorkloadCmd {
     /// verified against a sequential computation.
     Skew {
         /// Number of tasks.
-        #[arg(long, default_value_t = 1 << 16)]
+        #[arg(long, default_value_t = 1 << 16, help_heading = "Workload")]
         tasks: u64,
         /// ANDs per cost (0..=32).
-        #[arg(long, default_value_t = 0)]
+        #[arg(long, default_value_t = 0, help_heading = "Workload")]
         k: u32,
         /// Bits of a cost word (1..=24): a task costs up to 2^BITS - 1 units of hashing.
-        #[arg(long, default_value_t = 12)]
+        #[arg(long, default_value_t = 12, help_heading = "Workload")]
         bits: u32,
         /// Seed of the cost hashes.
-        #[arg(long, default_value_t = 1)]
+        #[arg(long, default_value_t = 1, help_heading = "Workload")]
         cost_seed: u64,
         #[command(flatten)]
         sched: SchedArgs,
@@ -97,10 +97,10 @@ pub enum WorkloadCmd {
     /// --nanos / 1e6 the run must end in a hang error that lists every worker's state.
     Stall {
         /// Number of tasks.
-        #[arg(long, default_value_t = 1)]
+        #[arg(long, default_value_t = 1, help_heading = "Workload")]
         tasks: u64,
         /// Nanoseconds each task waits.
-        #[arg(long, default_value_t = 2_000_000_000)]
+        #[arg(long, default_value_t = 2_000_000_000, help_heading = "Workload")]
         nanos: u64,
         #[command(flatten)]
         sched: SchedArgs,
@@ -199,81 +199,81 @@ pub const DEFAULT_SPILL_CAPACITY: u32 = 16384;
 /// Backend, worker and queue flags shared by every workload.
 #[derive(Args, Debug, Clone)]
 pub struct SchedArgs {
-    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto, help_heading = "Scheduler")]
     pub backend: BackendArg,
     /// Workers (CPU: thread groups, default one per core; CUDA: thread blocks over all GPUs,
     /// default as many as are co-resident, which is also the most accepted).
-    #[arg(long)]
+    #[arg(long, help_heading = "Scheduler")]
     pub workers: Option<u32>,
-    /// Lanes per worker (CPU: threads per worker, default 1; CUDA: threads per block, 32..=1024,
-    /// default 32).
-    #[arg(long)]
+    /// Lanes per worker (CPU: threads per worker, default 1; 2 or more run about 40x slower,
+    /// for tests of the lane protocol; CUDA: threads per block, 32..=1024, default 32).
+    #[arg(long, help_heading = "Scheduler")]
     pub lanes: Option<u32>,
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, help_heading = "Scheduler")]
     pub public_capacity: u32,
     /// Local-queue capacity in tasks (default: 32, the thesis's, on the CPU; 64 with `--backend
     /// cuda`, measured faster on deep trees there).
-    #[arg(long)]
+    #[arg(long, help_heading = "Scheduler")]
     pub local_capacity: Option<u32>,
     /// Overflow-stack tasks per worker, used when both queues are full (default: 16384; UTS
     /// T3L, whose path holds about 90,000 pending nodes, 131072).
-    #[arg(long)]
+    #[arg(long, help_heading = "Scheduler")]
     pub spill_capacity: Option<u32>,
     /// Workers sharing one public queue (1, 2 or 4).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, help_heading = "Scheduler")]
     pub queue_sharing: u32,
-    #[arg(long, value_enum, default_value_t = TerminationArg::Counter)]
+    #[arg(long, value_enum, default_value_t = TerminationArg::Counter, help_heading = "Scheduler")]
     pub termination: TerminationArg,
-    #[arg(long, value_enum, default_value_t = OverflowArg::Damping)]
+    #[arg(long, value_enum, default_value_t = OverflowArg::Damping, help_heading = "Scheduler")]
     pub overflow: OverflowArg,
     /// Probability of stealing from the own device first (multi-device runs).
-    #[arg(long)]
+    #[arg(long, help_heading = "Scheduler")]
     pub same_device_bias: Option<f64>,
     /// Steal only from workers of the own device.
-    #[arg(long)]
+    #[arg(long, help_heading = "Scheduler")]
     pub same_device_only: bool,
     /// Seed of the victim-selection generators.
-    #[arg(long, default_value_t = 0x6d67_7773)]
+    #[arg(long, default_value_t = 0x6d67_7773, help_heading = "Scheduler")]
     pub seed: u64,
     /// Abort a run that makes no progress for this many milliseconds.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, help_heading = "Scheduler")]
     pub watchdog_ms: u64,
     /// CPU: leave worker threads unbound (by default each is bound to one CPU, round robin).
-    #[arg(long)]
+    #[arg(long, help_heading = "Scheduler")]
     pub no_pin_threads: bool,
     /// Print one JSON object on stdout instead of text.
-    #[arg(long)]
+    #[arg(long, help_heading = "Output")]
     pub json: bool,
     /// CUDA: the GPU to run on (default 0).
-    #[arg(long, conflicts_with = "devices")]
+    #[arg(long, conflicts_with = "devices", help_heading = "CUDA")]
     pub device: Option<u32>,
     /// CUDA: several GPUs, one persistent kernel each (e.g. 0,1); they need peer access.
-    #[arg(long)]
+    #[arg(long, help_heading = "CUDA")]
     pub devices: Option<String>,
     /// CUDA: where the public queues and termination state live.
-    #[arg(long, value_enum, default_value_t = PlacementArg::Global)]
+    #[arg(long, value_enum, default_value_t = PlacementArg::Global, help_heading = "CUDA")]
     pub placement: PlacementArg,
     /// CUDA: where the initial tasks live.
-    #[arg(long, value_enum, default_value_t = TasksInArg::Device)]
+    #[arg(long, value_enum, default_value_t = TasksInArg::Device, help_heading = "CUDA")]
     pub tasks_in: TasksInArg,
     /// CUDA: the kernel PTX (default: $MGWS_PTX, else mgws_kernel.sm_90.ptx next to the binary or
     /// in target/ptx/, as `cargo xtask ptx` writes it).
-    #[arg(long)]
+    #[arg(long, help_heading = "CUDA")]
     pub ptx: Option<std::path::PathBuf>,
     /// CUDA: the kernel that runs the workload.
-    #[arg(long, value_enum, default_value_t = GpuKernelArg::Mgws)]
+    #[arg(long, value_enum, default_value_t = GpuKernelArg::Mgws, help_heading = "CUDA")]
     pub gpu_kernel: GpuKernelArg,
     /// After the run, run the same workload with these baselines on the same kind of device, in
     /// the same process (e.g. static,levels), and print each outcome.
-    #[arg(long, value_enum, value_delimiter = ',')]
+    #[arg(long, value_enum, value_delimiter = ',', help_heading = "Baselines")]
     pub baselines: Vec<BaselineArg>,
     /// The levels baselines (cpu-levels, CUDA kernel-per-level): tasks one frontier buffer
     /// holds (default: CUDA from free GPU memory; cpu-levels 4 GiB reserved for both buffers).
-    #[arg(long)]
+    #[arg(long, help_heading = "Baselines")]
     pub level_capacity: Option<u64>,
     /// CUDA: registers per thread the PTX is compiled with (fewer: more resident workers, maybe
     /// spills; default: 128, lowered so one block of --lanes threads fits).
-    #[arg(long)]
+    #[arg(long, help_heading = "CUDA")]
     pub max_registers: Option<u32>,
     /// Whether `--backend auto` found a usable GPU (probed once).
     #[arg(skip)]
@@ -317,6 +317,14 @@ impl SchedArgs {
         )?;
         let (lanes, workers, local_capacity) =
             (defaults.lanes, defaults.workers, defaults.local_capacity);
+        if lanes > 1 && !matches!(backend, Backend::Cuda(_)) {
+            tracing::warn!(lanes, "--lanes above 1 on the CPU");
+            eprintln!(
+                "mgws: warning: --lanes {lanes} on the CPU runs about 40x slower: the lanes of a \
+                 worker meet at barriers around every task. It exists to test the lane protocol \
+                 GPU blocks run; leave it at 1 for speed"
+            );
+        }
         Scheduler::builder()
             .workers(workers)
             .lanes(lanes)

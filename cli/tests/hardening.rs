@@ -306,3 +306,52 @@ fn flags_that_do_not_apply_are_refused() {
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
+
+#[test]
+fn help_groups_the_flags_and_names_each_backends_defaults() {
+    let o = mgws(&["run", "uts", "--help"]);
+    assert_eq!(o.status.code(), Some(0));
+    let help = stdout(&o);
+    for heading in ["Workload:", "Scheduler:", "CUDA:", "Output:", "Baselines:"] {
+        assert!(help.contains(heading), "no {heading} in\n{help}");
+    }
+    // A workload flag sits under Workload, a GPU flag under CUDA.
+    let at = |s: &str| help.find(s).unwrap();
+    assert!(at("Workload:") < at("--max-nodes") && at("--max-nodes") < at("Scheduler:"));
+    assert!(at("CUDA:") < at("--placement"));
+    assert!(
+        help.contains("CPU: threads per worker, default 1"),
+        "{help}"
+    );
+    assert!(help.contains("CUDA: threads per block"), "{help}");
+}
+
+#[test]
+fn slow_configurations_are_warned_about() {
+    let lanes = mgws(&["run", "fib", "-n", "5", "--backend", "cpu", "--lanes", "2"]);
+    assert_eq!(lanes.status.code(), Some(0));
+    assert!(stderr(&lanes).contains("40x slower"), "{}", stderr(&lanes));
+    let one = mgws(&["run", "fib", "-n", "5", "--backend", "cpu", "--lanes", "1"]);
+    assert!(!stderr(&one).contains("slower"), "{}", stderr(&one));
+    let out = std::env::temp_dir().join(format!("mgws-short-bench-{}", std::process::id()));
+    let bench = mgws(&[
+        "bench",
+        "fib",
+        "-n",
+        "3",
+        "--workers",
+        "1",
+        "--reps",
+        "1",
+        "--warmup",
+        "0",
+        "--out",
+        &out.display().to_string(),
+    ]);
+    assert_eq!(bench.status.code(), Some(0), "{}", stderr(&bench));
+    assert!(
+        stderr(&bench).contains("too short to time"),
+        "{}",
+        stderr(&bench)
+    );
+}

@@ -438,6 +438,9 @@ impl Timing {
     }
 }
 
+/// Runs shorter than this are too short to time: `mgws bench` warns about them.
+pub const MIN_TIMED_S: f64 = 1e-3;
+
 /// One measured run.
 #[derive(Clone, Debug)]
 pub struct Sample {
@@ -595,6 +598,7 @@ pub fn measure(work: &Prepared, opts: &BenchOpts, sched_args: &SchedArgs) -> Res
         .sum();
     let total = per_rep * (opts.reps + opts.warmup) as u64;
     let bar = indicatif::ProgressBar::new(total);
+    let mut warned_short = false;
     bar.set_style(
         indicatif::ProgressStyle::with_template(
             "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs, eta {eta} {msg}",
@@ -622,6 +626,18 @@ pub fn measure(work: &Prepared, opts: &BenchOpts, sched_args: &SchedArgs) -> Res
                 };
                 let timing = work.run(method, w, sched, pool)?;
                 bar.inc(1);
+                if measured && timing.seconds < MIN_TIMED_S && !warned_short {
+                    // Once per bench: every shorter run is as untrustworthy.
+                    warned_short = true;
+                    bar.suspend(|| {
+                        eprintln!(
+                            "mgws: warning: bench: {} at {w} workers ran {:.0} µs, too short to \
+                             time reliably (under 1 ms); use a larger workload",
+                            method.name(),
+                            timing.seconds * 1e6
+                        )
+                    });
+                }
                 if measured {
                     samples.push(Sample {
                         method,

@@ -10,6 +10,7 @@ use mgws::error::{Error, Result};
 
 /// CONTAINS: `--corpus PATH --word W [--format auto|xml|jsonl|dir] [--limit N]`.
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Workload")]
 pub struct ContainsArgs {
     /// The corpus: a MediaWiki XML dump (.xml), JSON Lines with a "text" field, or a directory
     /// with one document per file (e.g. /usr/share/man/de); files ending .bz2 or .gz are
@@ -50,6 +51,7 @@ impl ContainsArgs {
 
 /// UTS: a named tree (`--preset`) and/or the UTS flags, which override the preset's values.
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Workload")]
 pub struct UtsArgs {
     /// A named tree; the flags below override its parameters.
     #[arg(long, id = "uts_preset", value_name = "NAME", value_enum)]
@@ -175,6 +177,7 @@ impl UtsArgs {
 
 /// FIB: `-n N`.
 #[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Workload")]
 pub struct FibArgs {
     /// Compute fib(n) by naive recursion, one task per call.
     #[arg(short = 'n', long, default_value_t = 30)]
