@@ -275,6 +275,9 @@ pub struct SchedArgs {
     /// spills; default: 128, lowered so one block of --lanes threads fits).
     #[arg(long, help_heading = "CUDA")]
     pub max_registers: Option<u32>,
+    /// `mgws run` draws a progress line on a terminal (`mgws bench` draws its own).
+    #[arg(skip)]
+    pub show_progress: bool,
     /// Whether `--backend auto` found a usable GPU (probed once).
     #[arg(skip)]
     pub auto_cuda: std::sync::OnceLock<bool>,
@@ -325,7 +328,13 @@ impl SchedArgs {
                  GPU blocks run; leave it at 1 for speed"
             );
         }
-        Scheduler::builder()
+        let mut builder = Scheduler::builder();
+        if self.show_progress {
+            if let Some(bar) = output::progress_bar(self.json) {
+                builder = builder.on_progress(bar);
+            }
+        }
+        builder
             .workers(workers)
             .lanes(lanes)
             .public_capacity(self.public_capacity)
@@ -555,6 +564,7 @@ pub fn main_with(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Run { mut workload } => {
             workload.sched_mut().reject_inapplicable()?;
+            workload.sched_mut().show_progress = true;
             let baselines = std::mem::take(&mut workload.sched_mut().baselines);
             let json = workload.sched_mut().json;
             let (outcome, sched) = run_workload(&workload)?;

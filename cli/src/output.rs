@@ -91,6 +91,44 @@ pub fn exit_on_stuck_workers(e: &Error) {
     std::process::exit(EXIT_ERROR);
 }
 
+/// A progress hook for `mgws run` (see `mgws::SchedulerBuilder::on_progress`): on a terminal,
+/// and not under `--json`, a line with the tasks done and tasks/s, shown once a run has taken a
+/// second and cleared when it ends. `None` where nothing may be drawn.
+pub fn progress_bar(json: bool) -> Option<impl Fn(mgws::scheduler::RunProgress) + Send + Sync> {
+    use std::io::IsTerminal;
+    if json || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = std::sync::Mutex::new(None::<indicatif::ProgressBar>);
+    Some(move |p: mgws::scheduler::RunProgress| {
+        // A poisoned lock only means an earlier call panicked while drawing: draw on.
+        let mut bar = bar.lock().unwrap_or_else(|e| e.into_inner());
+        if p.finished {
+            if let Some(b) = bar.take() {
+                b.finish_and_clear();
+            }
+            return;
+        }
+        if p.elapsed < std::time::Duration::from_secs(1) {
+            return;
+        }
+        let b = bar.get_or_insert_with(|| {
+            let style = indicatif::ProgressStyle::with_template("{spinner} {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner());
+            indicatif::ProgressBar::new_spinner()
+                .with_style(style)
+                .with_finish(indicatif::ProgressFinish::AndClear)
+        });
+        let rate = p.tasks_run as f64 / p.elapsed.as_secs_f64().max(1e-9);
+        b.set_message(format!(
+            "{:.1} s: {} tasks, {rate:.3e} tasks/s",
+            p.elapsed.as_secs_f64(),
+            p.tasks_run
+        ));
+        b.tick();
+    })
+}
+
 /// Whether stdout reached a reader that closed it (the rest of the output was dropped).
 pub fn stdout_closed() -> bool {
     STDOUT_CLOSED.load(Ordering::Relaxed)

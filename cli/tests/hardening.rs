@@ -355,3 +355,44 @@ fn slow_configurations_are_warned_about() {
         stderr(&bench)
     );
 }
+
+#[test]
+fn long_runs_draw_no_progress_into_pipes() {
+    // 1.5 s: long enough for the terminal's progress line, which a pipe must not get.
+    let o = mgws(&[
+        "run",
+        "stall",
+        "--tasks",
+        "2",
+        "--nanos",
+        "1500000000",
+        "--backend",
+        "cpu",
+        "--workers",
+        "2",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(!err.contains("tasks/s") && !err.contains('\r'), "{err:?}");
+}
+
+#[cfg(unix)]
+#[test]
+fn long_runs_on_a_terminal_show_tasks_and_rate_and_clear_the_line() {
+    // `script` gives the command a terminal; where it is missing there is nothing to check with.
+    let Ok(o) = Command::new("script")
+        .args(["-qc"])
+        .arg(format!(
+            "{} run stall --tasks 2 --nanos 1500000000 --backend cpu --workers 2",
+            env!("CARGO_BIN_EXE_mgws")
+        ))
+        .arg("/dev/null")
+        .output()
+    else {
+        panic!("`script` (util-linux) is needed to test the terminal progress line");
+    };
+    let all = stdout(&o);
+    assert!(all.contains(" tasks/s"), "{all:?}");
+    assert!(all.contains("\u{1b}[2K"), "the line is cleared: {all:?}");
+    assert!(all.contains("verified: yes"), "{all:?}");
+}

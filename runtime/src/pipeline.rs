@@ -8,7 +8,7 @@ use crate::device::{Device, Grid, Running, Supervised};
 use crate::error::{Error, Result};
 use crate::job::Job;
 use crate::report::{HangReport, RunReport, WorkerHangState, WorkerReport};
-use crate::scheduler::{Scheduler, STUCK_GRACE};
+use crate::scheduler::{RunProgress, Scheduler, STUCK_GRACE};
 use crate::watchdog::Watchdog;
 
 /// Runs `job` on `device` with the scheduler's settings.
@@ -85,9 +85,23 @@ pub(crate) fn supervise(live: &dyn Running, sched: &Scheduler, grid: &Grid) -> S
     let workers = grid.config.workers as usize;
     let mut watchdog = Watchdog::new(sched.watchdog, workers);
     let poll = watchdog_poll(sched.watchdog);
+    let start = Instant::now();
+    let report = |snapshot: &[mgws_core::WorkerProgress], finished: bool| {
+        if let Some(hook) = &sched.on_progress {
+            (hook.0)(RunProgress {
+                tasks_run: snapshot.iter().map(|p| p.tasks_run).sum(),
+                elapsed: start.elapsed(),
+                finished,
+            });
+        }
+    };
+    let done = |live: &dyn Running| {
+        report(&live.progress(), true);
+        Supervised::Done
+    };
     loop {
         match live.wait(poll) {
-            Ok(true) => return Supervised::Done,
+            Ok(true) => return done(live),
             Ok(false) => {}
             Err(e) => {
                 live.abort();
@@ -98,6 +112,7 @@ pub(crate) fn supervise(live: &dyn Running, sched: &Scheduler, grid: &Grid) -> S
         if snapshot.is_empty() {
             continue;
         }
+        report(&snapshot, false);
         if let Some(stalled_for) = watchdog.observe(&snapshot) {
             let state = live.live_state();
             let report = HangReport {

@@ -43,6 +43,8 @@ pub struct Scheduler {
     /// Called when aborted workers cannot be given up and do not exit (see
     /// [`SchedulerBuilder::on_stuck_workers`]).
     pub(crate) on_stuck_workers: Option<StuckWorkersHook>,
+    /// Called by the supervisor as the run goes (see [`SchedulerBuilder::on_progress`]).
+    pub(crate) on_progress: Option<ProgressHook>,
     /// The CPU backend's threads, kept between runs (shared by clones).
     pub(crate) threads: std::sync::Arc<crate::cpu::threads::ThreadSets>,
 }
@@ -60,6 +62,29 @@ pub struct SchedulerBuilder {
     flags: RunFlags,
     pin_threads: bool,
     on_stuck_workers: Option<StuckWorkersHook>,
+    on_progress: Option<ProgressHook>,
+}
+
+/// How far a run has come, as its supervisor sees it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RunProgress {
+    /// Tasks the workers have reported running (they report once per progress interval, so
+    /// this trails the truth by up to that many tasks per worker).
+    pub tasks_run: u64,
+    /// Since the launch.
+    pub elapsed: Duration,
+    /// The run is over (the last call).
+    pub finished: bool,
+}
+
+/// What [`SchedulerBuilder::on_progress`] calls.
+#[derive(Clone)]
+pub struct ProgressHook(pub std::sync::Arc<dyn Fn(RunProgress) + Send + Sync>);
+
+impl std::fmt::Debug for ProgressHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressHook")
+    }
 }
 
 /// How long after an abort workers that cannot be given up may take to exit before
@@ -82,6 +107,7 @@ impl Default for SchedulerBuilder {
             flags: RunFlags::empty(),
             pin_threads: true,
             on_stuck_workers: None,
+            on_progress: None,
         }
     }
 }
@@ -183,6 +209,13 @@ impl SchedulerBuilder {
         self.on_stuck_workers = Some(hook);
         self
     }
+    /// Calls `hook` from the supervising thread about every 50 ms while a run goes (with the
+    /// tasks the workers have reported) and once when it ends, `finished` set: for a progress
+    /// bar. Runs whose device reports no progress records call it only at the end.
+    pub fn on_progress(mut self, hook: impl Fn(RunProgress) + Send + Sync + 'static) -> Self {
+        self.on_progress = Some(ProgressHook(std::sync::Arc::new(hook)));
+        self
+    }
     /// Inject random yields and sleeps at every protocol step (CPU backend only).
     pub fn chaos(mut self, chaos: Chaos) -> Self {
         self.chaos = Some(chaos);
@@ -240,6 +273,7 @@ impl SchedulerBuilder {
             chaos: self.chaos,
             pin_threads: self.pin_threads,
             on_stuck_workers: self.on_stuck_workers,
+            on_progress: self.on_progress,
             threads: Default::default(),
         })
     }
