@@ -268,7 +268,7 @@ pub struct SchedArgs {
     #[arg(long, value_enum, value_delimiter = ',', help_heading = "Baselines")]
     pub baselines: Vec<BaselineArg>,
     /// The levels baselines (cpu-levels, CUDA kernel-per-level): tasks one frontier buffer
-    /// holds (default: CUDA from free GPU memory; cpu-levels 4 GiB reserved for both buffers).
+    /// holds (default: CUDA from free GPU memory; cpu-levels four fifths of the available host memory for both buffers).
     #[arg(long, help_heading = "Baselines")]
     pub level_capacity: Option<u64>,
     /// CUDA: registers per thread the PTX is compiled with (fewer: more resident workers, maybe

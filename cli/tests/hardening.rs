@@ -396,3 +396,31 @@ fn long_runs_on_a_terminal_show_tasks_and_rate_and_clear_the_line() {
     assert!(all.contains("\u{1b}[2K"), "the line is cleared: {all:?}");
     assert!(all.contains("verified: yes"), "{all:?}");
 }
+
+#[test]
+fn a_bench_whose_baseline_cannot_hold_the_work_measures_the_rest_and_says_why() {
+    let out = std::env::temp_dir().join(format!("mgws-bench-skip-{}", std::process::id()));
+    let o = mgws(&[
+        "bench",
+        "fib",
+        "-n",
+        "18",
+        "--workers",
+        "1",
+        "--reps",
+        "1",
+        "--warmup",
+        "0",
+        "--methods",
+        "mgws,levels",
+        "--level-capacity",
+        "100",
+        "--out",
+        &out.display().to_string(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let table = stdout(&o);
+    assert!(table.contains("note: levels not measured"), "{table}");
+    assert!(table.contains("--level-capacity"), "{table}");
+    assert!(table.contains(" mgws "), "{table}");
+}

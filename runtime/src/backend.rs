@@ -20,7 +20,7 @@ pub enum Backend {
     /// workers, a barrier between levels (`mgws_core::LevelWorker` in [`crate::levels`], the
     /// algorithm of [`crate::cuda::GpuKernel::Levels`]).
     CpuLevels {
-        /// Tasks one frontier buffer holds; `None`: 4 GiB reserved for both buffers.
+        /// Tasks one frontier buffer holds; `None`: four fifths of the available host memory for both buffers.
         level_capacity: Option<u64>,
     },
     /// NVIDIA GPUs: one persistent kernel per GPU (or a GPU baseline kernel).

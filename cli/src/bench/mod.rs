@@ -22,10 +22,6 @@ use crate::baseline;
 
 /// The static-assignment baseline on CPU threads.
 const CPU_STATIC: mgws::Backend = mgws::Backend::CpuStatic;
-/// The level-by-level baseline on CPU threads (default frontier buffers).
-const CPU_LEVELS: mgws::Backend = mgws::Backend::CpuLevels {
-    level_capacity: None,
-};
 use crate::cli::SchedArgs;
 use crate::corpus::Corpus;
 use crate::workload::args::{ContainsArgs, FibArgs, UtsArgs};
@@ -312,13 +308,18 @@ impl Prepared {
     }
 
     /// One verified run; returns its time in seconds. `sched` must have `workers` workers.
+    ///
+    /// `level_capacity` sizes the levels baseline's frontier buffers (`None`: from the memory
+    /// available).
     pub fn run(
         &self,
         method: Method,
         workers: u32,
         sched: &Scheduler,
         pool: &rayon::ThreadPool,
+        level_capacity: Option<u64>,
     ) -> Result<Timing> {
+        let cpu_levels = mgws::Backend::CpuLevels { level_capacity };
         let mismatch = |what: String| {
             Err(Error::Verification(format!(
                 "{} with {workers} workers: {what}",
@@ -349,7 +350,7 @@ impl Prepared {
                         (baseline::contains::sequential(corpus, word, tasks), None)
                     }
                     Method::Levels => {
-                        let (m, r) = contains::run_once(sched, &CPU_LEVELS, corpus, word, tasks)?;
+                        let (m, r) = contains::run_once(sched, &cpu_levels, corpus, word, tasks)?;
                         (m, Some(r))
                     }
                 };
@@ -375,7 +376,7 @@ impl Prepared {
                     Method::Rayon => (baseline::uts::rayon(params, pool), None),
                     Method::Sequential => (baseline::uts::sequential(params), None),
                     Method::Levels => {
-                        let (c, r) = uts::run_once(sched, &CPU_LEVELS, params)?;
+                        let (c, r) = uts::run_once(sched, &cpu_levels, params)?;
                         (c, Some(r))
                     }
                 };
@@ -399,7 +400,7 @@ impl Prepared {
                     Method::Rayon => (baseline::fib::rayon(*n, pool), None),
                     Method::Sequential => (baseline::fib::sequential(*n), None),
                     Method::Levels => {
-                        let (c, r) = fib::run_once(sched, &CPU_LEVELS, *n)?;
+                        let (c, r) = fib::run_once(sched, &cpu_levels, *n)?;
                         (c, Some(r))
                     }
                 };
@@ -554,6 +555,8 @@ pub struct BenchResult {
     pub lanes: u32,
     pub samples: Vec<Sample>,
     pub summary: Vec<Summary>,
+    /// Methods left out, and why.
+    pub notes: Vec<String>,
 }
 
 /// Runs the benchmark: `reps` measured repetitions (after `warmup` ones) of every method at every
@@ -599,6 +602,7 @@ pub fn measure(work: &Prepared, opts: &BenchOpts, sched_args: &SchedArgs) -> Res
     let total = per_rep * (opts.reps + opts.warmup) as u64;
     let bar = indicatif::ProgressBar::new(total);
     let mut warned_short = false;
+    let mut skipped: BTreeMap<Method, String> = BTreeMap::new();
     bar.set_style(
         indicatif::ProgressStyle::with_template(
             "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} runs, eta {eta} {msg}",
@@ -613,6 +617,9 @@ pub fn measure(work: &Prepared, opts: &BenchOpts, sched_args: &SchedArgs) -> Res
                 if method == Method::Sequential && i > 0 {
                     continue;
                 }
+                if skipped.contains_key(&method) {
+                    continue;
+                }
                 let w = if method == Method::Sequential { 1 } else { *w };
                 bar.set_message(format!(
                     "{} x{w}{}",
@@ -624,7 +631,21 @@ pub fn measure(work: &Prepared, opts: &BenchOpts, sched_args: &SchedArgs) -> Res
                 } else {
                     sched
                 };
-                let timing = work.run(method, w, sched, pool)?;
+                let timing = match work.run(method, w, sched, pool, sched_args.level_capacity) {
+                    Ok(t) => t,
+                    // A baseline that cannot hold this workload (the levels baseline's frontier
+                    // buffers, sized from the memory there is) is left out, with the reason;
+                    // mgws failing fails the bench.
+                    Err(e @ (Error::Input(_) | Error::OutOfMemory { .. } | Error::Config(_)))
+                        if matches!(method, Method::Levels | Method::Static) =>
+                    {
+                        let why = format!("{} not measured: {e}", method.name());
+                        bar.suspend(|| eprintln!("mgws: warning: bench: {why}"));
+                        skipped.insert(method, why);
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
                 bar.inc(1);
                 if measured && timing.seconds < MIN_TIMED_S && !warned_short {
                     // Once per bench: every shorter run is as untrustworthy.
@@ -659,6 +680,7 @@ pub fn measure(work: &Prepared, opts: &BenchOpts, sched_args: &SchedArgs) -> Res
         lanes,
         samples,
         summary,
+        notes: skipped.into_values().collect(),
     })
 }
 
@@ -768,6 +790,9 @@ impl BenchResult {
                     balance.join(", ")
                 );
             }
+        }
+        for note in &self.notes {
+            let _ = writeln!(t, "note: {note}");
         }
         t
     }
@@ -946,6 +971,7 @@ mod tests {
             lanes: 1,
             summary: summarize(&samples),
             samples,
+            notes: Vec::new(),
         };
         assert!(
             result

@@ -29,9 +29,15 @@ use crate::scheduler::Scheduler;
 /// Virtual memory reserved for both frontier buffers together when no capacity is given.
 const DEFAULT_RESERVATION_BYTES: u64 = 1 << 32;
 
-/// Tasks one frontier buffer holds: `capacity`, or half the default reservation.
+/// Tasks one frontier buffer holds: `capacity`, or by default two fifths of the host memory
+/// available (both buffers: four fifths; the pages are touched only as levels fill them), or
+/// half a 4 GiB reservation where the system does not say what is available.
 pub fn buffer_capacity(capacity: Option<u64>) -> u64 {
-    capacity.unwrap_or(DEFAULT_RESERVATION_BYTES / 2 / std::mem::size_of::<TaskStruct>() as u64)
+    let task = std::mem::size_of::<TaskStruct>() as u64;
+    capacity.unwrap_or_else(|| {
+        let floor = DEFAULT_RESERVATION_BYTES / 2 / task;
+        crate::memory::host_available().map_or(floor, |a| a / 5 * 2 / task)
+    })
 }
 
 /// The level step on CPU threads, running registry `R`.
