@@ -424,3 +424,28 @@ fn a_bench_whose_baseline_cannot_hold_the_work_measures_the_rest_and_says_why() 
     assert!(table.contains("--level-capacity"), "{table}");
     assert!(table.contains(" mgws "), "{table}");
 }
+
+#[test]
+fn an_unwritable_bench_output_fails_before_measuring() {
+    let start = Instant::now();
+    let o = mgws(&[
+        "bench",
+        "fib",
+        "-n",
+        "25",
+        "--workers",
+        "1",
+        "--reps",
+        "3",
+        "--out",
+        "/proc/mgws-cannot-write-here",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(EXIT_ERROR), "{}", stderr(&o));
+    assert_eq!(json(&o)["kind"], "io");
+    assert!(stderr(&o).contains("/proc/mgws-cannot-write-here"));
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "it measured first"
+    );
+}

@@ -889,6 +889,11 @@ pub fn main(cmd: BenchCmd) -> Result<i32> {
             "mgws bench measures the CPU backend only".into(),
         ));
     }
+    // An output directory that cannot be made fails now, not after the measurements.
+    std::fs::create_dir_all(&opts.out).map_err(|e| Error::Io {
+        path: opts.out.display().to_string(),
+        source: e,
+    })?;
     let result = measure(&work, &opts, &sched)?;
     let written = result.write(&opts.out)?;
     let rows: Vec<serde_json::Value> = result

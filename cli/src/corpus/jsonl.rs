@@ -15,7 +15,11 @@ struct Line<'a> {
 
 /// Reads up to `limit` articles.
 pub fn read(path: &Path, limit: u64) -> Result<Corpus> {
-    let mut r = open(path)?;
+    read_from(open(path)?, path, limit)
+}
+
+/// Reads up to `limit` articles from `r`, the (decompressed) content of `path`.
+pub fn read_from(mut r: impl BufRead, path: &Path, limit: u64) -> Result<Corpus> {
     let mut corpus = Corpus::default();
     let mut line = Vec::new();
     let mut number = 0u64;

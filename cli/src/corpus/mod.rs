@@ -137,8 +137,13 @@ pub(crate) fn open(path: &Path) -> Result<Box<dyn BufRead>> {
             io_err(path, e)
         }
     })?;
-    let file = BufReader::with_capacity(1 << 16, file);
-    Ok(match Compression::of(path) {
+    Ok(decompressing(file, path))
+}
+
+/// `raw` (the bytes of a file named `path`), decompressed on the fly as the name says.
+pub(crate) fn decompressing<'a>(raw: impl Read + 'a, path: &Path) -> Box<dyn BufRead + 'a> {
+    let file = BufReader::with_capacity(1 << 16, raw);
+    match Compression::of(path) {
         Compression::None => Box::new(file),
         Compression::Bzip2 => Box::new(BufReader::with_capacity(
             1 << 16,
@@ -148,7 +153,22 @@ pub(crate) fn open(path: &Path) -> Result<Box<dyn BufRead>> {
             1 << 16,
             flate2::bufread::MultiGzDecoder::new(file),
         )),
-    })
+    }
+}
+
+/// Reads up to `limit` articles of a JSON Lines or XML corpus held in memory, as if read from a
+/// file named `name` (whose extension says the compression; errors name it): the entry point
+/// of the fuzz targets and the property tests, which feed arbitrary bytes and must get a corpus
+/// or a typed error, never a panic.
+pub fn load_bytes(bytes: &[u8], name: &Path, format: Format, limit: u64) -> Result<Corpus> {
+    let r = decompressing(bytes, name);
+    match format {
+        Format::Jsonl => jsonl::read_from(r, name, limit),
+        Format::Xml => xml::read_from(r, name, limit),
+        Format::Auto | Format::Dir => Err(Error::Input(
+            "load_bytes reads JSON Lines or XML, not a directory or an undetected format".into(),
+        )),
+    }
 }
 
 /// The format `auto` stands for at `path`.

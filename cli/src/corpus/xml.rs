@@ -14,7 +14,12 @@ use mgws::error::{Error, Result};
 
 /// Reads up to `limit` articles.
 pub fn read(path: &Path, limit: u64) -> Result<Corpus> {
-    let mut reader = Reader::from_reader(open(path)?);
+    read_from(open(path)?, path, limit)
+}
+
+/// Reads up to `limit` articles from `r`, the (decompressed) content of `path`.
+pub fn read_from(r: impl std::io::BufRead, path: &Path, limit: u64) -> Result<Corpus> {
+    let mut reader = Reader::from_reader(r);
     reader.config_mut().check_end_names = true;
     let mut buf = Vec::with_capacity(1 << 16);
     let mut corpus = Corpus::default();
