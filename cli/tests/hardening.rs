@@ -184,7 +184,7 @@ fn log_lines_in_a_pipe_carry_no_colour_codes() {
 
 #[test]
 fn the_cpu_watchdog_ends_the_process_soon_after_it_fires() {
-    for backend in ["cpu", "cpu-static"] {
+    for backend in ["cpu", "cpu-static", "cpu-levels"] {
         let start = Instant::now();
         let o = mgws(&[
             "run",
