@@ -301,7 +301,7 @@ fn a_stalled_level_is_aborted_through_its_abort_counter() {
 }
 
 #[test]
-fn a_missing_baseline_kernel_is_reported_and_the_main_run_stands() {
+fn a_missing_baseline_kernel_is_reported_the_main_run_stands_and_the_command_fails() {
     let o = mgws(
         "memset",
         1,
@@ -320,6 +320,8 @@ fn a_missing_baseline_kernel_is_reported_and_the_main_run_stands() {
         "{t}"
     );
     assert!(t.contains(r#""lost":0"#), "{t}");
+    // The baseline's figures are missing: the command fails.
+    assert_eq!(o.status.code(), Some(1), "{t}");
 }
 
 #[test]

@@ -61,6 +61,9 @@ pub struct LiveState {
     pub initial_ranges: u64,
     /// Each worker's public queue word (`u64::MAX` where it could not be read).
     pub queue_words: Vec<u64>,
+    /// Each worker's `Env::task_tags` word (tag + 1 of the task it runs, 0: none); empty where
+    /// the device keeps none.
+    pub task_tags: Vec<u64>,
 }
 
 /// A launched run, as its supervisor (the pipeline) sees it. Every method may be called while

@@ -125,7 +125,8 @@ pub(crate) fn supervise(live: &dyn Running, sched: &Scheduler, grid: &Grid) -> S
                     .enumerate()
                     .map(|(w, p)| {
                         let word = state.queue_words.get(w).copied().unwrap_or(u64::MAX);
-                        WorkerHangState::new(w as u32, p, word, watchdog.since_progress(w))
+                        let tag = state.task_tags.get(w).copied().unwrap_or(0);
+                        WorkerHangState::new(w as u32, p, word, tag, watchdog.since_progress(w))
                     })
                     .collect(),
             };

@@ -126,9 +126,16 @@ pub struct WorkerHangState {
 impl WorkerHangState {
     /// The state of worker `worker` from its progress record `p`, its public queue's word and
     /// how long its record has shown no progress.
-    pub fn new(worker: u32, p: &WorkerProgress, queue_word: u64, since_progress: Duration) -> Self {
+    /// `task_tag_word` is its `Env::task_tags` word: the running task's tag plus one, 0 if none.
+    pub fn new(
+        worker: u32,
+        p: &WorkerProgress,
+        queue_word: u64,
+        task_tag_word: u64,
+        since_progress: Duration,
+    ) -> Self {
         let w = mgws_core::QueueWord(queue_word);
-        let task_tag = p.task_tag.checked_sub(1).map(|t| t as u32);
+        let task_tag = task_tag_word.checked_sub(1).map(|t| t as u32);
         let last_operation = if task_tag.is_some() {
             // Inside a task: the record's operation may predate it (records are written once
             // per progress interval).

@@ -190,10 +190,6 @@ pub struct WorkerProgress {
     /// where the platform has no clock): the host derives each worker's idle time at the end of
     /// a run from it.
     pub finish_ns: u64,
-    /// The tag of the task the worker runs now, plus one; 0 between tasks. Written by lane 0
-    /// before and after every task ([`Env::note_task`]), so that a hang report names the task a
-    /// stalled worker is in.
-    pub task_tag: u64,
 }
 
 impl WorkerProgress {
@@ -216,7 +212,6 @@ impl WorkerProgress {
             state: if exited { 2 } else { idle as u64 },
             heartbeats,
             finish_ns: if exited { now_ns() } else { 0 },
-            task_tag: 0,
         }
     }
 }
@@ -272,6 +267,11 @@ pub struct Env<W, T> {
     /// an area the run does not have. The task context's checked views test descriptors
     /// against it.
     pub area_limits: [u64; DATA_AREAS],
+    /// One word per worker, or null: the tag of the task it runs now plus one, 0 between tasks
+    /// ([`Env::note_task`]), so that a hang report names the task a stalled worker is in. Kept in
+    /// the workers' own memory (a GPU's, not the mapped host memory of the progress records):
+    /// lane 0 writes it twice per task.
+    pub task_tags: *mut u64,
 }
 
 /// The bit of an [`Env::area_limits`] entry that marks a writable (read-write) area.
@@ -374,29 +374,22 @@ impl<W, T> Env<W, T> {
         if !self.progress.is_null() {
             // SAFETY: one record per worker (the host allocates them), written by its lane 0
             // alone (the caller's guarantee).
-            unsafe {
-                let at = self.progress.add(id as usize);
-                // The running task (`note_task`) stays: a heartbeat reports from inside it.
-                let task_tag = core::ptr::addr_of!((*at).task_tag).read_volatile();
-                at.write_volatile(WorkerProgress { task_tag, ..record })
-            };
+            unsafe { self.progress.add(id as usize).write_volatile(record) };
         }
     }
 
-    /// Records that worker `id` now runs a task of `tag` (`Some`) or none (`None`) in its
-    /// progress record's `task_tag`, leaving the rest of the record as it is.
+    /// Records in [`Env::task_tags`] that worker `id` now runs a task of `tag` (`Some`) or none
+    /// (`None`).
     ///
     /// # Safety
     /// As for [`Env::write_progress`].
     #[inline(always)]
     pub unsafe fn note_task(&self, id: u32, tag: Option<u32>) {
-        if !self.progress.is_null() {
+        if !self.task_tags.is_null() {
             let value = tag.map_or(0, |t| t as u64 + 1);
-            // SAFETY: as in `write_progress`; only this field is written.
-            unsafe {
-                core::ptr::addr_of_mut!((*self.progress.add(id as usize)).task_tag)
-                    .write_volatile(value)
-            };
+            // SAFETY: one word per worker (the host allocates them), written by its lane 0
+            // alone (the caller's guarantee).
+            unsafe { self.task_tags.add(id as usize).write_volatile(value) };
         }
     }
 
@@ -421,6 +414,7 @@ impl<W, T> Env<W, T> {
             initial,
             initial_len,
             progress: core::ptr::null_mut(),
+            task_tags: core::ptr::null_mut(),
             stats: core::ptr::null_mut(),
             areas,
             area_limits: [0; DATA_AREAS],

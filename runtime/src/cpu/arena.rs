@@ -22,6 +22,8 @@ pub struct Arena {
     /// `workers * spill_capacity` tasks of capacity, length 0, like `slots`.
     spill: Vec<TaskStruct>,
     pub progress: Vec<WorkerProgress>,
+    /// `Env::task_tags`: one word per worker.
+    pub task_tags: Vec<u64>,
     pub stats: Vec<WorkerStats>,
 }
 
@@ -80,6 +82,7 @@ impl Arena {
                 spill,
             )?,
             progress: vec![WorkerProgress::default(); workers],
+            task_tags: vec![0; workers],
             stats: vec![WorkerStats::default(); workers],
         })
     }
@@ -113,6 +116,7 @@ impl Arena {
             initial: initial.as_ptr(),
             initial_len: initial.len() as u64,
             progress: self.progress.as_mut_ptr(),
+            task_tags: self.task_tags.as_mut_ptr(),
             stats: self.stats.as_mut_ptr(),
             areas,
             area_limits,

@@ -256,7 +256,13 @@ impl Running for CpuRunning<'_> {
         let env = self.env;
         // SAFETY: the shared state lives in the arena for the whole run.
         let shared = unsafe { env.shared() };
+        let workers = env.config.workers as usize;
         LiveState {
+            task_tags: (0..workers)
+                // SAFETY: one word per worker in the arena; a torn or stale read only
+                // misnames the task in a diagnostic.
+                .map(|w| unsafe { env.task_tags.add(w).read_volatile() })
+                .collect(),
             // Acquire: a diagnostic read; pairs with the workers' releases so the counters are
             // no older than the progress records read before.
             idle_counter: shared.idle_workers.load(Ordering::Acquire, Scope::System),

@@ -59,6 +59,8 @@ struct Placed {
     counters: [HostWord; 4],
     /// One progress record per worker, written by the workers through the env.
     progress: Box<[WorkerProgress]>,
+    /// `Env::task_tags`: one word per worker.
+    task_tags: Box<[u64]>,
     groups: Vec<LaneGroup>,
     areas: ([u64; DATA_AREAS], [u64; DATA_AREAS]),
     /// Per worker: tasks run, nanoseconds waited at the level barriers.
@@ -124,6 +126,7 @@ impl<R: TaskExecutor<TaskStruct> + Sync> LevelDevice for CpuLevels<'_, R> {
             buffers: [first, second],
             counters: std::array::from_fn(|_| HostWord::new(0)),
             progress: vec![WorkerProgress::default(); workers as usize].into_boxed_slice(),
+            task_tags: vec![0; workers as usize].into_boxed_slice(),
             groups: (0..workers)
                 .map(|_| LaneGroup::new(grid.lanes, layout.total))
                 .collect(),
@@ -157,6 +160,8 @@ impl<R: TaskExecutor<TaskStruct> + Sync> LevelDevice for CpuLevels<'_, R> {
         let mut env = Env::bare(pl.grid.config, workers, frontier, len, pl.areas.0)
             .with_area_limits(pl.areas.1);
         env.progress = pl.progress.as_mut_ptr();
+        pl.task_tags.fill(0);
+        env.task_tags = pl.task_tags.as_mut_ptr();
         let shared = LevelShared {
             env,
             sink: LevelSink {
@@ -218,6 +223,7 @@ impl<R: TaskExecutor<TaskStruct> + Sync> LevelDevice for CpuLevels<'_, R> {
             |done| {
                 supervise(&CpuLevelRunning {
                     progress: shared.env.progress,
+                    task_tags: shared.env.task_tags,
                     workers: workers as usize,
                     abort: shared
                         .sink
@@ -268,6 +274,7 @@ impl<R: TaskExecutor<TaskStruct> + Sync> LevelDevice for CpuLevels<'_, R> {
 /// A CPU level in progress.
 struct CpuLevelRunning<'a> {
     progress: *mut WorkerProgress,
+    task_tags: *mut u64,
     workers: usize,
     abort: &'a HostWord,
     done: &'a Completion<'a>,
@@ -287,8 +294,16 @@ impl Running for CpuLevelRunning<'_> {
     }
 
     fn live_state(&self) -> LiveState {
-        // No queues and no termination counters: the hang report shows the workers' records.
-        LiveState::default()
+        // No queues and no termination counters: the hang report shows the workers' records and
+        // the tasks they are in.
+        LiveState {
+            task_tags: (0..self.workers)
+                // SAFETY: one word per worker, alive for the level; a torn or stale read only
+                // misnames the task in a diagnostic.
+                .map(|w| unsafe { self.task_tags.add(w).read_volatile() })
+                .collect(),
+            ..LiveState::default()
+        }
     }
 
     fn abort(&self) {

@@ -152,6 +152,7 @@ fn static_assignment_runs_every_task_once_from_the_backends_env() {
         initial_len: root.len() as u64,
         progress: progress.as_mut_ptr(),
         stats: stats.as_mut_ptr(),
+        task_tags: std::ptr::null_mut(),
         areas,
         area_limits: [0; DATA_AREAS],
     };

@@ -25,6 +25,9 @@ pub struct Memory {
     pub(super) run_area: RunArea,
     pub(super) progress: HostBuffer,
     pub(super) stats: Option<HostBuffer>,
+    /// Per GPU: its workers' `Env::task_tags` words, in its own memory (lane 0 writes one twice
+    /// per task; in the mapped host memory of the progress records that cost 10x on MEMSET).
+    pub(super) task_tags: Vec<Placed>,
     _spill: Vec<DeviceBuffer>,
     _initial_host: Option<HostBuffer>,
     _initial_dev: Vec<DeviceBuffer>,
@@ -83,6 +86,11 @@ pub(super) fn allocate(
                 config.spill_capacity
             ),
         )?);
+    }
+    let mut task_tags = Vec::new();
+    for d in 0..n {
+        let w = (topology.first_worker[d + 1] - topology.first_worker[d]) as usize;
+        task_tags.push(Placed::zeroed(s, Loc::Gpu(d), w * 8, "the task-tag words")?);
     }
     let initial_bytes = as_bytes(job.tasks);
     let (initial_host, initial_dev) = match b.tasks_in {
@@ -165,6 +173,12 @@ pub(super) fn allocate(
                 Some(h) => h.device_ptr(&s.gpus[d])? as *mut WorkerStats,
                 None => std::ptr::null_mut(),
             },
+            // Indexed by global worker id: the base is offset by this GPU's first worker (the
+            // kernel only ever adds ids of this GPU's workers).
+            task_tags: task_tags[d]
+                .device_ptr(s, d)?
+                .wrapping_sub(topology.first_worker[d] as u64 * 8)
+                as *mut u64,
             areas: area_ptrs,
             area_limits: job.area_limits(),
         };
@@ -184,6 +198,7 @@ pub(super) fn allocate(
         run_area,
         progress,
         stats,
+        task_tags,
         _spill: spill,
         _initial_host: initial_host,
         _initial_dev: initial_dev,
@@ -238,7 +253,7 @@ mod tests {
             + size_of::<Topology>()
             + 8
             + 2 * 8 * MAX_DEVICES
-            + 6 * 8
+            + 7 * 8
             // areas and area_limits
             + 2 * 8 * DATA_AREAS;
         assert_eq!(size_of::<Env<HostWord, TaskStruct>>(), fields);

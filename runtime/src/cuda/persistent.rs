@@ -334,7 +334,20 @@ impl Running for CudaRunning<'_> {
             })
             .collect();
         let topology = &self.topology;
+        let mut task_tags = Vec::with_capacity(self.workers);
+        for (d, tags) in mem.task_tags.iter().enumerate() {
+            let w = (topology.first_worker[d + 1] - topology.first_worker[d]) as usize;
+            let mut buf = vec![0u8; w * 8];
+            if tags.read_live(s, 0, &mut buf).is_err() {
+                buf.fill(0);
+            }
+            task_tags.extend(
+                buf.chunks_exact(8)
+                    .map(|b| u64::from_ne_bytes(b.try_into().unwrap())),
+            );
+        }
         LiveState {
+            task_tags,
             idle_counter: read(shared_field::IDLE_WORKERS),
             initial_ranges_done: read(shared_field::INITIAL_RANGES_DONE),
             initial_ranges: mem.initial_ranges,
