@@ -135,13 +135,20 @@ impl WorkerHangState {
         since_progress: Duration,
     ) -> Self {
         let w = mgws_core::QueueWord(queue_word);
-        let task_tag = task_tag_word.checked_sub(1).map(|t| t as u32);
+        // The tag word holds the last task the worker started. It is the running one while the
+        // record says the worker runs tasks (or has not reported yet: records are written once
+        // per progress interval, so a worker stuck in its first task still says `start`).
+        let operation = Operation::from_u64(p.last_operation);
+        let running =
+            matches!(operation, Some(Operation::RunTask | Operation::Start)) && p.state == 0;
+        let task_tag = task_tag_word
+            .checked_sub(1)
+            .filter(|_| running)
+            .map(|t| t as u32);
         let last_operation = if task_tag.is_some() {
-            // Inside a task: the record's operation may predate it (records are written once
-            // per progress interval).
             Operation::RunTask.name()
         } else {
-            Operation::from_u64(p.last_operation).map_or("?", |o| o.name())
+            operation.map_or("?", |o| o.name())
         };
         WorkerHangState {
             worker,

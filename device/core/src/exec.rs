@@ -229,17 +229,16 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         let task = self.pop_local();
         self.set_operation(Operation::RunTask);
         self.tasks_run += 1;
-        self.note_task(Some(task.tag()));
+        self.note_task(task.tag());
         if let Err(e) = exec.execute(&task, &mut TaskContext::new(self)) {
             let worker = self.id;
             self.fail(e.into_run_error(worker, task.tag()));
         }
-        self.note_task(None);
     }
 
-    /// Lane 0 records the task this worker runs now (`None`: none) for the hang report.
+    /// Lane 0 records the tag of the task this worker starts now, for the hang report.
     #[inline(always)]
-    pub(crate) fn note_task(&self, tag: Option<u32>) {
+    pub(crate) fn note_task(&self, tag: u32) {
         if self.p.is_leader() {
             // SAFETY: lane 0 of this worker.
             unsafe { self.env.note_task(self.id, tag) };

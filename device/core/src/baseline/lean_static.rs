@@ -172,19 +172,15 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
     #[inline(always)]
     fn run_task<X: TaskExecutor<T>>(&mut self, exec: &X, task: &T) {
         self.tasks_run += 1;
-        let leader = self.p.is_leader();
-        if leader {
+        if self.p.is_leader() {
             // SAFETY: lane 0 of this worker.
-            unsafe { self.env.note_task(self.id, Some(task.tag())) };
+            unsafe { self.env.note_task(self.id, task.tag()) };
         }
         if let Err(e) = exec.execute(task, &mut LeanContext { w: self }) {
             let error = e.into_run_error(self.id, task.tag());
             self.fail(error);
         }
-        if leader {
-            // SAFETY: as above.
-            unsafe { self.env.note_task(self.id, None) };
-        }
+
         // Every `progress_interval` tasks, initial or spawned (a worker may run a whole tree
         // from one initial task): a progress record for the watchdog, and the abort flag.
         if self.tasks_run & self.progress_mask == 0 {
