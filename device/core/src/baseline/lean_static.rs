@@ -43,6 +43,8 @@ pub struct LeanStatic<'e, P: Platform, T, S: Spec> {
     pop_pending: bool,
     aborted: bool,
     tasks_run: u64,
+    /// The tag last written to `Env::task_tags` plus one (0: none yet).
+    noted_tag: u64,
     tasks_spawned: u64,
     /// Heartbeats of long tasks (`Context::heartbeat` takes `&self`).
     heartbeats: core::cell::Cell<u64>,
@@ -87,6 +89,7 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
             pop_pending: false,
             aborted: false,
             tasks_run: 0,
+            noted_tag: 0,
             tasks_spawned: 0,
             heartbeats: core::cell::Cell::new(0),
             spec: PhantomData,
@@ -172,9 +175,14 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
     #[inline(always)]
     fn run_task<X: TaskExecutor<T>>(&mut self, exec: &X, task: &T) {
         self.tasks_run += 1;
-        if self.p.is_leader() {
-            // SAFETY: lane 0 of this worker.
-            unsafe { self.env.note_task(self.id, task.tag()) };
+        // Only a new tag is stored (see `WorkerCore::note_task`).
+        let word = task.tag() as u64 + 1;
+        if word != self.noted_tag {
+            self.noted_tag = word;
+            if self.p.is_leader() {
+                // SAFETY: lane 0 of this worker.
+                unsafe { self.env.note_task(self.id, task.tag()) };
+            }
         }
         if let Err(e) = exec.execute(task, &mut LeanContext { w: self }) {
             let error = e.into_run_error(self.id, task.tag());
