@@ -37,6 +37,29 @@ fn json(o: &Output) -> serde_json::Value {
     first
 }
 
+/// `mgws bench fib -n N` on one worker, one repetition and no warm-up, into a temporary
+/// directory named after `name`, with `extra` flags.
+fn bench_fib(n: &str, name: &str, extra: &[&str]) -> Output {
+    let out = std::env::temp_dir().join(format!("mgws-{name}-{}", std::process::id()));
+    let out = out.display().to_string();
+    let mut args = vec![
+        "bench",
+        "fib",
+        "-n",
+        n,
+        "--workers",
+        "1",
+        "--reps",
+        "1",
+        "--warmup",
+        "0",
+        "--out",
+        &out,
+    ];
+    args.extend_from_slice(extra);
+    mgws(&args)
+}
+
 #[test]
 fn usage_errors_have_their_own_exit_code() {
     for args in [
@@ -106,24 +129,7 @@ fn under_json_stdout_holds_one_object_for_results_and_errors() {
     assert_eq!(usage.status.code(), Some(EXIT_USAGE));
     assert_eq!(json(&usage)["kind"], "usage");
 
-    let bench = mgws(&[
-        "bench",
-        "fib",
-        "-n",
-        "12",
-        "--workers",
-        "1,2",
-        "--reps",
-        "1",
-        "--warmup",
-        "0",
-        "--out",
-        &std::env::temp_dir()
-            .join(format!("mgws-json-bench-{}", std::process::id()))
-            .display()
-            .to_string(),
-        "--json",
-    ]);
+    let bench = bench_fib("12", "json-bench", &["--json"]);
     assert_eq!(bench.status.code(), Some(0), "{}", stderr(&bench));
     let v = json(&bench);
     assert!(!v["rows"].as_array().unwrap().is_empty(), "{v}");
@@ -333,21 +339,7 @@ fn slow_configurations_are_warned_about() {
     assert!(stderr(&lanes).contains("40x slower"), "{}", stderr(&lanes));
     let one = mgws(&["run", "fib", "-n", "5", "--backend", "cpu", "--lanes", "1"]);
     assert!(!stderr(&one).contains("slower"), "{}", stderr(&one));
-    let out = std::env::temp_dir().join(format!("mgws-short-bench-{}", std::process::id()));
-    let bench = mgws(&[
-        "bench",
-        "fib",
-        "-n",
-        "3",
-        "--workers",
-        "1",
-        "--reps",
-        "1",
-        "--warmup",
-        "0",
-        "--out",
-        &out.display().to_string(),
-    ]);
+    let bench = bench_fib("3", "short-bench", &[]);
     assert_eq!(bench.status.code(), Some(0), "{}", stderr(&bench));
     assert!(
         stderr(&bench).contains("too short to time"),
@@ -399,25 +391,11 @@ fn long_runs_on_a_terminal_show_tasks_and_rate_and_clear_the_line() {
 
 #[test]
 fn a_bench_whose_baseline_cannot_hold_the_work_measures_the_rest_and_says_why() {
-    let out = std::env::temp_dir().join(format!("mgws-bench-skip-{}", std::process::id()));
-    let o = mgws(&[
-        "bench",
-        "fib",
-        "-n",
+    let o = bench_fib(
         "18",
-        "--workers",
-        "1",
-        "--reps",
-        "1",
-        "--warmup",
-        "0",
-        "--methods",
-        "mgws,levels",
-        "--level-capacity",
-        "100",
-        "--out",
-        &out.display().to_string(),
-    ]);
+        "bench-skip",
+        &["--methods", "mgws,levels", "--level-capacity", "100"],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let table = stdout(&o);
     assert!(table.contains("note: levels not measured"), "{table}");

@@ -751,18 +751,7 @@ impl Drop for Event {
     }
 }
 
-/// `n` bytes for humans.
+/// `n` bytes for humans (`crate::error::human_bytes`).
 pub fn human_bytes(n: usize) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
+    crate::error::human_bytes(n as u64)
 }
