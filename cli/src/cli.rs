@@ -268,7 +268,8 @@ pub struct SchedArgs {
     #[arg(long, value_enum, value_delimiter = ',', help_heading = "Baselines")]
     pub baselines: Vec<BaselineArg>,
     /// The levels baselines (cpu-levels, CUDA kernel-per-level): tasks one frontier buffer
-    /// holds (default: CUDA from free GPU memory; cpu-levels four fifths of the available host memory for both buffers).
+    /// holds (default: CUDA from free GPU memory; cpu-levels four fifths of the available host
+    /// memory for both buffers).
     #[arg(long, help_heading = "Baselines")]
     pub level_capacity: Option<u64>,
     /// CUDA: registers per thread the PTX is compiled with (fewer: more resident workers, maybe
@@ -651,7 +652,7 @@ impl WorkloadCmd {
 
 /// Runs one workload command; returns its outcome and the scheduler it ran with.
 fn run_workload(workload: &WorkloadCmd) -> Result<(Outcome, Scheduler)> {
-    let (outcome, sched, _json) = match workload {
+    let (outcome, sched) = match workload {
         WorkloadCmd::Memset {
             tasks,
             corrupt_tag_of,
@@ -666,7 +667,6 @@ fn run_workload(workload: &WorkloadCmd) -> Result<(Outcome, Scheduler)> {
                     *corrupt_tag_of,
                 )?,
                 s,
-                sched.json,
             )
         }
         WorkloadCmd::Contains { args, sched } => {
@@ -680,7 +680,6 @@ fn run_workload(workload: &WorkloadCmd) -> Result<(Outcome, Scheduler)> {
                     args.word.as_bytes(),
                 )?,
                 s,
-                sched.json,
             )
         }
         WorkloadCmd::Uts { args, sched } => {
@@ -692,7 +691,6 @@ fn run_workload(workload: &WorkloadCmd) -> Result<(Outcome, Scheduler)> {
             (
                 crate::workload::uts::run(&s, &sched.backend::<UtsTasks>()?, &cfg)?,
                 s,
-                sched.json,
             )
         }
         WorkloadCmd::Fib { args, sched } => {
@@ -700,7 +698,6 @@ fn run_workload(workload: &WorkloadCmd) -> Result<(Outcome, Scheduler)> {
             (
                 crate::workload::fib::run(&s, &sched.backend::<FibTasks>()?, args.n)?,
                 s,
-                sched.json,
             )
         }
         WorkloadCmd::Skew {
@@ -721,7 +718,6 @@ fn run_workload(workload: &WorkloadCmd) -> Result<(Outcome, Scheduler)> {
             (
                 crate::workload::skew::run(&s, &sched.backend::<SkewTasks>()?, &cfg)?,
                 s,
-                sched.json,
             )
         }
         WorkloadCmd::Stall {
@@ -733,7 +729,6 @@ fn run_workload(workload: &WorkloadCmd) -> Result<(Outcome, Scheduler)> {
             (
                 crate::workload::stall::run(&s, &sched.backend::<StallTasks>()?, *tasks, *nanos)?,
                 s,
-                sched.json,
             )
         }
     };
