@@ -46,6 +46,7 @@ pub trait TaskFunctor: Pod + 'static {
 
 impl TaskStruct {
     /// A task with tag `tag` whose parameter area holds `functor`.
+    #[inline(always)]
     pub fn new<F: Pod>(tag: u32, functor: &F) -> TaskStruct {
         const {
             assert!(
@@ -72,6 +73,7 @@ impl TaskStruct {
 
     /// A task of the same tag and descriptors, with a new functor value (for a functor that
     /// spawns tasks of its own type).
+    #[inline(always)]
     pub fn with_params<F: Pod>(&self, functor: &F) -> TaskStruct {
         let mut t = TaskStruct::new(self.tag, functor);
         t.data = self.data;

@@ -224,13 +224,16 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     }
 
     /// Pops the newest local task and runs it on all lanes; a task error stops the run.
+    ///
+    /// The operation the progress record shows is not written here, once per task: whatever
+    /// fills the local queue (loading, acquiring, stealing, refilling, making room) sets
+    /// [`Operation::RunTask`] as it ends, so a run of tasks costs one write.
     #[inline(always)]
     pub(crate) fn run_next_local<X: TaskExecutor<T>>(&mut self, exec: &X)
     where
         T: Tagged,
     {
         let task = self.pop_local();
-        self.set_operation(Operation::RunTask);
         self.tasks_run += 1;
         self.note_task(task.tag());
         if let Err(e) = exec.execute(&task, &mut TaskContext::new(self)) {
@@ -268,6 +271,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         );
         self.p.barrier();
         self.local_head += 1;
+        self.set_operation(Operation::RunTask);
     }
 
     // ----- lanes -----------------------------------------------------------------------------
@@ -451,6 +455,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             }
             OnFull::Frontier(sink) => self.flush_to(sink),
         }
+        // Back to the task that spawned (see `run_next_local`).
+        self.set_operation(Operation::RunTask);
     }
 
     /// Moves the `count` oldest local tasks onto the overflow stack.
@@ -489,6 +495,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         self.p.barrier();
         self.spill_len -= count;
         self.local_head += count;
+        self.set_operation(Operation::RunTask);
     }
 
     /// Records `error` (the first one wins) and aborts the run. Called by all lanes.

@@ -255,6 +255,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         self.p.barrier();
         self.local_head += take;
         self.count(|s| s.acquires += 1);
+        self.set_operation(Operation::RunTask);
         // Leave the idle count while still holding the lock: a co-owner that finds the queue
         // quiescent after the unlock must not also find every worker idle.
         self.leave_idle();
@@ -341,6 +342,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         self.p.barrier();
         self.local_head += count;
         self.count(|s| s.initial_loads += 1);
+        self.set_operation(Operation::RunTask);
         true
     }
 
@@ -501,6 +503,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             });
             self.spill_len -= published;
         }
+        self.set_operation(Operation::RunTask);
         true
     }
 

@@ -9,6 +9,7 @@ pub mod rows;
 pub mod skew;
 pub mod stall;
 pub mod uts;
+pub mod uts_hash;
 
 pub use contains::ContainsTask;
 pub use fib::FibTask;

@@ -146,17 +146,16 @@ impl UtsParams {
         }
     }
 
-    fn geometric_children(&self, node: &UtsNode) -> u32 {
-        let b = self.geometric_b(node.depth);
+    fn geometric_children(&self, depth: u32, u: f64) -> u32 {
+        let b = self.geometric_b(depth);
         let p = 1.0 / (1.0 + b);
-        let u = node.prob();
         let n = libm::floor(libm::log(1.0 - u) / libm::log(1.0 - p));
         // `as` saturates (NaN gives 0), where C's conversion would be undefined.
         (n as i64).clamp(0, u32::MAX as i64) as u32
     }
 
-    fn binomial_children(&self, node: &UtsNode) -> u32 {
-        if node.prob() < self.non_leaf_prob {
+    fn binomial_children(&self, u: f64) -> u32 {
+        if u < self.non_leaf_prob {
             self.non_leaf_bf
         } else {
             0
@@ -164,22 +163,30 @@ impl UtsParams {
     }
 
     /// How many children `node` has.
+    #[inline(always)]
     pub fn num_children(&self, node: &UtsNode) -> u32 {
+        self.children_at(node.depth, node.prob())
+    }
+
+    /// How many children a node at `depth` with probability `u` ([`UtsNode::prob`]) has. Takes
+    /// the node's two numbers rather than the node: on the GPU this call is not inlined, and a
+    /// node passed by reference would have to live in local memory.
+    fn children_at(&self, depth: u32, u: f64) -> u32 {
         let n = match self.tree {
             BINOMIAL => {
-                if node.depth == 0 {
+                if depth == 0 {
                     // The binomial root has floor(b0) children, capped at ceil(b0) only.
                     let b = libm::floor(self.b0) as i64;
                     return b.clamp(0, libm::ceil(self.b0) as i64) as u32;
                 }
-                self.binomial_children(node)
+                self.binomial_children(u)
             }
-            GEOMETRIC => self.geometric_children(node),
+            GEOMETRIC => self.geometric_children(depth, u),
             _ => {
-                if (node.depth as f64) < self.shift_depth * self.gen_mx as f64 {
-                    self.geometric_children(node)
+                if (depth as f64) < self.shift_depth * self.gen_mx as f64 {
+                    self.geometric_children(depth, u)
                 } else {
-                    self.binomial_children(node)
+                    self.binomial_children(u)
                 }
             }
         };
@@ -207,28 +214,38 @@ impl UtsNode {
 
     /// Child `i`: SHA-1 of the parent's state and `i` as 4 big-endian bytes.
     ///
-    /// Through the streaming hasher: padding the one block by hand and calling
-    /// `sha1::compress` directly is 20% faster on x86 (SHA-NI), but on a GPU it doubles the
-    /// kernel's local-memory traffic and made UTS 15-20% slower on an H100 (docs/results.md).
+    /// On the host through the `sha1` crate's streaming hasher (padding one block by hand and
+    /// calling `sha1::compress` is 20% faster on x86 with SHA-NI, but doubled the GPU's
+    /// local-memory traffic). On the GPU through [`super::uts_hash::child_digest`], one block with
+    /// its 80 rounds written out, which keeps the hash in registers; its tests check it against
+    /// the crate.
     #[inline]
     pub fn child(&self, i: u32) -> UtsNode {
-        let mut h = Sha1::new();
-        h.update(self.state);
-        h.update(i.to_be_bytes());
+        #[cfg(target_arch = "nvptx64")]
+        let state = super::uts_hash::child_digest(&self.state, i);
+        #[cfg(not(target_arch = "nvptx64"))]
+        let state = {
+            let mut h = Sha1::new();
+            h.update(self.state);
+            h.update(i.to_be_bytes());
+            h.finalize().into()
+        };
         UtsNode {
-            state: h.finalize().into(),
+            state,
             depth: self.depth + 1,
         }
     }
 }
 
-/// Reads the tree parameters a task's descriptor 0 points at.
-fn params(ctx: &impl Ctx, d: DataDescriptor) -> Result<UtsParams, TaskError> {
+/// The tree parameters a task's descriptor 0 points at, read in place: each field is loaded where
+/// it is used (a copy of the whole struct went through local memory on the GPU, once per node).
+fn params<'a>(ctx: &impl Ctx, d: DataDescriptor) -> Result<&'a UtsParams, TaskError> {
     if (d.size as usize) < core::mem::size_of::<UtsParams>() || d.offset & 7 != 0 {
         return Err(TaskError::Failed(UTS_BAD_PARAMS));
     }
-    // SAFETY: in bounds and aligned (checked above); UtsParams is plain data valid for any bits.
-    Ok(unsafe { (d.resolve(ctx.area(d.area as usize)) as *const UtsParams).read() })
+    // SAFETY: in bounds and aligned (checked above); UtsParams is plain data valid for any bits;
+    // the area is read-only and outlives every task of the run, so the reference does too.
+    Ok(unsafe { &*(d.resolve(ctx.area(d.area as usize)) as *const UtsParams) })
 }
 
 impl TaskFunctor for UtsNode {
@@ -255,8 +272,9 @@ impl TaskFunctor for UtsNode {
         let (lane, lanes) = (ctx.lane_id(), ctx.lane_count());
         let mut first = 0;
         while first < n {
-            let i = first + lane;
-            let child = if i < n { self.child(i) } else { *self };
+            // Lanes past the last child hash too (their result is not spawned): in lockstep
+            // that costs nothing, and one value of one type keeps the node in registers.
+            let child = self.child(first + lane);
             let spawned = task.with_params(&child);
             ctx.spawn_each(lanes.min(n - first), &spawned);
             first += lanes;
