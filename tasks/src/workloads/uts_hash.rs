@@ -105,14 +105,17 @@ fn rounds(s: &mut [u32; 5], w: &mut [u32; 16]) {
 #[cfg(test)]
 mod tests {
     use super::child_digest;
+    use crate::workloads::uts::UtsNode;
     use proptest::prelude::*;
-    use sha1::{Digest, Sha1};
 
+    /// The host's child hash: `UtsNode::child` through the `sha1` crate.
     fn reference(parent: &[u8; 20], index: u32) -> [u8; 20] {
-        let mut h = Sha1::new();
-        h.update(parent);
-        h.update(index.to_be_bytes());
-        h.finalize().into()
+        UtsNode {
+            state: *parent,
+            depth: 0,
+        }
+        .child(index)
+        .state
     }
 
     #[test]
