@@ -144,8 +144,12 @@ impl BaselineArg {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum TerminationArg {
+    /// One counter of idle workers.
     Counter,
+    /// Voting trees: one per device, and one over the devices.
     Tree,
+    /// An idle counter per device, and a count of all-idle devices.
+    Hierarchical,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -241,6 +245,10 @@ pub struct SchedArgs {
     /// CPU: leave worker threads unbound (by default each is bound to one CPU, round robin).
     #[arg(long, help_heading = "Scheduler")]
     pub no_pin_threads: bool,
+    /// CPU: split the workers into this many domains that act as devices (own queues, own idle
+    /// counter under --termination hierarchical, seen by the same-device victim policies).
+    #[arg(long, default_value_t = 1, help_heading = "Scheduler")]
+    pub cpu_domains: u32,
     /// Print one JSON object on stdout instead of text.
     #[arg(long, help_heading = "Output")]
     pub json: bool,
@@ -304,6 +312,7 @@ impl SchedArgs {
         let termination = match self.termination {
             TerminationArg::Counter => TerminationMode::IdleCounter,
             TerminationArg::Tree => TerminationMode::VotingTree,
+            TerminationArg::Hierarchical => TerminationMode::Hierarchical,
         };
         let overflow = match self.overflow {
             OverflowArg::TwoAtomics => OverflowMode::TwoAtomics,
@@ -348,6 +357,7 @@ impl SchedArgs {
             .seed(self.seed)
             .watchdog(Duration::from_millis(self.watchdog_ms))
             .pin_threads(!self.no_pin_threads)
+            .cpu_domains(self.cpu_domains)
             .on_stuck_workers(output::exit_on_stuck_workers)
             .build()
     }
@@ -361,6 +371,14 @@ impl SchedArgs {
         if cpu && (self.placement != PlacementArg::Global || self.tasks_in != TasksInArg::Device) {
             return Err(Error::Config(
                 "--placement and --tasks-in place GPU memory; they need --backend cuda".into(),
+            ));
+        }
+        if matches!(self.backend, BackendArg::Cuda | BackendArg::CpuLevels) && self.cpu_domains != 1
+        {
+            return Err(Error::Config(
+                "--cpu-domains splits the workers of a CPU run; it needs --backend cpu, cpu-static \
+                 or auto (GPU runs split their workers by --devices)"
+                    .into(),
             ));
         }
         let levels = self.backend == BackendArg::CpuLevels

@@ -427,3 +427,67 @@ fn an_unwritable_bench_output_fails_before_measuring() {
         "it measured first"
     );
 }
+
+#[test]
+fn cpu_domains_run_every_termination_exactly_and_bad_counts_are_refused() {
+    for termination in ["counter", "tree", "hierarchical"] {
+        let o = mgws(&[
+            "run",
+            "uts",
+            "--preset",
+            "T3",
+            "--workers",
+            "6",
+            "--cpu-domains",
+            "3",
+            "--termination",
+            termination,
+            "--backend",
+            "cpu",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{termination}: {}", stderr(&o));
+        assert!(stdout(&o).contains("verified: yes"), "{termination}");
+    }
+    for (args, code, says) in [
+        (&["--cpu-domains", "0"][..], EXIT_ERROR, "CPU domains"),
+        (&["--cpu-domains", "7"], EXIT_ERROR, "CPU domains"),
+        (
+            &["--cpu-domains", "2", "--backend", "cuda"],
+            EXIT_ERROR,
+            "--cpu-domains",
+        ),
+        (&["--cpu-domains", "x"], EXIT_USAGE, "--cpu-domains"),
+    ] {
+        let mut all = vec!["run", "memset", "--tasks", "100", "--workers", "6"];
+        all.extend_from_slice(args);
+        let o = mgws(&all);
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn a_hang_under_hierarchical_termination_is_reported_with_the_idle_count() {
+    let o = mgws(&[
+        "run",
+        "stall",
+        "--nanos",
+        "300000000000",
+        "--watchdog-ms",
+        "500",
+        "--workers",
+        "4",
+        "--cpu-domains",
+        "2",
+        "--termination",
+        "hierarchical",
+        "--backend",
+        "cpu",
+    ]);
+    assert_eq!(o.status.code(), Some(EXIT_ERROR), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("watchdog aborted it"), "{err}");
+    assert!(err.contains("op=run-task"), "{err}");
+    // Three of the four workers found nothing to do: the per-device counters add up to them.
+    assert!(err.contains("idle counter 3"), "{err}");
+}

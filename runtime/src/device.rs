@@ -134,3 +134,35 @@ pub enum Supervised {
     /// The run failed and a worker may still run: its memory must not be freed.
     Leak(Error),
 }
+
+/// Splits `total` workers over `devices` devices (GPUs, or CPU domains) as evenly as whole queues
+/// allow: each device's share is a multiple of `workers_per_queue`, and the first devices get one
+/// queue more when it does not divide evenly.
+pub fn split_workers(total: u32, devices: usize, workers_per_queue: u32) -> Result<Vec<u32>> {
+    let units = total / workers_per_queue;
+    if !total.is_multiple_of(workers_per_queue) || (units as usize) < devices {
+        return Err(Error::Config(format!(
+            "{total} workers cannot be split over {devices} device(s) in whole queues of \
+             {workers_per_queue}: every device needs at least one queue's workers"
+        )));
+    }
+    let n = devices as u32;
+    Ok((0..n)
+        .map(|d| (units / n + u32::from(d < units % n)) * workers_per_queue)
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workers_split_evenly_in_whole_queues() {
+        assert_eq!(split_workers(8448, 2, 1).unwrap(), vec![4224, 4224]);
+        assert_eq!(split_workers(12, 2, 2).unwrap(), vec![6, 6]);
+        assert_eq!(split_workers(16, 3, 2).unwrap(), vec![6, 6, 4]);
+        assert_eq!(split_workers(7, 1, 1).unwrap(), vec![7]);
+        assert!(split_workers(6, 2, 4).is_err());
+        assert!(split_workers(4, 2, 4).is_err());
+    }
+}

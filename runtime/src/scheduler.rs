@@ -40,6 +40,8 @@ pub struct Scheduler {
     pub(crate) chaos: Option<Chaos>,
     /// Whether CPU worker threads are bound to CPUs (round robin).
     pub(crate) pin_threads: bool,
+    /// Domains the CPU backend splits its workers into (see [`SchedulerBuilder::cpu_domains`]).
+    pub(crate) cpu_domains: u32,
     /// Called when aborted workers cannot be given up and do not exit (see
     /// [`SchedulerBuilder::on_stuck_workers`]).
     pub(crate) on_stuck_workers: Option<StuckWorkersHook>,
@@ -61,6 +63,7 @@ pub struct SchedulerBuilder {
     chaos: Option<Chaos>,
     flags: RunFlags,
     pin_threads: bool,
+    cpu_domains: u32,
     on_stuck_workers: Option<StuckWorkersHook>,
     on_progress: Option<ProgressHook>,
 }
@@ -106,6 +109,7 @@ impl Default for SchedulerBuilder {
             chaos: None,
             flags: RunFlags::empty(),
             pin_threads: true,
+            cpu_domains: 1,
             on_stuck_workers: None,
             on_progress: None,
         }
@@ -222,6 +226,17 @@ impl SchedulerBuilder {
         self
     }
     /// TESTING ONLY: switch off protocol rules to show that the tests catch their races.
+    /// CPU backend: split the workers into `n` domains (1 to `MAX_DEVICES`, default 1) that act
+    /// as devices do on GPUs: each has its own public queues and, under
+    /// [`TerminationMode::Hierarchical`], its own idle counter, and the same-device victim
+    /// policies see them. Domains stand for the sockets or NUMA nodes of a large host, and they
+    /// let a CPU run exercise the multi-device protocols. Workers are split as evenly as whole
+    /// public queues allow.
+    pub fn cpu_domains(mut self, n: u32) -> Self {
+        self.cpu_domains = n;
+        self
+    }
+
     #[doc(hidden)]
     pub fn break_rules(mut self, flags: RunFlags) -> Self {
         self.flags |= flags & (RunFlags::BREAK_IN_FLIGHT_RULE | RunFlags::BREAK_TARGETED_RULE);
@@ -261,6 +276,20 @@ impl SchedulerBuilder {
                 config.workers, config.workers_per_queue
             )));
         }
+        let units = config.workers / config.workers_per_queue;
+        if self.cpu_domains == 0
+            || self.cpu_domains as usize > mgws_core::MAX_DEVICES
+            || self.cpu_domains > units
+        {
+            return Err(Error::Config(format!(
+                "the CPU domains must be between 1 and {} and at most the number of public \
+                 queues ({units}: {} workers, {} per queue), not {}",
+                mgws_core::MAX_DEVICES,
+                config.workers,
+                config.workers_per_queue,
+                self.cpu_domains
+            )));
+        }
         if self.watchdog.is_zero() {
             return Err(Error::Config(
                 "the watchdog timeout must be positive".into(),
@@ -272,6 +301,7 @@ impl SchedulerBuilder {
             watchdog: self.watchdog,
             chaos: self.chaos,
             pin_threads: self.pin_threads,
+            cpu_domains: self.cpu_domains,
             on_stuck_workers: self.on_stuck_workers,
             on_progress: self.on_progress,
             threads: Default::default(),
@@ -304,6 +334,10 @@ impl Scheduler {
     pub fn pin_threads(&self) -> bool {
         self.pin_threads
     }
+    /// Domains of the CPU backend (see [`SchedulerBuilder::cpu_domains`]).
+    pub fn cpu_domains(&self) -> u32 {
+        self.cpu_domains
+    }
 }
 
 #[cfg(test)]
@@ -325,6 +359,18 @@ mod tests {
                 "probability",
             ),
             (Scheduler::builder().watchdog(Duration::ZERO), "watchdog"),
+            (
+                Scheduler::builder().workers(4).cpu_domains(0),
+                "CPU domains",
+            ),
+            (
+                Scheduler::builder().workers(4).cpu_domains(5),
+                "CPU domains",
+            ),
+            (
+                Scheduler::builder().workers(16).cpu_domains(9),
+                "CPU domains",
+            ),
         ];
         for (builder, needle) in cases {
             let err = builder.build().unwrap_err().to_string();

@@ -1,5 +1,5 @@
-//! Chaos: random yields and sleeps at every protocol step, over many seeds, in every mode. Any
-//! lost, duplicated or hung task fails the run.
+//! Chaos: random yields and sleeps at every protocol step, over many seeds, in every mode, on one
+//! CPU domain and on two. Any lost, duplicated or hung task fails the run.
 
 use std::time::Duration;
 
@@ -9,11 +9,11 @@ use mgws_tests::spawned_memset;
 #[test]
 fn protocols_survive_random_delays_at_every_step() {
     for seed in 0..48u64 {
-        let termination = if seed % 2 == 0 {
-            TerminationMode::IdleCounter
-        } else {
-            TerminationMode::VotingTree
-        };
+        let termination = [
+            TerminationMode::IdleCounter,
+            TerminationMode::VotingTree,
+            TerminationMode::Hierarchical,
+        ][(seed / 2 % 3) as usize];
         let overflow = if seed % 4 < 2 {
             OverflowMode::TwoAtomics
         } else {
@@ -21,6 +21,8 @@ fn protocols_survive_random_delays_at_every_step() {
         };
         let lanes = if seed % 3 == 0 { 2 } else { 1 };
         let sharing = [1, 1, 2][(seed % 3) as usize];
+        // Two domains (devices) for every other seed: 4 workers have at least 2 public queues.
+        let domains = 1 + (seed / 6 % 2) as u32;
         let sched = Scheduler::builder()
             .workers(4)
             .lanes(lanes)
@@ -30,6 +32,7 @@ fn protocols_survive_random_delays_at_every_step() {
             .termination(termination)
             .overflow(overflow)
             .seed(seed)
+            .cpu_domains(domains)
             .watchdog(Duration::from_secs(20))
             .chaos(Chaos {
                 seed,

@@ -15,6 +15,22 @@ pub enum TerminationMode {
     IdleCounter = 0,
     /// Voting trees: one per device plus a global tree of the device roots (thesis 5.6.2).
     VotingTree = 1,
+    /// An idle counter per device plus a global count of all-idle devices
+    /// ([`crate::termination::HierarchicalCounter`]).
+    Hierarchical = 2,
+}
+
+impl TerminationMode {
+    /// The mode a configuration's `termination` field names (an unknown value, which `validate`
+    /// refuses, reads as the idle counter).
+    #[inline(always)]
+    pub const fn from_u32(value: u32) -> TerminationMode {
+        match value {
+            1 => TerminationMode::VotingTree,
+            2 => TerminationMode::Hierarchical,
+            _ => TerminationMode::IdleCounter,
+        }
+    }
 }
 
 /// How thieves keep the 24-bit steal counter from overflowing (thesis 4.3).
@@ -162,7 +178,7 @@ impl SchedConfig {
         if self.initial_chunk == 0 || self.initial_chunk > self.local_capacity / 2 {
             return Err(ConfigError::InitialChunk(self.initial_chunk));
         }
-        if self.termination > 1 {
+        if self.termination > 2 {
             return Err(ConfigError::Termination(self.termination));
         }
         if self.overflow > 1 {
@@ -178,11 +194,7 @@ impl SchedConfig {
     }
 
     pub fn termination_mode(&self) -> TerminationMode {
-        if self.termination == 1 {
-            TerminationMode::VotingTree
-        } else {
-            TerminationMode::IdleCounter
-        }
+        TerminationMode::from_u32(self.termination)
     }
 
     pub fn overflow_mode(&self) -> OverflowMode {

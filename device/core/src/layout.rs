@@ -22,7 +22,11 @@ pub struct SharedState<W> {
     pub decision: W,
     /// Workers that have left the worker loop.
     pub exited_workers: W,
-    _pad: [W; 2],
+    /// Devices whose workers all count themselves idle
+    /// ([`crate::TerminationMode::Hierarchical`]; each device's own count is its
+    /// [`Env::device_idle`] word).
+    pub idle_devices: W,
+    _pad: W,
 }
 
 /// Metadata of one public queue. Thieves touch `word` and `completed`; the rest is the owners'
@@ -58,7 +62,8 @@ impl<W: AtomicWord> SharedState<W> {
             error: W::new(0),
             decision: W::new(0),
             exited_workers: W::new(0),
-            _pad: [W::new(0), W::new(0)],
+            idle_devices: W::new(0),
+            _pad: W::new(0),
         }
     }
 }
@@ -252,6 +257,10 @@ pub struct Env<W, T> {
     /// Voting tree: one word per worker, then one per device for the global tree, then one per
     /// device for the device-local copy of the decision.
     pub tree: *const W,
+    /// Device `d`'s idle counter ([`crate::TerminationMode::Hierarchical`]): one word in that
+    /// device's own memory, updated at device scope by its workers only; null for devices the
+    /// topology does not have, and for runs of another termination mode.
+    pub device_idle: [*const W; MAX_DEVICES],
     /// Overflow stacks, `spill_capacity` tasks per worker.
     pub spill: *mut T,
     /// Initial tasks.
@@ -412,6 +421,7 @@ impl<W, T> Env<W, T> {
             queue_headers: [core::ptr::null(); MAX_DEVICES],
             queue_slots: [core::ptr::null_mut(); MAX_DEVICES],
             tree: core::ptr::null(),
+            device_idle: [core::ptr::null(); MAX_DEVICES],
             spill: core::ptr::null_mut(),
             initial,
             initial_len,

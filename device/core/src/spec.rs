@@ -74,11 +74,7 @@ impl<const TERMINATION: u32, const OVERFLOW: u32, const SHARED: bool, const SCOP
 {
     #[inline(always)]
     fn termination(_: &SchedConfig) -> TerminationMode {
-        if TERMINATION == TerminationMode::VotingTree as u32 {
-            TerminationMode::VotingTree
-        } else {
-            TerminationMode::IdleCounter
-        }
+        TerminationMode::from_u32(TERMINATION)
     }
     #[inline(always)]
     fn overflow(_: &SchedConfig) -> OverflowMode {
@@ -130,20 +126,20 @@ pub fn scope_suffix(cfg: &SchedConfig) -> &'static str {
 }
 
 /// The part of a kernel entry's name that names its spec:
-/// `<counter|tree>_<twoatomics|damping>_<single|shared>_<device|system>`. The kernel macro
-/// (`mgws-kernel-support`) exports one entry per combination under these names, and the host
-/// asks for the one its configuration needs.
+/// `<counter|tree|hierarchical>_<twoatomics|damping>_<single|shared>_<device|system>`. The
+/// kernel macro (`mgws-kernel-support`) exports one entry per combination under these names, and
+/// the host asks for the one its configuration needs.
 pub fn entry_suffix(cfg: &SchedConfig) -> &'static str {
-    let tree = (cfg.termination_mode() == TerminationMode::VotingTree) as usize;
+    let termination = cfg.termination_mode() as usize;
     let damping = (cfg.overflow_mode() == OverflowMode::Damping) as usize;
     let shared = (cfg.workers_per_queue > 1) as usize;
     let system = (widen(Scope::from_u32(cfg.queue_scope)) == Scope::System) as usize;
-    WORKER_ENTRY_SUFFIXES[tree << 3 | damping << 2 | shared << 1 | system]
+    WORKER_ENTRY_SUFFIXES[termination << 3 | damping << 2 | shared << 1 | system]
 }
 
 /// Every spec suffix of a worker entry (`mgws_<kernel>_worker_<suffix>`), indexed by
-/// `tree << 3 | damping << 2 | shared << 1 | system`.
-pub const WORKER_ENTRY_SUFFIXES: [&str; 16] = [
+/// `termination << 3 | damping << 2 | shared << 1 | system` ([`TerminationMode`] as a number).
+pub const WORKER_ENTRY_SUFFIXES: [&str; 24] = [
     "counter_twoatomics_single_device",
     "counter_twoatomics_single_system",
     "counter_twoatomics_shared_device",
@@ -160,6 +156,14 @@ pub const WORKER_ENTRY_SUFFIXES: [&str; 16] = [
     "tree_damping_single_system",
     "tree_damping_shared_device",
     "tree_damping_shared_system",
+    "hierarchical_twoatomics_single_device",
+    "hierarchical_twoatomics_single_system",
+    "hierarchical_twoatomics_shared_device",
+    "hierarchical_twoatomics_shared_system",
+    "hierarchical_damping_single_device",
+    "hierarchical_damping_single_system",
+    "hierarchical_damping_shared_device",
+    "hierarchical_damping_shared_system",
 ];
 
 /// The scope suffixes of a static-assignment entry (`mgws_<kernel>_static_<suffix>`).
@@ -203,9 +207,9 @@ mod tests {
 
     #[test]
     fn every_combination_has_its_own_name() {
-        let mut names = [""; 16];
+        let mut names = [""; 24];
         let mut n = 0;
-        for t in 0..2 {
+        for t in 0..3 {
             for o in 0..2 {
                 for s in [1, 2] {
                     for scope in [Scope::Device, Scope::System] {

@@ -1,6 +1,6 @@
 //! Termination detection with no CPU in the loop (thesis 4.6, 5.6).
 //!
-//! Both detectors are driven by lane 0 of each worker from the worker loop's idle path. The rule
+//! All three detectors are driven by lane 0 of each worker from the worker loop's idle path. The rule
 //! that makes both correct (thesis 5.6.3): a worker reports "idle" only while no steal from its
 //! public queue is still copying ([`crate::PublicQueue::quiescent`]), and, for the tree, only if
 //! nobody stole from it since its previous vote.
@@ -38,6 +38,91 @@ impl<W: AtomicWord> IdleCounter<'_, W> {
     #[inline(always)]
     pub fn all_idle(&self) -> bool {
         self.counter.load(Ordering::Acquire, self.scope) == self.workers
+    }
+}
+
+/// Hierarchical idle counters (proposed in the thesis's evaluation, 6, and future work, 7): one counter per device, in that
+/// device's own memory and updated at device scope by its workers only, plus one global word that
+/// counts the devices whose workers are all idle. A worker touches the global word only when its
+/// device's count crosses between all-idle and not, so the idle traffic of a multi-GPU run stays
+/// on each GPU.
+///
+/// The rule that makes it correct, beside the in-flight rule of every detector: a worker that
+/// leaves the idle count finishes **both** decrements, its device's and (if it took the device out
+/// of all-idle) the global word's, before it completes the steal that gave it work. Then the
+/// victim's later increment, and through the device counter every later all-idle crossing of the
+/// victim's device, happens after the global decrement (docs/design.md, "Hierarchical
+/// termination", has the proof; `tests/loom.rs` checks it and fails without the rule).
+///
+/// The global word may read one less than its settled value for a moment (a crossing down applied
+/// before the crossing up it undoes; the arithmetic wraps), but never more: a device adds at most
+/// one more time than it subtracted. So it equals the number of devices only once every worker is
+/// idle, and from then on it stays there.
+pub struct HierarchicalCounter<'a, W> {
+    /// The counter of the calling worker's device.
+    pub device: &'a W,
+    /// Workers of that device.
+    pub device_workers: u64,
+    /// The scope of the device counter: `Device` where it lives in the GPU's own memory and only
+    /// that GPU's workers update it.
+    pub device_scope: Scope,
+    /// Devices whose counters show every worker idle.
+    pub global: &'a W,
+    pub devices: u64,
+    /// The scope of the global word (the run's queue scope).
+    pub scope: Scope,
+}
+
+impl<W: AtomicWord> HierarchicalCounter<'_, W> {
+    /// Counts the calling worker idle; the last idle worker of its device counts the device.
+    ///
+    /// AcqRel on the device counter: release orders this worker's reads of its completion
+    /// counters, and its own earlier global decrement, before the increment; acquire makes the
+    /// last increment see every earlier worker's, so the crossing worker's global increment comes
+    /// after all of their global decrements (the chain the bound above rests on).
+    #[inline(always)]
+    pub fn enter(&self) {
+        let before = self
+            .device
+            .fetch_add(1, Ordering::AcqRel, self.device_scope);
+        if before + 1 == self.device_workers {
+            self.global.fetch_add(1, Ordering::AcqRel, self.scope);
+        }
+    }
+
+    /// Takes the calling worker out of the idle count (both levels). Like
+    /// [`IdleCounter::leave`], it must return before the steal that gave the worker work is
+    /// marked complete.
+    #[inline(always)]
+    pub fn leave(&self) {
+        if self.leave_device() {
+            self.leave_global();
+        }
+    }
+
+    /// The device half of [`HierarchicalCounter::leave`]: true if the device was all idle, so
+    /// that [`HierarchicalCounter::leave_global`] must follow. Apart only for the loom model that
+    /// shows what breaks when the global half comes after the steal's completion.
+    #[inline(always)]
+    pub fn leave_device(&self) -> bool {
+        self.device
+            .fetch_sub(1, Ordering::AcqRel, self.device_scope)
+            == self.device_workers
+    }
+
+    /// The global half of [`HierarchicalCounter::leave`].
+    #[inline(always)]
+    pub fn leave_global(&self) {
+        self.global.fetch_sub(1, Ordering::AcqRel, self.scope);
+    }
+
+    /// True once every worker of every device is idle. The device counter is read first, in the
+    /// device's own memory, so that idle workers poll the global word only while their device is
+    /// all idle; acquire pairs with the increments' release.
+    #[inline(always)]
+    pub fn all_idle(&self) -> bool {
+        self.device.load(Ordering::Acquire, self.device_scope) == self.device_workers
+            && self.global.load(Ordering::Acquire, self.scope) == self.devices
     }
 }
 

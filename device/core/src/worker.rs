@@ -11,11 +11,11 @@ use crate::exec::{OnFull, WorkerCore};
 use crate::layout::Env;
 use crate::local_ring::ring_index;
 use crate::operation::Operation;
-use crate::platform::{AtomicWord, Ordering, Platform, ProtocolStep};
+use crate::platform::{AtomicWord, Ordering, Platform, ProtocolStep, Scope};
 use crate::public_queue::{Claim, OwnerView, PublicQueue};
 use crate::share::StealShare;
 use crate::spec::Spec;
-use crate::termination::{IdleCounter, VoteOutcome, VotingTree};
+use crate::termination::{HierarchicalCounter, IdleCounter, VoteOutcome, VotingTree};
 use crate::word::QueueWord;
 
 /// Loop iterations between two checks of whether the own public queue ran empty (a power of two).
@@ -513,11 +513,18 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     #[inline(always)]
     pub(crate) fn leave_idle(&mut self) {
         if self.idle {
-            if self.p.is_leader()
-                && S::termination(&self.env.config) == TerminationMode::IdleCounter
-            {
-                self.p.protocol_step(ProtocolStep::IdleLeave);
-                self.idle_counter().leave();
+            if self.p.is_leader() {
+                match S::termination(&self.env.config) {
+                    TerminationMode::IdleCounter => {
+                        self.p.protocol_step(ProtocolStep::IdleLeave);
+                        self.idle_counter().leave();
+                    }
+                    TerminationMode::Hierarchical => {
+                        self.p.protocol_step(ProtocolStep::IdleLeave);
+                        self.hierarchical_counter().leave();
+                    }
+                    TerminationMode::VotingTree => {}
+                }
             }
             self.idle = false;
             self.report_progress();
@@ -531,6 +538,24 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         IdleCounter {
             counter: &shared.idle_workers,
             workers: self.env.config.workers as u64,
+            scope: self.scope,
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn hierarchical_counter(&self) -> HierarchicalCounter<'e, P::Word> {
+        let t = &self.env.topology;
+        let d = t.device_of_worker(self.id) as usize;
+        // SAFETY: the shared state outlives the run, and the host gives every device of the
+        // topology its counter word (`Env::device_idle`), which outlives the run too.
+        let (shared, device) = unsafe { (self.env.shared(), &*self.env.device_idle[d]) };
+        HierarchicalCounter {
+            device,
+            device_workers: (t.first_worker[d + 1] - t.first_worker[d]) as u64,
+            // Only this device's workers update its counter, and it lives in their memory.
+            device_scope: Scope::Device,
+            global: &shared.idle_devices,
+            devices: t.devices as u64,
             scope: self.scope,
         }
     }
@@ -555,6 +580,15 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                         became_idle = true;
                     }
                     (self.idle || became_idle) && self.idle_counter().all_idle()
+                }
+                TerminationMode::Hierarchical => {
+                    let counter = self.hierarchical_counter();
+                    if !self.idle && quiescent.is_some() {
+                        self.p.protocol_step(ProtocolStep::IdleEnter);
+                        counter.enter();
+                        became_idle = true;
+                    }
+                    (self.idle || became_idle) && counter.all_idle()
                 }
                 TerminationMode::VotingTree => {
                     let targeted = match quiescent {

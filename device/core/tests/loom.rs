@@ -6,7 +6,8 @@
 //! acquire/release edge in the protocol shows up as a thief reading a stale or overwritten id.
 //! Each model checks that every task is taken exactly once. The termination models check that no
 //! worker decides "terminate" while another still holds a task; their `*_without_the_rule`
-//! twins switch the rule of thesis 5.6.3 off and must fail.
+//! twins switch the rule of thesis 5.6.3 (or, for the hierarchical counters, the rule that a
+//! worker leaves both levels at once) off and must fail.
 #![cfg(loom)]
 
 use std::collections::BTreeSet;
@@ -15,7 +16,7 @@ use loom::sync::atomic::AtomicU64;
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 use mgws_core::one_lane::OneLane;
-use mgws_core::termination::{IdleCounter, VoteOutcome, VotingTree};
+use mgws_core::termination::{HierarchicalCounter, IdleCounter, VoteOutcome, VotingTree};
 use mgws_core::{
     AtomicWord, Claim, HostWord, Ordering, PublicQueue, QueueHeader, Scope, SharedState, Topology,
 };
@@ -334,4 +335,143 @@ fn voting_tree_counts_a_stolen_from_worker_as_busy() {
 #[should_panic(expected = "terminated while")]
 fn voting_tree_without_the_rule_terminates_early() {
     voting_tree_race(true);
+}
+
+/// One worker's view of hierarchical counters: its device's counter (of `device_workers`
+/// workers) and the global word over `devices` devices.
+fn hierarchical<'a>(
+    device: &'a HostWord,
+    device_workers: u64,
+    global: &'a HostWord,
+    devices: u64,
+) -> HierarchicalCounter<'a, HostWord> {
+    HierarchicalCounter {
+        device,
+        device_workers,
+        device_scope: SCOPE,
+        global,
+        devices,
+        scope: SCOPE,
+    }
+}
+
+/// Thesis Table 6 across two devices of one worker each: A (device 0) holds one public task, B
+/// (device 1) is idle, so device 1 counts as all idle, and steals it. B must take the global word
+/// back down before it completes the steal; if it completes first (`global_after_complete`), A
+/// can count itself idle, take device 0 to all idle and find both devices counted while B's task
+/// is unrun.
+fn hierarchical_race(global_after_complete: bool) {
+    model(move || {
+        let queue = Queue::new(2);
+        assert!(queue.publish(&[1]).is_empty());
+        let device0 = Arc::new(HostWord::new(0));
+        let device1 = Arc::new(HostWord::new(1)); // B starts idle ...
+        let global = Arc::new(HostWord::new(1)); // ... so device 1 counts as all idle
+        let b_done = Arc::new(AtomicU64::new(0));
+        let b = {
+            let (queue, device1, global, b_done) = (
+                queue.clone(),
+                device1.clone(),
+                global.clone(),
+                b_done.clone(),
+            );
+            thread::spawn(move || {
+                let idle = hierarchical(&device1, 1, &global, 2);
+                let q = queue.q();
+                if let Claim::Claimed { word, share } = q.claim(&P) {
+                    if global_after_complete {
+                        let crossed = idle.leave_device();
+                        q.complete(&P, word, share.count);
+                        if crossed {
+                            idle.leave_global();
+                        }
+                    } else {
+                        idle.leave(); // both levels before the steal completes
+                        q.complete(&P, word, share.count);
+                    }
+                    b_done.store(1, Ordering::Relaxed); // ran the task
+                    idle.enter();
+                }
+            })
+        };
+        let idle = hierarchical(&device0, 1, &global, 2);
+        let mine = queue.acquire(1);
+        loop {
+            if queue.q().quiescent(false).is_some() {
+                idle.enter();
+                break;
+            }
+            thread::yield_now();
+        }
+        if idle.all_idle() {
+            assert!(
+                !mine.is_empty() || b_done.load(Ordering::Relaxed) == 1,
+                "terminated while B's stolen task was unrun"
+            );
+        }
+        b.join().unwrap();
+        // Whatever the interleaving, both devices end all idle, and the global word says so.
+        assert_eq!(global.load(Ordering::Relaxed, SCOPE), 2);
+    });
+}
+
+#[test]
+fn hierarchical_counter_leaves_both_levels_before_completing_a_steal() {
+    hierarchical_race(false);
+}
+
+#[test]
+#[should_panic(expected = "terminated while")]
+fn hierarchical_counter_without_the_rule_terminates_early() {
+    hierarchical_race(true);
+}
+
+/// The bound on the global word: a device adds at most one more time than it subtracted. Device
+/// 0 has workers A and Y; device 1's worker V stays busy, so the global word must never reach 2.
+/// Y starts idle; A goes idle (taking device 0 to all idle) while Y leaves (as after a steal from
+/// V) and goes idle again. With the rule, Y's global decrement precedes its next increment; if Y
+/// defers it past that increment (`defer_global`), device 0 counts twice for a moment and the
+/// run would end with V busy.
+fn hierarchical_bound(defer_global: bool) {
+    model(move || {
+        let device0 = Arc::new(HostWord::new(1)); // Y idle
+        let device1 = HostWord::new(0); // V busy
+        let global = Arc::new(HostWord::new(0));
+        let y = {
+            let (device0, global) = (device0.clone(), global.clone());
+            thread::spawn(move || {
+                let idle = hierarchical(&device0, 2, &global, 2);
+                let crossed = idle.leave_device();
+                if crossed && !defer_global {
+                    idle.leave_global();
+                }
+                idle.enter();
+                let seen = idle.all_idle();
+                if crossed && defer_global {
+                    idle.leave_global();
+                }
+                assert!(!seen, "counted every device idle while V was busy");
+            })
+        };
+        let idle = hierarchical(&device0, 2, &global, 2);
+        idle.enter();
+        assert!(
+            !idle.all_idle(),
+            "counted every device idle while V was busy"
+        );
+        y.join().unwrap();
+        assert_eq!(device1.load(Ordering::Relaxed, SCOPE), 0);
+        assert_eq!(global.load(Ordering::Relaxed, SCOPE), 1);
+    });
+}
+
+#[test]
+fn hierarchical_counter_counts_a_device_at_most_once() {
+    hierarchical_bound(false);
+}
+
+#[test]
+#[should_panic(expected = "counted every device idle")]
+fn hierarchical_counter_with_a_deferred_global_decrement_counts_a_device_twice() {
+    hierarchical_bound(true);
 }

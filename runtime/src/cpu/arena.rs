@@ -19,6 +19,8 @@ pub struct Arena {
     /// run (and, for the overflow stacks below, megabytes of cache and fresh pages).
     slots: Vec<TaskStruct>,
     pub tree: Vec<HostWord>,
+    /// `Env::device_idle`: one idle counter per device (CPU domain), each on its own cache line.
+    pub device_idle: Vec<DeviceIdle>,
     /// `workers * spill_capacity` tasks of capacity, length 0, like `slots`.
     spill: Vec<TaskStruct>,
     pub progress: Vec<WorkerProgress>,
@@ -26,6 +28,10 @@ pub struct Arena {
     pub task_tags: Vec<u64>,
     pub stats: Vec<WorkerStats>,
 }
+
+/// One device's idle counter, alone on its cache lines (its device's workers hammer it).
+#[repr(align(128))]
+pub struct DeviceIdle(pub HostWord);
 
 /// A value of `T` whose bytes are all zero.
 ///
@@ -74,6 +80,9 @@ impl Arena {
             ))
                 .map(|_| HostWord::new(0))
                 .collect(),
+            device_idle: (0..topology.devices)
+                .map(|_| DeviceIdle(HostWord::new(0)))
+                .collect(),
             spill: try_with_capacity(
                 format_args!(
                     "--spill-capacity {} x {workers} workers",
@@ -105,6 +114,10 @@ impl Arena {
             // SAFETY: within the reservation (asserted); workers write a slot before reading it.
             queue_slots[d] = unsafe { self.slots.as_mut_ptr().add(first_slot) };
         }
+        let mut device_idle = [std::ptr::null(); MAX_DEVICES];
+        for (d, word) in self.device_idle.iter().enumerate() {
+            device_idle[d] = &word.0 as *const HostWord;
+        }
         Env {
             config,
             topology,
@@ -112,6 +125,7 @@ impl Arena {
             queue_headers,
             queue_slots,
             tree: self.tree.as_ptr(),
+            device_idle,
             spill: self.spill.as_mut_ptr(),
             initial: initial.as_ptr(),
             initial_len: initial.len() as u64,

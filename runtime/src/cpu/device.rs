@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use mgws_core::{
     AtomicWord, Env, HostWord, LeanStatic, Ordering, RunError, Scope, ScratchLayout, TaskExecutor,
-    Topology, Worker, WorkerProgress,
+    TerminationMode, Topology, Worker, WorkerProgress,
 };
 use mgws_tasks::TaskStruct;
 
 use super::arena::Arena;
 use super::platform::{CpuPlatform, LaneGroup};
 use super::threads::{Completion, RunClock};
-use crate::device::{Device, Grid, LiveState, ReadBack, Running};
+use crate::device::{split_workers, Device, Grid, LiveState, ReadBack, Running};
 use crate::error::Result;
 use crate::job::Job;
 use crate::scheduler::Scheduler;
@@ -112,11 +112,17 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
     }
 
     fn size_grid(&mut self, sched: &Scheduler) -> Result<Grid> {
-        // Exactly the workers asked for; host atomics are coherent system-wide (the scope is
-        // ignored by `HostWord`).
+        // Exactly the workers asked for, in the domains asked for; host atomics are coherent
+        // system-wide (the scope is ignored by `HostWord`).
+        let cfg = &sched.config;
+        let split = split_workers(
+            cfg.workers,
+            sched.cpu_domains as usize,
+            cfg.workers_per_queue,
+        )?;
         Ok(Grid {
             config: sched.config,
-            topology: Topology::single(sched.config.workers, sched.config.workers_per_queue),
+            topology: Topology::split(&split, cfg.workers_per_queue),
             lanes: sched.lanes,
         })
     }
@@ -265,7 +271,14 @@ impl Running for CpuRunning<'_> {
                 .collect(),
             // Acquire: a diagnostic read; pairs with the workers' releases so the counters are
             // no older than the progress records read before.
-            idle_counter: shared.idle_workers.load(Ordering::Acquire, Scope::System),
+            idle_counter: if env.config.termination_mode() == TerminationMode::Hierarchical {
+                (0..env.topology.devices as usize)
+                    // SAFETY: the arena holds one counter per device for the whole run.
+                    .map(|d| unsafe { &*env.device_idle[d] }.load(Ordering::Acquire, Scope::System))
+                    .sum()
+            } else {
+                shared.idle_workers.load(Ordering::Acquire, Scope::System)
+            },
             initial_ranges_done: shared
                 .initial_ranges_done
                 .load(Ordering::Acquire, Scope::System),

@@ -147,6 +147,7 @@ fn static_assignment_runs_every_task_once_from_the_backends_env() {
         queue_headers,
         queue_slots,
         tree: tree.as_ptr(),
+        device_idle: [std::ptr::null(); MAX_DEVICES],
         spill: spill.as_mut_ptr(),
         initial: root.as_ptr(),
         initial_len: root.len() as u64,

@@ -35,7 +35,7 @@ pub fn size_grid(
     let wpq = workers_per_queue;
     let gpus = &s.gpus[..s.run_devices];
     let requested = total
-        .map(|t| plan::split_workers(t, gpus.len(), wpq))
+        .map(|t| crate::device::split_workers(t, gpus.len(), wpq))
         .transpose()?;
     let queues_ub: u32 = match (total, &requested) {
         (Some(t), Some(_)) => t / wpq,

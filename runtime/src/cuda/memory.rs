@@ -28,6 +28,9 @@ pub struct Memory {
     /// Per GPU: its workers' `Env::task_tags` words, in its own memory (lane 0 writes one twice
     /// per task; in the mapped host memory of the progress records that cost 10x on MEMSET).
     pub(super) task_tags: Vec<Placed>,
+    /// Per GPU: its `Env::device_idle` word (hierarchical termination), in its own memory, where
+    /// only its workers update it at device scope.
+    pub(super) device_idle: Vec<Placed>,
     _spill: Vec<DeviceBuffer>,
     _initial_host: Option<HostBuffer>,
     _initial_dev: Vec<DeviceBuffer>,
@@ -92,6 +95,10 @@ pub(super) fn allocate(
         let w = (topology.first_worker[d + 1] - topology.first_worker[d]) as usize;
         task_tags.push(Placed::zeroed(s, Loc::Gpu(d), w * 8, "the task-tag words")?);
     }
+    let mut device_idle = Vec::new();
+    for d in 0..n {
+        device_idle.push(Placed::zeroed(s, Loc::Gpu(d), 8, "the idle counter")?);
+    }
     let initial_bytes = as_bytes(job.tasks);
     let (initial_host, initial_dev) = match b.tasks_in {
         TasksIn::Host => {
@@ -143,6 +150,10 @@ pub(super) fn allocate(
                 (base + queue_areas[e].headers as u64) as *const QueueHeader<HostWord>;
             queue_slots[e] = (base + queue_areas[e].slots as u64) as *mut TaskStruct;
         }
+        let mut device_idle_ptrs = [std::ptr::null(); MAX_DEVICES];
+        for (e, word) in device_idle.iter().enumerate() {
+            device_idle_ptrs[e] = word.device_ptr(s, d)? as *const HostWord;
+        }
         let run_base = run.device_ptr(s, d)?;
         // Workers index the overflow stacks by their global id: offset this GPU's allocation
         // by its first worker (the kernel only ever adds ids of this GPU's workers).
@@ -165,6 +176,7 @@ pub(super) fn allocate(
             queue_headers,
             queue_slots,
             tree: (run_base + run_area.tree as u64) as *const HostWord,
+            device_idle: device_idle_ptrs,
             spill: spill_base as *mut TaskStruct,
             initial: initial as *const TaskStruct,
             initial_len: job.tasks.len() as u64,
@@ -199,6 +211,7 @@ pub(super) fn allocate(
         progress,
         stats,
         task_tags,
+        device_idle,
         _spill: spill,
         _initial_host: initial_host,
         _initial_dev: initial_dev,
@@ -252,7 +265,7 @@ mod tests {
         let fields = size_of::<SchedConfig>()
             + size_of::<Topology>()
             + 8
-            + 2 * 8 * MAX_DEVICES
+            + 3 * 8 * MAX_DEVICES
             + 7 * 8
             // areas and area_limits
             + 2 * 8 * DATA_AREAS;

@@ -182,6 +182,7 @@ impl Device for CudaDevice<'_> {
             workers: grid.config.workers as usize,
             topology: grid.topology,
             workers_per_queue: grid.config.workers_per_queue,
+            termination: grid.config.termination_mode(),
         };
         Ok(supervise(&running))
     }
@@ -265,6 +266,7 @@ struct CudaRunning<'a> {
     workers: usize,
     topology: mgws_core::Topology,
     workers_per_queue: u32,
+    termination: mgws_core::TerminationMode,
 }
 
 impl CudaRunning<'_> {
@@ -348,7 +350,15 @@ impl Running for CudaRunning<'_> {
         }
         LiveState {
             task_tags,
-            idle_counter: read(shared_field::IDLE_WORKERS),
+            idle_counter: if self.termination == mgws_core::TerminationMode::Hierarchical {
+                // The sum of the per-GPU counters; `u64::MAX` if one cannot be read.
+                mem.device_idle
+                    .iter()
+                    .map(|word| word.read_u64_live(s, 0).unwrap_or(u64::MAX))
+                    .fold(0u64, u64::saturating_add)
+            } else {
+                read(shared_field::IDLE_WORKERS)
+            },
             initial_ranges_done: read(shared_field::INITIAL_RANGES_DONE),
             initial_ranges: mem.initial_ranges,
             queue_words: (0..self.workers as u32)
