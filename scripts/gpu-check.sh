@@ -29,8 +29,10 @@
 #                    (not in the default list)
 #         sanitizer  compute-sanitizer memcheck, racecheck and synccheck on small runs of each
 #                    workload (if compute-sanitizer is installed)
-#         multi      two GPUs: MEMSET and UTS T1 on --devices 0,1, and --placement remote (needs
-#                    2 GPUs joined by NVLink; not in the default list)
+#         multi      two GPUs against one: MEMSET 2^27, UTS T1L, T1, T3, T5, FIB(34) and a small
+#                    CONTAINS on --devices 0,1 in every termination mode, --placement remote,
+#                    same-device bias, compute-sanitizer on a 2-GPU run (needs 2 GPUs joined by
+#                    NVLink; not in the default list)
 #       GPU_CHECK_BUDGET (seconds, default 560) bounds the whole call: cases that would start
 #       after it are listed as skipped, so a 600 s device command always ends with the table.
 #       GPU_CHECK_MEMSET_TASKS overrides the MEMSET size (default 67108864).
@@ -269,16 +271,44 @@ on_device() {
                 skip multi "needs 2 GPUs, this machine has $GPUS"
                 continue
             fi
-            case_run multi-memset-2gpu 180 run memset --tasks "$memset_n" "${G[@]}" --devices 0,1
-            case_run multi-memset-2gpu-tree 180 run memset --tasks "$memset_n" "${G[@]}" --devices 0,1 --termination tree
-            case_run multi-memset-remote 180 run memset --tasks "$memset_n" "${G[@]}" --placement remote
-            case_run multi-memset-2gpu-remote 180 run memset --tasks "$memset_n" "${G[@]}" --devices 0,1 --placement remote
-            case_run multi-memset-1gpu 120 run memset --tasks "$memset_n" "${G[@]}"
-            case_run multi-uts-T1-2gpu 120 run uts --preset T1 "${G[@]}" --devices 0,1
-            case_run multi-uts-T1L-1gpu 240 run uts --preset T1L "${G[@]}"
-            case_run multi-uts-T1L-2gpu 240 run uts --preset T1L "${G[@]}" --devices 0,1
-            case_run multi-uts-T1L-2gpu-bias 240 run uts --preset T1L "${G[@]}" --devices 0,1 --same-device-bias 0.9
-            case_run multi-uts-T3-2gpu 120 run uts --preset T3 "${G[@]}" --devices 0,1
+            # Issue targets, as ratios to 1 GPU from the same call: MEMSET 2^27, UTS T1L, FIB(34),
+            # the ~4M-node UTS trees, a small CONTAINS; every termination mode on 2 GPUs; remote
+            # placement against global; same-device victim bias.
+            local M2=(run memset --tasks 134217728 "${G[@]}")
+            case_run multi-memset-1gpu 180 "${M2[@]}"
+            case_run multi-memset-1gpu-hier 180 "${M2[@]}" --termination hierarchical
+            for t in counter tree hierarchical; do
+                case_run "multi-memset-2gpu-$t" 180 "${M2[@]}" --devices 0,1 --termination "$t"
+            done
+            case_run multi-memset-2gpu-hier-bias 180 "${M2[@]}" --devices 0,1 --termination hierarchical --same-device-bias 0.9
+            case_run multi-memset-1gpu-remote 180 "${M2[@]}" --placement remote
+            case_run multi-memset-2gpu-remote 180 "${M2[@]}" --devices 0,1 --placement remote --termination hierarchical
+            case_run multi-T1L-1gpu 240 run uts --preset T1L "${G[@]}"
+            for t in counter tree hierarchical; do
+                case_run "multi-T1L-2gpu-$t" 240 run uts --preset T1L "${G[@]}" --devices 0,1 --termination "$t"
+            done
+            case_run multi-T1L-2gpu-hier-bias 240 run uts --preset T1L "${G[@]}" --devices 0,1 --termination hierarchical --same-device-bias 0.9
+            case_run multi-fib34-1gpu 120 run fib -n 34 "${G[@]}"
+            for t in counter hierarchical; do
+                case_run "multi-fib34-2gpu-$t" 120 run fib -n 34 "${G[@]}" --devices 0,1 --termination "$t"
+            done
+            for p in T1 T3 T5; do
+                case_run "multi-$p-1gpu" 120 run uts --preset "$p" "${G[@]}"
+                for t in counter hierarchical; do
+                    case_run "multi-$p-2gpu-$t" 120 run uts --preset "$p" "${G[@]}" --devices 0,1 --termination "$t"
+                done
+            done
+            if [ -f "$corpus" ]; then
+                case_run multi-contains-1gpu 120 run contains --corpus "$corpus" --word by --limit 2000 "${G[@]}"
+                case_run multi-contains-2gpu 120 run contains --corpus "$corpus" --word by --limit 2000 "${G[@]}" --devices 0,1 --termination hierarchical
+            fi
+            if [ -n "$SANITIZER" ]; then
+                for tool in memcheck racecheck; do
+                    SAN=("$SANITIZER" --tool "$tool" --error-exitcode 99)
+                    case_run "multi-san-$tool-memset" 180 run memset --tasks 4096 "${G[@]}" --workers 16 --devices 0,1 --termination hierarchical --watchdog-ms 600000
+                    SAN=()
+                done
+            fi
             ;;
         *)
             echo "unknown section $section" >&2

@@ -497,6 +497,7 @@ pub fn outcome_json(outcome: &Outcome, sched: &Scheduler) -> serde_json::Value {
         "workers": r.workers,
         "lanes": r.lanes,
         "tasks": r.tasks_run,
+        "setup_s": r.setup_s,
         "elapsed_s": r.elapsed_s,
         "tasks_per_s": r.tasks_per_s(),
         "verified": outcome.verified,
@@ -529,14 +530,16 @@ pub fn outcome_text(outcome: &Outcome) -> String {
     // Writing to a String cannot fail.
     let _ = writeln!(
         s,
-        "{} on {} backend: {} workers x {} lanes, {} tasks in {:.4} s = {:.3e} tasks/s",
+        "{} on {} backend: {} workers x {} lanes, {} tasks in {:.4} s = {:.3e} tasks/s \
+         (set-up before it {:.4} s)",
         outcome.workload,
         r.backend,
         r.workers,
         r.lanes,
         r.tasks_run,
         r.elapsed_s,
-        r.tasks_per_s()
+        r.tasks_per_s(),
+        r.setup_s
     );
     let _ = writeln!(s, "result: {}", outcome.result);
     if let Some(idle) = r.idle_share().filter(|_| r.workers > 1) {

@@ -75,11 +75,13 @@ pub trait LevelDevice {
     fn leak(&mut self);
 }
 
-/// Runs `job` level by level on `device` with the scheduler's settings.
+/// Runs `job` level by level on `device` with the scheduler's settings; `opened` is when the
+/// caller began opening the device (the report's `setup_s` counts from it).
 pub fn run<D: LevelDevice>(
     device: &mut D,
     sched: &Scheduler,
     mut job: Job<'_>,
+    opened: Instant,
 ) -> Result<RunReport> {
     job.validate()?;
     let plan = device.place(sched, &mut job)?;
@@ -97,6 +99,7 @@ pub fn run<D: LevelDevice>(
     let mut tasks_run = 0u64;
     let mut level = 0u32;
     let start = Instant::now();
+    let setup_s = start.duration_since(opened).as_secs_f64();
     while frontier > 0 {
         // The supervisor watches each level: a level that stops making progress is a hang.
         let supervised = device.launch_level(level, frontier, |live| {
@@ -139,6 +142,7 @@ pub fn run<D: LevelDevice>(
         backend: name.into(),
         workers: plan.grid.config.workers,
         lanes: plan.grid.lanes,
+        setup_s,
         elapsed_s,
         tasks_run,
         per_worker,

@@ -11,8 +11,14 @@ use crate::report::{HangReport, RunReport, WorkerHangState, WorkerReport};
 use crate::scheduler::{RunProgress, Scheduler, STUCK_GRACE};
 use crate::watchdog::Watchdog;
 
-/// Runs `job` on `device` with the scheduler's settings.
-pub fn run<D: Device>(device: &mut D, sched: &Scheduler, mut job: Job<'_>) -> Result<RunReport> {
+/// Runs `job` on `device` with the scheduler's settings; `opened` is when the caller began
+/// opening the device (the report's `setup_s` counts from it to the launch).
+pub fn run<D: Device>(
+    device: &mut D,
+    sched: &Scheduler,
+    mut job: Job<'_>,
+    opened: Instant,
+) -> Result<RunReport> {
     job.validate()?;
     let grid = device.size_grid(sched)?;
     grid.config.validate()?;
@@ -25,6 +31,7 @@ pub fn run<D: Device>(device: &mut D, sched: &Scheduler, mut job: Job<'_>) -> Re
         tasks = job.tasks.len()
     );
     let _enter = span.enter();
+    let setup_s = opened.elapsed().as_secs_f64();
     match device.launch(&grid, &placed, |live| supervise(live, sched, &grid))? {
         Supervised::Done => {}
         Supervised::Failed(e) => return Err(e),
@@ -68,6 +75,7 @@ pub fn run<D: Device>(device: &mut D, sched: &Scheduler, mut job: Job<'_>) -> Re
         backend: device.name().into(),
         workers,
         lanes: grid.lanes,
+        setup_s,
         elapsed_s: back.elapsed_s,
         tasks_run,
         per_worker,

@@ -69,6 +69,9 @@ pub struct RunReport {
     pub workers: u32,
     /// Lanes (threads) per worker.
     pub lanes: u32,
+    /// Wall time before the scheduling phase: opening the device (on a GPU: contexts, module
+    /// loads, JIT compiles on first use), sizing the grid, allocating and copying the job in.
+    pub setup_s: f64,
     /// Wall time of the scheduling phase alone (no allocation or copies).
     pub elapsed_s: f64,
     /// Tasks executed, initial and spawned.

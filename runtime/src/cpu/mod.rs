@@ -43,7 +43,12 @@ pub fn run<R: TaskExecutor<TaskStruct> + Sync>(
     registry: &R,
     job: Job<'_>,
 ) -> Result<RunReport> {
-    crate::pipeline::run(&mut CpuDevice::new(sched, registry), sched, job)
+    crate::pipeline::run(
+        &mut CpuDevice::new(sched, registry),
+        sched,
+        job,
+        std::time::Instant::now(),
+    )
 }
 
 /// Runs `job` with the static-assignment baseline on CPU threads (the pipeline with a
@@ -54,7 +59,7 @@ pub fn run_static<R: TaskExecutor<TaskStruct> + Sync>(
     job: Job<'_>,
 ) -> Result<RunReport> {
     let mut device = CpuDevice::with_method(sched, registry, CpuMethod::Static);
-    crate::pipeline::run(&mut device, sched, job)
+    crate::pipeline::run(&mut device, sched, job, std::time::Instant::now())
 }
 
 /// Runs `job` with the level-by-level baseline on CPU threads (the level loop with
@@ -66,5 +71,5 @@ pub fn run_levels<R: TaskExecutor<TaskStruct> + Sync>(
     level_capacity: Option<u64>,
 ) -> Result<RunReport> {
     let mut device = levels::CpuLevels::new(sched, registry, level_capacity);
-    crate::levels::run(&mut device, sched, job)
+    crate::levels::run(&mut device, sched, job, std::time::Instant::now())
 }

@@ -50,8 +50,9 @@ pub fn run<R: mgws_tasks::Registry>(
     sched: &Scheduler,
     job: Job<'_>,
 ) -> Result<RunReport> {
+    let opened = std::time::Instant::now();
     let mut device = CudaLevels::open::<R>(b, sched.lanes)?;
-    crate::levels::run(&mut device, sched, job)
+    crate::levels::run(&mut device, sched, job, opened)
 }
 
 /// The level step on one GPU: one launch of `mgws_level` per level.

@@ -353,8 +353,9 @@ impl CudaBackend {
     ) -> Result<RunReport> {
         guard(|| match self.kernel {
             GpuKernel::Mgws | GpuKernel::Static => {
+                let opened = std::time::Instant::now();
                 let mut device = persistent::CudaDevice::open::<R>(self, sched)?;
-                crate::pipeline::run(&mut device, sched, job)
+                crate::pipeline::run(&mut device, sched, job, opened)
             }
             GpuKernel::Levels => level::run::<R>(self, sched, job),
         })
