@@ -239,6 +239,7 @@ mod tests {
             backend: "cpu".into(),
             workers: 3,
             lanes: 1,
+            setup_s: 0.0,
             elapsed_s: 3e-3,
             tasks_run: 0,
             per_worker: vec![
