@@ -4,6 +4,10 @@
 //! text is the module pruned to the one entry a run launches (`ptx::prune_to_entry`): a run and
 //! each of its baselines compile their own entry once.
 //!
+//! Neither lock is held while a GPU opens or a module compiles, so that the GPUs of a run open
+//! and compile at the same time (`Session::open` does each GPU on its own thread); two threads
+//! asking for the same entry at once may both build it, and the second copy is dropped.
+//!
 //! Entries live until the process exits: a module is valid only while its context is, and a
 //! kernel that ignored an abort may still use both (see `persistent::Supervised::Leak`).
 
@@ -29,17 +33,25 @@ static MODULES: Mutex<Vec<(ModuleKey, Arc<Module>)>> = Mutex::new(Vec::new());
 
 /// GPU `ordinal` with its primary context retained (opened on first use).
 pub fn gpu(ordinal: u32) -> Result<Arc<Gpu>> {
-    let mut gpus = GPUS.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some((_, g)) = gpus.iter().find(|(o, _)| *o == ordinal) {
-        return Ok(Arc::clone(g));
+    let find = |gpus: &[(u32, Arc<Gpu>)]| {
+        gpus.iter()
+            .find(|(o, _)| *o == ordinal)
+            .map(|(_, g)| Arc::clone(g))
+    };
+    if let Some(g) = find(&GPUS.lock().unwrap_or_else(PoisonError::into_inner)) {
+        return Ok(g);
     }
-    let g = Arc::new(Gpu::open(ordinal)?);
-    gpus.push((ordinal, Arc::clone(&g)));
-    Ok(g)
+    let opened = Arc::new(Gpu::open(ordinal)?);
+    let mut gpus = GPUS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(g) = find(&gpus) {
+        return Ok(g);
+    }
+    gpus.push((ordinal, Arc::clone(&opened)));
+    Ok(opened)
 }
 
-/// `src` JIT-compiled for `gpu` with `max_registers` (compiled on first use). The lock is held
-/// while compiling, so two threads asking for the same module compile it once.
+/// `src` JIT-compiled for `gpu` with `max_registers` (compiled on first use; the driver's own
+/// JIT cache, `CUDA_CACHE_PATH`, keeps the compiled code for later processes).
 pub fn module(gpu: &Gpu, src: &PtxSource, max_registers: Option<u32>) -> Result<Arc<Module>> {
     let mut h = DefaultHasher::new();
     src.text.hash(&mut h);
@@ -49,12 +61,21 @@ pub fn module(gpu: &Gpu, src: &PtxSource, max_registers: Option<u32>) -> Result<
         len: src.text.len(),
         max_registers,
     };
-    let mut modules = MODULES.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some((_, m)) = modules.iter().find(|(k, _)| *k == key) {
-        return Ok(Arc::clone(m));
+    let find = |modules: &[(ModuleKey, Arc<Module>)]| {
+        modules
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, m)| Arc::clone(m))
+    };
+    if let Some(m) = find(&MODULES.lock().unwrap_or_else(PoisonError::into_inner)) {
+        return Ok(m);
     }
     tracing::debug!(gpu = gpu.ordinal, origin = %src.origin, "JIT-compiling the kernel PTX");
-    let m = Arc::new(Module::load(gpu, &src.text, &src.origin, max_registers)?);
-    modules.push((key, Arc::clone(&m)));
-    Ok(m)
+    let loaded = Arc::new(Module::load(gpu, &src.text, &src.origin, max_registers)?);
+    let mut modules = MODULES.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(m) = find(&modules) {
+        return Ok(m);
+    }
+    modules.push((key, Arc::clone(&loaded)));
+    Ok(loaded)
 }

@@ -4,10 +4,10 @@
 //! and every resource is freed on drop with errors ignored (after a kernel trapped, the context
 //! is dead and every call fails).
 //!
-//! The `sys` calls left: `cuGetErrorName` of any raw code, `cuDriverGetVersion`, the peer queries
-//! and `cuCtxEnablePeerAccess`, `cuMemHostGetDevicePointer` (mapped pinned memory),
-//! `cuModuleLoadDataEx` (JIT options: `CU_JIT_MAX_REGISTERS`, the error log) and `cuStreamQuery`
-//! (`result` wraps none of them).
+//! The `sys` calls left: `cuGetErrorName` of any raw code, `cuDriverGetVersion`, `cuFuncLoad`,
+//! the peer queries and `cuCtxEnablePeerAccess`, `cuMemHostGetDevicePointer` (mapped pinned
+//! memory), `cuModuleLoadDataEx` (JIT options: `CU_JIT_MAX_REGISTERS`, the error log) and
+//! `cuStreamQuery` (`result` wraps none of them).
 //!
 //! cudarc's safe layer (`CudaContext`, `CudaStream`, `CudaSlice`, `CudaModule`) is not used: it
 //! frees memory and synchronises streams on drop and records events around every copy, while a
@@ -392,6 +392,11 @@ impl DeviceBuffer {
     }
 }
 
+// SAFETY: the buffer is an address in a primary context that its `Gpu` keeps retained; context
+// handles are valid on every thread, and each call on the buffer (copies, the free on drop) makes
+// its context current on the calling thread first.
+unsafe impl Send for DeviceBuffer {}
+
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
         // SAFETY: frees what `alloc` allocated, once; errors are ignored (the context may be
@@ -553,7 +558,11 @@ impl Module {
         set_current(self.ctx)?;
         // SAFETY: the module is loaded and not unloaded before self is dropped.
         match unsafe { result::module::get_function(self.raw, cname) } {
-            Ok(raw) => Ok(Some(Function { raw })),
+            Ok(raw) => {
+                let f = Function { raw };
+                f.load_eagerly(name)?;
+                Ok(Some(f))
+            }
             Err(DriverError(CUresult::CUDA_ERROR_NOT_FOUND)) => Ok(None),
             Err(e) => ok(Err(e), || format!("looking up kernel {name}")),
         }
@@ -578,6 +587,22 @@ pub struct Function {
 }
 
 impl Function {
+    /// Loads the kernel's code onto its GPU now. Under the driver's lazy module loading (the
+    /// default since CUDA 12.2) that happens at the first launch instead, inside the launch call:
+    /// with several GPUs, one GPU's kernel would then wait for the next GPU's load, and the
+    /// run's time would include it. Drivers before 12.4 (no `cuFuncLoad`) load at launch.
+    fn load_eagerly(&self, name: &str) -> Result<()> {
+        if driver_version()? < (12, 4) {
+            return Ok(());
+        }
+        // sys: the result layer has no cuFuncLoad.
+        // SAFETY: the function belongs to a loaded module whose context is current (the caller
+        // made it so).
+        check(unsafe { sys::cuFuncLoad(self.raw) }, || {
+            format!("cuFuncLoad({name})")
+        })
+    }
+
     /// The kernel's attribute `a`.
     pub fn attr(&self, a: FuncAttr) -> Result<i32> {
         // SAFETY: the function belongs to a loaded module (see the type's invariant).

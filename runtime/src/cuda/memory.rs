@@ -108,17 +108,8 @@ pub(super) fn allocate(
             (Some(h), Vec::new())
         }
         TasksIn::Device => {
-            let mut v = Vec::new();
-            for g in &s.gpus[..n] {
-                let buf = DeviceBuffer::alloc(
-                    g,
-                    initial_bytes.len(),
-                    &format!("the initial tasks ({} tasks)", job.tasks.len()),
-                )?;
-                buf.write(0, initial_bytes)?;
-                v.push(buf);
-            }
-            (None, v)
+            let what = format!("the initial tasks ({} tasks)", job.tasks.len());
+            (None, copy_to_each(&s.gpus[..n], initial_bytes, &what)?)
         }
     };
     // Data areas: read-only ones copied to every GPU; read-write ones once, on the first GPU,
@@ -130,12 +121,7 @@ pub(super) fn allocate(
             AreaBytes::ReadWrite(b) => (&**b, true),
         };
         let copies = if write_back { 1 } else { n };
-        let mut bufs = Vec::new();
-        for g in &s.gpus[..copies] {
-            let buf = DeviceBuffer::alloc(g, src.len(), &format!("data area {index}"))?;
-            buf.write(0, src)?;
-            bufs.push(buf);
-        }
+        let bufs = copy_to_each(&s.gpus[..copies], src, &format!("data area {index}"))?;
         areas.push((*index, bufs, write_back));
     }
     let mut envs = Vec::new();
@@ -219,6 +205,34 @@ pub(super) fn allocate(
         envs,
     })
 }
+/// A copy of `bytes` in each GPU's memory, the GPUs copying at the same time (one thread each:
+/// a copy from pageable host memory is paced by the CPU that stages it, so with several GPUs the
+/// copies would otherwise add up).
+fn copy_to_each(
+    gpus: &[std::sync::Arc<super::driver::Gpu>],
+    bytes: &[u8],
+    what: &str,
+) -> Result<Vec<DeviceBuffer>> {
+    let copy = |g: &super::driver::Gpu| -> Result<DeviceBuffer> {
+        let buf = DeviceBuffer::alloc(g, bytes.len(), what)?;
+        buf.write(0, bytes)?;
+        Ok(buf)
+    };
+    if gpus.len() == 1 {
+        return Ok(vec![copy(&gpus[0])?]);
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = gpus.iter().map(|g| scope.spawn(move || copy(g))).collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
+}
+
 pub(super) fn read_error_word(s: &Session, mem: &Memory) -> Option<RunError> {
     let w = mem
         .run

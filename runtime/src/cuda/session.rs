@@ -65,22 +65,35 @@ impl Session {
                 )))
             }
         };
+        // Each GPU opens (context retain) and compiles its module on a thread of its own, so
+        // that the set-up of several GPUs takes about as long as that of one.
+        let cap = b.register_cap(lanes);
+        let opened: Vec<Result<(Arc<Gpu>, Arc<Module>)>> = std::thread::scope(|scope| {
+            let ptx = &ptx;
+            let handles: Vec<_> = devices
+                .iter()
+                .map(|&d| {
+                    scope.spawn(move || {
+                        let gpu = cache::gpu(d)?;
+                        check_gpu(&gpu)?;
+                        let module = cache::module(&gpu, ptx, cap)?;
+                        Ok((gpu, module))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect()
+        });
         let mut gpus = Vec::new();
-        for &d in &devices {
-            let gpu = cache::gpu(d)?;
-            if gpu.cc < (7, 0) {
-                return Err(Error::BackendUnavailable(format!(
-                    "GPU {d} ({}) has compute capability {}.{}; the kernel needs 7.0 or newer",
-                    gpu.name, gpu.cc.0, gpu.cc.1
-                )));
-            }
-            if gpu.attr(Attr::CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH)? == 0 {
-                return Err(Error::BackendUnavailable(format!(
-                    "GPU {d} ({}) does not support cooperative launches, which guarantee that \
-                     every worker is resident",
-                    gpu.name
-                )));
-            }
+        let mut modules = Vec::new();
+        for result in opened {
+            let (gpu, module) = result?;
+            modules.push(module);
             gpus.push(gpu);
         }
         let run_devices = gpus.len();
@@ -97,10 +110,6 @@ impl Session {
                 };
             }
         }
-        let modules = gpus[..run_devices]
-            .iter()
-            .map(|g| cache::module(g, &ptx, b.register_cap(lanes)))
-            .collect::<Result<Vec<_>>>()?;
         let controls = gpus
             .iter()
             .map(|g| Stream::new(g))
@@ -285,4 +294,22 @@ impl Placed {
         self.read_live(s, offset, &mut b)?;
         Ok(u64::from_ne_bytes(b))
     }
+}
+
+/// Refuses a GPU that cannot run the persistent kernel.
+fn check_gpu(gpu: &Gpu) -> Result<()> {
+    if gpu.cc < (7, 0) {
+        return Err(Error::BackendUnavailable(format!(
+            "GPU {} ({}) has compute capability {}.{}; the kernel needs 7.0 or newer",
+            gpu.ordinal, gpu.name, gpu.cc.0, gpu.cc.1
+        )));
+    }
+    if gpu.attr(Attr::CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH)? == 0 {
+        return Err(Error::BackendUnavailable(format!(
+            "GPU {} ({}) does not support cooperative launches, which guarantee that every \
+             worker is resident",
+            gpu.ordinal, gpu.name
+        )));
+    }
+    Ok(())
 }
