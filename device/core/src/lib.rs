@@ -13,6 +13,7 @@
 #![cfg_attr(target_arch = "nvptx64", allow(internal_features))]
 
 pub mod baseline;
+pub mod bridge;
 pub mod config;
 pub mod context;
 pub mod data;

@@ -475,3 +475,89 @@ fn hierarchical_counter_counts_a_device_at_most_once() {
 fn hierarchical_counter_with_a_deferred_global_decrement_counts_a_device_twice() {
     hierarchical_bound(true);
 }
+
+/// Two sides without shared atomics (`bridge.rs`): side 0 holds tasks 1 and 2; side 1, idle from
+/// the start, reports so and asks for work, and side 0 answers with one task. Side 0 decides
+/// "terminate" once its own side is idle and side 1's report matches its ledger both ways. If it
+/// takes any idle report as enough (`any_report`), side 1's first report, written before the
+/// transfer, lets it end the run with the transferred task unrun.
+fn bridge_race(any_report: bool) {
+    use mgws_core::bridge::{BridgeEnd, BridgeLedger, BridgeState, IdleReport};
+    model(move || {
+        let state = Arc::new(BridgeState::<HostWord>::new());
+        let slot = Arc::new(AtomicU64::new(0)); // the mailbox into side 1 (one task)
+        let ran = Arc::new(AtomicU64::new(0)); // tasks run, both sides
+        let side1 = {
+            let (state, slot, ran) = (state.clone(), slot.clone(), ran.clone());
+            thread::spawn(move || {
+                let b = BridgeEnd {
+                    state: &state,
+                    side: 1,
+                    scope: Scope::System,
+                };
+                let mut ledger = BridgeLedger::default();
+                b.report_idle(&mut ledger); // all idle at the start
+                b.ask(&mut ledger);
+                for _ in 0..3 {
+                    if let Some(len) = b.reply(&ledger) {
+                        if len > 0 {
+                            assert_ne!(slot.load(Ordering::Relaxed), 0, "read an unwritten slot");
+                            ran.fetch_add(1, Ordering::Relaxed); // runs the task
+                            ledger.received += 1;
+                        }
+                        b.report_idle(&mut ledger); // idle again
+                        break;
+                    }
+                    thread::yield_now();
+                }
+            })
+        };
+        let a = BridgeEnd {
+            state: &state,
+            side: 0,
+            scope: Scope::System,
+        };
+        let mut ledger = BridgeLedger::default();
+        let mut mine = vec![1u64, 2];
+        for _ in 0..4 {
+            if let Some(request) = a.open_request(&ledger) {
+                let give = mine.pop();
+                if let Some(task) = give {
+                    slot.store(task, Ordering::Relaxed);
+                }
+                a.answer(&mut ledger, request, give.is_some() as u64);
+            }
+            if mine.pop().is_some() {
+                ran.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            // Side 0 is all idle.
+            let decided = if any_report {
+                IdleReport::unpack(state.report.load(Ordering::Acquire, Scope::System)).is_some()
+            } else {
+                a.try_decide(&ledger)
+            };
+            if decided {
+                assert_eq!(
+                    ran.load(Ordering::Relaxed),
+                    2,
+                    "terminated while side 1 held a transferred task"
+                );
+                break;
+            }
+            thread::yield_now();
+        }
+        side1.join().unwrap();
+    });
+}
+
+#[test]
+fn bridge_terminates_only_when_both_ledgers_agree() {
+    bridge_race(false);
+}
+
+#[test]
+#[should_panic(expected = "terminated while")]
+fn bridge_without_the_ledger_check_terminates_early() {
+    bridge_race(true);
+}
