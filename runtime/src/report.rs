@@ -32,6 +32,10 @@ pub struct WorkerReport {
     pub initial_loads: u64,
     /// Times it moved tasks to its overflow stack.
     pub spills: u64,
+    /// Tasks it received from the other side of a bridged run (its side's bridge worker only).
+    pub tasks_bridged_in: u64,
+    /// Tasks it sent to the other side of a bridged run (its side's bridge worker only).
+    pub tasks_bridged_out: u64,
     /// Nanoseconds the worker spent waiting for the others: recorded by the static-assignment
     /// baseline on the CPU (its waits at the level barriers, the last one included), `None`
     /// elsewhere.
@@ -54,6 +58,8 @@ impl WorkerReport {
             idle_rounds: s.idle_rounds,
             initial_loads: s.initial_loads,
             spills: s.spills,
+            tasks_bridged_in: s.tasks_bridged_in,
+            tasks_bridged_out: s.tasks_bridged_out,
             idle_ns: None,
         }
     }

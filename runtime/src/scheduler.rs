@@ -42,6 +42,8 @@ pub struct Scheduler {
     pub(crate) pin_threads: bool,
     /// Domains the CPU backend splits its workers into (see [`SchedulerBuilder::cpu_domains`]).
     pub(crate) cpu_domains: u32,
+    /// CPU workers run as the second side of a bridged run (see [`SchedulerBuilder::cpu_bridge`]).
+    pub(crate) cpu_bridge: u32,
     /// Called when aborted workers cannot be given up and do not exit (see
     /// [`SchedulerBuilder::on_stuck_workers`]).
     pub(crate) on_stuck_workers: Option<StuckWorkersHook>,
@@ -64,6 +66,7 @@ pub struct SchedulerBuilder {
     flags: RunFlags,
     pin_threads: bool,
     cpu_domains: u32,
+    cpu_bridge: u32,
     on_stuck_workers: Option<StuckWorkersHook>,
     on_progress: Option<ProgressHook>,
 }
@@ -110,6 +113,7 @@ impl Default for SchedulerBuilder {
             flags: RunFlags::empty(),
             pin_threads: true,
             cpu_domains: 1,
+            cpu_bridge: 0,
             on_stuck_workers: None,
             on_progress: None,
         }
@@ -237,6 +241,16 @@ impl SchedulerBuilder {
         self
     }
 
+    /// CPU backend: run the last `n` workers as a second side that shares no atomics with the
+    /// others and reaches them only through a bridge of single-writer mailboxes
+    /// (`mgws_core::bridge`): the protocol of CPU workers beside GPUs, on CPU threads alone, for
+    /// tests. 0 (the default) runs one side.
+    #[doc(hidden)]
+    pub fn cpu_bridge(mut self, n: u32) -> Self {
+        self.cpu_bridge = n;
+        self
+    }
+
     #[doc(hidden)]
     pub fn break_rules(mut self, flags: RunFlags) -> Self {
         self.flags |= flags & (RunFlags::BREAK_IN_FLIGHT_RULE | RunFlags::BREAK_TARGETED_RULE);
@@ -302,6 +316,7 @@ impl SchedulerBuilder {
             chaos: self.chaos,
             pin_threads: self.pin_threads,
             cpu_domains: self.cpu_domains,
+            cpu_bridge: self.cpu_bridge,
             on_stuck_workers: self.on_stuck_workers,
             on_progress: self.on_progress,
             threads: Default::default(),

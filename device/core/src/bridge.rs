@@ -124,6 +124,8 @@ impl IdleReport {
 pub struct BridgeLedger {
     /// Requests this side made (the value of its inbox's `requests`).
     pub requested: u64,
+    /// The last of its own requests whose reply this side took.
+    pub taken: u64,
     /// The last request of the peer this side answered.
     pub answered: u64,
     /// Non-empty replies this side sent.

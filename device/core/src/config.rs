@@ -51,6 +51,8 @@ bitflags! {
         const STATS = 1 << 0;
         /// Only steal from workers of the same device.
         const SAME_DEVICE_ONLY = 1 << 1;
+        /// One side of a bridged run (`Env::bridge`): termination is decided across both sides.
+        const BRIDGED = 1 << 2;
         /// TESTING ONLY: let a worker count itself idle while steals from its queue are in flight
         /// (breaks termination; used to show that the loom models catch the race).
         const BREAK_IN_FLIGHT_RULE = 1 << 30;

@@ -352,7 +352,7 @@ impl<P: Platform, T: Copy, S: Spec> Context for TaskContext<'_, '_, P, T, S> {
     }
     #[inline(always)]
     fn worker_id(&self) -> u32 {
-        self.core.id
+        self.core.id + self.core.env.worker_base as u32
     }
     #[inline(always)]
     fn barrier(&self) {

@@ -152,6 +152,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                 ),
                 claims_at_last_vote: 0,
                 voted_round: 0,
+                bridge: crate::bridge::BridgeLedger::default(),
                 operation: Operation::Start,
                 heartbeats: 0,
             };

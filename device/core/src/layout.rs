@@ -235,6 +235,10 @@ pub struct WorkerStats {
     pub idle_rounds: u64,
     pub initial_loads: u64,
     pub spills: u64,
+    /// Tasks this (bridge) worker received from the other side of a bridged run.
+    pub tasks_bridged_in: u64,
+    /// Tasks this (bridge) worker sent to the other side of a bridged run.
+    pub tasks_bridged_out: u64,
 }
 
 /// Number of data areas a task's descriptors can refer to (thesis 5.3's memory areas).
@@ -261,6 +265,19 @@ pub struct Env<W, T> {
     /// device's own memory, updated at device scope by its workers only; null for devices the
     /// topology does not have, and for runs of another termination mode.
     pub device_idle: [*const W; MAX_DEVICES],
+    /// The bridge to the other side of a bridged run ([`crate::bridge`]), in memory both sides
+    /// reach (mapped host memory); null in other runs.
+    pub bridge: *const crate::bridge::BridgeState<W>,
+    /// `bridge_slots[s]`: the [`crate::bridge::BRIDGE_CAPACITY`] task slots of the mailbox into
+    /// side `s`.
+    pub bridge_slots: [*mut T; 2],
+    /// This side of the bridge (0 decides termination) and its bridge worker.
+    pub bridge_side: u32,
+    pub bridge_worker: u32,
+    /// Added to a worker's id where tasks see it (`Context::worker_id`, the per-worker
+    /// accumulator slots): the workers of a bridged run's side 1 come after side 0's. (A `u64`
+    /// only so that the struct has no padding.)
+    pub worker_base: u64,
     /// Overflow stacks, `spill_capacity` tasks per worker.
     pub spill: *mut T,
     /// Initial tasks.
@@ -422,6 +439,11 @@ impl<W, T> Env<W, T> {
             queue_slots: [core::ptr::null_mut(); MAX_DEVICES],
             tree: core::ptr::null(),
             device_idle: [core::ptr::null(); MAX_DEVICES],
+            bridge: core::ptr::null(),
+            bridge_slots: [core::ptr::null_mut(); 2],
+            bridge_side: 0,
+            bridge_worker: 0,
+            worker_base: 0,
             spill: core::ptr::null_mut(),
             initial,
             initial_len,

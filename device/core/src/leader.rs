@@ -1,5 +1,6 @@
 //! Lane 0's private state, kept in the worker's scratch memory.
 
+use crate::bridge::BridgeLedger;
 use crate::layout::WorkerStats;
 use crate::operation::Operation;
 use crate::victim::VictimPicker;
@@ -23,4 +24,6 @@ pub struct LeaderState {
     pub operation: Operation,
     /// Heartbeats of long tasks (`TaskContext::heartbeat`), added to the reported iterations.
     pub heartbeats: u64,
+    /// The bridge worker's ledger (bridged runs: [`crate::bridge`]).
+    pub bridge: BridgeLedger,
 }

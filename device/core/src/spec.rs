@@ -8,7 +8,7 @@
 //! ([`Spec::matches`]). CPU workers use [`FromConfig`], which reads the same options from the
 //! configuration at run time: one compiled worker serves every configuration there.
 
-use crate::config::{OverflowMode, SchedConfig, TerminationMode};
+use crate::config::{OverflowMode, RunFlags, SchedConfig, TerminationMode};
 use crate::platform::Scope;
 
 /// The hot-loop options of a worker: compile-time constants ([`Fixed`]) or the run's
@@ -22,6 +22,8 @@ pub trait Spec: 'static {
     fn shared_queues(cfg: &SchedConfig) -> bool;
     /// The scope of the atomics on orchestration data and of the tasks' atomics.
     fn scope(cfg: &SchedConfig) -> Scope;
+    /// Whether the run is one side of a bridged run ([`crate::bridge`]).
+    fn bridged(cfg: &SchedConfig) -> bool;
 
     /// True if this spec runs `cfg` as its options say.
     #[inline(always)]
@@ -30,6 +32,7 @@ pub trait Spec: 'static {
             && Self::overflow(cfg) == cfg.overflow_mode()
             && Self::shared_queues(cfg) == (cfg.workers_per_queue > 1)
             && widen(Self::scope(cfg)) == widen(Scope::from_u32(cfg.queue_scope))
+            && Self::bridged(cfg) == cfg.run_flags().contains(RunFlags::BRIDGED)
     }
 }
 
@@ -63,14 +66,30 @@ impl Spec for FromConfig {
     fn scope(cfg: &SchedConfig) -> Scope {
         Scope::from_u32(cfg.queue_scope)
     }
+    #[inline(always)]
+    fn bridged(cfg: &SchedConfig) -> bool {
+        cfg.run_flags().contains(RunFlags::BRIDGED)
+    }
 }
 
 /// Options fixed at compile time: `TERMINATION` and `OVERFLOW` are [`TerminationMode`] and
-/// [`OverflowMode`] as `u32`, `SCOPE` a [`Scope`] as `u32` (`Device` or `System`).
-pub struct Fixed<const TERMINATION: u32, const OVERFLOW: u32, const SHARED: bool, const SCOPE: u32>;
+/// [`OverflowMode`] as `u32`, `SCOPE` a [`Scope`] as `u32` (`Device` or `System`), `BRIDGED`
+/// whether the run is one side of a bridged run.
+pub struct Fixed<
+    const TERMINATION: u32,
+    const OVERFLOW: u32,
+    const SHARED: bool,
+    const SCOPE: u32,
+    const BRIDGED: bool = false,
+>;
 
-impl<const TERMINATION: u32, const OVERFLOW: u32, const SHARED: bool, const SCOPE: u32> Spec
-    for Fixed<TERMINATION, OVERFLOW, SHARED, SCOPE>
+impl<
+        const TERMINATION: u32,
+        const OVERFLOW: u32,
+        const SHARED: bool,
+        const SCOPE: u32,
+        const BRIDGED: bool,
+    > Spec for Fixed<TERMINATION, OVERFLOW, SHARED, SCOPE, BRIDGED>
 {
     #[inline(always)]
     fn termination(_: &SchedConfig) -> TerminationMode {
@@ -91,6 +110,10 @@ impl<const TERMINATION: u32, const OVERFLOW: u32, const SHARED: bool, const SCOP
     #[inline(always)]
     fn scope(_: &SchedConfig) -> Scope {
         Scope::from_u32(SCOPE)
+    }
+    #[inline(always)]
+    fn bridged(_: &SchedConfig) -> bool {
+        BRIDGED
     }
 }
 
@@ -115,6 +138,10 @@ impl<const SCOPE: u32> Spec for ScopeOnly<SCOPE> {
     fn scope(_: &SchedConfig) -> Scope {
         Scope::from_u32(SCOPE)
     }
+    #[inline(always)]
+    fn bridged(cfg: &SchedConfig) -> bool {
+        FromConfig::bridged(cfg)
+    }
 }
 
 /// The scope part of a baseline entry's name: `device` or `system`.
@@ -130,6 +157,15 @@ pub fn scope_suffix(cfg: &SchedConfig) -> &'static str {
 /// kernel macro (`mgws-kernel-support`) exports one entry per combination under these names, and
 /// the host asks for the one its configuration needs.
 pub fn entry_suffix(cfg: &SchedConfig) -> &'static str {
+    if cfg.run_flags().contains(RunFlags::BRIDGED) {
+        // Bridged runs have entries for system scope, steal damping and unshared queues only
+        // (the host refuses other configurations: `bridge_entry_error`).
+        return if cfg.termination_mode() == TerminationMode::Hierarchical {
+            BRIDGED_ENTRY_SUFFIXES[1]
+        } else {
+            BRIDGED_ENTRY_SUFFIXES[0]
+        };
+    }
     let termination = cfg.termination_mode() as usize;
     let damping = (cfg.overflow_mode() == OverflowMode::Damping) as usize;
     let shared = (cfg.workers_per_queue > 1) as usize;
@@ -165,6 +201,26 @@ pub const WORKER_ENTRY_SUFFIXES: [&str; 24] = [
     "hierarchical_damping_shared_device",
     "hierarchical_damping_shared_system",
 ];
+
+/// The spec suffixes of the worker entries of bridged runs: the idle counter or hierarchical
+/// counters, steal damping, one worker per queue, system scope.
+pub const BRIDGED_ENTRY_SUFFIXES: [&str; 2] = [
+    "counter_damping_single_system_bridged",
+    "hierarchical_damping_single_system_bridged",
+];
+
+/// Why a bridged run's configuration has no worker entry, or `None` if it has one.
+pub fn bridge_entry_error(cfg: &SchedConfig) -> Option<&'static str> {
+    if cfg.termination_mode() == TerminationMode::VotingTree {
+        Some("a run with CPU workers beside the GPUs needs --termination counter or hierarchical")
+    } else if cfg.overflow_mode() != OverflowMode::Damping {
+        Some("a run with CPU workers beside the GPUs needs --overflow damping")
+    } else if cfg.workers_per_queue != 1 {
+        Some("a run with CPU workers beside the GPUs needs --queue-sharing 1")
+    } else {
+        None
+    }
+}
 
 /// The scope suffixes of a static-assignment entry (`mgws_<kernel>_static_<suffix>`).
 pub const STATIC_ENTRY_SUFFIXES: [&str; 2] = ["device", "system"];

@@ -4,6 +4,7 @@
 //!
 //! Every function here is executed by all lanes of a worker in lockstep (see `exec.rs`).
 
+use crate::bridge::{BridgeEnd, BRIDGE_CAPACITY, BRIDGE_INTERVAL, BRIDGE_RETRY_ROUNDS};
 use crate::config::{OverflowMode, RunFlags, TerminationMode};
 use crate::context::{Tagged, TaskExecutor};
 use crate::error::RunError;
@@ -56,6 +57,13 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
             if c.aborted {
                 break;
             }
+            if S::bridged(&c.env.config)
+                && c.iterations & (BRIDGE_INTERVAL - 1) == 0
+                && c.id == c.env.bridge_worker
+            {
+                // The bridge worker answers the other side's request from its local queue.
+                c.bridge_serve();
+            }
             if c.local_len() > 0 {
                 // Checking the public word costs a broadcast (two barriers on a GPU): do it every
                 // RELEASE_CHECK_INTERVAL tasks rather than before every task as Listing 5 does.
@@ -86,6 +94,9 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
                 // Some home range still holds unclaimed tasks (its owner is busy and not idle):
                 // keep looking rather than count as idle, so that only a worker that found
                 // every initial task claimed ever enters the termination protocol.
+                continue;
+            }
+            if S::bridged(&c.env.config) && c.id == c.env.bridge_worker && c.bridge_receive() {
                 continue;
             }
             if c.idle_step() {
@@ -579,7 +590,12 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                         self.idle_counter().enter();
                         became_idle = true;
                     }
-                    (self.idle || became_idle) && self.idle_counter().all_idle()
+                    let all = (self.idle || became_idle) && self.idle_counter().all_idle();
+                    if S::bridged(&self.env.config) {
+                        self.bridge_decide(all)
+                    } else {
+                        all
+                    }
                 }
                 TerminationMode::Hierarchical => {
                     let counter = self.hierarchical_counter();
@@ -588,7 +604,12 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                         counter.enter();
                         became_idle = true;
                     }
-                    (self.idle || became_idle) && counter.all_idle()
+                    let all = (self.idle || became_idle) && counter.all_idle();
+                    if S::bridged(&self.env.config) {
+                        self.bridge_decide(all)
+                    } else {
+                        all
+                    }
                 }
                 TerminationMode::VotingTree => {
                     let targeted = match quiescent {
@@ -637,5 +658,149 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             self.p.relax();
         }
         terminate != 0
+    }
+
+    // ----- bridge (bridged runs only: `crate::bridge`) -----------------------------------------
+
+    #[inline(always)]
+    pub(crate) fn bridge_end(&self) -> BridgeEnd<'e, P::Word> {
+        BridgeEnd {
+            // SAFETY: in a bridged run the host points `Env::bridge` at live bridge state for
+            // the whole run.
+            state: unsafe { &*self.env.bridge },
+            side: self.env.bridge_side as usize,
+            // The peer is another agent (the CPU, or the GPUs).
+            scope: Scope::System,
+        }
+    }
+
+    /// The bridge worker answers the other side's open request, if any, with up to
+    /// [`BRIDGE_CAPACITY`] of its oldest local tasks (none when it holds fewer than two).
+    #[inline(never)]
+    pub(crate) fn bridge_serve(&mut self) {
+        let mut plan = [0u64; 3];
+        if self.p.is_leader() {
+            let end = self.bridge_end();
+            if let Some(request) = self.with_leader(|l| end.open_request(&l.bridge)) {
+                let give = if self.local_len() >= 2 {
+                    (self.local_len() / 2).min(BRIDGE_CAPACITY)
+                } else {
+                    0
+                };
+                plan = [1, request, give];
+            }
+        }
+        let [open, request, give] = self.exchange(plan);
+        if open == 0 {
+            return;
+        }
+        let out = self.env.bridge_slots[1 - self.env.bridge_side as usize];
+        let (tail, ring) = (self.local_tail, self.local_ring());
+        // SAFETY: the peer's inbox holds BRIDGE_CAPACITY slots, free until this answer (the peer
+        // copied the previous reply out before it asked again); local positions
+        // tail..tail+give hold this worker's tasks.
+        self.copy_tasks(
+            give,
+            |j| ring.slot(tail + j) as *const T,
+            |j| unsafe { out.add(j as usize) },
+        );
+        self.p.barrier();
+        self.local_tail += give;
+        if self.p.is_leader() {
+            let end = self.bridge_end();
+            self.with_leader(|l| {
+                end.answer(&mut l.bridge, request, give);
+                l.stats.tasks_bridged_out += give;
+            });
+        }
+    }
+
+    /// The bridge worker's turn on its idle path: answers an open request (with nothing), takes
+    /// the tasks of a reply into its local queue, or asks the other side for work. Returns true
+    /// if it took tasks.
+    #[inline(never)]
+    pub(crate) fn bridge_receive(&mut self) -> bool {
+        self.bridge_serve();
+        let mut plan = [0u64; 1];
+        if self.p.is_leader() {
+            let end = self.bridge_end();
+            plan[0] = self.with_leader(|l| {
+                let ledger = &mut l.bridge;
+                if end.waiting(ledger) {
+                    return 0;
+                }
+                if ledger.taken != ledger.requested {
+                    // The answer to the last request came: take it (an empty one makes the
+                    // next request wait a while).
+                    let len = end.reply(ledger).unwrap_or(0);
+                    ledger.taken = ledger.requested;
+                    if len == 0 {
+                        ledger.retry_wait = BRIDGE_RETRY_ROUNDS;
+                    }
+                    return len.min(BRIDGE_CAPACITY);
+                }
+                if ledger.retry_wait > 0 {
+                    ledger.retry_wait -= 1;
+                } else {
+                    end.ask(ledger);
+                }
+                0
+            });
+        }
+        let [len] = self.exchange(plan);
+        if len == 0 {
+            return false;
+        }
+        let inbox = self.env.bridge_slots[self.env.bridge_side as usize];
+        let head = self.local_head;
+        // SAFETY: the reply's `len` slots were written by the peer before its answer, which lane
+        // 0 read with acquire; the local queue is empty (idle path) and holds at least
+        // BRIDGE_CAPACITY tasks (the host checks the local capacity of bridged runs).
+        self.copy_tasks(
+            len,
+            |j| unsafe { inbox.add(j as usize) as *const T },
+            |j| self.local_slot(head + j),
+        );
+        self.p.barrier();
+        self.local_head += len;
+        self.leave_idle();
+        if self.p.is_leader() {
+            self.with_leader(|l| {
+                l.bridge.received += 1;
+                l.stats.tasks_bridged_in += len;
+            });
+        }
+        self.set_operation(Operation::RunTask);
+        true
+    }
+
+    /// Termination of a bridged run (lane 0): `side_all_idle` is this side's detector's answer.
+    /// Side 0's bridge decides, side 1's reports; both copy the decision into their side's
+    /// `SharedState::decision`, which every worker polls in its own memory.
+    #[inline(never)]
+    pub(crate) fn bridge_decide(&mut self, side_all_idle: bool) -> bool {
+        // SAFETY: the shared state outlives the run.
+        let shared = unsafe { self.env.shared() };
+        if self.id == self.env.bridge_worker {
+            let end = self.bridge_end();
+            let decided = self.with_leader(|l| {
+                if side_all_idle && !end.waiting(&l.bridge) {
+                    if end.side == 0 {
+                        return end.try_decide(&l.bridge) || end.decided();
+                    }
+                    end.report_idle(&mut l.bridge);
+                }
+                end.decided()
+            });
+            if decided {
+                // Release: orders nothing this side's workers read; the decision itself is all
+                // they need (the bridge state's release carried the ledger).
+                shared.decision.store(1, Ordering::Release, self.scope);
+                return true;
+            }
+            return false;
+        }
+        // Acquire pairs with the bridge worker's store.
+        shared.decision.load(Ordering::Acquire, self.scope) != 0
     }
 }

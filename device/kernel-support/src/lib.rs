@@ -312,6 +312,26 @@ macro_rules! __registry_kernel {
             true,
             2
         );
+        $crate::__worker_entry!(
+            $name,
+            $registry,
+            "counter_damping_single_system_bridged",
+            0,
+            1,
+            false,
+            2,
+            true
+        );
+        $crate::__worker_entry!(
+            $name,
+            $registry,
+            "hierarchical_damping_single_system_bridged",
+            2,
+            1,
+            false,
+            2,
+            true
+        );
         $crate::__static_entry!($name, $registry, "device", 1);
         $crate::__static_entry!($name, $registry, "system", 2);
 
@@ -342,17 +362,20 @@ macro_rules! __registry_kernel {
 }
 
 /// One MGWS worker entry (see [`worker_kernel!`]): the persistent entry of `run_worker` compiled
-/// for `Fixed<$t, $o, $s, $sc>`.
+/// for `Fixed<$t, $o, $s, $sc, $b>` (`$b`: bridged, false if left out).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __worker_entry {
     ($name:ident, $registry:path, $suffix:literal, $t:literal, $o:literal, $s:literal, $sc:literal) => {
+        $crate::__worker_entry!($name, $registry, $suffix, $t, $o, $s, $sc, false);
+    };
+    ($name:ident, $registry:path, $suffix:literal, $t:literal, $o:literal, $s:literal, $sc:literal, $b:literal) => {
         $crate::__persistent_entry!(
             $name,
             $registry,
             concat!("_worker_", $suffix),
             run_worker,
-            $crate::__private::Fixed<$t, $o, $s, $sc>
+            $crate::__private::Fixed<$t, $o, $s, $sc, $b>
         );
     };
 }

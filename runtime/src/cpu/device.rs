@@ -2,6 +2,11 @@
 //! orchestration memory is an [`Arena`] on the heap, and the calling thread supervises. The
 //! workers run the mgws loop ([`CpuMethod::Mgws`]) or the static-assignment baseline
 //! ([`CpuMethod::Static`]); everything else of the run is the same.
+//!
+//! A CPU run may be one side, or both sides, of a bridged run (`mgws_core::bridge`): beside
+//! GPUs (the CUDA backend's `cpu_workers`, through a [`BridgeLink`]), or, as the protocol's CPU
+//! twin, split into two sides of its own ([`crate::SchedulerBuilder::cpu_bridge`]). Each side
+//! has its own arena and env; the sides meet only through the bridge.
 
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::time::Duration;
@@ -11,6 +16,8 @@ use mgws_core::{
     TerminationMode, Topology, Worker, WorkerProgress,
 };
 use mgws_tasks::TaskStruct;
+
+use mgws_core::bridge::{BridgeState, BRIDGE_CAPACITY};
 
 use super::arena::Arena;
 use super::platform::{CpuPlatform, LaneGroup};
@@ -72,6 +79,39 @@ pub struct CpuDevice<'a, R> {
     elapsed_s: f64,
     /// Static baseline: per worker, nanoseconds from the launch until it finished its share.
     finished_ns: Vec<u64>,
+    /// This run is side 1 of a bridge held by another device.
+    link: Option<BridgeLink>,
+}
+
+/// Where a CPU run that is side 1 of another device's bridged run finds the bridge.
+#[derive(Clone, Copy, Debug)]
+pub struct BridgeLink {
+    /// The bridge state and the mailboxes' slots (`Env::bridge_slots`), as host pointers.
+    pub state: *const BridgeState<HostWord>,
+    pub slots: [*mut TaskStruct; 2],
+    /// Added to the CPU workers' ids where tasks see them (the other side's workers come first).
+    pub worker_base: u32,
+}
+
+/// The bridge state and mailbox slots of a CPU run split into two sides.
+struct HostBridge {
+    state: BridgeState<HostWord>,
+    slots: [Vec<TaskStruct>; 2],
+}
+
+/// The checks a configuration must pass to run as a side of a bridged run.
+pub(crate) fn check_bridged(config: &mgws_core::SchedConfig) -> Result<()> {
+    if let Some(why) = mgws_core::spec::bridge_entry_error(config) {
+        return Err(crate::Error::Config(why.into()));
+    }
+    if (config.local_capacity as u64) < BRIDGE_CAPACITY {
+        return Err(crate::Error::Config(format!(
+            "a run with workers on two sides of a bridge needs a local capacity of at least \
+             {BRIDGE_CAPACITY} tasks (a reply's size), not {}",
+            config.local_capacity
+        )));
+    }
+    Ok(())
 }
 
 impl<'a, R> CpuDevice<'a, R> {
@@ -89,16 +129,45 @@ impl<'a, R> CpuDevice<'a, R> {
             method,
             elapsed_s: 0.0,
             finished_ns: Vec::new(),
+            link: None,
+        }
+    }
+
+    /// The same threads as side 1 of the bridged run whose bridge `link` names.
+    pub fn linked(sched: &'a Scheduler, registry: &'a R, link: BridgeLink) -> Self {
+        CpuDevice {
+            link: Some(link),
+            ..Self::new(sched, registry)
         }
     }
 }
 
-/// A CPU run's memory: the arena, the env pointing into it and one lane group (barrier,
-/// broadcast slot, scratch) per worker.
+/// A CPU run's memory: per side, the arena and the env pointing into it; one lane group
+/// (barrier, broadcast slot, scratch) per worker; the bridge of a run split into two sides.
 pub struct CpuPlaced {
+    sides: Vec<CpuSide>,
+    groups: Vec<LaneGroup>,
+    _bridge: Option<Box<HostBridge>>,
+}
+
+/// One side of a CPU run: workers `first..first + env.config.workers`.
+struct CpuSide {
     arena: Arena,
     env: SendEnv,
-    groups: Vec<LaneGroup>,
+    first: u32,
+}
+
+impl CpuPlaced {
+    /// The side of worker `w` (a run-wide index) and its index within that side.
+    fn side_of(&self, w: u32) -> (&CpuSide, u32) {
+        let side = self
+            .sides
+            .iter()
+            .rev()
+            .find(|s| s.first <= w)
+            .expect("side 0 starts at worker 0");
+        (side, w - side.first)
+    }
 }
 
 impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
@@ -115,6 +184,14 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
         // Exactly the workers asked for, in the domains asked for; host atomics are coherent
         // system-wide (the scope is ignored by `HostWord`).
         let cfg = &sched.config;
+        if sched.cpu_bridge > 0 || self.link.is_some() {
+            check_bridged(cfg)?;
+            if sched.cpu_domains > 1 {
+                return Err(crate::Error::Config(
+                    "CPU domains and a bridged run exclude each other".into(),
+                ));
+            }
+        }
         let split = split_workers(
             cfg.workers,
             sched.cpu_domains as usize,
@@ -128,24 +205,80 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
     }
 
     fn place(&mut self, grid: &Grid, job: &mut Job<'_>) -> Result<CpuPlaced> {
-        let areas = job.host_area_pointers();
-        let mut arena = Arena::new(&grid.config, &grid.topology)?;
-        let env = SendEnv(arena.env(
-            grid.config,
-            grid.topology,
-            job.tasks,
-            (areas, job.area_limits()),
-        ));
+        let areas = (job.host_area_pointers(), job.area_limits());
+        let total = grid.config.workers;
+        // The workers of each side: one side, or the twin's two (the last `cpu_bridge` workers
+        // form side 1).
+        let counts = match (self.link, self.sched.cpu_bridge) {
+            (None, 0) => vec![total],
+            (None, n) if n < total => vec![total - n, n],
+            (None, n) => {
+                return Err(crate::Error::Config(format!(
+                    "a CPU run split into two bridged sides needs workers on both: {n} of \
+                     {total} workers on side 1"
+                )))
+            }
+            (Some(_), _) => vec![total],
+        };
+        let mut bridge = (self.link.is_none() && counts.len() == 2).then(|| {
+            Box::new(HostBridge {
+                state: BridgeState::new(),
+                slots: [0, 1].map(|_| vec![TaskStruct::new(0, &0u64); BRIDGE_CAPACITY as usize]),
+            })
+        });
+        let mut sides = Vec::new();
+        let mut first = 0u32;
+        for (s, &n) in counts.iter().enumerate() {
+            let mut config = grid.config;
+            config.workers = n;
+            let topology = if counts.len() == 1 {
+                grid.topology
+            } else {
+                Topology::single(n, config.workers_per_queue)
+            };
+            // Initial tasks in proportion to the side's workers.
+            let (lo, hi) = (
+                job.tasks.len() * first as usize / total as usize,
+                job.tasks.len() * (first + n) as usize / total as usize,
+            );
+            let bridged = bridge.is_some() || self.link.is_some();
+            if bridged {
+                config.flags |= mgws_core::RunFlags::BRIDGED.bits();
+            }
+            let mut arena = Arena::new(&config, &topology)?;
+            let mut env = arena.env(config, topology, &job.tasks[lo..hi], areas);
+            if let Some(b) = bridge.as_deref_mut() {
+                env.bridge = &b.state;
+                env.bridge_slots = [b.slots[0].as_mut_ptr(), b.slots[1].as_mut_ptr()];
+                env.bridge_side = s as u32;
+                env.worker_base = first as u64;
+            } else if let Some(link) = self.link {
+                env.bridge = link.state;
+                env.bridge_slots = link.slots;
+                env.bridge_side = 1;
+                env.worker_base = link.worker_base as u64;
+            }
+            sides.push(CpuSide {
+                arena,
+                env: SendEnv(env),
+                first,
+            });
+            first += n;
+        }
         let layout = ScratchLayout::new(
             grid.config.local_capacity,
             std::mem::size_of::<TaskStruct>(),
             grid.lanes,
             grid.topology.queues(),
         );
-        let groups = (0..grid.config.workers)
+        let groups = (0..total)
             .map(|_| LaneGroup::new(grid.lanes, layout.total))
             .collect();
-        Ok(CpuPlaced { arena, env, groups })
+        Ok(CpuPlaced {
+            sides,
+            groups,
+            _bridge: bridge,
+        })
     }
 
     fn launch<T>(
@@ -165,7 +298,7 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
         let clock = RunClock::start();
         let start = clock.started_at();
         let chaos = self.sched.chaos;
-        let (env, registry, method) = (&placed.env, self.registry, self.method);
+        let (registry, method) = (self.registry, self.method);
         let finished: Vec<AtomicU64> = (0..grid.config.workers)
             .map(|_| AtomicU64::new(0))
             .collect();
@@ -174,12 +307,19 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
             |i| {
                 let (w, lane) = (i as u32 / lanes, i as u32 % lanes);
                 let group = &placed.groups[w as usize];
-                // Release: pairs with the workers' Acquire loads of the abort flag.
+                let (side, id) = placed.side_of(w);
+                let env = &side.env;
+                // A panic stops every side. Release: pairs with the workers' Acquire loads of
+                // the abort flag.
                 let abort = || {
-                    // SAFETY: the shared state lives in the arena for the whole run.
-                    unsafe { env.0.shared() }
-                        .abort
-                        .store(1, Ordering::Release, Scope::System)
+                    for side in &placed.sides {
+                        // SAFETY: the shared state lives in the arena for the whole run.
+                        unsafe { side.env.0.shared() }.abort.store(
+                            1,
+                            Ordering::Release,
+                            Scope::System,
+                        )
+                    }
                 };
                 panicked.contain(w, &group.barrier, abort, || {
                     // SAFETY: the env describes the arena sized for this configuration, the lane
@@ -188,10 +328,10 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
                     unsafe {
                         if lanes == 1 {
                             let p = CpuPlatform::<true>::new(0, 1, group, start, chaos, w);
-                            run_worker(method, p, &env.0, registry, w);
+                            run_worker(method, p, &env.0, registry, id);
                         } else {
                             let p = CpuPlatform::<false>::new(lane, lanes, group, start, chaos, w);
-                            run_worker(method, p, &env.0, registry, w);
+                            run_worker(method, p, &env.0, registry, id);
                         }
                     }
                 });
@@ -202,7 +342,12 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
                 }
                 clock.finished();
             },
-            |done| supervise(&CpuRunning { env: &env.0, done }),
+            |done| {
+                supervise(&CpuRunning {
+                    sides: &placed.sides,
+                    done,
+                })
+            },
         );
         self.elapsed_s = clock.elapsed().as_secs_f64();
         self.finished_ns = finished.into_iter().map(AtomicU64::into_inner).collect();
@@ -216,11 +361,13 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
         placed: &CpuPlaced,
         _job: &mut Job<'_>,
     ) -> Result<ReadBack> {
-        // SAFETY: every worker thread has finished; the shared state is ours again.
-        let shared = unsafe { placed.env.0.shared() };
-        // Acquire: pairs with the workers' release of the error word (the set's join already
-        // orders it; the ordering documents the pairing).
-        let error = RunError::unpack(shared.error.load(Ordering::Acquire, Scope::System));
+        // The first error of any side. Acquire: pairs with the workers' release of the error
+        // word (the set's join already orders it; the ordering documents the pairing).
+        let error = placed.sides.iter().find_map(|side| {
+            // SAFETY: every worker thread has finished; the shared state is ours again.
+            let shared = unsafe { side.env.0.shared() };
+            RunError::unpack(shared.error.load(Ordering::Acquire, Scope::System))
+        });
         // The static baseline's workers wait from the end of their share until the last one
         // finished (the run's end); an mgws worker's waiting is stealing, counted in its stats.
         let idle_ns = (self.method == CpuMethod::Static).then(|| {
@@ -231,17 +378,27 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
             elapsed_s: self.elapsed_s,
             error,
             exited_workers: None,
-            stats: Some(placed.arena.stats.clone()),
-            progress: placed.arena.progress.clone(),
+            stats: Some(
+                placed
+                    .sides
+                    .iter()
+                    .flat_map(|side| side.arena.stats.iter().copied())
+                    .collect(),
+            ),
+            progress: placed
+                .sides
+                .iter()
+                .flat_map(|side| side.arena.progress.iter().copied())
+                .collect(),
             tasks_run: None,
             idle_ns,
         })
     }
 }
 
-/// A CPU run in progress: the env and the thread set's completion.
+/// A CPU run in progress: its sides and the thread set's completion.
 struct CpuRunning<'a> {
-    env: &'a Env<HostWord, TaskStruct>,
+    sides: &'a [CpuSide],
     done: &'a Completion<'a>,
 }
 
@@ -251,62 +408,85 @@ impl Running for CpuRunning<'_> {
     }
 
     fn progress(&self) -> Vec<WorkerProgress> {
-        (0..self.env.config.workers as usize)
-            // SAFETY: one record per worker; workers write them with volatile stores, and a
-            // torn or stale read only delays the watchdog by one poll.
-            .map(|w| unsafe { self.env.progress.add(w).read_volatile() })
+        self.sides
+            .iter()
+            .flat_map(|side| side_progress(&side.env.0))
             .collect()
     }
 
     fn live_state(&self) -> LiveState {
-        let env = self.env;
-        // SAFETY: the shared state lives in the arena for the whole run.
-        let shared = unsafe { env.shared() };
-        let workers = env.config.workers as usize;
-        LiveState {
-            task_tags: (0..workers)
-                // SAFETY: one word per worker in the arena; a torn or stale read only
-                // misnames the task in a diagnostic.
-                .map(|w| unsafe { env.task_tags.add(w).read_volatile() })
-                .collect(),
-            // Acquire: a diagnostic read; pairs with the workers' releases so the counters are
-            // no older than the progress records read before.
-            idle_counter: if env.config.termination_mode() == TerminationMode::Hierarchical {
-                (0..env.topology.devices as usize)
-                    // SAFETY: the arena holds one counter per device for the whole run.
-                    .map(|d| unsafe { &*env.device_idle[d] }.load(Ordering::Acquire, Scope::System))
-                    .sum()
-            } else {
-                shared.idle_workers.load(Ordering::Acquire, Scope::System)
-            },
-            initial_ranges_done: shared
-                .initial_ranges_done
-                .load(Ordering::Acquire, Scope::System),
-            initial_ranges: env.initial_ranges(),
-            queue_words: (0..env.config.workers)
-                .map(|w| {
-                    let q = env
-                        .topology
-                        .queue_of_worker(w, env.config.workers_per_queue);
-                    // SAFETY: q is a valid queue of this env.
-                    let header = unsafe { env.header(q) };
-                    // Relaxed: the word is only printed; nothing is read through it.
-                    header.word.load(Ordering::Relaxed, Scope::System)
-                })
-                .collect(),
+        let mut state = LiveState::default();
+        for side in self.sides {
+            let s = side_live_state(&side.env.0);
+            state.task_tags.extend(s.task_tags);
+            state.queue_words.extend(s.queue_words);
+            state.idle_counter += s.idle_counter;
+            state.initial_ranges_done += s.initial_ranges_done;
+            state.initial_ranges += s.initial_ranges;
         }
+        state
     }
 
     fn abort(&self) {
-        // SAFETY: the shared state lives in the arena for the whole run.
-        let shared = unsafe { self.env.shared() };
-        // Release: the workers poll the flag with acquire loads; nothing else is published by
-        // it, so release only keeps the hang report's reads before it.
-        shared.abort.store(1, Ordering::Release, Scope::System);
+        for side in self.sides {
+            // SAFETY: the shared state lives in the arena for the whole run.
+            let shared = unsafe { side.env.0.shared() };
+            // Release: the workers poll the flag with acquire loads; nothing else is published
+            // by it, so release only keeps the hang report's reads before it.
+            shared.abort.store(1, Ordering::Release, Scope::System);
+        }
     }
 
     fn exit_grace(&self, _watchdog: Duration) -> Option<Duration> {
         // The threads borrow the job and the arena: they are always waited for.
         None
+    }
+}
+
+/// The progress records of one side's workers.
+fn side_progress(env: &Env<HostWord, TaskStruct>) -> Vec<WorkerProgress> {
+    (0..env.config.workers as usize)
+        // SAFETY: one record per worker; workers write them with volatile stores, and a torn or
+        // stale read only delays the watchdog by one poll.
+        .map(|w| unsafe { env.progress.add(w).read_volatile() })
+        .collect()
+}
+
+/// What the hang report shows of one side.
+fn side_live_state(env: &Env<HostWord, TaskStruct>) -> LiveState {
+    // SAFETY: the shared state lives in the arena for the whole run.
+    let shared = unsafe { env.shared() };
+    let workers = env.config.workers as usize;
+    LiveState {
+        task_tags: (0..workers)
+            // SAFETY: one word per worker in the arena; a torn or stale read only misnames the
+            // task in a diagnostic.
+            .map(|w| unsafe { env.task_tags.add(w).read_volatile() })
+            .collect(),
+        // Acquire: a diagnostic read; pairs with the workers' releases so the counters are no
+        // older than the progress records read before.
+        idle_counter: if env.config.termination_mode() == TerminationMode::Hierarchical {
+            (0..env.topology.devices as usize)
+                // SAFETY: the arena holds one counter per device for the whole run.
+                .map(|d| unsafe { &*env.device_idle[d] }.load(Ordering::Acquire, Scope::System))
+                .sum()
+        } else {
+            shared.idle_workers.load(Ordering::Acquire, Scope::System)
+        },
+        initial_ranges_done: shared
+            .initial_ranges_done
+            .load(Ordering::Acquire, Scope::System),
+        initial_ranges: env.initial_ranges(),
+        queue_words: (0..env.config.workers)
+            .map(|w| {
+                let q = env
+                    .topology
+                    .queue_of_worker(w, env.config.workers_per_queue);
+                // SAFETY: q is a valid queue of this env.
+                let header = unsafe { env.header(q) };
+                // Relaxed: the word is only printed; nothing is read through it.
+                header.word.load(Ordering::Relaxed, Scope::System)
+            })
+            .collect(),
     }
 }

@@ -163,6 +163,11 @@ pub(super) fn allocate(
             queue_slots,
             tree: (run_base + run_area.tree as u64) as *const HostWord,
             device_idle: device_idle_ptrs,
+            bridge: std::ptr::null(),
+            bridge_slots: [std::ptr::null_mut(); 2],
+            bridge_side: 0,
+            bridge_worker: 0,
+            worker_base: 0,
             spill: spill_base as *mut TaskStruct,
             initial: initial as *const TaskStruct,
             initial_len: job.tasks.len() as u64,
@@ -281,6 +286,8 @@ mod tests {
             + 8
             + 3 * 8 * MAX_DEVICES
             + 7 * 8
+            // bridge, bridge_slots, bridge_side + bridge_worker, worker_base
+            + 8 + 2 * 8 + 8 + 8
             // areas and area_limits
             + 2 * 8 * DATA_AREAS;
         assert_eq!(size_of::<Env<HostWord, TaskStruct>>(), fields);

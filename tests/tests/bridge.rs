@@ -1,0 +1,107 @@
+//! The bridge (`mgws_core::bridge`) on CPU threads alone: a CPU run split into two sides that
+//! share no atomics and reach each other only through single-writer mailboxes, the protocol that
+//! CPU workers beside GPUs use. Every run checks that each MEMSET task ran exactly once, in both
+//! count-based termination modes, with one and several lanes, with the initial tasks on both
+//! sides or on side 0 alone (then side 1 works only on what the bridge brings it).
+
+use mgws::{Scheduler, TerminationMode};
+use mgws_tests::spawned_memset;
+
+fn bridged(workers: u32, side1: u32, lanes: u32, termination: TerminationMode, roots: u64) {
+    let sched = Scheduler::builder()
+        .workers(workers)
+        .lanes(lanes)
+        .cpu_bridge(side1)
+        .termination(termination)
+        .build()
+        .unwrap();
+    let slots = 400_000;
+    let (report, check) = spawned_memset(&sched, slots, roots, 4).unwrap();
+    let label =
+        format!("{workers} workers ({side1} on side 1) x {lanes}, {termination:?}, {roots} roots");
+    assert!(check.ok(), "{label}: {check:?}");
+    let moved_in = report.total(|w| w.tasks_bridged_in);
+    let moved_out = report.total(|w| w.tasks_bridged_out);
+    assert_eq!(moved_in, moved_out, "{label}: every task sent was received");
+    if roots == 1 {
+        // The one root task starts on side 0: side 1 ran only what crossed the bridge.
+        let side1_ran: u64 = report.per_worker[(workers - side1) as usize..]
+            .iter()
+            .map(|w| w.tasks_run)
+            .sum();
+        assert!(
+            moved_in > 0 && side1_ran > 0,
+            "{label}: nothing crossed the bridge"
+        );
+    }
+}
+
+#[test]
+fn two_bridged_sides_run_every_task_exactly_once() {
+    for termination in [TerminationMode::IdleCounter, TerminationMode::Hierarchical] {
+        bridged(4, 2, 1, termination, 1);
+        bridged(5, 1, 1, termination, 64);
+        bridged(3, 1, 2, termination, 1);
+    }
+}
+
+#[test]
+fn a_bridged_run_refuses_the_voting_tree_and_small_local_queues() {
+    let sched = Scheduler::builder()
+        .workers(4)
+        .cpu_bridge(2)
+        .termination(TerminationMode::VotingTree)
+        .build()
+        .unwrap();
+    let err = spawned_memset(&sched, 100, 1, 4).unwrap_err().to_string();
+    assert!(
+        err.contains("--termination counter or hierarchical"),
+        "{err}"
+    );
+    let sched = Scheduler::builder()
+        .workers(4)
+        .cpu_bridge(2)
+        .local_capacity(8)
+        .build()
+        .unwrap();
+    let err = spawned_memset(&sched, 100, 1, 4).unwrap_err().to_string();
+    assert!(err.contains("local capacity of at least 16"), "{err}");
+    let sched = Scheduler::builder()
+        .workers(2)
+        .cpu_bridge(2)
+        .build()
+        .unwrap();
+    let err = spawned_memset(&sched, 100, 1, 4).unwrap_err().to_string();
+    assert!(err.contains("workers on both"), "{err}");
+}
+
+#[test]
+fn bridged_sides_survive_random_delays_at_every_step() {
+    for seed in 0..16u64 {
+        let termination = if seed % 2 == 0 {
+            TerminationMode::IdleCounter
+        } else {
+            TerminationMode::Hierarchical
+        };
+        let sched = Scheduler::builder()
+            .workers(4)
+            .lanes(1 + (seed % 3 == 0) as u32)
+            .cpu_bridge(1 + (seed % 4 == 1) as u32)
+            .local_capacity(16)
+            .public_capacity(18)
+            .termination(termination)
+            .seed(seed)
+            .watchdog(std::time::Duration::from_secs(20))
+            .chaos(mgws::Chaos {
+                seed,
+                yield_per_1024: 200,
+                sleep_per_1024: 8,
+                max_sleep_us: 200,
+            })
+            .build()
+            .unwrap();
+        let (report, check) = spawned_memset(&sched, 3_000, 1 + seed % 3, 2).unwrap();
+        assert!(check.ok(), "seed {seed}: {check:?}");
+        assert!(report.tasks_run > 3_000, "seed {seed}");
+    }
+}
