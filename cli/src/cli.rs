@@ -258,6 +258,10 @@ pub struct SchedArgs {
     /// CUDA: several GPUs, one persistent kernel each (e.g. 0,1); they need peer access.
     #[arg(long, help_heading = "CUDA")]
     pub devices: Option<String>,
+    /// CUDA: CPU worker threads beside the GPUs, stealing from them and they from it through
+    /// single-writer mailboxes in pinned host memory (no atomics cross PCIe).
+    #[arg(long, default_value_t = 0, help_heading = "CUDA")]
+    pub cpu_workers: u32,
     /// CUDA: where the public queues and termination state live.
     #[arg(long, value_enum, default_value_t = PlacementArg::Global, help_heading = "CUDA")]
     pub placement: PlacementArg,
@@ -416,6 +420,7 @@ impl SchedArgs {
             kernel: self.gpu_kernel.into(),
             level_capacity: self.level_capacity,
             max_registers: self.max_registers,
+            cpu_workers: self.cpu_workers,
         })
     }
 
@@ -426,12 +431,13 @@ impl SchedArgs {
             || self.devices.is_some()
             || self.ptx.is_some()
             || self.max_registers.is_some()
+            || self.cpu_workers > 0
             || self.gpu_kernel != GpuKernelArg::Mgws;
         match self.backend {
             BackendArg::Cpu | BackendArg::CpuStatic | BackendArg::CpuLevels if gpu_only => {
                 Err(Error::Config(
-                    "--device, --devices, --ptx, --gpu-kernel and --max-registers need --backend \
-                     cuda"
+                    "--device, --devices, --ptx, --gpu-kernel, --max-registers and --cpu-workers \
+                     need --backend cuda"
                         .into(),
                 ))
             }

@@ -349,6 +349,21 @@ impl Scheduler {
     pub fn pin_threads(&self) -> bool {
         self.pin_threads
     }
+    /// The same settings for `workers` CPU workers of one lane (the CPU side of a run with CPU
+    /// workers beside GPUs).
+    pub(crate) fn cpu_side(&self, workers: u32) -> Result<Scheduler> {
+        let mut config = self.config;
+        config.workers = workers;
+        config.validate()?;
+        Ok(Scheduler {
+            config,
+            lanes: 1,
+            cpu_domains: 1,
+            cpu_bridge: 0,
+            ..self.clone()
+        })
+    }
+
     /// Domains of the CPU backend (see [`SchedulerBuilder::cpu_domains`]).
     pub fn cpu_domains(&self) -> u32 {
         self.cpu_domains

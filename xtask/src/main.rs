@@ -161,6 +161,7 @@ fn ptx(opts: &PtxOptions) -> Result<()> {
 fn entry_names(name: &str) -> Vec<String> {
     let core = mgws_tasks::__core::WORKER_ENTRY_SUFFIXES
         .iter()
+        .chain(mgws_tasks::__core::BRIDGED_ENTRY_SUFFIXES.iter())
         .map(|s| format!("mgws_{name}_worker_{s}"));
     let statics = mgws_tasks::__core::STATIC_ENTRY_SUFFIXES
         .iter()

@@ -40,7 +40,12 @@ pub fn result_rows(sched: &mgws::Scheduler, backend: &mgws::Backend) -> u32 {
     ) {
         sched.workers()
     } else {
-        sched.workers().max(MAX_DEVICE_WORKERS)
+        // CPU workers beside the GPUs come after every GPU worker.
+        let cpu = match backend {
+            mgws::Backend::Cuda(cuda) => cuda.cpu_workers,
+            _ => 0,
+        };
+        sched.workers().max(MAX_DEVICE_WORKERS) + cpu
     }
 }
 

@@ -41,14 +41,14 @@ enum {
     E_LAUNCH_FAILED = 719,
 };
 
-/* mgws_core::Env offsets (see runtime/src/cuda/persistent.rs's layout test). */
+/* mgws_core::Env offsets (runtime/src/cuda/memory.rs's layout test asserts them). */
 #define ENV_WORKERS 0
 #define ENV_SHARED 136
-#define ENV_PROGRESS 304
-#define ENV_STATS 312
-#define ENV_AREAS 320
-#define ENV_INITIAL 288
-#define ENV_INITIAL_LEN 296
+#define ENV_PROGRESS 408
+#define ENV_STATS 416
+#define ENV_AREAS 424
+#define ENV_INITIAL 392
+#define ENV_INITIAL_LEN 400
 #define SHARED_ABORT 16
 #define SHARED_ERROR 24
 #define SHARED_EXITED 40
@@ -131,6 +131,7 @@ CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
     return OK;
 }
 CUresult cuModuleUnload(CUmodule m) { (void)m; return OK; }
+CUresult cuFuncLoad(CUfunction f) { (void)f; return OK; }
 CUresult cuFuncGetAttribute(int *v, int attr, CUfunction f) {
     (void)f;
     switch (attr) {

@@ -60,8 +60,8 @@ pub use public_queue::{Claim, OwnerView, PublicQueue};
 pub use scratch::{ScratchLayout, EXCHANGE_WORDS};
 pub use share::{claimed_by, max_successful_steals, share, StealShare};
 pub use spec::{
-    entry_suffix, scope_suffix, Fixed, FromConfig, ScopeOnly, Spec, STATIC_ENTRY_SUFFIXES,
-    WORKER_ENTRY_SUFFIXES,
+    bridge_entry_error, entry_suffix, scope_suffix, Fixed, FromConfig, ScopeOnly, Spec,
+    BRIDGED_ENTRY_SUFFIXES, STATIC_ENTRY_SUFFIXES, WORKER_ENTRY_SUFFIXES,
 };
 pub use word::{QueueWord, WordFlags, MAX_FIELD};
 pub use worker::Worker;

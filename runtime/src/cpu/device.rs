@@ -86,8 +86,9 @@ pub struct CpuDevice<'a, R> {
 /// Where a CPU run that is side 1 of another device's bridged run finds the bridge.
 #[derive(Clone, Copy, Debug)]
 pub struct BridgeLink {
-    /// The bridge state and the mailboxes' slots (`Env::bridge_slots`), as host pointers.
+    /// The bridge state, as a host pointer.
     pub state: *const BridgeState<HostWord>,
+    /// The mailboxes' slots (`Env::bridge_slots`), as host pointers.
     pub slots: [*mut TaskStruct; 2],
     /// Added to the CPU workers' ids where tasks see them (the other side's workers come first).
     pub worker_base: u32,

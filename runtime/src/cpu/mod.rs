@@ -14,7 +14,8 @@ pub mod threads;
 use mgws_core::TaskExecutor;
 use mgws_tasks::TaskStruct;
 
-pub use device::{CpuDevice, CpuMethod};
+pub(crate) use device::check_bridged;
+pub use device::{BridgeLink, CpuDevice, CpuMethod, CpuPlaced};
 pub use platform::CpuPlatform;
 
 use crate::error::Result;

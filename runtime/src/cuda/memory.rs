@@ -4,6 +4,7 @@
 
 use std::mem::size_of;
 
+use mgws_core::bridge::{BridgeState, BRIDGE_CAPACITY};
 use mgws_core::{
     Env, HostWord, QueueHeader, RunError, SharedState, Topology, WorkerProgress, WorkerStats,
     DATA_AREAS, MAX_DEVICES,
@@ -16,6 +17,30 @@ use super::session::{Loc, Placed, Session};
 use super::CudaBackend;
 use crate::error::Result;
 use crate::job::{AreaBytes, Job};
+
+/// What a run's GPUs hold of the job: the initial tasks they start with (all of them, or their
+/// share in a bridged run) and the bridge to the CPU side, if any.
+#[derive(Clone, Copy)]
+pub(super) struct GpuSide<'a> {
+    pub initial: &'a [TaskStruct],
+    pub bridge: Option<&'a HostBuffer>,
+}
+
+/// The byte layout of a bridged run's mapped host memory: the bridge state, then the slots of
+/// each direction's mailbox.
+pub(super) struct BridgeLayout;
+
+impl BridgeLayout {
+    pub const STATE: usize = 0;
+    /// Bytes in all.
+    pub const BYTES: usize = Self::slots(2);
+
+    /// Byte offset of the slots of the mailbox into side `s`.
+    pub const fn slots(s: usize) -> usize {
+        let state = size_of::<BridgeState<HostWord>>().next_multiple_of(128);
+        state + s * BRIDGE_CAPACITY as usize * size_of::<TaskStruct>()
+    }
+}
 
 /// Everything allocated for one run. Dropped before the session (declared after it).
 pub struct Memory {
@@ -46,6 +71,7 @@ pub(super) fn allocate(
     config: &mgws_core::SchedConfig,
     topology: &Topology,
     job: &mut Job<'_>,
+    side: GpuSide<'_>,
 ) -> Result<Memory> {
     let n = s.run_devices;
     let home_loc = |d: usize| match b.placement {
@@ -99,7 +125,7 @@ pub(super) fn allocate(
     for d in 0..n {
         device_idle.push(Placed::zeroed(s, Loc::Gpu(d), 8, "the idle counter")?);
     }
-    let initial_bytes = as_bytes(job.tasks);
+    let initial_bytes = as_bytes(side.initial);
     let (initial_host, initial_dev) = match b.tasks_in {
         TasksIn::Host => {
             s.gpus[0].make_current()?;
@@ -108,7 +134,7 @@ pub(super) fn allocate(
             (Some(h), Vec::new())
         }
         TasksIn::Device => {
-            let what = format!("the initial tasks ({} tasks)", job.tasks.len());
+            let what = format!("the initial tasks ({} tasks)", side.initial.len());
             (None, copy_to_each(&s.gpus[..n], initial_bytes, &what)?)
         }
     };
@@ -141,6 +167,17 @@ pub(super) fn allocate(
             device_idle_ptrs[e] = word.device_ptr(s, d)? as *const HostWord;
         }
         let run_base = run.device_ptr(s, d)?;
+        // Side 0 of a bridged run: the bridge and its slots in mapped host memory.
+        let bridge_ptrs = match side.bridge {
+            Some(h) => {
+                let base = h.device_ptr(&s.gpus[d])?;
+                (
+                    (base + BridgeLayout::STATE as u64) as *const BridgeState<HostWord>,
+                    [0, 1].map(|i| (base + BridgeLayout::slots(i) as u64) as *mut TaskStruct),
+                )
+            }
+            None => (std::ptr::null(), [std::ptr::null_mut(); 2]),
+        };
         // Workers index the overflow stacks by their global id: offset this GPU's allocation
         // by its first worker (the kernel only ever adds ids of this GPU's workers).
         let spill_base = spill_d
@@ -163,14 +200,14 @@ pub(super) fn allocate(
             queue_slots,
             tree: (run_base + run_area.tree as u64) as *const HostWord,
             device_idle: device_idle_ptrs,
-            bridge: std::ptr::null(),
-            bridge_slots: [std::ptr::null_mut(); 2],
+            bridge: bridge_ptrs.0,
+            bridge_slots: bridge_ptrs.1,
             bridge_side: 0,
             bridge_worker: 0,
             worker_base: 0,
             spill: spill_base as *mut TaskStruct,
             initial: initial as *const TaskStruct,
-            initial_len: job.tasks.len() as u64,
+            initial_len: side.initial.len() as u64,
             progress: progress.device_ptr(&s.gpus[d])? as *mut WorkerProgress,
             stats: match &stats {
                 Some(h) => h.device_ptr(&s.gpus[d])? as *mut WorkerStats,
@@ -291,6 +328,14 @@ mod tests {
             // areas and area_limits
             + 2 * 8 * DATA_AREAS;
         assert_eq!(size_of::<Env<HostWord, TaskStruct>>(), fields);
+        // The offsets the stand-in libcuda of the CLI's tests reads (cli/tests/cuda_mock).
+        type E = Env<HostWord, TaskStruct>;
+        assert_eq!(std::mem::offset_of!(E, shared), 136);
+        assert_eq!(std::mem::offset_of!(E, initial), 392);
+        assert_eq!(std::mem::offset_of!(E, initial_len), 400);
+        assert_eq!(std::mem::offset_of!(E, progress), 408);
+        assert_eq!(std::mem::offset_of!(E, stats), 416);
+        assert_eq!(std::mem::offset_of!(E, areas), 424);
         assert_eq!(size_of::<SchedConfig>(), 12 * 4 + 8);
         assert_eq!(size_of::<Topology>(), (2 + 2 * (MAX_DEVICES + 1)) * 4);
         assert_eq!(size_of::<TaskStruct>(), 64);

@@ -27,6 +27,7 @@ mod emulate;
 mod grid;
 mod level;
 mod memory;
+mod mixed;
 mod persistent;
 pub(crate) mod plan;
 mod poll;
@@ -118,6 +119,10 @@ pub struct CudaBackend {
     /// resident blocks, possibly spills). `None`: as many as still let one block of the run's
     /// lanes fit on an SM (65536 registers / lanes), at most `plan::DEFAULT_MAX_REGISTERS`.
     pub max_registers: Option<u32>,
+    /// CPU worker threads that run beside the GPUs and steal from them through a bridge of
+    /// single-writer mailboxes in mapped host memory (`mgws_core::bridge`; the GPUs' atomics
+    /// on host memory are not atomic against the CPU's). 0: a GPU-only run.
+    pub cpu_workers: u32,
 }
 
 /// The scheduler options that pick a kernel entry (and with it the kernel's registers, hence how
@@ -230,6 +235,11 @@ impl CudaBackend {
     pub fn scoped(&self, cfg: &SchedConfig) -> SchedConfig {
         let mut cfg = *cfg;
         cfg.queue_scope = plan::queue_scope(self.placement, self.device_list().len()) as u32;
+        if self.cpu_workers > 0 && self.kernel == GpuKernel::Mgws {
+            // The GPUs are side 0 of a bridged run; its worker entries run at system scope.
+            cfg.flags |= mgws_core::RunFlags::BRIDGED.bits();
+            cfg.queue_scope = mgws_core::Scope::System as u32;
+        }
         cfg
     }
 
@@ -237,6 +247,12 @@ impl CudaBackend {
     pub fn with_kernel(&self, kernel: GpuKernel) -> Self {
         CudaBackend {
             kernel,
+            // The baselines run on the GPUs alone.
+            cpu_workers: if kernel == GpuKernel::Mgws {
+                self.cpu_workers
+            } else {
+                0
+            },
             ..self.clone()
         }
     }
@@ -348,10 +364,21 @@ impl CudaBackend {
     pub fn run<R: Registry>(
         &self,
         sched: &Scheduler,
-        _registry: &R,
+        registry: &R,
         job: Job<'_>,
     ) -> Result<RunReport> {
         guard(|| match self.kernel {
+            GpuKernel::Mgws if self.cpu_workers > 0 => {
+                let opened = std::time::Instant::now();
+                let cpu_sched = sched.cpu_side(self.cpu_workers)?;
+                let mut device = mixed::MixedDevice::open(self, sched, &cpu_sched, registry)?;
+                crate::pipeline::run(&mut device, sched, job, opened)
+            }
+            GpuKernel::Static | GpuKernel::Levels if self.cpu_workers > 0 => Err(Error::Config(
+                "CPU workers beside the GPUs need the mgws kernel: the baselines run on the \
+                 GPUs alone"
+                    .into(),
+            )),
             GpuKernel::Mgws | GpuKernel::Static => {
                 let opened = std::time::Instant::now();
                 let mut device = persistent::CudaDevice::open::<R>(self, sched)?;

@@ -12,8 +12,8 @@ use mgws_tasks::Registry;
 
 use super::driver::{self, Event, Function, Stream};
 use super::grid::{size_grid, Grid as CudaGrid};
-use super::memory::{allocate, progress_snapshot, read_error_word, Memory};
-use super::plan::{self, shared_field, Param, TasksIn};
+use super::memory::{allocate, progress_snapshot, read_error_word, GpuSide, Memory};
+use super::plan::{shared_field, Param, TasksIn};
 use super::poll::Backoff;
 use super::session::Session;
 use super::{CudaBackend, GpuKernel};
@@ -55,6 +55,43 @@ impl<'a> CudaDevice<'a> {
         })
     }
 
+    /// Places the GPUs' part of `job`: `side` says which initial tasks they start with and
+    /// where the bridge to CPU workers is (a bridged run).
+    pub(super) fn place_side(
+        &mut self,
+        grid: &Grid,
+        job: &mut Job<'_>,
+        side: GpuSide<'_>,
+    ) -> Result<Memory> {
+        let mem = allocate(&self.s, self.b, &grid.config, &grid.topology, job, side)?;
+        let (b, g) = (self.b, self.cuda_grid());
+        for (d, gpu) in self.s.gpus[..self.s.run_devices].iter().enumerate() {
+            eprintln!(
+                "mgws: {} on GPU {} ({}, {} SMs): {} workers x {} threads ({} per SM), {} B shared \
+                 memory each, placement {}, tasks in {}",
+                b.kernel.name(),
+                gpu.ordinal,
+                gpu.name,
+                gpu.sms,
+                g.workers[d],
+                grid.lanes,
+                g.blocks_per_sm[d],
+                g.smem,
+                b.placement.name(),
+                match b.tasks_in {
+                    TasksIn::Device => "device memory",
+                    TasksIn::Host => "host memory",
+                }
+            );
+        }
+        Ok(mem)
+    }
+
+    /// Makes the run's first GPU current on the calling thread (for host allocations).
+    pub(super) fn make_current(&self) -> Result<()> {
+        self.s.gpus[0].make_current()
+    }
+
     fn cuda_grid(&self) -> &CudaGrid {
         self.grid.as_ref().expect("size_grid runs first")
     }
@@ -78,9 +115,8 @@ impl Device for CudaDevice<'_> {
             Some(sched.config.workers),
         )?;
         self.s.prepare_placement(self.b.placement)?;
-        let mut config = sched.config;
+        let mut config = self.b.scoped(&sched.config);
         config.workers = grid.topology.workers();
-        config.queue_scope = plan::queue_scope(self.b.placement, self.s.run_devices) as u32;
         let topology = grid.topology;
         self.grid = Some(grid);
         Ok(Grid {
@@ -91,28 +127,11 @@ impl Device for CudaDevice<'_> {
     }
 
     fn place(&mut self, grid: &Grid, job: &mut Job<'_>) -> Result<Memory> {
-        let mem = allocate(&self.s, self.b, &grid.config, &grid.topology, job)?;
-        let (b, g) = (self.b, self.cuda_grid());
-        for (d, gpu) in self.s.gpus[..self.s.run_devices].iter().enumerate() {
-            eprintln!(
-                "mgws: {} on GPU {} ({}, {} SMs): {} workers x {} threads ({} per SM), {} B shared \
-                 memory each, placement {}, tasks in {}",
-                b.kernel.name(),
-                gpu.ordinal,
-                gpu.name,
-                gpu.sms,
-                g.workers[d],
-                grid.lanes,
-                g.blocks_per_sm[d],
-                g.smem,
-                b.placement.name(),
-                match b.tasks_in {
-                    TasksIn::Device => "device memory",
-                    TasksIn::Host => "host memory",
-                }
-            );
-        }
-        Ok(mem)
+        let side = GpuSide {
+            initial: job.tasks,
+            bridge: None,
+        };
+        self.place_side(grid, job, side)
     }
 
     fn launch<T>(

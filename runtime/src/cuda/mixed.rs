@@ -1,0 +1,312 @@
+//! GPUs and CPU workers in one run (`CudaBackend::cpu_workers`): the GPUs' persistent kernels are
+//! side 0 of a bridged run and CPU threads side 1 (`mgws_core::bridge`). Each side keeps its
+//! queues and idle counter in its own memory; the bridge (its state and mailbox slots) lives in
+//! mapped pinned host memory, where only plain loads and stores cross between the agents.
+//!
+//! Data areas: read-only ones are read by the CPU workers where the job keeps them and copied to
+//! the GPUs as in any GPU run. A read-write area is copied to the GPUs too, while the CPU workers
+//! write the job's own bytes; after the run the two are merged word by word (8 bytes): a word
+//! changed on one side takes that side's value, and a word changed differently on both sides is
+//! an error. Tasks of the two sides must therefore write disjoint words, as per-worker
+//! accumulators and MEMSET's slots do; an atomic counter shared by all tasks is refused at the
+//! end with that error rather than silently wrong.
+
+use std::time::Duration;
+
+use mgws_core::bridge::BridgeState;
+use mgws_core::{HostWord, TaskExecutor, WorkerProgress};
+use mgws_tasks::{Registry, TaskStruct};
+
+use super::driver::HostBuffer;
+use super::memory::{BridgeLayout, GpuSide, Memory};
+use super::persistent::CudaDevice;
+use super::CudaBackend;
+use crate::cpu::{BridgeLink, CpuDevice, CpuPlaced};
+use crate::device::{Device, Grid, LiveState, ReadBack, Running};
+use crate::error::{Error, Result};
+use crate::job::{AreaBytes, Job};
+use crate::scheduler::Scheduler;
+
+/// The GPUs of a backend with `cpu_workers` CPU workers beside them.
+pub struct MixedDevice<'a, R> {
+    gpu: CudaDevice<'a>,
+    cpu: Option<CpuDevice<'a, R>>,
+    cpu_sched: &'a Scheduler,
+    registry: &'a R,
+    gpu_grid: Option<Grid>,
+    cpu_grid: Option<Grid>,
+}
+
+/// A mixed run's memory.
+pub struct MixedPlaced {
+    gpu: Memory,
+    cpu: CpuPlaced,
+    /// The bridge and its mailboxes (mapped pinned host memory).
+    _bridge: HostBuffer,
+    /// Each read-write area's bytes before the run (index, bytes), for the merge.
+    before: Vec<(u8, Vec<u8>)>,
+}
+
+impl<'a, R: Registry + TaskExecutor<TaskStruct> + Sync> MixedDevice<'a, R> {
+    /// Opens the GPUs of `b` for `sched` (as [`CudaDevice::open`]); `cpu_sched` is `sched` for
+    /// the CPU side (`b.cpu_workers` workers of one lane).
+    pub fn open(
+        b: &'a CudaBackend,
+        sched: &'a Scheduler,
+        cpu_sched: &'a Scheduler,
+        registry: &'a R,
+    ) -> Result<Self> {
+        Ok(MixedDevice {
+            gpu: CudaDevice::open::<R>(b, sched)?,
+            cpu: None,
+            cpu_sched,
+            registry,
+            gpu_grid: None,
+            cpu_grid: None,
+        })
+    }
+}
+
+impl<R: Registry + TaskExecutor<TaskStruct> + Sync> Device for MixedDevice<'_, R> {
+    type Placed = MixedPlaced;
+
+    fn name(&self) -> &'static str {
+        "cuda+cpu"
+    }
+
+    fn size_grid(&mut self, sched: &Scheduler) -> Result<Grid> {
+        let gpu = self.gpu.size_grid(sched)?;
+        crate::cpu::check_bridged(&gpu.config)?;
+        let cpu_workers = self.cpu_sched.workers();
+        let mut config = gpu.config;
+        config.workers = gpu.config.workers + cpu_workers;
+        self.gpu_grid = Some(gpu);
+        Ok(Grid {
+            config,
+            topology: gpu.topology,
+            lanes: gpu.lanes,
+        })
+    }
+
+    fn place(&mut self, _grid: &Grid, job: &mut Job<'_>) -> Result<MixedPlaced> {
+        let gpu_grid = self.gpu_grid.expect("size_grid runs first");
+        let gpu_workers = gpu_grid.config.workers;
+        let total = gpu_workers + self.cpu_sched.workers();
+        // The initial tasks in proportion to each side's workers.
+        let all = job.tasks;
+        let split = all.len() * gpu_workers as usize / total as usize;
+        let before = job
+            .areas
+            .iter()
+            .filter_map(|(index, bytes)| match bytes {
+                AreaBytes::ReadWrite(b) => Some((*index, b.to_vec())),
+                AreaBytes::Read(_) => None,
+            })
+            .collect();
+        self.gpu.make_current()?;
+        let bridge = HostBuffer::alloc(BridgeLayout::BYTES, "the CPU workers' bridge")?;
+        let gpu = self.gpu.place_side(
+            &gpu_grid,
+            job,
+            GpuSide {
+                initial: &all[..split],
+                bridge: Some(&bridge),
+            },
+        )?;
+        let link = BridgeLink {
+            // SAFETY (of the offsets): `BridgeLayout` lays out BYTES bytes, all of `bridge`.
+            state: bridge.host.wrapping_add(BridgeLayout::STATE) as *const BridgeState<HostWord>,
+            slots: [0, 1].map(|s| bridge.host.wrapping_add(BridgeLayout::slots(s)) as *mut _),
+            worker_base: gpu_workers,
+        };
+        let mut cpu = CpuDevice::linked(self.cpu_sched, self.registry, link);
+        let cpu_grid = cpu.size_grid(self.cpu_sched)?;
+        job.tasks = &all[split..];
+        let placed = cpu.place(&cpu_grid, job);
+        job.tasks = all;
+        let cpu_placed = placed?;
+        eprintln!(
+            "mgws: and {} CPU workers beside the GPUs, bridged through pinned host memory ({} \
+             initial tasks on the GPUs, {} on the CPU)",
+            cpu_grid.config.workers,
+            split,
+            all.len() - split
+        );
+        self.cpu = Some(cpu);
+        self.cpu_grid = Some(cpu_grid);
+        Ok(MixedPlaced {
+            gpu,
+            cpu: cpu_placed,
+            _bridge: bridge,
+            before,
+        })
+    }
+
+    fn launch<T>(
+        &mut self,
+        _grid: &Grid,
+        placed: &MixedPlaced,
+        supervise: impl FnOnce(&dyn Running) -> T,
+    ) -> Result<T> {
+        let gpu_grid = self.gpu_grid.expect("size_grid runs first");
+        let cpu_grid = self.cpu_grid.expect("place runs first");
+        let cpu = self.cpu.as_mut().expect("place runs first");
+        // The GPUs start first; the CPU threads start while they run, and the supervisor watches
+        // both.
+        self.gpu.launch(&gpu_grid, &placed.gpu, |gpu| {
+            cpu.launch(&cpu_grid, &placed.cpu, |cpu| {
+                supervise(&MixedRunning { gpu, cpu })
+            })
+        })?
+    }
+
+    fn read_back(
+        &mut self,
+        _grid: &Grid,
+        placed: &MixedPlaced,
+        job: &mut Job<'_>,
+    ) -> Result<ReadBack> {
+        let gpu_grid = self.gpu_grid.expect("size_grid runs first");
+        let cpu_grid = self.cpu_grid.expect("place runs first");
+        // The CPU workers wrote the job's read-write areas; keep their bytes, then let the GPU
+        // side's read-back overwrite the areas with the GPUs' copies, and merge.
+        let cpu_bytes: Vec<(u8, Vec<u8>)> = job
+            .areas
+            .iter()
+            .filter_map(|(index, bytes)| match bytes {
+                AreaBytes::ReadWrite(b) => Some((*index, b.to_vec())),
+                AreaBytes::Read(_) => None,
+            })
+            .collect();
+        let gpu = self.gpu.read_back(&gpu_grid, &placed.gpu, job)?;
+        let cpu =
+            self.cpu
+                .as_mut()
+                .expect("place runs first")
+                .read_back(&cpu_grid, &placed.cpu, job)?;
+        for (index, bytes) in job.areas.iter_mut() {
+            let AreaBytes::ReadWrite(merged) = bytes else {
+                continue;
+            };
+            let find = |list: &[(u8, Vec<u8>)]| -> Vec<u8> {
+                list.iter()
+                    .find(|(i, _)| i == index)
+                    .map(|(_, b)| b.clone())
+                    .unwrap_or_default()
+            };
+            merge_area(*index, merged, &find(&placed.before), &find(&cpu_bytes))?;
+        }
+        let cpu_workers = cpu_grid.config.workers as u64;
+        Ok(ReadBack {
+            elapsed_s: gpu.elapsed_s.max(cpu.elapsed_s),
+            error: gpu.error.or(cpu.error),
+            // Every CPU worker left its loop: its thread returned.
+            exited_workers: gpu.exited_workers.map(|n| n + cpu_workers),
+            stats: match (gpu.stats, cpu.stats) {
+                (Some(mut g), Some(c)) => {
+                    g.extend(c);
+                    Some(g)
+                }
+                _ => None,
+            },
+            progress: gpu.progress.into_iter().chain(cpu.progress).collect(),
+            tasks_run: None,
+            idle_ns: None,
+        })
+    }
+}
+
+/// Merges read-write area `index` word by word: `gpu` holds the GPUs' copy (and receives the
+/// result), `cpu` the CPU workers' bytes, `before` the bytes before the run.
+fn merge_area(index: u8, gpu: &mut [u8], before: &[u8], cpu: &[u8]) -> Result<()> {
+    for (offset, ((g, c), b)) in gpu
+        .chunks_mut(8)
+        .zip(cpu.chunks(8))
+        .zip(before.chunks(8))
+        .enumerate()
+    {
+        if c == b {
+            continue;
+        }
+        if g != b && g != c {
+            return Err(Error::Verification(format!(
+                "data area {index}: the word at byte {} was changed both by tasks on the GPUs \
+                 and by tasks on the CPU workers ({:02x?} on the GPUs, {:02x?} on the CPU); in a \
+                 run with CPU workers beside the GPUs, tasks on the two sides must write \
+                 disjoint words (per-worker accumulators do)",
+                offset * 8,
+                &*g,
+                c
+            )));
+        }
+        g.copy_from_slice(c);
+    }
+    Ok(())
+}
+
+/// Both sides of a mixed run in progress.
+struct MixedRunning<'a> {
+    gpu: &'a dyn Running,
+    cpu: &'a dyn Running,
+}
+
+impl Running for MixedRunning<'_> {
+    fn wait(&self, timeout: Duration) -> Result<bool> {
+        Ok(self.gpu.wait(timeout)? && self.cpu.wait(timeout)?)
+    }
+
+    fn progress(&self) -> Vec<WorkerProgress> {
+        let mut all = self.gpu.progress();
+        all.extend(self.cpu.progress());
+        all
+    }
+
+    fn live_state(&self) -> LiveState {
+        let (mut g, c) = (self.gpu.live_state(), self.cpu.live_state());
+        g.task_tags.extend(c.task_tags);
+        g.queue_words.extend(c.queue_words);
+        g.idle_counter += c.idle_counter;
+        g.initial_ranges_done += c.initial_ranges_done;
+        g.initial_ranges += c.initial_ranges;
+        g
+    }
+
+    fn abort(&self) {
+        self.gpu.abort();
+        self.cpu.abort();
+    }
+
+    fn exit_grace(&self, watchdog: Duration) -> Option<Duration> {
+        // The GPUs' grace; the CPU threads are always waited for once they saw the abort.
+        self.gpu.exit_grace(watchdog)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn areas_merge_word_by_word_and_refuse_words_changed_on_both_sides() {
+        let before = [0u8; 24];
+        let mut gpu = [0u8; 24];
+        let mut cpu = [0u8; 24];
+        gpu[0] = 1; // the GPUs wrote word 0
+        cpu[8] = 2; // the CPU workers wrote word 1
+        merge_area(0, &mut gpu, &before, &cpu).unwrap();
+        assert_eq!((gpu[0], gpu[8], gpu[16]), (1, 2, 0));
+        // The same value on both sides is no conflict; different values are.
+        let mut gpu2 = gpu;
+        let cpu2 = gpu;
+        merge_area(0, &mut gpu2, &before, &cpu2).unwrap();
+        let mut cpu3 = [0u8; 24];
+        cpu3[0] = 7;
+        let err = merge_area(3, &mut gpu, &before, &cpu3)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("data area 3") && err.contains("byte 0"),
+            "{err}"
+        );
+    }
+}
