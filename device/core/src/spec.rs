@@ -158,13 +158,11 @@ pub fn scope_suffix(cfg: &SchedConfig) -> &'static str {
 /// the host asks for the one its configuration needs.
 pub fn entry_suffix(cfg: &SchedConfig) -> &'static str {
     if cfg.run_flags().contains(RunFlags::BRIDGED) {
-        // Bridged runs have entries for system scope, steal damping and unshared queues only
-        // (the host refuses other configurations: `bridge_entry_error`).
-        return if cfg.termination_mode() == TerminationMode::Hierarchical {
-            BRIDGED_ENTRY_SUFFIXES[1]
-        } else {
-            BRIDGED_ENTRY_SUFFIXES[0]
-        };
+        // Bridged runs have entries for steal damping and unshared queues only (the host
+        // refuses other configurations: `bridge_entry_error`).
+        let hierarchical = (cfg.termination_mode() == TerminationMode::Hierarchical) as usize;
+        let system = (widen(Scope::from_u32(cfg.queue_scope)) == Scope::System) as usize;
+        return BRIDGED_ENTRY_SUFFIXES[hierarchical << 1 | system];
     }
     let termination = cfg.termination_mode() as usize;
     let damping = (cfg.overflow_mode() == OverflowMode::Damping) as usize;
@@ -202,10 +200,14 @@ pub const WORKER_ENTRY_SUFFIXES: [&str; 24] = [
     "hierarchical_damping_shared_system",
 ];
 
-/// The spec suffixes of the worker entries of bridged runs: the idle counter or hierarchical
-/// counters, steal damping, one worker per queue, system scope.
-pub const BRIDGED_ENTRY_SUFFIXES: [&str; 2] = [
+/// The spec suffixes of the worker entries of bridged runs (the idle counter or hierarchical
+/// counters, steal damping, one worker per queue, device or system scope for the GPUs' own
+/// queues; the bridge itself is always accessed at system scope), indexed by
+/// `hierarchical << 1 | system`.
+pub const BRIDGED_ENTRY_SUFFIXES: [&str; 4] = [
+    "counter_damping_single_device_bridged",
     "counter_damping_single_system_bridged",
+    "hierarchical_damping_single_device_bridged",
     "hierarchical_damping_single_system_bridged",
 ];
 

@@ -315,6 +315,26 @@ macro_rules! __registry_kernel {
         $crate::__worker_entry!(
             $name,
             $registry,
+            "counter_damping_single_device_bridged",
+            0,
+            1,
+            false,
+            1,
+            true
+        );
+        $crate::__worker_entry!(
+            $name,
+            $registry,
+            "hierarchical_damping_single_device_bridged",
+            2,
+            1,
+            false,
+            1,
+            true
+        );
+        $crate::__worker_entry!(
+            $name,
+            $registry,
             "counter_damping_single_system_bridged",
             0,
             1,

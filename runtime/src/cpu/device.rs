@@ -266,6 +266,13 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
             });
             first += n;
         }
+        // Create the threads now (on a first run), so that the launch starts them at once: a
+        // bridged side that starts late keeps its peer waiting.
+        self.sched.threads.get(
+            (total * grid.lanes) as usize,
+            "mgws-cpu",
+            self.sched.pin_threads,
+        )?;
         let layout = ScratchLayout::new(
             grid.config.local_capacity,
             std::mem::size_of::<TaskStruct>(),

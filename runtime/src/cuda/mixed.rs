@@ -3,6 +3,8 @@
 //! queues and idle counter in its own memory; the bridge (its state and mailbox slots) lives in
 //! mapped pinned host memory, where only plain loads and stores cross between the agents.
 //!
+//! Every initial task starts on the GPUs; the CPU workers steal what they can handle.
+//!
 //! Data areas: read-only ones are read by the CPU workers where the job keeps them and copied to
 //! the GPUs as in any GPU run. A read-write area is copied to the GPUs too, while the CPU workers
 //! write the job's own bytes; after the run the two are merged word by word (8 bytes): a word
@@ -91,10 +93,10 @@ impl<R: Registry + TaskExecutor<TaskStruct> + Sync> Device for MixedDevice<'_, R
     fn place(&mut self, _grid: &Grid, job: &mut Job<'_>) -> Result<MixedPlaced> {
         let gpu_grid = self.gpu_grid.expect("size_grid runs first");
         let gpu_workers = gpu_grid.config.workers;
-        let total = gpu_workers + self.cpu_sched.workers();
-        // The initial tasks in proportion to each side's workers.
+        // Every initial task starts on the GPUs: the CPU workers take what they can handle
+        // through the bridge (a share by worker count would leave the run waiting for the
+        // CPU's slow tail, or, with one root task, start the whole tree on a CPU thread).
         let all = job.tasks;
-        let split = all.len() * gpu_workers as usize / total as usize;
         let before = job
             .areas
             .iter()
@@ -109,7 +111,7 @@ impl<R: Registry + TaskExecutor<TaskStruct> + Sync> Device for MixedDevice<'_, R
             &gpu_grid,
             job,
             GpuSide {
-                initial: &all[..split],
+                initial: all,
                 bridge: Some(&bridge),
             },
         )?;
@@ -121,16 +123,13 @@ impl<R: Registry + TaskExecutor<TaskStruct> + Sync> Device for MixedDevice<'_, R
         };
         let mut cpu = CpuDevice::linked(self.cpu_sched, self.registry, link);
         let cpu_grid = cpu.size_grid(self.cpu_sched)?;
-        job.tasks = &all[split..];
+        job.tasks = &[];
         let placed = cpu.place(&cpu_grid, job);
         job.tasks = all;
         let cpu_placed = placed?;
         eprintln!(
-            "mgws: and {} CPU workers beside the GPUs, bridged through pinned host memory ({} \
-             initial tasks on the GPUs, {} on the CPU)",
+            "mgws: and {} CPU workers beside the GPUs, bridged through pinned host memory",
             cpu_grid.config.workers,
-            split,
-            all.len() - split
         );
         self.cpu = Some(cpu);
         self.cpu_grid = Some(cpu_grid);

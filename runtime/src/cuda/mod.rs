@@ -236,9 +236,9 @@ impl CudaBackend {
         let mut cfg = *cfg;
         cfg.queue_scope = plan::queue_scope(self.placement, self.device_list().len()) as u32;
         if self.cpu_workers > 0 && self.kernel == GpuKernel::Mgws {
-            // The GPUs are side 0 of a bridged run; its worker entries run at system scope.
+            // The GPUs are side 0 of a bridged run (their own queues keep the scope the GPUs
+            // need; the bridge is always accessed at system scope).
             cfg.flags |= mgws_core::RunFlags::BRIDGED.bits();
-            cfg.queue_scope = mgws_core::Scope::System as u32;
         }
         cfg
     }
