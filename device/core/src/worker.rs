@@ -675,7 +675,9 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     }
 
     /// The bridge worker answers the other side's open request, if any, with up to
-    /// [`BRIDGE_CAPACITY`] of its oldest local tasks (none when it holds fewer than two).
+    /// [`BRIDGE_CAPACITY`] of its local tasks (none when it holds fewer than two): on side 0 (the
+    /// GPUs, the fast side) its newest, which in depth-first order root the smallest subtrees,
+    /// so that the slow side never holds the run's tail; on side 1 its oldest, the largest.
     #[inline(never)]
     pub(crate) fn bridge_serve(&mut self) {
         let mut plan = [0u64; 3];
@@ -695,17 +697,27 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             return;
         }
         let out = self.env.bridge_slots[1 - self.env.bridge_side as usize];
-        let (tail, ring) = (self.local_tail, self.local_ring());
+        let newest = self.env.bridge_side == 0;
+        let from = if newest {
+            self.local_head - give
+        } else {
+            self.local_tail
+        };
+        let ring = self.local_ring();
         // SAFETY: the peer's inbox holds BRIDGE_CAPACITY slots, free until this answer (the peer
         // copied the previous reply out before it asked again); local positions
-        // tail..tail+give hold this worker's tasks.
+        // from..from+give hold this worker's tasks.
         self.copy_tasks(
             give,
-            |j| ring.slot(tail + j) as *const T,
+            |j| ring.slot(from + j) as *const T,
             |j| unsafe { out.add(j as usize) },
         );
         self.p.barrier();
-        self.local_tail += give;
+        if newest {
+            self.local_head -= give;
+        } else {
+            self.local_tail += give;
+        }
         if self.p.is_leader() {
             let end = self.bridge_end();
             self.with_leader(|l| {

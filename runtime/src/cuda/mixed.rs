@@ -196,6 +196,13 @@ impl<R: Registry + TaskExecutor<TaskStruct> + Sync> Device for MixedDevice<'_, R
             merge_area(*index, merged, &find(&placed.before), &find(&cpu_bytes))?;
         }
         let cpu_workers = cpu_grid.config.workers as u64;
+        let cpu_tasks: u64 = cpu.progress.iter().map(|p| p.tasks_run).sum();
+        tracing::info!(
+            gpu_s = gpu.elapsed_s,
+            cpu_s = cpu.elapsed_s,
+            cpu_tasks,
+            "mixed run: both sides finished"
+        );
         Ok(ReadBack {
             elapsed_s: gpu.elapsed_s.max(cpu.elapsed_s),
             error: gpu.error.or(cpu.error),
