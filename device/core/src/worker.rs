@@ -678,7 +678,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// [`BRIDGE_CAPACITY`] of its local tasks (none when it holds fewer than two): on side 0 (the
     /// GPUs, the fast side) its newest, which in depth-first order root the smallest subtrees,
     /// so that the slow side never holds the run's tail; on side 1 its oldest, the largest.
-    #[inline(never)]
+    #[inline(always)]
     pub(crate) fn bridge_serve(&mut self) {
         let mut plan = [0u64; 3];
         if self.p.is_leader() {
@@ -730,7 +730,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// The bridge worker's turn on its idle path: answers an open request (with nothing), takes
     /// the tasks of a reply into its local queue, or asks the other side for work. Returns true
     /// if it took tasks.
-    #[inline(never)]
+    #[inline(always)]
     pub(crate) fn bridge_receive(&mut self) -> bool {
         self.bridge_serve();
         let mut plan = [0u64; 1];
@@ -789,7 +789,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// Termination of a bridged run (lane 0): `side_all_idle` is this side's detector's answer.
     /// Side 0's bridge decides, side 1's reports; both copy the decision into their side's
     /// `SharedState::decision`, which every worker polls in its own memory.
-    #[inline(never)]
+    #[inline(always)]
     pub(crate) fn bridge_decide(&mut self, side_all_idle: bool) -> bool {
         // SAFETY: the shared state outlives the run.
         let shared = unsafe { self.env.shared() };
