@@ -12,7 +12,8 @@
 #       runs the workloads on the GPU with verification and timing and prints one table; every
 #       run's full output goes to $OUT/gpu-check/ (the table too: $OUT/gpu-check/table.txt).
 #       SECTIONS is a comma list (default: memset,uts,contains,fib,custom,faults,sanitizer):
-#         memset     MEMSET 2^26: global and host placement, both termination modes, both
+#         memset     MEMSET 2^26: global and host placement, the three termination modes, CPU
+#                    workers beside the GPU, both
 #                    overflow modes, queue sharing 1/2/4, block sizes 32/128/512, initial
 #                    tasks in host memory, a 64-register cap; the static baseline alongside
 #         uts        UTS T1, T3, T5 (published counts) and T1L (~1e8 nodes, sequential check),
@@ -161,6 +162,8 @@ on_device() {
             case_run memset-host 180 "${M[@]}" "${G[@]}" --placement host
             case_run memset-host-tasks-in-host 180 "${M[@]}" "${G[@]}" --placement host --tasks-in host
             case_run memset-tree 120 "${M[@]}" "${G[@]}" --termination tree
+            case_run memset-hierarchical 120 "${M[@]}" "${G[@]}" --termination hierarchical
+            case_run memset-cpu-workers 120 "${M[@]}" "${G[@]}" --cpu-workers 8
             case_run memset-two-atomics 120 "${M[@]}" "${G[@]}" --overflow two-atomics
             case_run memset-tree-two-atomics 120 "${M[@]}" "${G[@]}" --termination tree --overflow two-atomics
             case_run memset-sharing-2 120 "${M[@]}" "${G[@]}" --queue-sharing 2
@@ -179,6 +182,7 @@ on_device() {
                 case_run "uts-$t" 120 run uts --preset "$t" "${G[@]}" --baselines levels
             done
             case_run uts-T1L 240 run uts --preset T1L "${G[@]}" --baselines levels
+            case_run uts-T3-cpu-workers 120 run uts --preset T3 "${G[@]}" --cpu-workers 8 --termination hierarchical
             ;;
         contains)
             if [ -f "$corpus" ]; then
@@ -263,6 +267,7 @@ on_device() {
                     case_run "san-$tool-contains" 180 run contains --corpus "$corpus" --word by --limit 100 "${S[@]}"
                 fi
                 case_run "san-$tool-fib" 180 run fib -n 12 "${S[@]}"
+                case_run "san-$tool-uts-cpu-workers" 180 run uts "${S[@]}" --cpu-workers 2
                 SAN=()
             done
             ;;
