@@ -30,9 +30,12 @@ use crate::platform::{AtomicWord, Ordering, Scope};
 /// Tasks one reply carries at most (the mailbox's slots per direction).
 pub const BRIDGE_CAPACITY: u64 = 16;
 
-/// Busy loop iterations between two looks of a bridge worker at its peer's requests (a look is
-/// one load of mapped host memory, about a microsecond from a GPU).
-pub const BRIDGE_INTERVAL: u64 = 64;
+/// Busy loop iterations between two looks of a bridge worker at its peer's requests. A look is
+/// one load of mapped host memory, about a microsecond from a GPU, paid by the bridge worker
+/// alone; an iteration runs one task, and with long tasks a worker runs few (SKEW's 65,536
+/// tasks are about 31 per GPU worker), so the interval is short. Every other worker only tests
+/// its id against the bridge worker's on these iterations.
+pub const BRIDGE_INTERVAL: u64 = 8;
 
 /// Idle rounds a bridge worker waits after an empty reply before it asks again.
 pub const BRIDGE_RETRY_ROUNDS: u32 = 32;
