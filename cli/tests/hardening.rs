@@ -188,22 +188,25 @@ fn log_lines_in_a_pipe_carry_no_colour_codes() {
     assert!(!err.contains('\u{1b}'), "{err:?}");
 }
 
+/// `mgws run stall` with a task that stalls 300 s under a 500 ms watchdog, and `extra` flags.
+fn stall_under_watchdog(extra: &[&str]) -> Output {
+    let mut args = vec![
+        "run",
+        "stall",
+        "--nanos",
+        "300000000000",
+        "--watchdog-ms",
+        "500",
+    ];
+    args.extend_from_slice(extra);
+    mgws(&args)
+}
+
 #[test]
 fn the_cpu_watchdog_ends_the_process_soon_after_it_fires() {
     for backend in ["cpu", "cpu-static", "cpu-levels"] {
         let start = Instant::now();
-        let o = mgws(&[
-            "run",
-            "stall",
-            "--nanos",
-            "300000000000",
-            "--watchdog-ms",
-            "500",
-            "--workers",
-            "2",
-            "--backend",
-            backend,
-        ]);
+        let o = stall_under_watchdog(&["--workers", "2", "--backend", backend]);
         let took = start.elapsed();
         assert_eq!(
             o.status.code(),
@@ -468,13 +471,7 @@ fn cpu_domains_run_every_termination_exactly_and_bad_counts_are_refused() {
 
 #[test]
 fn a_hang_under_hierarchical_termination_is_reported_with_the_idle_count() {
-    let o = mgws(&[
-        "run",
-        "stall",
-        "--nanos",
-        "300000000000",
-        "--watchdog-ms",
-        "500",
+    let o = stall_under_watchdog(&[
         "--workers",
         "4",
         "--cpu-domains",

@@ -260,3 +260,23 @@ pub fn spawned_memset(
     )?;
     Ok((report, verify(&memory)))
 }
+
+/// Runs 3,000 spawned MEMSET tasks from `roots` roots with `builder`'s settings under chaos
+/// (random yields at 200 of 1,024 protocol steps, sleeps of up to 200 us at 8) seeded by `seed`,
+/// and asserts that every task ran exactly once.
+pub fn chaotic_memset(builder: mgws::SchedulerBuilder, seed: u64, roots: u64) {
+    let sched = builder
+        .seed(seed)
+        .watchdog(std::time::Duration::from_secs(20))
+        .chaos(mgws::Chaos {
+            seed,
+            yield_per_1024: 200,
+            sleep_per_1024: 8,
+            max_sleep_us: 200,
+        })
+        .build()
+        .unwrap();
+    let (report, check) = spawned_memset(&sched, 3_000, roots, 2).unwrap();
+    assert!(check.ok(), "seed {seed}: {check:?}");
+    assert!(report.tasks_run > 3_000, "seed {seed}");
+}

@@ -5,7 +5,7 @@
 //! sides or on side 0 alone (then side 1 works only on what the bridge brings it).
 
 use mgws::{Scheduler, TerminationMode};
-use mgws_tests::spawned_memset;
+use mgws_tests::{chaotic_memset, spawned_memset};
 
 fn bridged(workers: u32, side1: u32, lanes: u32, termination: TerminationMode, roots: u64) {
     let sched = Scheduler::builder()
@@ -83,25 +83,13 @@ fn bridged_sides_survive_random_delays_at_every_step() {
         } else {
             TerminationMode::Hierarchical
         };
-        let sched = Scheduler::builder()
+        let builder = Scheduler::builder()
             .workers(4)
             .lanes(1 + (seed % 3 == 0) as u32)
             .cpu_bridge(1 + (seed % 4 == 1) as u32)
             .local_capacity(16)
             .public_capacity(18)
-            .termination(termination)
-            .seed(seed)
-            .watchdog(std::time::Duration::from_secs(20))
-            .chaos(mgws::Chaos {
-                seed,
-                yield_per_1024: 200,
-                sleep_per_1024: 8,
-                max_sleep_us: 200,
-            })
-            .build()
-            .unwrap();
-        let (report, check) = spawned_memset(&sched, 3_000, 1 + seed % 3, 2).unwrap();
-        assert!(check.ok(), "seed {seed}: {check:?}");
-        assert!(report.tasks_run > 3_000, "seed {seed}");
+            .termination(termination);
+        chaotic_memset(builder, seed, 1 + seed % 3);
     }
 }

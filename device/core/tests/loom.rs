@@ -192,6 +192,32 @@ fn shared_owners_serialise_on_the_lock() {
     });
 }
 
+/// Worker A of thesis Table 6, under any idle detector (`enter`, `all_idle`): its one public task
+/// is gone (stolen) or it takes it back; it counts itself idle once its queue is quiescent (or at
+/// once, `ignore_in_flight`), and "all idle" must not come while B's stolen task is unrun.
+fn victim_goes_idle(
+    queue: &Queue,
+    ignore_in_flight: bool,
+    enter: impl Fn(),
+    all_idle: impl Fn() -> bool,
+    b_done: &AtomicU64,
+) {
+    let mine = queue.acquire(1);
+    loop {
+        if queue.q().quiescent(ignore_in_flight).is_some() {
+            enter();
+            break;
+        }
+        thread::yield_now();
+    }
+    if all_idle() {
+        assert!(
+            !mine.is_empty() || b_done.load(Ordering::Relaxed) == 1,
+            "terminated while B's stolen task was unrun"
+        );
+    }
+}
+
 /// Thesis Table 6: worker A holds one public task, worker B is idle and steals it. A must not
 /// count itself idle while B's steal is in flight, or the counter reaches 2 and A terminates
 /// with B's task unrun.
@@ -223,21 +249,13 @@ fn idle_counter_race(ignore_in_flight: bool) {
             workers: 2,
             scope: SCOPE,
         };
-        // A: its task is gone (stolen) or it runs it itself; then it tries to go idle.
-        let mine = queue.acquire(1);
-        loop {
-            if queue.q().quiescent(ignore_in_flight).is_some() {
-                idle.enter();
-                break;
-            }
-            thread::yield_now();
-        }
-        if idle.all_idle() {
-            assert!(
-                !mine.is_empty() || b_done.load(Ordering::Relaxed) == 1,
-                "terminated while B's stolen task was unrun"
-            );
-        }
+        victim_goes_idle(
+            &queue,
+            ignore_in_flight,
+            || idle.enter(),
+            || idle.all_idle(),
+            &b_done,
+        );
         b.join().unwrap();
     });
 }
@@ -395,20 +413,7 @@ fn hierarchical_race(global_after_complete: bool) {
             })
         };
         let idle = hierarchical(&device0, 1, &global, 2);
-        let mine = queue.acquire(1);
-        loop {
-            if queue.q().quiescent(false).is_some() {
-                idle.enter();
-                break;
-            }
-            thread::yield_now();
-        }
-        if idle.all_idle() {
-            assert!(
-                !mine.is_empty() || b_done.load(Ordering::Relaxed) == 1,
-                "terminated while B's stolen task was unrun"
-            );
-        }
+        victim_goes_idle(&queue, false, || idle.enter(), || idle.all_idle(), &b_done);
         b.join().unwrap();
         // Whatever the interleaving, both devices end all idle, and the global word says so.
         assert_eq!(global.load(Ordering::Relaxed, SCOPE), 2);

@@ -255,24 +255,13 @@ fn copy_to_each(
     bytes: &[u8],
     what: &str,
 ) -> Result<Vec<DeviceBuffer>> {
-    let copy = |g: &super::driver::Gpu| -> Result<DeviceBuffer> {
+    super::on_each_thread(gpus, |g| {
         let buf = DeviceBuffer::alloc(g, bytes.len(), what)?;
         buf.write(0, bytes)?;
         Ok(buf)
-    };
-    if gpus.len() == 1 {
-        return Ok(vec![copy(&gpus[0])?]);
-    }
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = gpus.iter().map(|g| scope.spawn(move || copy(g))).collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-            })
-            .collect()
     })
+    .into_iter()
+    .collect()
 }
 
 pub(super) fn read_error_word(s: &Session, mem: &Memory) -> Option<RunError> {

@@ -97,14 +97,7 @@ impl<R: Registry + TaskExecutor<TaskStruct> + Sync> Device for MixedDevice<'_, R
         // through the bridge (a share by worker count would leave the run waiting for the
         // CPU's slow tail, or, with one root task, start the whole tree on a CPU thread).
         let all = job.tasks;
-        let before = job
-            .areas
-            .iter()
-            .filter_map(|(index, bytes)| match bytes {
-                AreaBytes::ReadWrite(b) => Some((*index, b.to_vec())),
-                AreaBytes::Read(_) => None,
-            })
-            .collect();
+        let before = read_write_copies(job);
         self.gpu.make_current()?;
         let bridge = HostBuffer::alloc(BridgeLayout::BYTES, "the CPU workers' bridge")?;
         let gpu = self.gpu.place_side(
@@ -169,14 +162,7 @@ impl<R: Registry + TaskExecutor<TaskStruct> + Sync> Device for MixedDevice<'_, R
         let cpu_grid = self.cpu_grid.expect("place runs first");
         // The CPU workers wrote the job's read-write areas; keep their bytes, then let the GPU
         // side's read-back overwrite the areas with the GPUs' copies, and merge.
-        let cpu_bytes: Vec<(u8, Vec<u8>)> = job
-            .areas
-            .iter()
-            .filter_map(|(index, bytes)| match bytes {
-                AreaBytes::ReadWrite(b) => Some((*index, b.to_vec())),
-                AreaBytes::Read(_) => None,
-            })
-            .collect();
+        let cpu_bytes = read_write_copies(job);
         let gpu = self.gpu.read_back(&gpu_grid, &placed.gpu, job)?;
         let cpu =
             self.cpu
@@ -220,6 +206,17 @@ impl<R: Registry + TaskExecutor<TaskStruct> + Sync> Device for MixedDevice<'_, R
             idle_ns: None,
         })
     }
+}
+
+/// A copy of each read-write area of `job`, with its index.
+fn read_write_copies(job: &Job<'_>) -> Vec<(u8, Vec<u8>)> {
+    job.areas
+        .iter()
+        .filter_map(|(index, bytes)| match bytes {
+            AreaBytes::ReadWrite(b) => Some((*index, b.to_vec())),
+            AreaBytes::Read(_) => None,
+        })
+        .collect()
 }
 
 /// Merges read-write area `index` word by word: `gpu` holds the GPUs' copy (and receives the

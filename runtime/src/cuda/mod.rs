@@ -404,6 +404,33 @@ fn guard<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
     })
 }
 
+/// `f` of each item, each on a thread of its own (the GPUs of a run open, compile and copy at
+/// the same time), in the items' order; a panic on one of the threads is resumed here.
+pub(crate) fn on_each_thread<I: Sync, R: Send>(
+    items: &[I],
+    f: impl Fn(&I) -> Result<R> + Sync,
+) -> Vec<Result<R>> {
+    if items.len() == 1 {
+        return vec![f(&items[0])];
+    }
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = items
+            .iter()
+            .map(|item| {
+                let f = &f;
+                scope.spawn(move || f(item))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

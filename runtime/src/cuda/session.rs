@@ -68,26 +68,11 @@ impl Session {
         // Each GPU opens (context retain) and compiles its module on a thread of its own, so
         // that the set-up of several GPUs takes about as long as that of one.
         let cap = b.register_cap(lanes);
-        let opened: Vec<Result<(Arc<Gpu>, Arc<Module>)>> = std::thread::scope(|scope| {
-            let ptx = &ptx;
-            let handles: Vec<_> = devices
-                .iter()
-                .map(|&d| {
-                    scope.spawn(move || {
-                        let gpu = cache::gpu(d)?;
-                        check_gpu(&gpu)?;
-                        let module = cache::module(&gpu, ptx, cap)?;
-                        Ok((gpu, module))
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-                })
-                .collect()
+        let opened = super::on_each_thread(&devices, |&d| {
+            let gpu = cache::gpu(d)?;
+            check_gpu(&gpu)?;
+            let module = cache::module(&gpu, &ptx, cap)?;
+            Ok((gpu, module))
         });
         let mut gpus = Vec::new();
         let mut modules = Vec::new();
