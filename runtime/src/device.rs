@@ -84,6 +84,12 @@ pub trait Running {
     /// leaking the run's memory); `None`: wait for them, they cannot be abandoned (CPU threads
     /// borrow the job).
     fn exit_grace(&self, watchdog: Duration) -> Option<Duration>;
+    /// True once some worker raised its abort flag (a failed task, a full overflow stack):
+    /// a run of several sides that share no abort word (a bridged run) uses it to stop the
+    /// others.
+    fn aborted(&self) -> bool {
+        false
+    }
 }
 
 /// The host side of one device kind: sizes the grid, places the orchestration memory, launches

@@ -229,7 +229,6 @@ impl SchedulerBuilder {
         self.chaos = Some(chaos);
         self
     }
-    /// TESTING ONLY: switch off protocol rules to show that the tests catch their races.
     /// CPU backend: split the workers into `n` domains (1 to `MAX_DEVICES`, default 1) that act
     /// as devices do on GPUs: each has its own public queues and, under
     /// [`TerminationMode::Hierarchical`], its own idle counter, and the same-device victim
@@ -251,6 +250,7 @@ impl SchedulerBuilder {
         self
     }
 
+    /// TESTING ONLY: switch off protocol rules to show that the tests catch their races.
     #[doc(hidden)]
     pub fn break_rules(mut self, flags: RunFlags) -> Self {
         self.flags |= flags & (RunFlags::BREAK_IN_FLIGHT_RULE | RunFlags::BREAK_TARGETED_RULE);

@@ -93,3 +93,39 @@ fn bridged_sides_survive_random_delays_at_every_step() {
         chaotic_memset(builder, seed, 1 + seed % 3);
     }
 }
+
+#[test]
+fn a_failure_on_one_side_stops_both_and_is_the_runs_error() {
+    use mgws::job::u64_bytes_mut;
+    use mgws::{AreaBytes, Error, Job};
+    use mgws_tasks::workloads::memset::{output_descriptor, MemsetTask};
+    use mgws_tests::TestTasks;
+    // Side 0 (worker 0) gets the first task and goes idle waiting for side 1, whose task has an
+    // unknown tag: side 1 aborts, and nothing but the supervisor can tell side 0 (the sides share
+    // no abort word). The run must end with side 1's error long before the watchdog.
+    let sched = Scheduler::builder()
+        .workers(2)
+        .cpu_bridge(1)
+        .watchdog(std::time::Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let out = output_descriptor(0, 2);
+    let mut tasks: Vec<_> = (0..2)
+        .map(|index| mgws_tests::TestTasks::task(&MemsetTask { index }).with_data(0, out))
+        .collect();
+    tasks[1].tag = 77;
+    let mut slots = vec![0u64; 2];
+    let start = std::time::Instant::now();
+    let err = mgws::cpu::run(
+        &sched,
+        &TestTasks,
+        Job::new(&tasks).area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut slots))),
+    )
+    .unwrap_err();
+    assert!(matches!(err, Error::UnknownTag { tag: 77, .. }), "{err:?}");
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(5),
+        "took {:?}",
+        start.elapsed()
+    );
+}

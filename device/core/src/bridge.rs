@@ -11,7 +11,8 @@
 //!
 //! - **Mailboxes.** One per direction. The receiving bridge asks (`requests += 1`, its word); the
 //!   sending bridge answers (`reply_len`, then `replies = requests`, its words) after copying up
-//!   to [`BRIDGE_CAPACITY`] of its oldest local tasks into the mailbox's slots. At most one
+//!   to [`BRIDGE_CAPACITY`] of its local tasks into the mailbox's slots (side 0, the GPUs, its
+//!   newest: the smallest subtrees; side 1 its oldest). At most one
 //!   request per direction is open, and the receiver copies a reply out before it asks again, so
 //!   the slots are never written while being read.
 //! - **Termination.** Side 0 decides. Side 1's bridge, whenever its side's idle counter shows

@@ -412,7 +412,21 @@ struct CpuRunning<'a> {
 
 impl Running for CpuRunning<'_> {
     fn wait(&self, timeout: Duration) -> Result<bool> {
-        Ok(self.done.wait(timeout))
+        let done = self.done.wait(timeout);
+        if !done && self.sides.len() > 1 && self.aborted() {
+            // The sides of a bridged run share no abort word: a failure on one stops all.
+            self.abort();
+        }
+        Ok(done)
+    }
+
+    fn aborted(&self) -> bool {
+        self.sides.iter().any(|side| {
+            // SAFETY: the shared state lives in the arena for the whole run.
+            let shared = unsafe { side.env.0.shared() };
+            // Relaxed: a hint for the supervisor; the abort it triggers is a release store.
+            shared.abort.load(Ordering::Relaxed, Scope::System) != 0
+        })
     }
 
     fn progress(&self) -> Vec<WorkerProgress> {

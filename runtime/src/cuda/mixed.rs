@@ -8,10 +8,12 @@
 //! Data areas: read-only ones are read by the CPU workers where the job keeps them and copied to
 //! the GPUs as in any GPU run. A read-write area is copied to the GPUs too, while the CPU workers
 //! write the job's own bytes; after the run the two are merged word by word (8 bytes): a word
-//! changed on one side takes that side's value, and a word changed differently on both sides is
-//! an error. Tasks of the two sides must therefore write disjoint words, as per-worker
-//! accumulators and MEMSET's slots do; an atomic counter shared by all tasks is refused at the
-//! end with that error rather than silently wrong.
+//! changed on one side takes that side's value, and a word changed on both sides is an error
+//! (even where the values agree). Tasks of the two sides must therefore write disjoint words, as
+//! per-worker accumulators and MEMSET's slots do; an atomic counter shared by all tasks is
+//! refused at the end with that error rather than silently wrong. A task does not see what a
+//! task on the other side wrote during the run: read-write words are for results, not for
+//! communication between tasks.
 
 use std::time::Duration;
 
@@ -169,7 +171,9 @@ impl<R: Registry + TaskExecutor<TaskStruct> + Sync> Device for MixedDevice<'_, R
                 .as_mut()
                 .expect("place runs first")
                 .read_back(&cpu_grid, &placed.cpu, job)?;
-        for (index, bytes) in job.areas.iter_mut() {
+        let error = gpu.error.or(cpu.error);
+        // A failed run's areas are not merged: its error is what the caller gets.
+        for (index, bytes) in job.areas.iter_mut().filter(|_| error.is_none()) {
             let AreaBytes::ReadWrite(merged) = bytes else {
                 continue;
             };
@@ -191,7 +195,7 @@ impl<R: Registry + TaskExecutor<TaskStruct> + Sync> Device for MixedDevice<'_, R
         );
         Ok(ReadBack {
             elapsed_s: gpu.elapsed_s.max(cpu.elapsed_s),
-            error: gpu.error.or(cpu.error),
+            error,
             // Every CPU worker left its loop: its thread returned.
             exited_workers: gpu.exited_workers.map(|n| n + cpu_workers),
             stats: match (gpu.stats, cpu.stats) {
@@ -231,12 +235,13 @@ fn merge_area(index: u8, gpu: &mut [u8], before: &[u8], cpu: &[u8]) -> Result<()
         if c == b {
             continue;
         }
-        if g != b && g != c {
+        if g != b {
             return Err(Error::Verification(format!(
                 "data area {index}: the word at byte {} was changed both by tasks on the GPUs \
                  and by tasks on the CPU workers ({:02x?} on the GPUs, {:02x?} on the CPU); in a \
                  run with CPU workers beside the GPUs, tasks on the two sides must write \
-                 disjoint words (per-worker accumulators do)",
+                 disjoint words (per-worker accumulators do), and a word written on both sides \
+                 is refused even where the values agree",
                 offset * 8,
                 &*g,
                 c
@@ -255,7 +260,16 @@ struct MixedRunning<'a> {
 
 impl Running for MixedRunning<'_> {
     fn wait(&self, timeout: Duration) -> Result<bool> {
-        Ok(self.gpu.wait(timeout)? && self.cpu.wait(timeout)?)
+        let done = self.gpu.wait(timeout)? && self.cpu.wait(timeout)?;
+        if !done && self.aborted() {
+            // The two sides share no abort word: a failure on one stops both.
+            self.abort();
+        }
+        Ok(done)
+    }
+
+    fn aborted(&self) -> bool {
+        self.gpu.aborted() || self.cpu.aborted()
     }
 
     fn progress(&self) -> Vec<WorkerProgress> {
@@ -279,9 +293,10 @@ impl Running for MixedRunning<'_> {
         self.cpu.abort();
     }
 
-    fn exit_grace(&self, watchdog: Duration) -> Option<Duration> {
-        // The GPUs' grace; the CPU threads are always waited for once they saw the abort.
-        self.gpu.exit_grace(watchdog)
+    fn exit_grace(&self, _watchdog: Duration) -> Option<Duration> {
+        // The CPU threads borrow the job and cannot be given up, so neither side is: the
+        // pipeline waits for both, and calls the stuck-workers hook if they do not exit.
+        None
     }
 }
 
@@ -298,18 +313,17 @@ mod tests {
         cpu[8] = 2; // the CPU workers wrote word 1
         merge_area(0, &mut gpu, &before, &cpu).unwrap();
         assert_eq!((gpu[0], gpu[8], gpu[16]), (1, 2, 0));
-        // The same value on both sides is no conflict; different values are.
-        let mut gpu2 = gpu;
-        let cpu2 = gpu;
-        merge_area(0, &mut gpu2, &before, &cpu2).unwrap();
-        let mut cpu3 = [0u8; 24];
-        cpu3[0] = 7;
-        let err = merge_area(3, &mut gpu, &before, &cpu3)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("data area 3") && err.contains("byte 0"),
-            "{err}"
-        );
+        // A word changed on both sides is refused, whether or not the values agree.
+        for value in [1, 7] {
+            let mut cpu3 = [0u8; 24];
+            cpu3[0] = value;
+            let err = merge_area(3, &mut gpu.clone(), &before, &cpu3)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("data area 3") && err.contains("byte 0"),
+                "{err}"
+            );
+        }
     }
 }

@@ -403,6 +403,13 @@ impl Running for CudaRunning<'_> {
                 .write_u64_live(self.s, self.mem.run_area.shared + shared_field::ABORT, 1);
     }
 
+    fn aborted(&self) -> bool {
+        self.mem
+            .run
+            .read_u64_live(self.s, self.mem.run_area.shared + shared_field::ABORT)
+            .is_ok_and(|word| word != 0)
+    }
+
     fn exit_grace(&self, watchdog: Duration) -> Option<Duration> {
         // A kernel whose task never returns cannot be stopped: give it up after the grace and
         // leak its memory rather than hang the host.

@@ -363,9 +363,6 @@ mod tests {
     }
 
     #[test]
-    fn workers_split_over_gpus_in_whole_queues() {}
-
-    #[test]
     fn scratch_grows_with_queues_so_the_upper_bound_is_safe() {
         // Sizing uses the upper bound of the queue count; the final, smaller count never needs
         // more shared memory than was used for the occupancy query.
