@@ -145,12 +145,19 @@ impl<R: Registry + TaskExecutor<TaskStruct> + Sync> Device for MixedDevice<'_, R
         let gpu_grid = self.gpu_grid.expect("size_grid runs first");
         let cpu_grid = self.cpu_grid.expect("place runs first");
         let cpu = self.cpu.as_mut().expect("place runs first");
-        // The GPUs start first; the CPU threads start while they run, and the supervisor watches
-        // both.
-        self.gpu.launch(&gpu_grid, &placed.gpu, |gpu| {
-            cpu.launch(&cpu_grid, &placed.cpu, |cpu| {
+        let gpu = &mut self.gpu;
+        // The CPU threads start first and the GPUs while they run, so that a launch that
+        // returns only once its kernel ended (under a profiler) still finds the CPU side
+        // running: the kernel waits for it. The supervisor watches both.
+        cpu.launch(&cpu_grid, &placed.cpu, |cpu| {
+            let out = gpu.launch(&gpu_grid, &placed.gpu, |gpu| {
                 supervise(&MixedRunning { gpu, cpu })
-            })
+            });
+            if out.is_err() {
+                // No kernel started: the CPU side would wait for the GPUs forever.
+                cpu.abort();
+            }
+            out
         })?
     }
 
