@@ -66,6 +66,17 @@ pub struct LiveState {
     pub task_tags: Vec<u64>,
 }
 
+impl LiveState {
+    /// Appends the workers of `other` (a later side or device of the same run) to these.
+    pub fn absorb(&mut self, other: LiveState) {
+        self.task_tags.extend(other.task_tags);
+        self.queue_words.extend(other.queue_words);
+        self.idle_counter += other.idle_counter;
+        self.initial_ranges_done += other.initial_ranges_done;
+        self.initial_ranges += other.initial_ranges;
+    }
+}
+
 /// A launched run, as its supervisor (the pipeline) sees it. Every method may be called while
 /// the workers run and after they exited.
 pub trait Running {

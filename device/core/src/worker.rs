@@ -19,6 +19,38 @@ use crate::spec::Spec;
 use crate::termination::{HierarchicalCounter, IdleCounter, VoteOutcome, VotingTree};
 use crate::word::QueueWord;
 
+/// The counting termination detectors, as the idle path drives them.
+pub(crate) enum IdleCount<'e, W> {
+    Flat(IdleCounter<'e, W>),
+    Hierarchical(HierarchicalCounter<'e, W>),
+}
+
+impl<W: AtomicWord> IdleCount<'_, W> {
+    #[inline(always)]
+    fn enter(&self) {
+        match self {
+            IdleCount::Flat(c) => c.enter(),
+            IdleCount::Hierarchical(c) => c.enter(),
+        }
+    }
+
+    #[inline(always)]
+    fn leave(&self) {
+        match self {
+            IdleCount::Flat(c) => c.leave(),
+            IdleCount::Hierarchical(c) => c.leave(),
+        }
+    }
+
+    #[inline(always)]
+    fn all_idle(&self) -> bool {
+        match self {
+            IdleCount::Flat(c) => c.all_idle(),
+            IdleCount::Hierarchical(c) => c.all_idle(),
+        }
+    }
+}
+
 /// Loop iterations between two checks of whether the own public queue ran empty (a power of two).
 pub const RELEASE_CHECK_INTERVAL: u64 = 4;
 
@@ -525,16 +557,9 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     pub(crate) fn leave_idle(&mut self) {
         if self.idle {
             if self.p.is_leader() {
-                match S::termination(&self.env.config) {
-                    TerminationMode::IdleCounter => {
-                        self.p.protocol_step(ProtocolStep::IdleLeave);
-                        self.idle_counter().leave();
-                    }
-                    TerminationMode::Hierarchical => {
-                        self.p.protocol_step(ProtocolStep::IdleLeave);
-                        self.hierarchical_counter().leave();
-                    }
-                    TerminationMode::VotingTree => {}
+                if let Some(counter) = self.idle_count() {
+                    self.p.protocol_step(ProtocolStep::IdleLeave);
+                    counter.leave();
                 }
             }
             self.idle = false;
@@ -550,6 +575,19 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             counter: &shared.idle_workers,
             workers: self.env.config.workers as u64,
             scope: self.scope,
+        }
+    }
+
+    /// The run's counting detector (the flat or the hierarchical idle counter), or `None` under
+    /// voting trees.
+    #[inline(always)]
+    pub(crate) fn idle_count(&self) -> Option<IdleCount<'e, P::Word>> {
+        match S::termination(&self.env.config) {
+            TerminationMode::IdleCounter => Some(IdleCount::Flat(self.idle_counter())),
+            TerminationMode::Hierarchical => {
+                Some(IdleCount::Hierarchical(self.hierarchical_counter()))
+            }
+            TerminationMode::VotingTree => None,
         }
     }
 
@@ -583,22 +621,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             let abort = (self.abort_flag())();
             let quiescent = self.own_queue().quiescent(ignore_in_flight);
             let mut became_idle = false;
-            let terminate = match S::termination(&self.env.config) {
-                TerminationMode::IdleCounter => {
-                    if !self.idle && quiescent.is_some() {
-                        self.p.protocol_step(ProtocolStep::IdleEnter);
-                        self.idle_counter().enter();
-                        became_idle = true;
-                    }
-                    let all = (self.idle || became_idle) && self.idle_counter().all_idle();
-                    if S::bridged(&self.env.config) {
-                        self.bridge_decide(all)
-                    } else {
-                        all
-                    }
-                }
-                TerminationMode::Hierarchical => {
-                    let counter = self.hierarchical_counter();
+            let terminate = match self.idle_count() {
+                Some(counter) => {
                     if !self.idle && quiescent.is_some() {
                         self.p.protocol_step(ProtocolStep::IdleEnter);
                         counter.enter();
@@ -611,7 +635,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                         all
                     }
                 }
-                TerminationMode::VotingTree => {
+                None => {
                     let targeted = match quiescent {
                         Some(claims) => {
                             let t = claims != self.with_leader(|l| l.claims_at_last_vote)

@@ -227,6 +227,7 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
                 slots: [0, 1].map(|_| vec![TaskStruct::new(0, &0u64); BRIDGE_CAPACITY as usize]),
             })
         });
+        let bridged = bridge.is_some() || self.link.is_some();
         let mut sides = Vec::new();
         let mut first = 0u32;
         for (s, &n) in counts.iter().enumerate() {
@@ -242,7 +243,6 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
                 job.tasks.len() * first as usize / total as usize,
                 job.tasks.len() * (first + n) as usize / total as usize,
             );
-            let bridged = bridge.is_some() || self.link.is_some();
             if bridged {
                 config.flags |= mgws_core::RunFlags::BRIDGED.bits();
             }
@@ -317,32 +317,27 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
                 let group = &placed.groups[w as usize];
                 let (side, id) = placed.side_of(w);
                 let env = &side.env;
-                // A panic stops every side. Release: pairs with the workers' Acquire loads of
-                // the abort flag.
-                let abort = || {
-                    for side in &placed.sides {
-                        // SAFETY: the shared state lives in the arena for the whole run.
-                        unsafe { side.env.0.shared() }.abort.store(
-                            1,
-                            Ordering::Release,
-                            Scope::System,
-                        )
-                    }
-                };
-                panicked.contain(w, &group.barrier, abort, || {
-                    // SAFETY: the env describes the arena sized for this configuration, the lane
-                    // group's scratch holds the scratch layout's bytes, and every lane of worker w
-                    // makes this same call (the broadcast runs every thread of the set at once).
-                    unsafe {
-                        if lanes == 1 {
-                            let p = CpuPlatform::<true>::new(0, 1, group, start, chaos, w);
-                            run_worker(method, p, &env.0, registry, id);
-                        } else {
-                            let p = CpuPlatform::<false>::new(lane, lanes, group, start, chaos, w);
-                            run_worker(method, p, &env.0, registry, id);
+                // A panic stops every side.
+                panicked.contain(
+                    w,
+                    &group.barrier,
+                    || abort_sides(&placed.sides),
+                    || {
+                        // SAFETY: the env describes the arena sized for this configuration, the lane
+                        // group's scratch holds the scratch layout's bytes, and every lane of worker w
+                        // makes this same call (the broadcast runs every thread of the set at once).
+                        unsafe {
+                            if lanes == 1 {
+                                let p = CpuPlatform::<true>::new(0, 1, group, start, chaos, w);
+                                run_worker(method, p, &env.0, registry, id);
+                            } else {
+                                let p =
+                                    CpuPlatform::<false>::new(lane, lanes, group, start, chaos, w);
+                                run_worker(method, p, &env.0, registry, id);
+                            }
                         }
-                    }
-                });
+                    },
+                );
                 if lane == 0 {
                     // Relaxed: read after the broadcast joined every thread.
                     finished[w as usize]
@@ -439,29 +434,29 @@ impl Running for CpuRunning<'_> {
     fn live_state(&self) -> LiveState {
         let mut state = LiveState::default();
         for side in self.sides {
-            let s = side_live_state(&side.env.0);
-            state.task_tags.extend(s.task_tags);
-            state.queue_words.extend(s.queue_words);
-            state.idle_counter += s.idle_counter;
-            state.initial_ranges_done += s.initial_ranges_done;
-            state.initial_ranges += s.initial_ranges;
+            state.absorb(side_live_state(&side.env.0));
         }
         state
     }
 
     fn abort(&self) {
-        for side in self.sides {
-            // SAFETY: the shared state lives in the arena for the whole run.
-            let shared = unsafe { side.env.0.shared() };
-            // Release: the workers poll the flag with acquire loads; nothing else is published
-            // by it, so release only keeps the hang report's reads before it.
-            shared.abort.store(1, Ordering::Release, Scope::System);
-        }
+        abort_sides(self.sides);
     }
 
     fn exit_grace(&self, _watchdog: Duration) -> Option<Duration> {
         // The threads borrow the job and the arena: they are always waited for.
         None
+    }
+}
+
+/// Asks the workers of every side to stop (a panic or a failure on one side stops all).
+fn abort_sides(sides: &[CpuSide]) {
+    for side in sides {
+        // SAFETY: the shared state lives in the arena for the whole run.
+        let shared = unsafe { side.env.0.shared() };
+        // Release: the workers poll the flag with acquire loads; nothing else is published by
+        // it, so release only keeps the hang report's reads before it.
+        shared.abort.store(1, Ordering::Release, Scope::System);
     }
 }
 

@@ -286,13 +286,9 @@ impl Running for MixedRunning<'_> {
     }
 
     fn live_state(&self) -> LiveState {
-        let (mut g, c) = (self.gpu.live_state(), self.cpu.live_state());
-        g.task_tags.extend(c.task_tags);
-        g.queue_words.extend(c.queue_words);
-        g.idle_counter += c.idle_counter;
-        g.initial_ranges_done += c.initial_ranges_done;
-        g.initial_ranges += c.initial_ranges;
-        g
+        let mut state = self.gpu.live_state();
+        state.absorb(self.cpu.live_state());
+        state
     }
 
     fn abort(&self) {
