@@ -32,43 +32,10 @@ pub(crate) enum OnFull<W, T> {
     Frontier(LevelSink<W, T>),
 }
 
-/// A worker's uniform state (identical on every lane) as one record: what the hot loop hands to
-/// its out-of-line steps and takes back, through the scratch ([`ScratchLayout::uniform`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(C)]
-pub struct Uniform {
-    local_tail: u64,
-    local_head: u64,
-    spill_len: u64,
-    iterations: u64,
-    tasks_run: u64,
-    noted_tag: u64,
-    flags: u64,
-}
-
-impl Uniform {
-    const INITIAL_EXHAUSTED: u64 = 1;
-    const OWN_RANGE_EXHAUSTED: u64 = 2;
-    const IDLE: u64 = 4;
-    const ABORTED: u64 = 8;
-    const POP_PENDING: u64 = 16;
-
-    /// A new worker's state: empty queues, nothing run.
-    const START: Uniform = Uniform {
-        local_tail: 0,
-        local_head: 0,
-        spill_len: 0,
-        iterations: 0,
-        tasks_run: 0,
-        noted_tag: 0,
-        flags: 0,
-    };
-}
-
 /// The scheduler state of one worker, shared by the loop that drives it and the task context.
 /// `S` fixes the hot-loop options (see [`Spec`]).
 pub struct WorkerCore<'e, P: Platform, T, S: Spec> {
-    pub(crate) p: &'e P,
+    pub(crate) p: P,
     pub(crate) env: &'e Env<P::Word, T>,
     pub(crate) id: u32,
     pub(crate) queue: u32,
@@ -113,77 +80,10 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// worker must make the same call.
     #[inline(always)]
     pub(crate) unsafe fn new(
-        p: &'e P,
+        p: P,
         env: &'e Env<P::Word, T>,
         id: u32,
         on_full: OnFull<P::Word, T>,
-    ) -> Self {
-        // SAFETY: the caller's guarantees.
-        let mut core = unsafe { Self::with_state(p, env, id, on_full, Uniform::START) };
-        let cfg = &env.config;
-        if core.p.is_leader() {
-            let state = LeaderState {
-                stats: WorkerStats::default(),
-                picker: VictimPicker::new(
-                    cfg.seed,
-                    id,
-                    core.queue,
-                    &env.topology,
-                    cfg.same_device_bias_permille,
-                    core.flags.contains(RunFlags::SAME_DEVICE_ONLY),
-                ),
-                claims_at_last_vote: 0,
-                voted_round: 0,
-                bridge: crate::bridge::BridgeLedger::default(),
-                operation: Operation::Start,
-                heartbeats: 0,
-            };
-            // SAFETY: the scratch holds the layout (the caller's guarantee); only lane 0 touches
-            // the leader state.
-            unsafe { core.leader_state().write(state) };
-        }
-        if !S::matches(cfg) {
-            let worker = core.id;
-            core.fail(RunError::WrongEntry { worker });
-        }
-        core
-    }
-
-    /// The worker that [`WorkerCore::save_uniform`] left in the scratch, rebuilt by an
-    /// out-of-line step (`worker.rs`): everything but the uniform state is derived from `env` and
-    /// `id` again, and lane 0's [`LeaderState`] is still in the scratch.
-    ///
-    /// # Safety
-    /// As for [`WorkerCore::new`], which must have built this worker earlier in the same run; every
-    /// lane calls it, after lane 0 saved the uniform state.
-    #[inline(always)]
-    pub(crate) unsafe fn resume(
-        p: &'e P,
-        env: &'e Env<P::Word, T>,
-        id: u32,
-        on_full: OnFull<P::Word, T>,
-    ) -> Self {
-        // SAFETY: the caller's guarantees; the state is read back before it is used.
-        let mut core = unsafe { Self::with_state(p, env, id, on_full, Uniform::START) };
-        // Orders lane 0's `save_uniform` before every lane's read.
-        core.p.barrier();
-        // SAFETY: the uniform area's first record, written by lane 0 before the barrier.
-        let saved = unsafe { core.uniform_slot(0).read() };
-        core.set_uniform(saved);
-        core
-    }
-
-    /// The worker with uniform state `u`, its other fields derived from `env` and `id`.
-    ///
-    /// # Safety
-    /// As for [`WorkerCore::new`].
-    #[inline(always)]
-    unsafe fn with_state(
-        p: &'e P,
-        env: &'e Env<P::Word, T>,
-        id: u32,
-        on_full: OnFull<P::Word, T>,
-        u: Uniform,
     ) -> Self {
         let cfg = &env.config;
         // Unshared queues are numbered like their workers.
@@ -192,6 +92,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         } else {
             id
         };
+        let flags = cfg.run_flags();
         let layout = ScratchLayout::new(
             cfg.local_capacity,
             core::mem::size_of::<T>(),
@@ -212,7 +113,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                 )
             },
         };
-        let mut core = WorkerCore {
+        let core = WorkerCore {
             scope: S::scope(cfg),
             local_capacity: cfg.local_capacity as u64,
             spill_capacity: cfg.spill_capacity as u64,
@@ -221,7 +122,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             id,
             queue,
             layout,
-            flags: cfg.run_flags(),
+            flags,
             local_tail: 0,
             local_head: 0,
             spill_len: 0,
@@ -238,84 +139,33 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             abort_word,
             spec: core::marker::PhantomData,
         };
-        core.set_uniform(u);
+        if core.p.is_leader() {
+            let state = LeaderState {
+                stats: WorkerStats::default(),
+                picker: VictimPicker::new(
+                    cfg.seed,
+                    id,
+                    queue,
+                    &env.topology,
+                    cfg.same_device_bias_permille,
+                    flags.contains(RunFlags::SAME_DEVICE_ONLY),
+                ),
+                claims_at_last_vote: 0,
+                voted_round: 0,
+                bridge: crate::bridge::BridgeLedger::default(),
+                operation: Operation::Start,
+                heartbeats: 0,
+            };
+            // SAFETY: the scratch holds the layout (the caller's guarantee); only lane 0 touches
+            // the leader state.
+            unsafe { core.leader_state().write(state) };
+        }
+        let mut core = core;
+        if !S::matches(cfg) {
+            let worker = core.id;
+            core.fail(RunError::WrongEntry { worker });
+        }
         core
-    }
-
-    /// The uniform area's record `i` (0: into an out-of-line step, 1: back out of it).
-    #[inline(always)]
-    fn uniform_slot(&self, i: usize) -> *mut Uniform {
-        // SAFETY: the uniform area holds two records (`ScratchLayout`).
-        unsafe { self.scratch_at::<Uniform>(self.layout.uniform).add(i) }
-    }
-
-    /// Lane 0 leaves the uniform state in the scratch for an out-of-line step's
-    /// [`WorkerCore::resume`], which every lane reads after a barrier.
-    ///
-    /// The hand-over uses two records, one each way, so that a lane still reading one never
-    /// meets lane 0's next write to it: record 0 is written here and read after the barrier in
-    /// `resume`; record 1 is written by `hand_back`, read after its barrier, and written again only
-    /// after the next `resume`'s barrier, which every lane reaches after its read.
-    #[inline(always)]
-    pub(crate) fn save_uniform(&self) {
-        if self.p.is_leader() {
-            // SAFETY: record 0; every lane read its previous contents before the barrier that
-            // ended the previous step (`hand_back`), which lane 0 passed too.
-            unsafe { self.uniform_slot(0).write(self.uniform()) };
-        }
-    }
-
-    /// The end of an out-of-line step: lane 0 hands the uniform state back through the scratch
-    /// (every lane reads it with [`WorkerCore::load_uniform`]).
-    #[inline(always)]
-    pub(crate) fn hand_back(&self) {
-        if self.p.is_leader() {
-            // SAFETY: record 1; every lane read its previous contents before the barrier in this
-            // step's `resume`, which lane 0 passed too.
-            unsafe { self.uniform_slot(1).write(self.uniform()) };
-        }
-        self.p.barrier();
-    }
-
-    /// Takes back the uniform state an out-of-line step handed back.
-    #[inline(always)]
-    pub(crate) fn load_uniform(&mut self) {
-        // SAFETY: record 1, written by lane 0 before the barrier that ended the step.
-        let u = unsafe { self.uniform_slot(1).read() };
-        self.set_uniform(u);
-    }
-
-    #[inline(always)]
-    fn uniform(&self) -> Uniform {
-        let flag = |on: bool, bit: u64| if on { bit } else { 0 };
-        Uniform {
-            local_tail: self.local_tail,
-            local_head: self.local_head,
-            spill_len: self.spill_len,
-            iterations: self.iterations,
-            tasks_run: self.tasks_run,
-            noted_tag: self.noted_tag,
-            flags: flag(self.initial_exhausted, Uniform::INITIAL_EXHAUSTED)
-                | flag(self.own_range_exhausted, Uniform::OWN_RANGE_EXHAUSTED)
-                | flag(self.idle, Uniform::IDLE)
-                | flag(self.aborted, Uniform::ABORTED)
-                | flag(self.pop_pending.get(), Uniform::POP_PENDING),
-        }
-    }
-
-    #[inline(always)]
-    fn set_uniform(&mut self, u: Uniform) {
-        self.local_tail = u.local_tail;
-        self.local_head = u.local_head;
-        self.spill_len = u.spill_len;
-        self.iterations = u.iterations;
-        self.tasks_run = u.tasks_run;
-        self.noted_tag = u.noted_tag;
-        self.initial_exhausted = u.flags & Uniform::INITIAL_EXHAUSTED != 0;
-        self.own_range_exhausted = u.flags & Uniform::OWN_RANGE_EXHAUSTED != 0;
-        self.idle = u.flags & Uniform::IDLE != 0;
-        self.aborted = u.flags & Uniform::ABORTED != 0;
-        self.pop_pending.set(u.flags & Uniform::POP_PENDING != 0);
     }
 
     /// The scope of orchestration and task atomics (a constant in a specialized kernel entry).
@@ -329,21 +179,9 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     pub(crate) fn tick(&mut self) {
         self.iterations += 1;
         if self.iterations & (self.env.config.progress_interval as u64 - 1) == 0 {
-            match self.on_full {
-                // The mgws loop keeps its rare steps out of line (`worker.rs`).
-                OnFull::Publish => {
-                    self.step_out_of_line(crate::worker::Step::Progress);
-                }
-                OnFull::Frontier(_) => self.report_progress_and_check_abort(),
-            }
+            self.report_progress();
+            self.check_abort();
         }
-    }
-
-    /// Every `progress_interval` iterations: the progress record and the abort flag.
-    #[inline(always)]
-    pub(crate) fn report_progress_and_check_abort(&mut self) {
-        self.report_progress();
-        self.check_abort();
     }
 
     /// Lane 0's state in the scratch (see [`LeaderState`]).
@@ -608,26 +446,15 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// [`OnFull`]). Only reached when the ring is full, never on the path of a task that fits.
     #[inline(always)]
     pub(crate) fn make_room(&mut self) {
-        match self.on_full {
-            // Out of line, like the mgws loop's other rare steps: inlined into every spawn it
-            // would set the task's register count.
-            OnFull::Publish => {
-                self.step_out_of_line(crate::worker::Step::MakeRoom);
-            }
-            OnFull::Frontier(sink) => {
-                self.flush_to(sink);
-                self.set_operation(Operation::RunTask);
-            }
-        }
-    }
-
-    /// mgws's way to free room: publish the oldest half of the local queue, else spill it.
-    #[inline(always)]
-    pub(crate) fn make_room_publish(&mut self) {
         let half = self.local_capacity / 2;
-        let moved = self.release(half);
-        if moved == 0 && !self.aborted {
-            self.spill(half);
+        match self.on_full {
+            OnFull::Publish => {
+                let moved = self.release(half);
+                if moved == 0 && !self.aborted {
+                    self.spill(half);
+                }
+            }
+            OnFull::Frontier(sink) => self.flush_to(sink),
         }
         // Back to the task that spawned (see `run_next_local`).
         self.set_operation(Operation::RunTask);

@@ -300,24 +300,32 @@ fn broadcast_slot() -> *mut u64 {
 /// A worker made of the threads of one one-dimensional thread block.
 ///
 /// Lane `i` is `threadIdx.x == i`; the block must be launched with `blockDim.y == blockDim.z == 1`.
-/// Scratch memory is the block's dynamic shared memory, its size read from `%dynamic_smem_size`.
-///
-/// The type is zero-sized: every answer comes from a special register or a fixed shared-memory
-/// address. So a reference to it (`WorkerCore` holds `&P`) costs the GPU nothing, and the worker's
-/// out-of-line steps (`worker.rs`) take it without putting anything in local memory.
+/// Scratch memory is the block's dynamic shared memory, whose size the launch sets and the
+/// constructor is told.
 #[derive(Clone, Copy)]
 pub struct GpuBlockPlatform {
-    _private: (),
+    lane: u32,
+    lanes: u32,
+    scratch: *mut u8,
+    scratch_len: usize,
 }
 
 impl GpuBlockPlatform {
     /// The platform of the calling thread's block.
     ///
     /// # Safety
-    /// Must be called on the GPU by every thread of a one-dimensional block.
+    /// Must be called on the GPU by every thread of a one-dimensional block that was launched with
+    /// at least `scratch_len` bytes of dynamic shared memory.
     #[inline(always)]
-    pub unsafe fn new() -> GpuBlockPlatform {
-        GpuBlockPlatform { _private: () }
+    pub unsafe fn new(scratch_len: usize) -> GpuBlockPlatform {
+        // SAFETY: reading special registers has no preconditions beyond running on the GPU.
+        let (lane, lanes) = unsafe { (nvptx::_thread_idx_x(), nvptx::_block_dim_x()) };
+        GpuBlockPlatform {
+            lane,
+            lanes,
+            scratch: core::intrinsics::gpu::gpu_launch_sized_workgroup_mem::<u128>() as *mut u8,
+            scratch_len,
+        }
     }
 
     /// The index of this worker's block in the grid.
@@ -346,14 +354,12 @@ unsafe impl Platform for GpuBlockPlatform {
 
     #[inline(always)]
     fn lane_id(&self) -> u32 {
-        // SAFETY: a special-register read.
-        unsafe { nvptx::_thread_idx_x() }
+        self.lane
     }
 
     #[inline(always)]
     fn lane_count(&self) -> u32 {
-        // SAFETY: a special-register read.
-        unsafe { nvptx::_block_dim_x() }
+        self.lanes
     }
 
     #[inline(always)]
@@ -364,11 +370,11 @@ unsafe impl Platform for GpuBlockPlatform {
 
     #[inline]
     fn broadcast(&self, value: u64) -> u64 {
-        if self.lane_count() == 1 {
+        if self.lanes == 1 {
             return value;
         }
         let slot = broadcast_slot();
-        if self.lane_id() == 0 {
+        if self.lane == 0 {
             // SAFETY: the slot is this block's; the barrier that ended the previous broadcast
             // ordered every lane's read of it before this write.
             unsafe { slot.write_volatile(value) };
@@ -382,17 +388,12 @@ unsafe impl Platform for GpuBlockPlatform {
 
     #[inline(always)]
     fn scratch(&self) -> *mut u8 {
-        core::intrinsics::gpu::gpu_launch_sized_workgroup_mem::<u128>() as *mut u8
+        self.scratch
     }
 
     #[inline(always)]
     fn scratch_len(&self) -> usize {
-        let bytes: u32;
-        // SAFETY: reads the special register that holds the launch's dynamic shared memory size.
-        unsafe {
-            asm!("mov.u32 {b}, %dynamic_smem_size;", b = out(reg32) bytes, options(pure, nomem, nostack))
-        };
-        bytes as usize
+        self.scratch_len
     }
 
     #[inline(always)]

@@ -17,9 +17,6 @@ pub struct ScratchLayout {
     /// Offset of lane 0's [`LeaderState`](crate::leader::LeaderState) (its statistics are
     /// copied to `Env::stats` at the end).
     pub leader: usize,
-    /// Offset of the uniform area: two [`Uniform`](crate::exec::Uniform) records, through which
-    /// the worker loop hands its state to its out-of-line steps and takes it back.
-    pub uniform: usize,
     /// Total bytes.
     pub total: usize,
 }
@@ -38,15 +35,13 @@ impl ScratchLayout {
         let exchange = lanes_area + round16(8 * lanes as usize);
         let damping = exchange + 8 * EXCHANGE_WORDS;
         let leader = damping + round16((queues as usize).div_ceil(64) * 8);
-        let uniform = leader + round16(core::mem::size_of::<crate::leader::LeaderState>());
-        let total = uniform + 2 * core::mem::size_of::<crate::exec::Uniform>();
+        let total = leader + round16(core::mem::size_of::<crate::leader::LeaderState>());
         ScratchLayout {
             local_slots,
             lanes_area,
             exchange,
             damping,
             leader,
-            uniform,
             total,
         }
     }

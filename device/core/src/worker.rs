@@ -71,7 +71,7 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
     /// a worker of `env.topology`, the platform's scratch must hold `ScratchLayout::new(...)`
     /// bytes for this configuration, and every lane of the worker must make the same call.
     #[inline(always)]
-    pub unsafe fn new(p: &'e P, env: &'e Env<P::Word, T>, exec: &'e X, id: u32) -> Self {
+    pub unsafe fn new(p: P, env: &'e Env<P::Word, T>, exec: &'e X, id: u32) -> Self {
         Worker {
             // SAFETY: the caller's guarantees, which include a valid shared state.
             core: unsafe { WorkerCore::new(p, env, id, OnFull::Publish) },
@@ -80,11 +80,6 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
     }
 
     /// The worker loop: runs until termination is detected or the run is aborted.
-    ///
-    /// The loop itself only runs local tasks. Everything else (releasing to the public queue and
-    /// finding work when the local queue is empty) is an out-of-line step ([`out_of_line`]): on a
-    /// GPU, inlined, those rare paths set the register count of the whole loop, and the registers
-    /// decide how many workers fit on an SM.
     #[inline(always)]
     pub fn run(mut self) {
         let c = &mut self.core;
@@ -99,7 +94,7 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
                 && c.id == c.env.bridge_worker
             {
                 // The bridge worker answers the other side's request from its local queue.
-                c.step_out_of_line(Step::BridgeServe);
+                c.bridge_serve();
             }
             if c.local_len() > 0 {
                 // Checking the public word costs a broadcast (two barriers on a GPU): do it every
@@ -108,13 +103,35 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
                     && c.iterations & (RELEASE_CHECK_INTERVAL - 1) == 0
                     && c.should_release()
                 {
-                    c.step_out_of_line(Step::Release);
+                    c.release(c.local_len() / 2);
                     continue;
                 }
                 c.run_next_local(self.exec);
                 continue;
             }
-            if c.step_out_of_line(Step::FindWork) {
+            if c.spill_len > 0 {
+                c.refill_from_spill();
+                continue;
+            }
+            if c.acquire() {
+                continue;
+            }
+            if !c.initial_exhausted && c.load_initial() {
+                continue;
+            }
+            if c.steal() {
+                continue;
+            }
+            if !c.initial_exhausted {
+                // Some home range still holds unclaimed tasks (its owner is busy and not idle):
+                // keep looking rather than count as idle, so that only a worker that found
+                // every initial task claimed ever enters the termination protocol.
+                continue;
+            }
+            if S::bridged(&c.env.config) && c.id == c.env.bridge_worker && c.bridge_receive() {
+                continue;
+            }
+            if c.idle_step() {
                 break;
             }
         }
@@ -122,110 +139,7 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
     }
 }
 
-/// The rare steps of the worker loop, which run out of line ([`out_of_line`]).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-#[repr(u32)]
-pub(crate) enum Step {
-    /// Release half the local queue to the public queue (`should_release` said so).
-    Release,
-    /// The local queue is empty: refill it from the overflow stack, the public queue, the
-    /// initial tasks, a victim or the bridge, or take an idle step.
-    FindWork,
-    /// The bridge worker answers the other side's request.
-    BridgeServe,
-    /// A spawn found the local queue full.
-    MakeRoom,
-    /// Every `progress_interval` iterations: write the progress record, read the abort flag.
-    Progress,
-}
-
-/// Runs `step` of worker `id` out of line: the worker is rebuilt from `env`, `id` and the uniform
-/// state its lanes saved in the scratch, and saves its state there again. Returns true when the
-/// run is over (termination detected or aborted).
-///
-/// Not inlined: the step's registers are its own, and on a GPU the worker loop that calls it keeps
-/// only the few values a task needs (the platform is zero-sized, the rest are two pointers and
-/// the worker id).
-///
-/// # Safety
-/// As for [`WorkerCore::resume`].
-#[inline(never)]
-pub(crate) unsafe fn out_of_line<P: Platform, T: Copy, S: Spec>(
-    p: &P,
-    env: &Env<P::Word, T>,
-    id: u32,
-    step: Step,
-) -> bool {
-    // SAFETY: the caller's guarantees; only the mgws loop takes out-of-line steps.
-    let mut c = unsafe { WorkerCore::<P, T, S>::resume(p, env, id, OnFull::Publish) };
-    let over = match step {
-        Step::Release => {
-            c.release(c.local_len() / 2);
-            c.aborted
-        }
-        Step::FindWork => c.find_work(),
-        Step::BridgeServe => {
-            c.bridge_serve();
-            c.aborted
-        }
-        Step::MakeRoom => {
-            c.make_room_publish();
-            c.aborted
-        }
-        Step::Progress => {
-            c.report_progress_and_check_abort();
-            c.aborted
-        }
-    };
-    c.hand_back();
-    over
-}
-
 impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
-    /// Takes `step` out of line (see [`out_of_line`]). Returns true when the run is over.
-    #[inline(always)]
-    pub(crate) fn step_out_of_line(&mut self, step: Step) -> bool {
-        self.save_uniform();
-        // SAFETY: this worker was built by `WorkerCore::new` with `OnFull::Publish` (the mgws
-        // loop), every lane makes this call, and lane 0 saved the uniform state just now.
-        let over = unsafe { out_of_line::<P, T, S>(self.p, self.env, self.id, step) };
-        self.load_uniform();
-        over
-    }
-
-    /// One turn of the loop with an empty local queue: refills it from the overflow stack, the
-    /// own public queue, the initial tasks, a victim or (the bridge worker) the other side, or
-    /// else takes an idle step. Returns true when the run is over.
-    #[inline(always)]
-    pub(crate) fn find_work(&mut self) -> bool {
-        if self.spill_len > 0 {
-            self.refill_from_spill();
-            return self.aborted;
-        }
-        if self.acquire() {
-            return self.aborted;
-        }
-        if !self.initial_exhausted && self.load_initial() {
-            return self.aborted;
-        }
-        if self.steal() {
-            return self.aborted;
-        }
-        if !self.initial_exhausted {
-            // Some home range still holds unclaimed tasks (its owner is busy and not idle):
-            // keep looking rather than count as idle, so that only a worker that found every
-            // initial task claimed ever enters the termination protocol.
-            return self.aborted;
-        }
-        if S::bridged(&self.env.config)
-            && self.id == self.env.bridge_worker
-            && self.bridge_receive()
-        {
-            return self.aborted;
-        }
-        self.idle_step()
-    }
-
     // ----- own public queue --------------------------------------------------------------------
 
     #[inline(always)]
@@ -299,16 +213,16 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         let mut plan = [0u64; 2];
         let mut view: Option<OwnerView> = None;
         if self.p.is_leader() {
-            plan = match queue.lock(self.p, &abort) {
+            plan = match queue.lock(&self.p, &abort) {
                 None => [0, 1],
                 Some(v) => {
                     let next = 1 - v.word.epoch() as usize;
-                    let mut ok = queue.wait_drained(self.p, next, &abort);
+                    let mut ok = queue.wait_drained(&self.p, next, &abort);
                     let mut free = queue.free_slots(&v);
                     if ok && free < want && !queue.ending_epoch_drained(&v) {
                         // The ending epoch's thieves are still copying: wait for them rather than
                         // publish fewer tasks.
-                        ok = queue.wait_drained_current(self.p, &v, &abort);
+                        ok = queue.wait_drained_current(&self.p, &v, &abort);
                         free = queue.free_slots(&v);
                     }
                     view = Some(v);
@@ -335,7 +249,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         });
         self.p.barrier();
         if let Some(v) = view {
-            queue.reopen(self.p, &v, v.first_unclaimed, v.head + count);
+            queue.reopen(&self.p, &v, v.first_unclaimed, v.head + count);
         }
         count
     }
@@ -350,11 +264,11 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         let mut view: Option<OwnerView> = None;
         if self.p.is_leader() && PublicQueue::<P::Word>::looks_stealable(queue.peek()) {
             self.p.protocol_step(ProtocolStep::Acquire);
-            plan = match queue.lock(self.p, &abort) {
+            plan = match queue.lock(&self.p, &abort) {
                 None => [0, 0, 1],
                 Some(v) => {
                     let next = 1 - v.word.epoch() as usize;
-                    let ok = queue.wait_drained(self.p, next, &abort);
+                    let ok = queue.wait_drained(&self.p, next, &abort);
                     let take = v.available().div_ceil(2).min(self.local_capacity / 2);
                     view = Some(v);
                     [take, v.head - take, !ok as u64]
@@ -368,7 +282,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         }
         if take == 0 {
             if let Some(v) = view {
-                queue.reopen(self.p, &v, v.first_unclaimed, v.head);
+                queue.reopen(&self.p, &v, v.first_unclaimed, v.head);
             }
             return false;
         }
@@ -391,7 +305,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         if let Some(v) = view {
             // A co-owner's vote must count this as work taken from the shared queue.
             queue.note_owner_take(take);
-            queue.reopen(self.p, &v, v.first_unclaimed, from);
+            queue.reopen(&self.p, &v, v.first_unclaimed, from);
         }
         true
     }
@@ -547,7 +461,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             }
         }
         self.count(|s| s.steal_attempts += 1);
-        let result = match queue.claim(self.p) {
+        let result = match queue.claim(&self.p) {
             Claim::Claimed { word, share } => Some((word, share)),
             Claim::Empty | Claim::Locked => None,
         };
@@ -608,7 +522,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         if self.p.is_leader() {
             // SAFETY: victim is a valid queue index.
             let header = unsafe { self.env.header(victim) };
-            PublicQueue::new(header, capacity, self.scope).complete(self.p, word, count);
+            PublicQueue::new(header, capacity, self.scope).complete(&self.p, word, count);
             self.count(|s| {
                 s.steals += 1;
                 s.tasks_stolen += count;

@@ -25,22 +25,17 @@ pub unsafe fn run_worker<X: TaskExecutor<TaskStruct>, S: Spec>(
     device: u32,
 ) {
     // SAFETY: guaranteed by the caller.
-    let (p, env) = unsafe { (GpuBlockPlatform::new(), &*env) };
+    let (p, env) = unsafe { (GpuBlockPlatform::new(scratch_len as usize), &*env) };
     let topology = &env.topology;
     let d = device as usize;
     let id = topology.first_worker[d] + p.block_index();
     if id >= topology.first_worker[d + 1] {
         return;
     }
-    check_scratch(
-        &p,
-        scratch_len,
-        env.config.local_capacity,
-        topology.queues(),
-    );
+    check_scratch(&p, env.config.local_capacity, topology.queues());
     // SAFETY: `id` is a worker of this device, the scratch holds the layout (checked above), and
     // every lane makes the same call; the rest is the caller's guarantee.
-    unsafe { Worker::<_, _, _, S>::new(&p, env, exec, id) }.run();
+    unsafe { Worker::<_, _, _, S>::new(p, env, exec, id) }.run();
 }
 
 /// Runs the calling block as worker `blockIdx.x` of the static-assignment baseline
@@ -57,18 +52,13 @@ pub unsafe fn run_static<X: TaskExecutor<TaskStruct>, S: Spec>(
     device: u32,
 ) {
     // SAFETY: guaranteed by the caller.
-    let (p, env) = unsafe { (GpuBlockPlatform::new(), &*env) };
+    let (p, env) = unsafe { (GpuBlockPlatform::new(scratch_len as usize), &*env) };
     let d = device as usize;
     let id = env.topology.first_worker[d] + p.block_index();
     if id >= env.topology.first_worker[d + 1] {
         return;
     }
-    check_scratch(
-        &p,
-        scratch_len,
-        env.config.local_capacity,
-        env.topology.queues(),
-    );
+    check_scratch(&p, env.config.local_capacity, env.topology.queues());
     // SAFETY: as in `run_worker`.
     unsafe { LeanStatic::<_, _, S>::new(p, env, id) }.run(exec);
 }
@@ -86,9 +76,9 @@ pub unsafe fn run_level<X: TaskExecutor<TaskStruct>, S: Spec>(
     scratch_len: u32,
 ) {
     // SAFETY: guaranteed by the caller.
-    let (p, args) = unsafe { (GpuBlockPlatform::new(), &*args) };
+    let (p, args) = unsafe { (GpuBlockPlatform::new(scratch_len as usize), &*args) };
     let blocks = p.block_count();
-    check_scratch(&p, scratch_len, args.config.local_capacity, blocks);
+    check_scratch(&p, args.config.local_capacity, blocks);
     let env = Env::<NvptxWord, TaskStruct>::bare(
         args.config,
         blocks,
@@ -105,13 +95,13 @@ pub unsafe fn run_level<X: TaskExecutor<TaskStruct>, S: Spec>(
     let block = p.block_index();
     // SAFETY: the bare env has every pointer a level run uses (frontier, areas), the sink's
     // buffers are the launch's; block < blocks.
-    unsafe { LevelWorker::<_, _, _, S>::new(&p, &env, exec, block, sink) }
+    unsafe { LevelWorker::<_, _, _, S>::new(p, &env, exec, block, sink) }
         .run(block as u64, blocks as u64);
 }
 
-/// Traps if the launch gave less shared memory than the scratch layout needs or than the entry's
-/// `scratch_len` argument says, or a block of fewer than `GpuBlockPlatform::MIN_LANES` threads.
-fn check_scratch(p: &GpuBlockPlatform, scratch_len: u32, local_capacity: u32, queues: u32) {
+/// Traps if the launch gave less shared memory than the scratch layout needs, or a block of
+/// fewer than `GpuBlockPlatform::MIN_LANES` threads.
+fn check_scratch(p: &GpuBlockPlatform, local_capacity: u32, queues: u32) {
     if p.lane_count() < GpuBlockPlatform::MIN_LANES {
         // SAFETY: aborts the kernel.
         unsafe { nvptx::trap() }
@@ -123,7 +113,7 @@ fn check_scratch(p: &GpuBlockPlatform, scratch_len: u32, local_capacity: u32, qu
         queues,
     )
     .total;
-    if needed > scratch_len as usize || scratch_len as usize > p.scratch_len() {
+    if needed > p.scratch_len() {
         // SAFETY: aborts the kernel.
         unsafe { nvptx::trap() }
     }

@@ -51,7 +51,7 @@ unsafe fn run_worker<P: mgws_core::Platform<Word = HostWord>, R: TaskExecutor<Ta
     unsafe {
         match method {
             CpuMethod::Mgws => {
-                Worker::<_, _, _, mgws_core::FromConfig>::new(&p, env, registry, w).run()
+                Worker::<_, _, _, mgws_core::FromConfig>::new(p, env, registry, w).run()
             }
             CpuMethod::Static => {
                 LeanStatic::<_, _, mgws_core::FromConfig>::new(p, env, w).run(registry)

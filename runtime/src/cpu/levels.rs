@@ -194,7 +194,7 @@ impl<R: TaskExecutor<TaskStruct> + Sync> LevelDevice for CpuLevels<'_, R> {
                         if lanes == 1 {
                             let p = CpuPlatform::<true>::new(0, 1, group, start, None, w);
                             LevelWorker::<_, _, _, mgws_core::FromConfig>::new(
-                                &p,
+                                p,
                                 &shared.env,
                                 registry,
                                 w,
@@ -204,7 +204,7 @@ impl<R: TaskExecutor<TaskStruct> + Sync> LevelDevice for CpuLevels<'_, R> {
                         } else {
                             let p = CpuPlatform::<false>::new(lane, lanes, group, start, None, w);
                             LevelWorker::<_, _, _, mgws_core::FromConfig>::new(
-                                &p,
+                                p,
                                 &shared.env,
                                 registry,
                                 w,

@@ -75,7 +75,7 @@ fn levels_on_host(
             let grid = blocks.min(frontier_len as u32) as u64;
             // SAFETY: the bare env has the frontier and areas; the scratch fits the layout.
             unsafe {
-                LevelWorker::<_, _, _, mgws_core::FromConfig>::new(&p, &env, &FibTasks, block, sink)
+                LevelWorker::<_, _, _, mgws_core::FromConfig>::new(p, &env, &FibTasks, block, sink)
             }
             .run(block as u64, grid);
         }

@@ -371,19 +371,11 @@ mod tests {
             assert!(scratch_bytes(32, 32, q) <= ub);
         }
         // 32 tasks of 64 B, 32 lanes of 8 B, 8 exchange words, the damping bitmap, lane 0's
-        // state, and two records of the uniform state (7 words each).
+        // state.
         let leader = size_of::<mgws_core::LeaderState>().next_multiple_of(16);
         assert!(leader >= size_of::<mgws_core::WorkerStats>());
-        let uniform = 2 * size_of::<mgws_core::exec::Uniform>();
-        assert_eq!(uniform, 2 * 56);
-        assert_eq!(
-            scratch_bytes(32, 32, 64),
-            2048 + 256 + 64 + 16 + leader + uniform
-        );
-        assert_eq!(
-            scratch_bytes(32, 32, 4224),
-            2048 + 256 + 64 + 528 + leader + uniform
-        );
+        assert_eq!(scratch_bytes(32, 32, 64), 2048 + 256 + 64 + 16 + leader);
+        assert_eq!(scratch_bytes(32, 32, 4224), 2048 + 256 + 64 + 528 + leader);
     }
 
     #[test]

@@ -63,7 +63,7 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> LevelWorker
     /// four words, all alive for the call, and every lane makes the same call.
     #[inline(always)]
     pub unsafe fn new(
-        p: &'e P,
+        p: P,
         env: &'e Env<P::Word, T>,
         exec: &'e X,
         id: u32,
