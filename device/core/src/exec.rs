@@ -235,18 +235,9 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         T: Tagged,
     {
         let task = self.pop_local();
-        self.run_task(exec, &task);
-    }
-
-    /// Runs `task` on all lanes; a task error stops the run.
-    #[inline(always)]
-    pub(crate) fn run_task<X: TaskExecutor<T>>(&mut self, exec: &X, task: &T)
-    where
-        T: Tagged,
-    {
         self.tasks_run += 1;
         self.note_task(task.tag());
-        if let Err(e) = exec.execute(task, &mut TaskContext::new(self)) {
+        if let Err(e) = exec.execute(&task, &mut TaskContext::new(self)) {
             let worker = self.id;
             self.fail(e.into_run_error(worker, task.tag()));
         }

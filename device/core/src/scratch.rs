@@ -12,9 +12,6 @@ pub struct ScratchLayout {
     pub lanes_area: usize,
     /// Offset of the [`EXCHANGE_WORDS`] words lane 0 uses to hand decisions to the other lanes.
     pub exchange: usize,
-    /// Offset of two task slots through which the lanes hand each other the initial tasks they
-    /// run straight from the initial set (`worker.rs::run_initial_chunk`).
-    pub current: usize,
     /// Offset of the steal-damping bitmap (one bit per queue).
     pub damping: usize,
     /// Offset of lane 0's [`LeaderState`](crate::leader::LeaderState) (its statistics are
@@ -36,15 +33,13 @@ impl ScratchLayout {
         let local_slots = 0;
         let lanes_area = local_slots + round16(local_capacity as usize * task_size);
         let exchange = lanes_area + round16(8 * lanes as usize);
-        let current = exchange + 8 * EXCHANGE_WORDS;
-        let damping = current + round16(2 * task_size);
+        let damping = exchange + 8 * EXCHANGE_WORDS;
         let leader = damping + round16((queues as usize).div_ceil(64) * 8);
         let total = leader + round16(core::mem::size_of::<crate::leader::LeaderState>());
         ScratchLayout {
             local_slots,
             lanes_area,
             exchange,
-            current,
             damping,
             leader,
             total,

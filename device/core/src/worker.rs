@@ -54,7 +54,7 @@ impl<W: AtomicWord> IdleCount<'_, W> {
 /// Loop iterations between two checks of whether the own public queue ran empty (a power of two).
 pub const RELEASE_CHECK_INTERVAL: u64 = 4;
 
-/// Other workers' home ranges a worker tries per `claim_initial_chunk` once its own is claimed.
+/// Other workers' home ranges a worker tries per `load_initial` once its own is claimed.
 pub const INITIAL_VICTIM_TRIES: usize = 2;
 
 /// An mgws worker: its scheduler state plus the executor of its tasks.
@@ -116,11 +116,8 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
             if c.acquire() {
                 continue;
             }
-            if !c.initial_exhausted {
-                if let Some((start, count)) = c.claim_initial_chunk() {
-                    c.run_initial_chunk(start, count, self.exec);
-                    continue;
-                }
+            if !c.initial_exhausted && c.load_initial() {
+                continue;
             }
             if c.steal() {
                 continue;
@@ -319,10 +316,9 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// contiguous share of the initial set, one fetch-add on its own queue header), else from up
     /// to [`INITIAL_VICTIM_TRIES`] other ranges. Workers claim through their own counters while
     /// their ranges last, so they do not contend on one shared cursor. `initial_exhausted` is set
-    /// once every range has been claimed to its end. Returns `(first task, count)`, or `None`
-    /// if no claim succeeded.
+    /// once every range has been claimed to its end.
     #[inline(always)]
-    pub(crate) fn claim_initial_chunk(&mut self) -> Option<(u64, u64)> {
+    pub(crate) fn load_initial(&mut self) -> bool {
         self.set_operation(Operation::LoadInitial);
         self.p.protocol_step(ProtocolStep::LoadInitial);
         let mut plan = [0u64; 4];
@@ -366,82 +362,31 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             self.initial_exhausted = true;
         }
         if count == 0 {
-            return None;
+            return false;
         }
+        let (initial, head) = (self.env.initial, self.local_head);
+        // The next chunk of the same range is likely this worker's next claim.
+        let next = (start + count).min(self.env.initial_len);
+        let ahead = count.min(self.env.initial_len - next);
+        // SAFETY: next + ahead <= initial_len, so the hinted range lies within the initial set.
+        self.p.prefetch(
+            unsafe { initial.add(next as usize) } as *const u8,
+            (ahead as usize) * core::mem::size_of::<T>(),
+        );
+        // SAFETY: tasks start..start+count of the initial set were claimed by this worker alone.
+        self.copy_tasks(
+            count,
+            // Read forwards (the prefetcher follows), written reversed, so that the LIFO local
+            // queue also runs the chunk in its original order (the tasks' own data, e.g. the
+            // articles of consecutive CONTAINS tasks, is then walked forwards too).
+            |j| unsafe { initial.add((start + j) as usize) },
+            |j| self.local_slot(head + count - 1 - j),
+        );
+        self.p.barrier();
+        self.local_head += count;
         self.count(|s| s.initial_loads += 1);
         self.set_operation(Operation::RunTask);
-        Some((start, count))
-    }
-
-    /// Runs the claimed initial tasks `start..start + count` straight from the initial set, in
-    /// order, as the lean static kernel runs its share: no trip through the local queue, and
-    /// each lane loads its word of the next task while the current one runs, so the load's
-    /// latency hides behind the task. What the tasks spawn goes to the local queue as usual.
-    ///
-    /// On several lanes the task passes through two slots of the scratch, used in turn: the
-    /// barrier after task `j`'s slot is written is also the point every lane passed after
-    /// reading task `j - 1`'s slot, which task `j + 1` overwrites, so one barrier per task does.
-    #[inline(always)]
-    pub(crate) fn run_initial_chunk<X: TaskExecutor<T>>(&mut self, start: u64, count: u64, exec: &X)
-    where
-        T: Tagged,
-    {
-        let initial = self.env.initial;
-        if P::SINGLE_LANE {
-            // One lane reads each task where it lies (decided at compile time).
-            for j in 0..count {
-                // SAFETY: tasks start..start+count of the initial set were claimed by this
-                // worker alone.
-                let task = unsafe { initial.add((start + j) as usize).read() };
-                self.run_task(exec, &task);
-                if self.aborted {
-                    break;
-                }
-            }
-            return;
-        }
-        let words = core::mem::size_of::<T>() / 8;
-        let (lane, lanes) = (self.p.lane_id() as usize, self.p.lane_count() as usize);
-        let lane_per_word = P::MIN_LANES as usize >= words || lanes >= words;
-        let words_of = initial as *const u64;
-        // SAFETY: `task < start + count <= initial_len`, claimed by this worker alone.
-        let load =
-            |task: u64, word: usize| unsafe { words_of.add(task as usize * words + word).read() };
-        let slots = self.scratch_at::<T>(self.layout.current);
-        let mut ahead = if lane_per_word && lane < words {
-            load(start, lane)
-        } else {
-            0
-        };
-        for j in 0..count {
-            // SAFETY: the current area holds two tasks.
-            let slot = unsafe { slots.add((j & 1) as usize) };
-            let slot_words = slot as *mut u64;
-            if lane_per_word {
-                if lane < words {
-                    // SAFETY: this slot was last read in task j - 2's round, before the barrier
-                    // of task j - 1's round, which this lane passed (see above).
-                    unsafe { slot_words.add(lane).write(ahead) };
-                    if j + 1 < count {
-                        ahead = load(start + j + 1, lane);
-                    }
-                }
-            } else {
-                let mut word = lane;
-                while word < words {
-                    // SAFETY: as above.
-                    unsafe { slot_words.add(word).write(load(start + j, word)) };
-                    word += lanes;
-                }
-            }
-            self.p.barrier();
-            // SAFETY: written before the barrier above.
-            let task = unsafe { slot.read() };
-            self.run_task(exec, &task);
-            if self.aborted {
-                break;
-            }
-        }
+        true
     }
 
     /// Lane 0: claims up to one chunk of queue `q`'s home range; `(first task, count)`, or `None`
