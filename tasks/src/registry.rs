@@ -28,11 +28,31 @@
 //! assert_eq!(MyTasks::KERNEL, "my_tasks");
 //! ```
 //!
-//! Arguments other than `ptx = EXPR`, `kernel = "name"` and `crate = PATH` are compile errors:
+//! and the register cap the CUDA backend compiles its kernels with when the run names none
+//! (`Registry::MAX_REGISTERS`; without it the backend's default, 128 for 32-thread blocks):
+//!
+//! ```
+//! #[mgws_tasks::registry(max_registers = 64)]
+//! enum Light {
+//!     Fib(mgws_tasks::workloads::fib::FibTask),
+//! }
+//! use mgws_tasks::Registry;
+//! assert_eq!(Light::MAX_REGISTERS, Some(64));
+//! ```
+//!
+//! Arguments other than `ptx = EXPR`, `kernel = "name"`, `max_registers = N` and `crate = PATH`
+//! are compile errors, and so is a cap outside 16..=255:
 //!
 //! ```compile_fail
 //! #[mgws_tasks::registry(entries = "x")]
 //! enum Unknown {
+//!     Fib(mgws_tasks::workloads::fib::FibTask),
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! #[mgws_tasks::registry(max_registers = 8)]
+//! enum TooFew {
 //!     Fib(mgws_tasks::workloads::fib::FibTask),
 //! }
 //! ```
@@ -64,6 +84,12 @@ pub trait Registry: TaskExecutor<TaskStruct> + Copy + Default + Send + Sync + 's
     /// build of a crate whose build script compiles its kernel embeds it); `None` otherwise, and
     /// the CUDA backend then loads the PTX file it is given.
     const KERNEL_PTX: Option<&'static str> = None;
+    /// The register cap per thread the CUDA backend JIT-compiles this registry's kernels with
+    /// when the run names none (`#[registry(max_registers = N)]`; `None`: the backend's
+    /// default). Fewer registers let more workers share an SM; a registry whose tasks are light
+    /// gains more from those than it loses to spills (MEMSET: 64, docs/results.md). Blocks of
+    /// more threads still get the lower cap that lets one of them fit.
+    const MAX_REGISTERS: Option<u32> = None;
 
     /// The variant name of `tag`, if this registry knows it.
     fn name_of(tag: u32) -> Option<&'static str> {

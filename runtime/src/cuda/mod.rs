@@ -219,10 +219,11 @@ impl CudaBackend {
         })
     }
 
-    /// The register limit the PTX is compiled with for blocks of `lanes` threads.
-    pub fn register_cap(&self, lanes: u32) -> Option<u32> {
-        self.max_registers
-            .or_else(|| plan::default_register_cap(lanes))
+    /// The register limit registry `R`'s PTX is compiled with for blocks of `lanes` threads:
+    /// the backend's `max_registers`, else the registry's [`Registry::MAX_REGISTERS`] (lowered
+    /// where a block of `lanes` threads would not fit), else [`plan::default_register_cap`].
+    pub fn register_cap<R: Registry>(&self, lanes: u32) -> Option<u32> {
+        plan::register_cap(self.max_registers, R::MAX_REGISTERS, lanes)
     }
 
     /// The entry of this backend's kernel that runs registry `R` with `cfg`, on these GPUs with

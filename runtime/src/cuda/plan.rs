@@ -123,6 +123,16 @@ pub fn default_register_cap(lanes: u32) -> Option<u32> {
     Some(fit.clamp(16, DEFAULT_MAX_REGISTERS))
 }
 
+/// The register cap of a run: the one it names, else the registry's (no higher than what lets a
+/// block of `lanes` threads fit), else the default for `lanes`.
+pub fn register_cap(named: Option<u32>, registry: Option<u32>, lanes: u32) -> Option<u32> {
+    let default = default_register_cap(lanes);
+    named.or_else(|| match (registry, default) {
+        (Some(r), Some(d)) => Some(r.min(d)),
+        (r, d) => r.or(d),
+    })
+}
+
 /// Dynamic shared memory per block for `queues` queues in total.
 pub fn scratch_bytes(local_capacity: u32, lanes: u32, queues: u32) -> usize {
     ScratchLayout::new(local_capacity, size_of::<TaskStruct>(), lanes, queues).total
@@ -360,6 +370,16 @@ mod tests {
         assert_eq!(default_register_cap(512), Some(128));
         assert_eq!(default_register_cap(1024), Some(64));
         assert_eq!(default_register_cap(384), Some(128));
+    }
+
+    #[test]
+    fn a_named_cap_beats_the_registrys_which_beats_the_default() {
+        assert_eq!(register_cap(Some(96), Some(64), 32), Some(96));
+        assert_eq!(register_cap(None, Some(64), 32), Some(64));
+        assert_eq!(register_cap(None, None, 32), Some(128));
+        // A registry's cap never lets a block too big to fit through.
+        assert_eq!(register_cap(None, Some(96), 1024), Some(64));
+        assert_eq!(register_cap(None, Some(32), 1024), Some(32));
     }
 
     #[test]

@@ -67,7 +67,7 @@ impl Session {
         };
         // Each GPU opens (context retain) and compiles its module on a thread of its own, so
         // that the set-up of several GPUs takes about as long as that of one.
-        let cap = b.register_cap(lanes);
+        let cap = b.register_cap::<R>(lanes);
         let opened = super::on_each_thread(&devices, |&d| {
             let gpu = cache::gpu(d)?;
             check_gpu(&gpu)?;

@@ -47,6 +47,7 @@ struct Args {
     ptx: Option<Expr>,
     krate: Option<Path>,
     kernel: Option<syn::LitStr>,
+    max_registers: Option<syn::LitInt>,
 }
 
 impl Args {
@@ -76,6 +77,22 @@ impl Args {
                 }
                 args.kernel = Some(name);
                 Ok(())
+            } else if meta.path.is_ident("max_registers") {
+                if args.max_registers.is_some() {
+                    return Err(meta.error("`max_registers` is given twice"));
+                }
+                let n: syn::LitInt = meta.value()?.parse()?;
+                let ok = n
+                    .base10_parse::<u32>()
+                    .is_ok_and(|v| (16..=255).contains(&v));
+                if !ok {
+                    return Err(syn::Error::new_spanned(
+                        &n,
+                        "`max_registers` is a register count per thread from 16 to 255, like 64",
+                    ));
+                }
+                args.max_registers = Some(n);
+                Ok(())
             } else if meta.path.is_ident("crate") {
                 if args.krate.is_some() {
                     return Err(meta.error("`crate` is given twice"));
@@ -88,7 +105,8 @@ impl Args {
                 Err(meta.error(format!(
                     "unknown #[registry] argument `{name}`; expected `ptx = EXPR` (the kernel's \
                      PTX text, e.g. `include_str!(concat!(env!(\"OUT_DIR\"), \"/kernel.ptx\"))`), \
-                     `kernel = \"name\"` (the name its kernel entries carry) or `crate = PATH`"
+                     `kernel = \"name\"` (the name its kernel entries carry), `max_registers = N` \
+                     (the CUDA backend's default register cap for its kernels) or `crate = PATH`"
                 )))
             }
         });
@@ -108,7 +126,13 @@ pub fn registry(attr: TokenStream, item: TokenStream) -> TokenStream {
         Some(p) => quote!(#p),
         None => default_crate_path(),
     };
-    match expand(input, args.ptx.as_ref(), args.kernel.as_ref(), krate) {
+    match expand(
+        input,
+        args.ptx.as_ref(),
+        args.kernel.as_ref(),
+        args.max_registers.as_ref(),
+        krate,
+    ) {
         Ok(ts) => ts.into(),
         Err(e) => e.to_compile_error().into(),
     }
@@ -218,6 +242,7 @@ fn expand(
     input: ItemEnum,
     ptx: Option<&Expr>,
     kernel: Option<&syn::LitStr>,
+    max_registers: Option<&syn::LitInt>,
     krate: proc_macro2::TokenStream,
 ) -> syn::Result<proc_macro2::TokenStream> {
     let vis = &input.vis;
@@ -305,6 +330,11 @@ fn expand(
                 ::core::option::Option::Some(#ptx);
         }
     });
+    let max_registers = max_registers.map(|n| {
+        quote! {
+            const MAX_REGISTERS: ::core::option::Option<u32> = ::core::option::Option::Some(#n);
+        }
+    });
     let name_str = name.to_string();
     Ok(quote! {
         #(#attrs)*
@@ -349,6 +379,7 @@ fn expand(
             };
             const TAGS: &'static [(u32, &'static str)] = &#name::TAGS;
             #kernel_ptx
+            #max_registers
         }
 
         impl #krate::__core::TaskExecutor<#krate::TaskStruct> for #name {

@@ -19,7 +19,7 @@ pub use stall::StallTask;
 pub use uts::UtsNode;
 
 /// The MEMSET registry: one kernel entry set with only the MEMSET functor inlined.
-#[crate::registry(kernel = "memset")]
+#[crate::registry(kernel = "memset", max_registers = 64)]
 pub enum MemsetTasks {
     Memset(MemsetTask),
 }
