@@ -57,6 +57,8 @@ pub struct WorkerCore<'e, P: Platform, T, S: Spec> {
     // Lane 0's counters of the hot path. The rest of lane 0's state is a [`LeaderState`] in the
     // scratch.
     pub(crate) tasks_run: u64,
+    /// The tag last written to `Env::task_tags` plus one (0: none yet).
+    pub(crate) noted_tag: u64,
     /// A popped slot may still be read by some lane (see `pop_local`).
     pub(crate) pop_pending: core::cell::Cell<bool>,
     /// What a full local queue does (the only algorithm-specific state).
@@ -130,6 +132,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             aborted: false,
             iterations: 0,
             tasks_run: 0,
+            noted_tag: 0,
             pop_pending: core::cell::Cell::new(false),
             on_full,
             error_word,
@@ -152,7 +155,6 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                 bridge: crate::bridge::BridgeLedger::default(),
                 operation: Operation::Start,
                 heartbeats: 0,
-                noted_tag: 0,
             };
             // SAFETY: the scratch holds the layout (the caller's guarantee); only lane 0 touches
             // the leader state.
@@ -246,18 +248,15 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// task cost MEMSET 11% on an H100).
     #[inline(always)]
     pub(crate) fn note_task(&mut self, tag: u32) {
-        if !self.p.is_leader() {
+        let word = tag as u64 + 1;
+        if word == self.noted_tag {
             return;
         }
-        let word = tag as u64 + 1;
-        let (env, id) = (self.env, self.id);
-        self.with_leader(|l| {
-            if word != l.noted_tag {
-                l.noted_tag = word;
-                // SAFETY: lane 0 of this worker.
-                unsafe { env.note_task(id, tag) };
-            }
-        });
+        self.noted_tag = word;
+        if self.p.is_leader() {
+            // SAFETY: lane 0 of this worker.
+            unsafe { self.env.note_task(self.id, tag) };
+        }
     }
 
     /// Copies initial task `index` into the (empty) local queue.

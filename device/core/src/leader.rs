@@ -24,11 +24,6 @@ pub struct LeaderState {
     pub operation: Operation,
     /// Heartbeats of long tasks (`TaskContext::heartbeat`), added to the reported iterations.
     pub heartbeats: u64,
-    /// The tag last written to `Env::task_tags` plus one (0: none yet). Only lane 0 writes the
-    /// tag, so it keeps this here rather than in a register every lane holds across the loop
-    /// (at the 64-register cap that register was spilled: two local loads and two local stores
-    /// per task).
-    pub noted_tag: u64,
     /// The bridge worker's ledger (bridged runs: [`crate::bridge`]).
     pub bridge: BridgeLedger,
 }
