@@ -219,6 +219,10 @@ pub struct SchedArgs {
     /// cuda`, measured faster on deep trees there).
     #[arg(long, help_heading = "Scheduler")]
     pub local_capacity: Option<u32>,
+    /// Initial tasks a worker claims at once, 1 to half the local queue (default: 16, or half the
+    /// local queue if that is smaller).
+    #[arg(long, help_heading = "Scheduler")]
+    pub initial_chunk: Option<u32>,
     /// Overflow-stack tasks per worker, used when both queues are full (default: 16384; UTS
     /// T3L, whose path holds about 90,000 pending nodes, 131072).
     #[arg(long, help_heading = "Scheduler")]
@@ -349,11 +353,14 @@ impl SchedArgs {
                 builder = builder.on_progress(bar);
             }
         }
+        builder = builder.local_capacity(local_capacity);
+        if let Some(n) = self.initial_chunk {
+            builder = builder.initial_chunk(n);
+        }
         builder
             .workers(workers)
             .lanes(lanes)
             .public_capacity(self.public_capacity)
-            .local_capacity(local_capacity)
             .spill_capacity(self.spill_capacity.unwrap_or(DEFAULT_SPILL_CAPACITY))
             .queue_sharing(self.queue_sharing)
             .termination(termination)
@@ -513,6 +520,7 @@ pub fn outcome_json(outcome: &Outcome, sched: &Scheduler) -> serde_json::Value {
         "config": {
             "public_capacity": sched.config().public_capacity,
             "local_capacity": sched.config().local_capacity,
+            "initial_chunk": sched.config().initial_chunk,
             "queue_sharing": sched.config().workers_per_queue,
             "termination": format!("{:?}", sched.config().termination_mode()),
             "overflow": format!("{:?}", sched.config().overflow_mode()),

@@ -125,6 +125,40 @@ fn under_json_stdout_holds_one_object_for_results_and_errors() {
     assert_eq!(v["kind"], "config", "{v}");
     assert!(v["error"].as_str().unwrap().contains("worker"), "{v}");
 
+    // The initial chunk: 1 to half the local queue, and a run with one in range says so.
+    for bad in ["0", "17"] {
+        let o = mgws(&[
+            "run",
+            "memset",
+            "--initial-chunk",
+            bad,
+            "--local-capacity",
+            "32",
+            "--backend",
+            "cpu",
+            "--json",
+        ]);
+        assert_eq!(o.status.code(), Some(EXIT_ERROR), "{bad}");
+        let v = json(&o);
+        assert_eq!(v["kind"], "config", "{v}");
+        assert!(v["error"].as_str().unwrap().contains("chunk"), "{v}");
+    }
+    let chunk = mgws(&[
+        "run",
+        "memset",
+        "--tasks",
+        "1000",
+        "--initial-chunk",
+        "3",
+        "--backend",
+        "cpu",
+        "--json",
+    ]);
+    assert_eq!(chunk.status.code(), Some(0), "{}", stderr(&chunk));
+    let v = json(&chunk);
+    assert_eq!(v["verified"], true, "{v}");
+    assert_eq!(v["config"]["initial_chunk"], 3, "{v}");
+
     let usage = mgws(&["run", "memset", "--tasks", "abc", "--json"]);
     assert_eq!(usage.status.code(), Some(EXIT_USAGE));
     assert_eq!(json(&usage)["kind"], "usage");
