@@ -99,7 +99,7 @@ pub use {
     mgws_core::{OverflowMode, TerminationMode},
     report::{RunReport, WorkerReport},
     rows::PerWorker,
-    scheduler::{Chaos, Scheduler, SchedulerBuilder, VictimPolicy},
+    scheduler::{Chaos, Scheduler, SchedulerBuilder, VictimPolicy, DEFAULT_MAX_INITIAL_CHUNK},
 };
 
 // The task model and the kernel macros, on the host and in kernels alike.
