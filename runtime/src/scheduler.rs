@@ -153,8 +153,8 @@ impl SchedulerBuilder {
         self.lanes = n;
         self
     }
-    /// Tasks per worker's local queue (the GPU keeps it in shared memory); the initial chunk is
-    /// lowered to half of it if larger.
+    /// Tasks per worker's local queue (the GPU keeps it in shared memory); unless the caller
+    /// names one, the initial chunk is half of it, at most [`DEFAULT_MAX_INITIAL_CHUNK`].
     pub fn local_capacity(mut self, n: u32) -> Self {
         self.config.local_capacity = n;
         self
