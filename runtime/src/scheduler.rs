@@ -391,7 +391,10 @@ mod tests {
     fn the_initial_chunk_defaults_to_half_the_local_queue_up_to_the_maximum() {
         let chunk = |b: SchedulerBuilder| b.build().unwrap().config().initial_chunk;
         assert_eq!(chunk(Scheduler::builder().workers(2)), 16);
-        assert_eq!(chunk(Scheduler::builder().workers(2).local_capacity(64)), 32);
+        assert_eq!(
+            chunk(Scheduler::builder().workers(2).local_capacity(64)),
+            32
+        );
         assert_eq!(
             chunk(Scheduler::builder().workers(2).local_capacity(1024)),
             DEFAULT_MAX_INITIAL_CHUNK
