@@ -111,7 +111,7 @@ fn a_failure_on_one_side_stops_both_and_is_the_runs_error() {
         .unwrap();
     let out = output_descriptor(0, 2);
     let mut tasks: Vec<_> = (0..2)
-        .map(|index| mgws_tests::TestTasks::task(&MemsetTask { index }).with_data(0, out))
+        .map(|index| TestTasks::task(&MemsetTask { index }).with_data(0, out))
         .collect();
     tasks[1].tag = 77;
     let mut slots = vec![0u64; 2];
