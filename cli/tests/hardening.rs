@@ -125,6 +125,21 @@ fn under_json_stdout_holds_one_object_for_results_and_errors() {
     assert_eq!(v["kind"], "config", "{v}");
     assert!(v["error"].as_str().unwrap().contains("worker"), "{v}");
 
+    // The local queue is a ring of a power of two tasks.
+    let o = mgws(&[
+        "run",
+        "memset",
+        "--local-capacity",
+        "48",
+        "--backend",
+        "cpu",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(EXIT_ERROR));
+    let v = json(&o);
+    assert_eq!(v["kind"], "config", "{v}");
+    assert!(v["error"].as_str().unwrap().contains("power of two"), "{v}");
+
     // The initial chunk: 1 to half the local queue, and a run with one in range says so.
     for bad in ["0", "17"] {
         let o = mgws(&[

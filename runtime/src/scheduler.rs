@@ -420,6 +420,7 @@ mod tests {
             (Scheduler::builder().workers(6).queue_sharing(4), "multiple"),
             (Scheduler::builder().public_capacity(1 << 20), "19-bit"),
             (Scheduler::builder().local_capacity(1), "local capacity"),
+            (Scheduler::builder().local_capacity(48), "power of two"),
             (
                 Scheduler::builder().victims(VictimPolicy::SameDeviceBias(1.5)),
                 "probability",

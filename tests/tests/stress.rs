@@ -18,7 +18,9 @@ const MODES: [(TerminationMode, OverflowMode, u32); 6] = [
 
 fn stress(workers: u32, lanes: u32, sharing: u32, slots: u64) {
     for (i, (termination, overflow, domains)) in MODES.into_iter().enumerate() {
-        let capacity = [4, 6, 8, 5, 4, 7][i];
+        // Local queues are powers of two; public rings of other sizes take the division path.
+        let capacity = [4, 2, 8, 4, 2, 8][i];
+        let public = [6, 7, 10, 5, 4, 9][i];
         // Every domain needs a public queue of its own.
         let domains = domains.min(workers / sharing);
         let sched = Scheduler::builder()
@@ -26,7 +28,7 @@ fn stress(workers: u32, lanes: u32, sharing: u32, slots: u64) {
             .lanes(lanes)
             .queue_sharing(sharing)
             .local_capacity(capacity)
-            .public_capacity(capacity + 2)
+            .public_capacity(public)
             .termination(termination)
             .overflow(overflow)
             .seed(i as u64)

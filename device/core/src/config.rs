@@ -72,7 +72,7 @@ pub struct SchedConfig {
     pub workers: u32,
     /// Workers that share one public queue: 1, 2 or 4.
     pub workers_per_queue: u32,
-    /// Tasks the local queue (scratch memory) holds.
+    /// Tasks the local queue (scratch memory) holds: a power of two from 2 to 65536.
     pub local_capacity: u32,
     /// Tasks a public queue holds.
     pub public_capacity: u32,
@@ -123,7 +123,7 @@ impl core::fmt::Display for ConfigError {
                 "the workers of each device ({workers}) must be a multiple of the workers per queue ({sharing})"
             ),
             ConfigError::LocalCapacity(c) => {
-                write!(f, "local capacity must be between 2 and 65536 tasks, not {c}")
+                write!(f, "local capacity must be a power of two from 2 to 65536 tasks, not {c}")
             }
             ConfigError::PublicCapacity(c) => write!(
                 f,
@@ -171,7 +171,7 @@ impl SchedConfig {
         if !matches!(self.workers_per_queue, 1 | 2 | 4) {
             return Err(ConfigError::BadQueueSharing(self.workers_per_queue));
         }
-        if !(2..=65536).contains(&self.local_capacity) {
+        if !(2..=65536).contains(&self.local_capacity) || !self.local_capacity.is_power_of_two() {
             return Err(ConfigError::LocalCapacity(self.local_capacity));
         }
         if !(2..=MAX_FIELD as u32).contains(&self.public_capacity) {

@@ -375,8 +375,8 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
                 tasks_spawned: self.tasks_spawned,
                 ..WorkerStats::default()
             };
-            // SAFETY: one stats record per worker, written only by this worker's lane 0.
-            unsafe { self.env.stats.add(self.id as usize).write_volatile(stats) };
+            // SAFETY: lane 0 of this worker.
+            unsafe { self.env.write_stats(self.id, stats) };
         }
         self.p.barrier();
     }
