@@ -88,7 +88,7 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
         let c = &mut self.core;
         c.clear_damping();
         loop {
-            c.tick();
+            c.tick_and_check();
             if c.aborted {
                 break;
             }
@@ -149,14 +149,13 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// are the multiples of this power of two.
     #[inline(always)]
     fn check_cadence(&self) -> u64 {
-        // While initial tasks remain, `should_release` answers "no" without looking at anything
-        // except at the multiples of 8 * RELEASE_CHECK_INTERVAL.
-        let release = if self.initial_exhausted {
-            RELEASE_CHECK_INTERVAL
+        let progress = self.env.config.progress_interval as u64;
+        // While initial tasks remain, `should_release` answers "no" without looking at anything.
+        let cadence = if self.initial_exhausted {
+            RELEASE_CHECK_INTERVAL.min(progress)
         } else {
-            8 * RELEASE_CHECK_INTERVAL
+            progress
         };
-        let cadence = release.min(self.env.config.progress_interval as u64);
         if S::bridged(&self.env.config) {
             cadence.min(BRIDGE_INTERVAL)
         } else {
@@ -204,35 +203,51 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         move || shared.abort.load(Ordering::Relaxed, scope) != 0
     }
 
-    /// Listing 5's "if the public queue is empty, release": while initial tasks remain, idle
-    /// workers take those instead of stealing, so releasing would only add copies. Lane 0 checks
-    /// the public word, and every 32 iterations the initial-task cursor.
+    /// Counts a loop iteration. Every `progress_interval` iterations it reports progress, and lane
+    /// 0 reads the abort flag and, while initial tasks remain, the initial-task cursor (both
+    /// Relaxed: a late observation only delays the stop, or the first release), which one
+    /// exchange hands to every lane. A worker whose local queue never runs empty learns here
+    /// that the initial set is exhausted, which is when it starts to release.
     #[inline(always)]
-    pub(crate) fn should_release(&mut self) -> bool {
-        let check_cursor =
-            !self.initial_exhausted && self.iterations & (8 * RELEASE_CHECK_INTERVAL - 1) == 0;
-        if !self.initial_exhausted && !check_cursor {
-            // Nothing to decide: the answer is "no" while initial tasks remain (uniform on every
-            // lane, so no exchange is needed).
-            return false;
+    pub(crate) fn tick_and_check(&mut self) {
+        self.iterations += 1;
+        if self.iterations & (self.env.config.progress_interval as u64 - 1) != 0 {
+            return;
         }
+        self.report_progress();
         let mut answer = [0u64; 2];
         if self.p.is_leader() {
-            let word = self.own_queue().peek();
-            let empty = !PublicQueue::<P::Word>::looks_stealable(word) && !word.locked();
+            let abort = (self.abort_flag())();
             let mut exhausted = self.initial_exhausted;
-            if check_cursor {
+            if !exhausted {
                 // SAFETY: the shared state outlives the run.
                 let done = unsafe { self.env.shared() }
                     .initial_ranges_done
                     .load(Ordering::Relaxed, self.scope);
                 exhausted = done >= self.env.initial_ranges();
             }
-            answer = [empty as u64, exhausted as u64];
+            answer = [abort as u64, exhausted as u64];
         }
-        let [empty, exhausted] = self.exchange(answer);
+        let [abort, exhausted] = self.exchange(answer);
+        self.aborted |= abort != 0;
         self.initial_exhausted = exhausted != 0;
-        empty != 0 && self.initial_exhausted
+    }
+
+    /// Listing 5's "if the public queue is empty, release": while initial tasks remain, idle
+    /// workers take those instead of stealing, so releasing would only add copies and the answer
+    /// is "no" (uniform on every lane: no exchange). Then lane 0 checks the public word.
+    #[inline(always)]
+    pub(crate) fn should_release(&mut self) -> bool {
+        if !self.initial_exhausted {
+            return false;
+        }
+        let mut answer = [0u64; 1];
+        if self.p.is_leader() {
+            let word = self.own_queue().peek();
+            let empty = !PublicQueue::<P::Word>::looks_stealable(word) && !word.locked();
+            answer = [empty as u64];
+        }
+        self.exchange(answer)[0] != 0
     }
 
     /// Moves up to `want` of the oldest local tasks into the public queue and opens a new epoch.
