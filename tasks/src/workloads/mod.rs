@@ -30,8 +30,10 @@ pub enum ContainsTasks {
     Contains(ContainsTask),
 }
 
-/// The UTS registry.
-#[crate::registry(kernel = "uts")]
+/// The UTS registry. Its kernels are capped at 96 registers (20 blocks of 32 threads per H100 SM):
+/// there T1L ran 1.14x faster than at the default 128, T1 and T5 as fast, T3 at 0.91x
+/// (docs/results.md); the kernel-per-level baseline shares the cap and gains as much.
+#[crate::registry(kernel = "uts", max_registers = 96)]
 pub enum UtsTasks {
     Uts(UtsNode),
 }
