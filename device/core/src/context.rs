@@ -79,8 +79,8 @@ pub trait Context {
     /// The watchdog measures progress, not task length, but a worker writes its record only once
     /// per `progress_interval` (256) loop iterations, each running at most one task: tasks that
     /// take longer than the hang timeout / 256 on average (about 39 ms with the default 10 s)
-    /// should call this at least every timeout / 2. Cheap (one volatile store of 40 bytes on
-    /// lane 0); any lane may call it, the others do nothing. The GPU kernel-per-level baseline
+    /// should call this at least every timeout / 2. Cheap (six volatile 8-byte stores on lane
+    /// 0); any lane may call it, the others do nothing. The GPU kernel-per-level baseline
     /// keeps no per-worker records, and there it does nothing.
     fn heartbeat(&self);
     /// Base address of data area `index` on this worker's device (0 if unset). Unchecked, for

@@ -336,6 +336,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         dst: impl Fn(u64) -> *mut T,
     ) {
         const { assert!(core::mem::size_of::<T>() & 7 == 0 && core::mem::align_of::<T>() >= 8) };
+        const { assert!(BATCH > 0) };
         if P::SINGLE_LANE {
             // One lane copies whole tasks (decided at compile time: a GPU kernel has no such
             // branch).
@@ -533,7 +534,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     ///
     /// Orderings: the error word's compare-exchange is AcqRel/Relaxed (first error wins by RMW
     /// atomicity; the host reads it after the run). The abort store is Release: a stop request
-    /// that carries no data, read Relaxed by every worker (`check_abort`).
+    /// that carries no data, read Relaxed by every worker (`check_abort`, and in the mgws loop
+    /// `WorkerCore::tick_and_check`).
     #[inline(always)]
     pub(crate) fn fail(&mut self, error: RunError) {
         if self.p.is_leader() {

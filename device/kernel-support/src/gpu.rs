@@ -99,10 +99,11 @@ pub unsafe fn run_level<X: TaskExecutor<TaskStruct>, S: Spec>(
         .run(block as u64, blocks as u64);
 }
 
-/// Traps if the launch gave less shared memory than the scratch layout needs, or a block of
-/// fewer than `GpuBlockPlatform::MIN_LANES` threads.
+/// Traps if the launch gave less shared memory than the scratch layout needs, a block of fewer
+/// than `GpuBlockPlatform::MIN_LANES` threads, or a local capacity that is not a power of two
+/// (the local ring reduces positions with a mask: any other capacity would reuse slots).
 fn check_scratch(p: &GpuBlockPlatform, local_capacity: u32, queues: u32) {
-    if p.lane_count() < GpuBlockPlatform::MIN_LANES {
+    if p.lane_count() < GpuBlockPlatform::MIN_LANES || !local_capacity.is_power_of_two() {
         // SAFETY: aborts the kernel.
         unsafe { nvptx::trap() }
     }

@@ -56,7 +56,8 @@ pub use gpu::{run_level, run_static, run_worker};
 ///
 /// - `env`: the run's [`mgws_core::Env`] in device memory (read-only for the kernel);
 /// - `scratch_len`: bytes of dynamic shared memory the launch gave each block; at least
-///   `ScratchLayout::new(local_capacity, 64, blockDim.x, queues).total`, or the kernel traps;
+///   `ScratchLayout::new(local_capacity, 64, blockDim.x, queues).total`, or the kernel traps (it
+///   traps too if `env.config.local_capacity` is not a power of two: `SchedConfig::validate`);
 /// - `device`: the index of this GPU in `env.topology`; block `b` is worker
 ///   `env.topology.first_worker[device] + b`. Blocks past that device's last worker return at once.
 ///
