@@ -67,7 +67,9 @@ pub fn size_grid(
 }
 
 /// How many blocks of `f` with `lanes` threads and `smem` bytes of dynamic shared memory fit on
-/// one SM of `g` (after raising the kernel's dynamic shared memory limit where needed).
+/// one SM of `g`, after raising the kernel's dynamic shared memory limit where needed and
+/// reserving its local memory (`Gpu::reserve_local_memory`): every kernel is prepared here
+/// before its timed launch.
 pub fn blocks_per_sm_for(
     g: &Gpu,
     f: &Function,
@@ -97,6 +99,7 @@ pub fn blocks_per_sm_for(
             g.ordinal
         )));
     }
+    g.reserve_local_memory(f.attr(FuncAttr::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)?.max(0) as usize)?;
     if smem > 48 * 1024 {
         f.set_attr(
             FuncAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
