@@ -262,6 +262,9 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         if moved > 0 {
             self.count(|s| s.releases += 1);
         }
+        // Back to running tasks: a watchdog report must not show a worker stuck in a task as
+        // releasing (acquire, steal and the initial load reset it the same way).
+        self.set_operation(Operation::RunTask);
         moved
     }
 
