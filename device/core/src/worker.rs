@@ -150,9 +150,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     #[inline(always)]
     fn check_cadence(&self) -> u64 {
         let progress = self.env.config.progress_interval as u64;
-        // While `checks_release` is false, `should_release` answers "no" without looking at
-        // anything.
-        let cadence = if self.checks_release() {
+        // While initial tasks remain, `should_release` answers "no" without looking at anything.
+        let cadence = if self.initial_exhausted {
             RELEASE_CHECK_INTERVAL.min(progress)
         } else {
             progress
@@ -207,9 +206,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// Counts a loop iteration. Every `progress_interval` iterations it reports progress, and lane
     /// 0 reads the abort flag and, while initial tasks remain, the initial-task cursor (both
     /// Relaxed: a late observation only delays the stop, or the first release), which one
-    /// exchange hands to every lane. A worker whose local queue never runs empty and whose own
-    /// home range still had tasks at its last claim learns here that the initial set is
-    /// exhausted (the others learn it sooner: see `should_release`).
+    /// exchange hands to every lane. A worker whose local queue never runs empty learns here
+    /// that the initial set is exhausted, which is when it starts to release.
     #[inline(always)]
     pub(crate) fn tick_and_check(&mut self) {
         self.iterations += 1;
@@ -239,37 +237,21 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         done >= self.env.initial_ranges()
     }
 
-    /// Whether the loop asks `should_release` at the release cadence: once the initial set is
-    /// known to be exhausted, or once this worker's own home range is (the worker then asks
-    /// whether the whole set is, see `should_release`). Before that the answer is "no" at no
-    /// cost, and the loop checks only every progress interval.
-    #[inline(always)]
-    fn checks_release(&self) -> bool {
-        self.initial_exhausted || self.own_range_exhausted
-    }
-
-    /// Listing 5's "if the public queue is empty, release", once the initial set is exhausted:
-    /// while initial tasks remain, idle workers take those instead of stealing, so releasing would
-    /// only add copies. A worker whose own home range is exhausted asks about the whole set here,
-    /// at the release cadence, in the same exchange. Waiting for the next progress interval
-    /// instead held a chunk of the longest CONTAINS articles in one local queue while the other
-    /// workers idled (0.6 ms runs took 1.9-2.3 ms on an H100). Before that: "no" at no cost
-    /// (uniform on every lane: no exchange).
+    /// Listing 5's "if the public queue is empty, release": while initial tasks remain, idle
+    /// workers take those instead of stealing, so releasing would only add copies and the answer
+    /// is "no" (uniform on every lane: no exchange). Then lane 0 checks the public word.
     #[inline(always)]
     pub(crate) fn should_release(&mut self) -> bool {
-        if !self.checks_release() {
+        if !self.initial_exhausted {
             return false;
         }
-        let mut answer = [0u64; 2];
+        let mut answer = [0u64; 1];
         if self.p.is_leader() {
-            let exhausted = self.initial_exhausted || self.initial_set_claimed();
             let word = self.own_queue().peek();
             let empty = !PublicQueue::<P::Word>::looks_stealable(word) && !word.locked();
-            answer = [exhausted as u64, (exhausted && empty) as u64];
+            answer = [empty as u64];
         }
-        let [exhausted, release] = self.exchange(answer);
-        self.initial_exhausted = exhausted != 0;
-        release != 0
+        self.exchange(answer)[0] != 0
     }
 
     /// Moves up to `want` of the oldest local tasks into the public queue and opens a new epoch.
@@ -423,10 +405,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             let mut own_done = self.own_range_exhausted;
             if !own_done {
                 claim = self.claim_initial(self.queue);
-                // The claim that takes the range's last task leaves it exhausted too: from then
-                // on, `should_release` asks whether the whole initial set is.
-                let own_end = self.with_leader(|l| l.own_range.1);
-                own_done = claim.is_none_or(|(start, count)| start + count >= own_end);
+                own_done = claim.is_none();
             }
             for q in victims.into_iter().flatten() {
                 if claim.is_some() {
