@@ -190,6 +190,22 @@ on_device() {
             else
                 skip contains "no corpus carried ($corpus)"
             fi
+            # The same documents four times over, longest first (40,132 documents): contiguous
+            # shares of very unequal cost, the case stealing is for. Built here from the carried
+            # corpus, as scripts/fetch-corpus.sh builds wiki-all-longest-first.jsonl.
+            local longest=${TMPDIR:-/tmp}/mgws-wiki-en-x4-longest-first.jsonl
+            if [ -f "$corpus" ] && python3 - "$corpus" "$longest" <<'PY'
+import json, sys
+docs = [l for l in open(sys.argv[1], encoding="utf-8") if l.strip()] * 4
+docs.sort(key=lambda l: -len(json.loads(l)["text"].encode("utf-8")))
+open(sys.argv[2], "w", encoding="utf-8").writelines(docs)
+PY
+            then
+                case_run contains-longest-first-x4 120 run contains --corpus "$longest" --word by \
+                    "${G[@]}" --baselines static
+            else
+                skip contains-longest-first-x4 "no corpus carried ($corpus) or no python3"
+            fi
             # A directory of gzipped documents in their natural order, median 5 KB, largest 440 KB.
             if [ -d "$CARRY/data/manpages-de" ]; then
                 case_run contains-manpages-de 120 run contains --corpus "$CARRY/data/manpages-de" \
