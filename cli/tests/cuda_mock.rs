@@ -73,6 +73,11 @@ fn mgws(mode: &str, gpus: u32, args: &[&str]) -> Output {
 
 /// [`mgws`] with the PTX file `ptx` of the mock's directory.
 fn mgws_with_ptx(mode: &str, gpus: u32, ptx: &str, args: &[&str]) -> Output {
+    mgws_with_env(mode, gpus, ptx, args, &[])
+}
+
+/// [`mgws_with_ptx`] with extra environment variables for the mock.
+fn mgws_with_env(mode: &str, gpus: u32, ptx: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
     let dir = mock_dir();
     Command::new(env!("CARGO_BIN_EXE_mgws"))
         .args(["run", "memset"])
@@ -82,6 +87,7 @@ fn mgws_with_ptx(mode: &str, gpus: u32, ptx: &str, args: &[&str]) -> Output {
         .env("LD_LIBRARY_PATH", dir)
         .env("MOCK_CUDA_MODE", mode)
         .env("MOCK_CUDA_GPUS", gpus.to_string())
+        .envs(env.iter().copied())
         .output()
         .expect("running mgws")
 }
@@ -410,4 +416,56 @@ fn a_size_beyond_gpu_memory_names_the_flag_and_both_sizes() {
     assert!(t.contains("--spill-capacity 16777216"), "{t}");
     assert!(t.contains("GPU 0 memory"), "{t}");
     assert!(t.contains("bytes) available"), "{t}");
+}
+
+#[test]
+fn the_kernels_local_memory_is_reserved_in_setup_and_a_refusal_is_named() {
+    // The mock's kernels need 1,120 bytes of local memory per thread, the context has 1,024.
+    let args = [
+        "--backend",
+        "cuda",
+        "--tasks",
+        "300",
+        "--baselines",
+        "levels",
+    ];
+    let o = mgws("memset", 1, &args);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    // Raised once, before the first launch; the level kernel finds it raised.
+    assert_eq!(
+        t.matches("mock: stack limit 1024 -> 1120").count(),
+        1,
+        "{t}"
+    );
+    assert_eq!(t.matches("mock: stack limit").count(), 1, "{t}");
+    let raised = t.find("mock: stack limit").unwrap();
+    let launched = t.find("mock: launch").expect("a launch");
+    assert!(raised < launched, "{t}");
+    // A kernel that fits the default reservation leaves it alone.
+    let o = mgws_with_env(
+        "memset",
+        1,
+        "mock.ptx",
+        &args,
+        &[("MOCK_CUDA_LOCAL_BYTES", "512")],
+    );
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(!t.contains("mock: stack limit"), "{t}");
+    // A reservation the driver refuses ends the run before any launch, naming what failed.
+    let o = mgws_with_env(
+        "memset",
+        1,
+        "mock.ptx",
+        &args,
+        &[("MOCK_CUDA_STACK_FAIL", "1")],
+    );
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(
+        t.contains("reserving 1120 bytes of local memory per thread on GPU 0"),
+        "{t}"
+    );
+    assert!(!t.contains("mock: launch"), "{t}");
 }

@@ -102,6 +102,17 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) { *c = &ctx_tag[d]; 
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) { (void)d; return OK; }
 CUresult cuCtxSetCurrent(CUcontext c) { (void)c; return OK; }
 CUresult cuCtxSynchronize(void) { return OK; }
+/* The per-thread local memory of the contexts (CU_LIMIT_STACK_SIZE, limit 0): 1,024 bytes until
+ * raised. MOCK_CUDA_STACK_FAIL=1 makes raising it fail, as a driver does when it does not fit. */
+static size_t stack_limit = 1024;
+CUresult cuCtxGetLimit(size_t *v, int limit) { *v = limit == 0 ? stack_limit : 0; return OK; }
+CUresult cuCtxSetLimit(int limit, size_t v) {
+    if (limit != 0) return OK;
+    if (env_int("MOCK_CUDA_STACK_FAIL", 0)) return 2; /* OUT_OF_MEMORY */
+    fprintf(stderr, "mock: stack limit %zu -> %zu\n", stack_limit, v);
+    stack_limit = v;
+    return OK;
+}
 CUresult cuCtxEnablePeerAccess(CUcontext c, unsigned f) { (void)c; (void)f; return OK; }
 CUresult cuGetErrorName(CUresult r, const char **s) {
     switch (r) {
@@ -137,6 +148,7 @@ CUresult cuFuncGetAttribute(int *v, int attr, CUfunction f) {
     switch (attr) {
     case 0: *v = 1024; break; /* MAX_THREADS_PER_BLOCK */
     case 1: *v = 8; break;    /* SHARED_SIZE_BYTES (static) */
+    case 3: *v = env_int("MOCK_CUDA_LOCAL_BYTES", 1120); break; /* LOCAL_SIZE_BYTES */
     case 4: *v = 40; break;   /* NUM_REGS */
     default: *v = 0;
     }
