@@ -1,6 +1,6 @@
 //! `mgws bench gpu`: every workload on one GPU against its baselines over a sweep of workers per
-//! SM, in one process: mgws, the lean static kernel, kernel-per-level and, for MEMSET, the
-//! hand-written CUDA reference (`cli/reference/static_memset.cu`, compiled with nvcc when nvcc is
+//! SM, in one process: mgws, the lean static kernel (workloads with many initial tasks: MEMSET,
+//! SKEW), kernel-per-level (the spawning ones) and, for MEMSET, the hand-written CUDA reference (`cli/reference/static_memset.cu`, compiled with nvcc when nvcc is
 //! found). Every run is verified; repetitions are interleaved, and a ratio is the median over
 //! repetitions of mgws's rate over the baseline's in the same repetition.
 //!
@@ -100,6 +100,17 @@ const KERNELS: [(&str, GpuKernelArg); 3] = [
     ("levels", GpuKernelArg::Levels),
 ];
 
+/// Whether the sweep runs `kernel` on `workload`. MEMSET spawns nothing, so its one level is the
+/// static split. UTS and FIB start from one root task, which the static split gives to one block:
+/// it would run the whole tree alone (T1L for minutes), and compares nothing.
+fn method_applies(workload: &str, kernel: GpuKernelArg) -> bool {
+    match kernel {
+        GpuKernelArg::Levels => workload != "memset",
+        GpuKernelArg::Static => !(workload.starts_with("uts-") || workload == "fib"),
+        GpuKernelArg::Mgws => true,
+    }
+}
+
 /// Runs `workload` once with the flags `a`.
 fn run_workload(name: &str, a: &SchedArgs, o: &GpuBenchOpts) -> Result<Outcome> {
     use mgws_tasks::{FibTasks, MemsetTasks, SkewTasks, UtsTasks};
@@ -170,8 +181,8 @@ pub fn gpu(opts: &GpuBenchOpts, sched: &SchedArgs) -> Result<i32> {
             let workers = sms * per_sm;
             for rep in 0..opts.reps {
                 for (method, kernel) in KERNELS {
-                    if workload == "memset" && kernel == GpuKernelArg::Levels {
-                        continue; // MEMSET spawns nothing: one level, the static split.
+                    if !method_applies(workload, kernel) {
+                        continue;
                     }
                     let mut a = sched.clone();
                     a.backend = BackendArg::Cuda;
@@ -722,6 +733,24 @@ mod tests {
             idle_share: (method == "static").then_some(0.25),
             verified: true,
         }
+    }
+
+    #[test]
+    fn each_workload_runs_the_baselines_that_compare_something() {
+        use GpuKernelArg::{Levels, Mgws, Static};
+        for w in [
+            "memset", "uts-t1l", "uts-t1", "uts-t3", "uts-t5", "fib", "skew",
+        ] {
+            assert!(method_applies(w, Mgws), "{w}");
+        }
+        // Many initial tasks: the static split is the baseline.
+        assert!(method_applies("memset", Static) && method_applies("skew", Static));
+        // One root task: one block would run the whole tree; the level kernel is the baseline.
+        for w in ["uts-t1l", "uts-t1", "uts-t3", "uts-t5", "fib"] {
+            assert!(!method_applies(w, Static), "{w}");
+            assert!(method_applies(w, Levels), "{w}");
+        }
+        assert!(!method_applies("memset", Levels) && method_applies("skew", Levels));
     }
 
     #[test]

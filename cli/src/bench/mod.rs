@@ -65,9 +65,9 @@ pub enum BenchCmd {
         #[command(flatten)]
         sched: SchedArgs,
     },
-    /// Every workload on one GPU over a sweep of workers per SM: mgws, the lean static kernel,
-    /// kernel-per-level and (MEMSET, with nvcc) the hand-written CUDA reference; paired ratios,
-    /// CSV and SVG plots.
+    /// Every workload on one GPU over a sweep of workers per SM: mgws, the lean static kernel
+    /// (MEMSET, SKEW), kernel-per-level (UTS, FIB, SKEW) and (MEMSET, with nvcc) the hand-written
+    /// CUDA reference; paired ratios, CSV and SVG plots.
     #[command(mut_arg("workers", |a| a.long("sched-workers").hide(true)))]
     Gpu {
         #[command(flatten)]
