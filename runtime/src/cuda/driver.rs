@@ -64,7 +64,7 @@ pub fn explain(r: CUresult) -> &'static str {
         }
         CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES => {
             "the block needs more registers or shared memory than an SM has: lower --lanes or \
-             --local-capacity"
+             --local-capacity (a power of two)"
         }
         CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE => {
             "more blocks than fit on the GPU at once were launched cooperatively"

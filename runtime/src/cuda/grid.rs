@@ -93,7 +93,8 @@ pub fn blocks_per_sm_for(
     if smem + static_smem > optin {
         return Err(Error::Config(format!(
             "a worker needs {} of shared memory (local queue of {local_capacity} tasks, {lanes} \
-             lanes), more than the {} a block may have on GPU {}; lower --local-capacity",
+             lanes), more than the {} a block may have on GPU {}; lower --local-capacity (a \
+             power of two)",
             driver::human_bytes(smem + static_smem),
             driver::human_bytes(optin),
             g.ordinal

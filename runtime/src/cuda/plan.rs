@@ -68,7 +68,7 @@ pub fn fit_workers(
     if fit == 0 {
         return Err(Error::Config(format!(
             "not one worker block fits on {what}: the kernel's block needs more registers or \
-             shared memory than an SM has; lower --lanes or --local-capacity"
+             shared memory than an SM has; lower --lanes or --local-capacity (a power of two)"
         )));
     }
     match requested {
