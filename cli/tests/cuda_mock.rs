@@ -442,25 +442,14 @@ fn the_kernels_local_memory_is_reserved_in_setup_and_a_refusal_is_named() {
     let raised = t.find("mock: stack limit").unwrap();
     let launched = t.find("mock: launch").expect("a launch");
     assert!(raised < launched, "{t}");
+    let with_env = |env| mgws_with_env("memset", 1, "mock.ptx", &args, env);
     // A kernel that fits the default reservation leaves it alone.
-    let o = mgws_with_env(
-        "memset",
-        1,
-        "mock.ptx",
-        &args,
-        &[("MOCK_CUDA_LOCAL_BYTES", "512")],
-    );
+    let o = with_env(&[("MOCK_CUDA_LOCAL_BYTES", "512")]);
     let t = text(&o);
     assert!(o.status.success(), "{t}");
     assert!(!t.contains("mock: stack limit"), "{t}");
     // A reservation the driver refuses ends the run before any launch, naming what failed.
-    let o = mgws_with_env(
-        "memset",
-        1,
-        "mock.ptx",
-        &args,
-        &[("MOCK_CUDA_STACK_FAIL", "1")],
-    );
+    let o = with_env(&[("MOCK_CUDA_STACK_FAIL", "1")]);
     let t = text(&o);
     assert!(!o.status.success(), "{t}");
     assert!(

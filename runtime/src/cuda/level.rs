@@ -120,7 +120,7 @@ impl LevelDevice for CudaLevels<'_> {
         // shared memory.
         let max_blocks = cfg.workers;
         let smem = plan::scratch_bytes(cfg.local_capacity, lanes, max_blocks);
-        // Checks the block size and raises the shared memory limit.
+        // Checks the block size, raises the shared memory limit and reserves the local memory.
         super::grid::blocks_per_sm_for(g, &self.f, lanes, smem, cfg.local_capacity)?;
         let task = size_of::<TaskStruct>();
         let capacity = match self.b.level_capacity {
