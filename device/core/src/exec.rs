@@ -48,6 +48,9 @@ pub struct WorkerCore<'e, P: Platform, T, S: Spec> {
     pub(crate) local_tail: u64,
     pub(crate) local_head: u64,
     pub(crate) spill_len: u64,
+    /// Tasks of the last steal beyond what the local queue took, on top of the overflow stack,
+    /// still to be published (0 outside the iteration after such a steal).
+    pub(crate) surplus: u64,
     pub(crate) initial_exhausted: bool,
     /// This worker's own home range of initial tasks has been claimed to its end.
     pub(crate) own_range_exhausted: bool,
@@ -126,6 +129,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             local_tail: 0,
             local_head: 0,
             spill_len: 0,
+            surplus: 0,
             initial_exhausted: false,
             own_range_exhausted: false,
             idle: false,
