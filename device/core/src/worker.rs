@@ -303,11 +303,11 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// second one, inside `steal`, took the MEMSET entry from 92 to 128 registers (ptxas, sm_90).
     #[inline(always)]
     pub(crate) fn publish_surplus_or_release(&mut self) {
+        self.set_operation(Operation::Release);
         let surplus = self.surplus;
         let (want, source) = if surplus > 0 {
             (surplus, self.spill_top_down(self.spill_len))
         } else {
-            self.set_operation(Operation::Release);
             (self.local_len() / 2, self.oldest_local())
         };
         self.p.protocol_step(ProtocolStep::Release);
