@@ -458,3 +458,35 @@ fn the_kernels_local_memory_is_reserved_in_setup_and_a_refusal_is_named() {
     );
     assert!(!t.contains("mock: launch"), "{t}");
 }
+
+#[test]
+fn kernels_wait_behind_the_launch_gate_until_every_launch_is_queued() {
+    // Two GPUs: each kernel is queued behind the closed gate, which opens after the last launch,
+    // and every kernel runs.
+    let args = ["--backend", "cuda", "--devices", "0,1", "--tasks", "300"];
+    let o = mgws("memset", 2, &args);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains(r#""lost":0"#), "{t}");
+    assert_eq!(
+        t.matches("mock: launch behind a closed gate").count(),
+        2,
+        "{t}"
+    );
+    assert!(!t.contains("mock: launch behind an open gate"), "{t}");
+    assert!(!t.contains("the launch gate never opened"), "{t}");
+    // A driver that refuses stream memory operations: the kernels are launched ungated and the
+    // run still completes.
+    let o = mgws_with_env(
+        "memset",
+        1,
+        "mock.ptx",
+        &["--backend", "cuda", "--tasks", "300"],
+        &[("MOCK_CUDA_NO_STREAM_WAIT", "1")],
+    );
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains(r#""lost":0"#), "{t}");
+    assert!(t.contains("mock: launch grid"), "{t}");
+    assert!(!t.contains("gate"), "{t}");
+}

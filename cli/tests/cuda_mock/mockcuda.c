@@ -191,6 +191,9 @@ CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, void *st) {
 struct stream {
     volatile int busy;
     volatile int fault;
+    /* cuStreamWaitValue32: the word the stream's next kernel waits for (GEQ value), or NULL. */
+    volatile uint32_t *gate;
+    uint32_t gate_value;
 };
 CUresult cuStreamCreate(void **s, unsigned f) { (void)f; *s = calloc(1, sizeof(struct stream)); return OK; }
 CUresult cuStreamDestroy_v2(void *s) { (void)s; /* leaked on purpose: a kernel may still run */ return OK; }
@@ -203,6 +206,15 @@ CUresult cuStreamSynchronize(void *s) {
     struct stream *st = s;
     while (st->busy) usleep(100);
     return st->fault ? E_LAUNCH_FAILED : OK;
+}
+/* MOCK_CUDA_NO_STREAM_WAIT=1: the driver refuses stream memory operations. */
+CUresult cuStreamWaitValue32_v2(void *s, CUdeviceptr addr, uint32_t value, unsigned flags) {
+    struct stream *st = s;
+    if (env_int("MOCK_CUDA_NO_STREAM_WAIT", 0)) return 801; /* CUDA_ERROR_NOT_SUPPORTED */
+    if (flags != 0) return 1; /* only CU_STREAM_WAIT_VALUE_GEQ (0) */
+    st->gate = (volatile uint32_t *)addr;
+    st->gate_value = value;
+    return OK;
 }
 CUresult cuEventCreate(void **e, unsigned f) { (void)f; *e = calloc(1, sizeof(struct timespec)); return OK; }
 CUresult cuEventRecord(void *e, void *s) { (void)s; clock_gettime(CLOCK_MONOTONIC, e); return OK; }
@@ -224,6 +236,13 @@ static uint64_t rd(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 
 static void *kernel(void *arg) {
     struct launch *l = arg;
+    if (l->st->gate) {
+        /* Held by the launch gate: wait for the host to open it (at most 10 s). */
+        int waited = 0;
+        while (*l->st->gate < l->st->gate_value && waited < 10000) { usleep(1000); waited++; }
+        if (*l->st->gate < l->st->gate_value) fprintf(stderr, "mock: the launch gate never opened\n");
+        l->st->gate = NULL;
+    }
     uint8_t *shared = (uint8_t *)rd(l->env + ENV_SHARED);
     volatile uint64_t *abort_flag = (volatile uint64_t *)(shared + SHARED_ABORT);
     uint64_t *exited = (uint64_t *)(shared + SHARED_EXITED);
@@ -279,6 +298,9 @@ CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsig
     l->device = *(uint32_t *)params[2];
     fprintf(stderr, "mock: launch grid=%u block=%u smem=%u scratch=%u device=%u workers=%u\n", gx,
             bx, smem, *(uint32_t *)params[1], l->device, *(uint32_t *)(l->env + ENV_WORKERS));
+    if (l->st->gate)
+        fprintf(stderr, "mock: launch behind %s gate\n",
+                *l->st->gate < l->st->gate_value ? "a closed" : "an open");
     l->st->busy = 1;
     pthread_t t;
     pthread_create(&t, NULL, kernel, l);

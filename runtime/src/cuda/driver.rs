@@ -729,6 +729,29 @@ impl Stream {
         }
     }
 
+    /// Holds the stream's later work until the 32-bit word at device address `addr` is at least
+    /// `value` (`cuStreamWaitValue32`, `CU_STREAM_WAIT_VALUE_GEQ`). Returns the driver's code,
+    /// for the caller to decide what a refusal means (stream memory operations can be off).
+    ///
+    /// # Safety
+    /// `addr` must stay a valid device address of a word that someone raises to `value`, for as
+    /// long as the stream can still be waiting: else the stream never runs its later work.
+    pub unsafe fn wait_value32(&self, addr: u64, value: u32) -> CUresult {
+        if let Err(e) = set_current(self.ctx) {
+            tracing::debug!(?e, "cuCtxSetCurrent before cuStreamWaitValue32");
+        }
+        // sys: the result layer has no stream memory operations.
+        // SAFETY: the stream is live; the caller vouches for `addr`.
+        unsafe {
+            sys::cuStreamWaitValue32_v2(
+                self.raw,
+                addr,
+                value,
+                sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32,
+            )
+        }
+    }
+
     /// Waits for all work on the stream.
     pub fn synchronize(&self) -> Result<()> {
         set_current(self.ctx)?;

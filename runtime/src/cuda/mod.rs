@@ -24,6 +24,7 @@ mod cache;
 pub(crate) mod driver;
 #[cfg(test)]
 mod emulate;
+mod gate;
 mod grid;
 mod level;
 mod memory;

@@ -11,6 +11,7 @@ use mgws_core::{HostWord, RunError, SharedState, WorkerProgress, WorkerStats};
 use mgws_tasks::Registry;
 
 use super::driver::{self, Event, Function, Stream};
+use super::gate::LaunchGate;
 use super::grid::{size_grid, Grid as CudaGrid};
 use super::memory::{allocate, progress_snapshot, read_error_word, GpuSide, Memory};
 use super::plan::{shared_field, Param, TasksIn};
@@ -34,6 +35,8 @@ pub struct CudaDevice<'a> {
     /// The launch streams and (start, end) events per run device, kept for `read_back`.
     streams: Vec<Stream>,
     events: Vec<(Event, Event)>,
+    /// The gate the launch streams waited on ([`LaunchGate`]), kept until the device is dropped.
+    gate: Option<LaunchGate>,
 }
 
 impl<'a> CudaDevice<'a> {
@@ -52,6 +55,7 @@ impl<'a> CudaDevice<'a> {
             grid: None,
             streams: Vec::new(),
             events: Vec::new(),
+            gate: None,
         })
     }
 
@@ -148,6 +152,9 @@ impl Device for CudaDevice<'_> {
         }
         let cg = self.grid.as_ref().expect("size_grid runs first");
         let lanes = grid.lanes;
+        // Opened once every kernel is queued (or a launch failed), so that the launch calls
+        // stay out of the timed run; dropping it opens it too.
+        let gate = self.gate.insert(LaunchGate::new(&s.gpus[0])?);
         let mut launched = 0;
         let mut pending = None;
         for d in 0..n {
@@ -160,6 +167,7 @@ impl Device for CudaDevice<'_> {
                 &mut device as *mut u32 as *mut c_void,
             ];
             let _ = s.gpus[d].make_current();
+            gate.hold(&s.gpus[d], &self.streams[d]);
             let _ = self.events[d].0.record(&self.streams[d]);
             // SAFETY: the parameters match WORKER_PARAMS, which `Session::functions` checked
             // against the PTX; the env and everything it points to stay allocated until the
@@ -182,6 +190,7 @@ impl Device for CudaDevice<'_> {
                 )
             }) {
                 if d == 0 {
+                    gate.open();
                     return Err(e);
                 }
                 // The GPUs before it run: the supervisor aborts them.
@@ -191,6 +200,7 @@ impl Device for CudaDevice<'_> {
             let _ = self.events[d].1.record(&self.streams[d]);
             launched += 1;
         }
+        gate.open();
         let running = CudaRunning {
             s,
             mem,
