@@ -48,6 +48,10 @@ pub struct ReadBack {
     /// Per worker, nanoseconds it waited for the others (a baseline that measures it: the
     /// static workers from the end of their share to the end of the run); `None`: not measured.
     pub idle_ns: Option<Vec<u64>>,
+    /// Wall time the host spent launching, after the pipeline took `setup_s` and before any
+    /// worker ran (a GPU's launch calls behind the launch gate, `cuda/gate.rs`). The report
+    /// counts it as set-up. 0 where workers start as they are launched.
+    pub launch_s: f64,
 }
 
 /// The run-wide counters a hang report shows, read while the workers may still run.

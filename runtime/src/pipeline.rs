@@ -75,7 +75,7 @@ pub fn run<D: Device>(
         backend: device.name().into(),
         workers,
         lanes: grid.lanes,
-        setup_s,
+        setup_s: setup_s + back.launch_s,
         elapsed_s: back.elapsed_s,
         tasks_run,
         per_worker,

@@ -76,7 +76,8 @@ pub struct RunReport {
     /// Lanes (threads) per worker.
     pub lanes: u32,
     /// Wall time before the scheduling phase: opening the device (on a GPU: contexts, module
-    /// loads, JIT compiles on first use), sizing the grid, allocating and copying the job in.
+    /// loads, JIT compiles on first use), sizing the grid, allocating and copying the job in,
+    /// and on GPUs the launch calls, which happen behind a closed launch gate.
     pub setup_s: f64,
     /// Wall time of the scheduling phase alone (no allocation or copies).
     pub elapsed_s: f64,

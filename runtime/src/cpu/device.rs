@@ -379,6 +379,8 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
         });
         Ok(ReadBack {
             elapsed_s: self.elapsed_s,
+            // Each thread starts its worker as it is spawned: the spawning is run time.
+            launch_s: 0.0,
             error,
             exited_workers: None,
             stats: Some(

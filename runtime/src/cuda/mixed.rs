@@ -202,6 +202,8 @@ impl<R: Registry + TaskExecutor<TaskStruct> + Sync> Device for MixedDevice<'_, R
         );
         Ok(ReadBack {
             elapsed_s: gpu.elapsed_s.max(cpu.elapsed_s),
+            // The CPU workers run while the GPUs are launched: no launch time is set-up.
+            launch_s: 0.0,
             error,
             // Every CPU worker left its loop: its thread returned.
             exited_workers: gpu.exited_workers.map(|n| n + cpu_workers),

@@ -37,6 +37,9 @@ pub struct CudaDevice<'a> {
     events: Vec<(Event, Event)>,
     /// The gate the launch streams waited on ([`LaunchGate`]), kept until the device is dropped.
     gate: Option<LaunchGate>,
+    /// Seconds from the first launch call to the gate's opening, when every GPU waited for it
+    /// (`ReadBack::launch_s`); 0 otherwise.
+    launch_s: f64,
 }
 
 impl<'a> CudaDevice<'a> {
@@ -56,6 +59,7 @@ impl<'a> CudaDevice<'a> {
             streams: Vec::new(),
             events: Vec::new(),
             gate: None,
+            launch_s: 0.0,
         })
     }
 
@@ -155,6 +159,8 @@ impl Device for CudaDevice<'_> {
         // Opened once every kernel is queued (or a launch failed), so that the launch calls
         // stay out of the timed run; dropping it opens it too.
         let gate = self.gate.insert(LaunchGate::new(&s.gpus[0])?);
+        let launching = std::time::Instant::now();
+        let mut all_held = true;
         let mut launched = 0;
         let mut pending = None;
         for d in 0..n {
@@ -167,7 +173,7 @@ impl Device for CudaDevice<'_> {
                 &mut device as *mut u32 as *mut c_void,
             ];
             let _ = s.gpus[d].make_current();
-            gate.hold(&s.gpus[d], &self.streams[d]);
+            all_held &= gate.hold(&s.gpus[d], &self.streams[d]);
             let _ = self.events[d].0.record(&self.streams[d]);
             // SAFETY: the parameters match WORKER_PARAMS, which `Session::functions` checked
             // against the PTX; the env and everything it points to stay allocated until the
@@ -201,6 +207,11 @@ impl Device for CudaDevice<'_> {
             launched += 1;
         }
         gate.open();
+        self.launch_s = if all_held {
+            launching.elapsed().as_secs_f64()
+        } else {
+            0.0
+        };
         let running = CudaRunning {
             s,
             mem,
@@ -265,6 +276,7 @@ impl Device for CudaDevice<'_> {
             tasks_run: (counted == 0 && kernel == GpuKernel::Static)
                 .then_some(job.tasks.len() as u64),
             idle_ns,
+            launch_s: self.launch_s,
         })
     }
 }
