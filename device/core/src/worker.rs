@@ -191,7 +191,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
 
     /// Runs the newest local task of this loop iteration, then the next ones, each counted as an
     /// iteration of its own, until an iteration that checks something (see `check_cadence`), an
-    /// empty local queue or an abort. The loop would run the same tasks in the same order; the
+    /// empty local queue, a surplus to publish or an abort. The loop would run the same tasks in the same order; the
     /// batch only keeps its checks off the path between two tasks (on an H100 they were a third
     /// of the instructions a MEMSET task cost, with a global load on the path of every task).
     #[inline(always)]
@@ -205,7 +205,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         let first = self.tasks_run;
         loop {
             self.run_next_local(exec);
-            if self.tasks_run == stop || self.aborted || self.local_len() == 0 {
+            // A task that made room left a surplus for the loop to publish: end the batch.
+            if self.tasks_run == stop || self.aborted || self.local_len() == 0 || self.surplus > 0 {
                 break;
             }
         }
@@ -280,27 +281,13 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         self.exchange(answer)[0] != 0
     }
 
-    /// Moves up to `want` of the oldest local tasks into the public queue and opens a new epoch.
-    /// Returns how many moved (0 when the public queue has no free slot).
-    #[inline(always)]
-    pub(crate) fn release(&mut self, want: u64) -> u64 {
-        self.set_operation(Operation::Release);
-        self.p.protocol_step(ProtocolStep::Release);
-        let moved = self.publish(want, self.oldest_local());
-        self.local_tail += moved;
-        if moved > 0 {
-            self.count(|s| s.releases += 1);
-        }
-        // Back to running tasks: a watchdog report must not show a worker stuck in a task as
-        // releasing (acquire, steal and the initial load reset it the same way).
-        self.set_operation(Operation::RunTask);
-        moved
-    }
-
-    /// The loop's one place that publishes: the surplus the last steal left on top of the
-    /// overflow stack, newest first, if there is one, else half the local tasks (a release).
-    /// One call site keeps one inlined copy of [`WorkerCore::publish`] in the worker loop: a
-    /// second one, inside `steal`, took the MEMSET entry from 92 to 128 registers (ptxas, sm_90).
+    /// The worker's one place that publishes into its own public queue and opens a new epoch:
+    /// the `surplus` on top of the overflow stack (a steal's, or what `make_room` moved there
+    /// during the last task), newest first, if there is one; else up to half the local tasks,
+    /// the oldest (Listing 5's release). One call site keeps one inlined copy of
+    /// [`WorkerCore::publish`] in the kernel: a second one, inside `steal`, took the MEMSET entry
+    /// from 92 to 128 registers (ptxas, sm_90). Every publication that moves tasks counts as a
+    /// release in the statistics.
     #[inline(always)]
     pub(crate) fn publish_surplus_or_release(&mut self) {
         self.set_operation(Operation::Release);
@@ -318,10 +305,12 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             self.surplus = 0;
         } else {
             self.local_tail += moved;
-            if moved > 0 {
-                self.count(|s| s.releases += 1);
-            }
         }
+        if moved > 0 {
+            self.count(|s| s.releases += 1);
+        }
+        // Back to running tasks: a watchdog report must not show a worker stuck in a task as
+        // releasing (acquire, steal and the initial load reset it the same way).
         self.set_operation(Operation::RunTask);
     }
 
