@@ -283,8 +283,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
 
     /// The worker's one place that publishes into its own public queue and opens a new epoch:
     /// the `surplus` on top of the overflow stack (a steal's, or what `make_room` moved there
-    /// during the last task), newest first, if there is one; else up to half the local tasks,
-    /// the oldest (Listing 5's release). One call site keeps one inlined copy of
+    /// during the last task), newest first, if there is one; else, as Listing 5's release, the
+    /// overflow stack's tasks if it holds any, else up to half the local tasks, the oldest. One call site keeps one inlined copy of
     /// [`WorkerCore::publish`] in the kernel: a second one, inside `steal`, took the MEMSET entry
     /// from 92 to 128 registers (ptxas, sm_90). Every publication that moves tasks counts as a
     /// release in the statistics.
@@ -292,14 +292,25 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     pub(crate) fn publish_surplus_or_release(&mut self) {
         self.set_operation(Operation::Release);
         let surplus = self.surplus;
-        let (want, source) = if surplus > 0 {
-            (surplus, self.spill_top_down(self.spill_len))
+        // A release takes the overflow stack first when it holds tasks: they are older than
+        // any local task (the roots of larger subtrees), and only a release shows them to
+        // thieves before this worker's local queue runs empty. A task that spawned more than
+        // the public queue holds (UTS T3's root: 2000 children) leaves most of them there.
+        let (want, from_spill) = if surplus > 0 {
+            (surplus, true)
+        } else if self.spill_len > 0 {
+            (self.spill_len, true)
         } else {
-            (self.local_len() / 2, self.oldest_local())
+            (self.local_len() / 2, false)
+        };
+        let source = if from_spill {
+            self.spill_top_down(self.spill_len)
+        } else {
+            self.oldest_local()
         };
         self.p.protocol_step(ProtocolStep::Release);
         let moved = self.publish(want, source);
-        if surplus > 0 {
+        if from_spill {
             // Whatever did not fit stays on the overflow stack, for `refill_from_spill`.
             self.spill_len -= moved;
             self.surplus = 0;
