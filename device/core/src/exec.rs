@@ -485,7 +485,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// which the loop publishes after the task, at its one publish site
     /// (`publish_surplus_or_release`). Publishing here, inside the task, inlined `publish` at
     /// every spawn call site: FIB's two spawns made its entry 172 registers instead of 128, and
-    /// UTS's 204 instead of 179 (ptxas, sm_90).
+    /// UTS's 204 instead of 180 (ptxas, sm_90).
     #[inline(always)]
     pub(crate) fn make_room(&mut self) {
         let half = self.local_capacity / 2;
