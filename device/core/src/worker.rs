@@ -124,9 +124,10 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
                 c.bridge_serve();
             }
             if c.local_len() > 0 {
-                // A steal's surplus is published first. Checking the public word costs a
-                // broadcast (two barriers on a GPU): do it every RELEASE_CHECK_INTERVAL tasks
-                // rather than before every task as Listing 5 does.
+                // A surplus (a steal's, or room a task made for its spawns) is published
+                // first. Checking the public word costs a broadcast (two barriers on a GPU): do
+                // it every RELEASE_CHECK_INTERVAL tasks rather than before every task as
+                // Listing 5 does.
                 if c.surplus > 0
                     || (c.local_len() >= 2
                         && c.iterations & (RELEASE_CHECK_INTERVAL - 1) == 0
@@ -191,9 +192,10 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
 
     /// Runs the newest local task of this loop iteration, then the next ones, each counted as an
     /// iteration of its own, until an iteration that checks something (see `check_cadence`), an
-    /// empty local queue, a surplus to publish or an abort. The loop would run the same tasks in the same order; the
-    /// batch only keeps its checks off the path between two tasks (on an H100 they were a third
-    /// of the instructions a MEMSET task cost, with a global load on the path of every task).
+    /// empty local queue, a surplus to publish or an abort. The loop would run the same tasks in
+    /// the same order; the batch only keeps its checks off the path between two tasks (on an
+    /// H100 they were a third of the instructions a MEMSET task cost, with a global load on the
+    /// path of every task).
     #[inline(always)]
     pub(crate) fn run_local_batch<X: TaskExecutor<T>>(&mut self, exec: &X)
     where
@@ -284,10 +286,10 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// The worker's one place that publishes into its own public queue and opens a new epoch:
     /// the `surplus` on top of the overflow stack (a steal's, or what `make_room` moved there
     /// during the last task), newest first, if there is one; else, as Listing 5's release, the
-    /// overflow stack's tasks if it holds any, else up to half the local tasks, the oldest. One call site keeps one inlined copy of
-    /// [`WorkerCore::publish`] in the kernel: a second one, inside `steal`, took the MEMSET entry
-    /// from 92 to 128 registers (ptxas, sm_90). Every publication that moves tasks counts as a
-    /// release in the statistics.
+    /// overflow stack's tasks if it holds any, else up to half the local tasks, the oldest. One
+    /// call site keeps one inlined copy of [`WorkerCore::publish`] in the kernel: a second one,
+    /// inside `steal`, took the MEMSET entry from 92 to 128 registers (ptxas, sm_90). Every
+    /// publication that moves tasks counts as a release in the statistics.
     #[inline(always)]
     pub(crate) fn publish_surplus_or_release(&mut self) {
         self.set_operation(Operation::Release);
@@ -304,7 +306,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             (self.local_len() / 2, false)
         };
         let source = if from_spill {
-            self.spill_top_down(self.spill_len)
+            self.newest_spilled()
         } else {
             self.oldest_local()
         };
@@ -336,12 +338,13 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         }
     }
 
-    /// The overflow stack's tasks below position `end`, the newest first.
+    /// The overflow stack's tasks from the top down, the newest first, as a source for
+    /// [`WorkerCore::publish`].
     #[inline(always)]
-    fn spill_top_down(&self, end: u64) -> TaskRun<T> {
+    fn newest_spilled(&self) -> TaskRun<T> {
         TaskRun {
             base: self.spill_slot(0),
-            start: end.wrapping_sub(1),
+            start: self.spill_len.wrapping_sub(1),
             step: u64::MAX,
             mask: u64::MAX,
         }
