@@ -1,8 +1,9 @@
 //! `mgws bench gpu`: every workload on one GPU against its baselines over a sweep of workers per
 //! SM, in one process: mgws, the lean static kernel (workloads with many initial tasks: MEMSET,
 //! SKEW), kernel-per-level (the spawning ones) and, for MEMSET, the hand-written CUDA reference
-//! (`cli/reference/static_memset.cu`, compiled with nvcc when nvcc is found). Every run is verified; repetitions are interleaved, and a ratio is the median over
-//! repetitions of mgws's rate over the baseline's in the same repetition.
+//! (`cli/reference/static_memset.cu`, compiled with nvcc when nvcc is found). Every run is
+//! verified; repetitions are interleaved, and a ratio is the median over repetitions of mgws's
+//! rate over the baseline's in the same repetition.
 //!
 //! `mgws bench skew`: the SKEW workload over its knob `k` on the CPU or a GPU: mgws against static
 //! assignment, with the static run's idle share.
