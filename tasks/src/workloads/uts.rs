@@ -69,7 +69,16 @@ pub struct UtsParams {
     /// The most nodes one worker may expand before its task fails with [`UTS_NODE_LIMIT`]: the
     /// bound that ends a tree that may be infinite (`-q * -m > 1`). `u64::MAX`: none.
     pub max_nodes: u64,
+    /// `ln(1 - p)` of a geometric node at depths `0..GEOMETRIC_TABLE_DEPTHS`, where
+    /// `p = 1 / (1 + b)` and `b` is the depth's expected branching factor: the divisor of
+    /// [`UtsParams::num_children`], computed once here by the same code a node would run (so
+    /// bit for bit the same value) instead of once per node.
+    pub geometric_ln_q: [f64; GEOMETRIC_TABLE_DEPTHS],
 }
+
+/// Depths whose geometric divisor [`UtsParams::geometric_ln_q`] holds; deeper nodes compute
+/// theirs. 32 covers every preset's geometric depths (T5 goes deepest, to 20).
+pub const GEOMETRIC_TABLE_DEPTHS: usize = 32;
 
 /// A node of the tree and the functor of its task: the SHA-1 state and the depth (root: 0).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, bytemuck::Pod, bytemuck::Zeroable)]
@@ -92,7 +101,7 @@ impl UtsParams {
         root_seed: u32,
         shift_depth: f64,
     ) -> UtsParams {
-        UtsParams {
+        let mut params = UtsParams {
             tree,
             shape,
             gen_mx,
@@ -104,7 +113,14 @@ impl UtsParams {
             _pad: 0,
             expdec_exponent: -libm::log(b0) / libm::log(gen_mx as f64),
             max_nodes: u64::MAX,
+            geometric_ln_q: [0.0; GEOMETRIC_TABLE_DEPTHS],
+        };
+        let mut table = [0.0; GEOMETRIC_TABLE_DEPTHS];
+        for (depth, ln_q) in table.iter_mut().enumerate() {
+            *ln_q = params.geometric_ln_q_at(depth as u32);
         }
+        params.geometric_ln_q = table;
+        params
     }
 
     /// The same parameters with at most `max_nodes` nodes expanded by one worker.
@@ -146,10 +162,20 @@ impl UtsParams {
         }
     }
 
-    fn geometric_children(&self, depth: u32, u: f64) -> u32 {
+    /// `ln(1 - p)` of a geometric node at `depth`, `p = 1 / (1 + b)`: the divisor that turns a
+    /// node's probability into its number of children.
+    fn geometric_ln_q_at(&self, depth: u32) -> f64 {
         let b = self.geometric_b(depth);
         let p = 1.0 / (1.0 + b);
-        let n = libm::floor(libm::log(1.0 - u) / libm::log(1.0 - p));
+        libm::log(1.0 - p)
+    }
+
+    fn geometric_children(&self, depth: u32, u: f64) -> u32 {
+        let ln_q = match self.geometric_ln_q.get(depth as usize) {
+            Some(&ln_q) => ln_q,
+            None => self.geometric_ln_q_at(depth),
+        };
+        let n = libm::floor(libm::log(1.0 - u) / ln_q);
         // `as` saturates (NaN gives 0), where C's conversion would be undefined.
         (n as i64).clamp(0, u32::MAX as i64) as u32
     }
@@ -376,5 +402,32 @@ mod tests {
                 depth: 6
             }
         );
+    }
+
+    /// The host's table of divisors holds, bit for bit, what a node at each depth would compute
+    /// itself, for every shape, and deeper nodes fall back to that computation.
+    #[test]
+    fn the_divisor_table_matches_the_per_node_computation() {
+        for shape in [LINEAR, EXPDEC, CYCLIC, FIXED] {
+            for tree in [GEOMETRIC, HYBRID] {
+                let p = UtsParams::new(tree, shape, 4.0, 13, 0.2, 5, 7, 0.5);
+                for depth in 0..2 * GEOMETRIC_TABLE_DEPTHS as u32 {
+                    let direct = p.geometric_ln_q_at(depth);
+                    if let Some(ln_q) = p.geometric_ln_q.get(depth as usize) {
+                        assert_eq!(
+                            ln_q.to_bits(),
+                            direct.to_bits(),
+                            "shape {shape} depth {depth}"
+                        );
+                    }
+                    for u in [0.0, 0.1, 0.5, 0.77, 0.999_999] {
+                        let n = libm::floor(libm::log(1.0 - u) / direct);
+                        let expected = (n as i64).clamp(0, MAX_CHILDREN as i64) as u32;
+                        let got = p.geometric_children(depth, u).min(MAX_CHILDREN);
+                        assert_eq!(got, expected, "shape {shape} depth {depth} u {u}");
+                    }
+                }
+            }
+        }
     }
 }
