@@ -69,15 +69,21 @@ pub struct UtsParams {
     /// The most nodes one worker may expand before its task fails with [`UTS_NODE_LIMIT`]: the
     /// bound that ends a tree that may be infinite (`-q * -m > 1`). `u64::MAX`: none.
     pub max_nodes: u64,
-    /// `ln(1 - p)` of a geometric node at depths `0..GEOMETRIC_TABLE_DEPTHS`, where
-    /// `p = 1 / (1 + b)` and `b` is the depth's expected branching factor: the divisor of
-    /// [`UtsParams::num_children`], computed once here by the same code a node would run (so
-    /// bit for bit the same value) instead of once per node.
-    pub geometric_ln_q: [f64; GEOMETRIC_TABLE_DEPTHS],
+    /// `geometric_first_rand[depth][k - 1]`: the smallest random number ([`UtsNode::rand`]) for
+    /// which a geometric node at `depth` has at least `k` children, or [`NEVER`] if none does,
+    /// for depths `0..GEOMETRIC_TABLE_DEPTHS`. [`UtsParams::new`] finds each by bisection over
+    /// the per-node formula, so a node counts the entries at or below its number instead of
+    /// computing two logarithms, and gets the same count (the formula rises with the number:
+    /// see [`UtsParams::geometric_children`]). Deeper nodes compute theirs.
+    pub geometric_first_rand: [[u32; MAX_CHILDREN as usize]; GEOMETRIC_TABLE_DEPTHS],
 }
 
-/// Depths whose geometric divisor [`UtsParams::geometric_ln_q`] holds; deeper nodes compute
-/// theirs. 32 covers every preset's geometric depths (T5 goes deepest, to 20).
+/// An entry of [`UtsParams::geometric_first_rand`] that no random number reaches (they are
+/// below 2^31).
+pub const NEVER: u32 = u32::MAX;
+
+/// Depths [`UtsParams::geometric_first_rand`] covers; deeper nodes compute their number of
+/// children. 32 covers every preset's geometric depths (T5 goes deepest, to 20).
 pub const GEOMETRIC_TABLE_DEPTHS: usize = 32;
 
 /// A node of the tree and the functor of its task: the SHA-1 state and the depth (root: 0).
@@ -113,13 +119,13 @@ impl UtsParams {
             _pad: 0,
             expdec_exponent: -libm::log(b0) / libm::log(gen_mx as f64),
             max_nodes: u64::MAX,
-            geometric_ln_q: [0.0; GEOMETRIC_TABLE_DEPTHS],
+            geometric_first_rand: [[NEVER; MAX_CHILDREN as usize]; GEOMETRIC_TABLE_DEPTHS],
         };
-        let mut table = [0.0; GEOMETRIC_TABLE_DEPTHS];
-        for (depth, ln_q) in table.iter_mut().enumerate() {
-            *ln_q = params.geometric_ln_q_at(depth as u32);
+        if tree != BINOMIAL {
+            for depth in 0..GEOMETRIC_TABLE_DEPTHS {
+                params.geometric_first_rand[depth] = params.first_rands(depth as u32);
+            }
         }
-        params.geometric_ln_q = table;
         params
     }
 
@@ -170,14 +176,57 @@ impl UtsParams {
         libm::log(1.0 - p)
     }
 
-    fn geometric_children(&self, depth: u32, u: f64) -> u32 {
-        let ln_q = match self.geometric_ln_q.get(depth as usize) {
-            Some(&ln_q) => ln_q,
-            None => self.geometric_ln_q_at(depth),
-        };
+    /// The number of children of a geometric node whose divisor is `ln_q` and whose random
+    /// number is `rand`: UTS's `floor(ln(1 - u) / ln(1 - p))`, `u = rand / 2^31`.
+    fn geometric_children_from(ln_q: f64, rand: u32) -> u32 {
+        let u = rand as f64 / 2147483648.0;
         let n = libm::floor(libm::log(1.0 - u) / ln_q);
         // `as` saturates (NaN gives 0), where C's conversion would be undefined.
         (n as i64).clamp(0, u32::MAX as i64) as u32
+    }
+
+    /// Row `depth` of [`Self::geometric_first_rand`]: for each `k`, the smallest `rand` with
+    /// `geometric_children_from(ln_q, rand) >= k`, by bisection.
+    ///
+    /// Bisection is exact because that count never falls as `rand` rises. `1 - u` is exact, and
+    /// two neighbouring values differ by 2^-31, so their true logarithms differ by more than
+    /// 2^-31 while lying within 22 of 0, where an ulp is at most 2^-48; `libm::log` is within one
+    /// ulp, so it keeps their order. Division by the same `ln_q` and `floor` keep it too. (With
+    /// `ln_q` not negative, or NaN, every count is 0.)
+    fn first_rands(&self, depth: u32) -> [u32; MAX_CHILDREN as usize] {
+        const RANDS: u32 = 1 << 31;
+        let ln_q = self.geometric_ln_q_at(depth);
+        let mut row = [NEVER; MAX_CHILDREN as usize];
+        let mut low = 0;
+        for (k, first) in (1..=MAX_CHILDREN).zip(row.iter_mut()) {
+            // The answer lies in low..=high; RANDS stands for none.
+            let mut high = RANDS;
+            while low < high {
+                let mid = low + (high - low) / 2;
+                if Self::geometric_children_from(ln_q, mid) >= k {
+                    high = mid;
+                } else {
+                    low = mid + 1;
+                }
+            }
+            if low == RANDS {
+                break;
+            }
+            *first = low;
+        }
+        row
+    }
+
+    /// The number of children of a geometric node at `depth` with random number `rand`, at most
+    /// [`MAX_CHILDREN`].
+    fn geometric_children(&self, depth: u32, rand: u32) -> u32 {
+        match self.geometric_first_rand.get(depth as usize) {
+            // The entries rise with k: count those at or below `rand`.
+            Some(first) => first.iter().take_while(|&&t| t <= rand).count() as u32,
+            None => {
+                Self::geometric_children_from(self.geometric_ln_q_at(depth), rand).min(MAX_CHILDREN)
+            }
+        }
     }
 
     fn binomial_children(&self, u: f64) -> u32 {
@@ -191,13 +240,15 @@ impl UtsParams {
     /// How many children `node` has.
     #[inline(always)]
     pub fn num_children(&self, node: &UtsNode) -> u32 {
-        self.children_at(node.depth, node.prob())
+        self.children_at(node.depth, node.rand())
     }
 
-    /// How many children a node at `depth` with probability `u` ([`UtsNode::prob`]) has. Takes
-    /// the node's two numbers rather than the node: on the GPU this call is not inlined, and a
-    /// node passed by reference would have to live in local memory.
-    fn children_at(&self, depth: u32, u: f64) -> u32 {
+    /// How many children a node at `depth` with random number `rand` ([`UtsNode::rand`]) has.
+    /// Takes the node's two numbers rather than the node: on the GPU this call is not inlined,
+    /// and a node passed by reference would have to live in local memory.
+    fn children_at(&self, depth: u32, rand: u32) -> u32 {
+        // The node's probability, as UtsNode::prob computes it.
+        let u = rand as f64 / 2147483648.0;
         let n = match self.tree {
             BINOMIAL => {
                 if depth == 0 {
@@ -207,10 +258,10 @@ impl UtsParams {
                 }
                 self.binomial_children(u)
             }
-            GEOMETRIC => self.geometric_children(depth, u),
+            GEOMETRIC => self.geometric_children(depth, rand),
             _ => {
                 if (depth as f64) < self.shift_depth * self.gen_mx as f64 {
-                    self.geometric_children(depth, u)
+                    self.geometric_children(depth, rand)
                 } else {
                     self.binomial_children(u)
                 }
@@ -404,27 +455,45 @@ mod tests {
         );
     }
 
-    /// The host's table of divisors holds, bit for bit, what a node at each depth would compute
-    /// itself, for every shape, and deeper nodes fall back to that computation.
+    /// A node's number of children read from the host's table is the number the UTS formula
+    /// gives, for every shape, at each entry, next to it, and at numbers spread over the range;
+    /// deeper nodes than the table covers compute it.
     #[test]
-    fn the_divisor_table_matches_the_per_node_computation() {
+    fn the_first_rand_table_gives_the_formula_s_counts() {
+        let mut x = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next_rand = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 33) as u32
+        };
         for shape in [LINEAR, EXPDEC, CYCLIC, FIXED] {
-            for tree in [GEOMETRIC, HYBRID] {
-                let p = UtsParams::new(tree, shape, 4.0, 13, 0.2, 5, 7, 0.5);
-                for depth in 0..2 * GEOMETRIC_TABLE_DEPTHS as u32 {
-                    let direct = p.geometric_ln_q_at(depth);
-                    if let Some(ln_q) = p.geometric_ln_q.get(depth as usize) {
+            for (tree, b0) in [
+                (GEOMETRIC, 4.0),
+                (HYBRID, 4.0),
+                (GEOMETRIC, 2000.0),
+                (GEOMETRIC, 1.5),
+            ] {
+                let p = UtsParams::new(tree, shape, b0, 13, 0.2, 5, 7, 0.5);
+                for depth in 0..GEOMETRIC_TABLE_DEPTHS as u32 + 4 {
+                    let ln_q = p.geometric_ln_q_at(depth);
+                    let formula =
+                        |rand| UtsParams::geometric_children_from(ln_q, rand).min(MAX_CHILDREN);
+                    let entries = p
+                        .geometric_first_rand
+                        .get(depth as usize)
+                        .into_iter()
+                        .flatten();
+                    let near = entries
+                        .filter(|&&t| t != NEVER)
+                        .flat_map(|&t| [t.saturating_sub(1), t, (t + 1).min(0x7fff_ffff)]);
+                    let spread = (0..2000).map(|_| next_rand());
+                    for rand in near.chain(spread).chain([0, 0x7fff_ffff]) {
                         assert_eq!(
-                            ln_q.to_bits(),
-                            direct.to_bits(),
-                            "shape {shape} depth {depth}"
+                            p.geometric_children(depth, rand),
+                            formula(rand),
+                            "shape {shape} b0 {b0} depth {depth} rand {rand}"
                         );
-                    }
-                    for u in [0.0, 0.1, 0.5, 0.77, 0.999_999] {
-                        let n = libm::floor(libm::log(1.0 - u) / direct);
-                        let expected = (n as i64).clamp(0, MAX_CHILDREN as i64) as u32;
-                        let got = p.geometric_children(depth, u).min(MAX_CHILDREN);
-                        assert_eq!(got, expected, "shape {shape} depth {depth} u {u}");
                     }
                 }
             }
