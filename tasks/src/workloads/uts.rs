@@ -73,8 +73,8 @@ pub struct UtsParams {
     /// which a geometric node at `depth` has at least `k` children, or [`NEVER`] if none does,
     /// for depths `0..GEOMETRIC_TABLE_DEPTHS`. [`UtsParams::new`] finds each by bisection over
     /// the per-node formula, so a node counts the entries at or below its number instead of
-    /// computing two logarithms, and gets the same count (the formula rises with the number:
-    /// see [`UtsParams::geometric_children`]). Deeper nodes compute theirs.
+    /// computing two logarithms, and gets the same count (the formula never falls as the number
+    /// rises; the argument is at `UtsParams::first_rands`). Deeper nodes compute theirs.
     pub geometric_first_rand: [[u32; MAX_CHILDREN as usize]; GEOMETRIC_TABLE_DEPTHS],
 }
 
