@@ -8,7 +8,7 @@
 //!   into numbered data areas, never raw pointers (thesis 5.3's offset pointers).
 //! - [`TaskFunctor`]: what a task does. Its `run` executes on every lane of a worker and may spawn
 //!   subtasks through its [`Ctx`].
-//! - [`registry`]: the attribute that turns a list of functor types into a dispatcher by tag.
+//! - [`registry`](macro@registry): the attribute that turns a list of functor types into a dispatcher by tag.
 #![no_std]
 
 // Lets `#[registry]` name this crate as `::mgws_tasks` from inside it too.

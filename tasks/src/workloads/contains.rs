@@ -4,7 +4,7 @@
 //! word (descriptor 1). All lanes scan the article together, round by round: in a round lane `l`
 //! tests the start positions `base + l, base + l + lanes, ...` (neighbouring lanes read
 //! neighbouring bytes, coalesced on a GPU), and after each round the lanes agree with
-//! [`Ctx::any`](mgws_core::TaskContext::any) whether to stop at the first match.
+//! [`Ctx::any`](mgws_core::Context::any) whether to stop at the first match.
 //!
 //! Matching is on exact bytes (a case-sensitive substring test). The result goes to a per-worker
 //! result table named by a [`PackedTable`] in the params (both descriptors are taken).
