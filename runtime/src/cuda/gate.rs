@@ -4,6 +4,13 @@
 //! 125-200 µs on an H100, the first one in a process more) then happen before the start events:
 //! they are set-up, not part of the timed run, for mgws and the static baseline alike. The GPUs
 //! of a run also start together, however long the launches on the GPUs before took.
+//!
+//! Under a CUDA tool that injects itself into the process (`CUDA_INJECTION64_PATH`: Nsight
+//! Compute, Nsight Systems, compute-sanitizer) the kernels are launched ungated: Nsight Compute
+//! profiles a kernel inside its launch call, and with the kernel's stream held by the gate it
+//! failed to prepare the kernel ("Unknown Error on device 0") and the run hung. `MGWS_LAUNCH_GATE=off`
+//! launches ungated too. Ungated, a run's timed window includes its launch call, as before the
+//! gate.
 
 use super::driver::{Gpu, HostBuffer, Stream};
 use crate::error::Result;
@@ -17,6 +24,16 @@ const OPEN: u32 = 1;
 pub(super) struct LaunchGate {
     word: HostBuffer,
     opened: bool,
+    /// False under an injected CUDA tool or with `MGWS_LAUNCH_GATE=off` ([`gate_wanted`]).
+    wanted: bool,
+}
+
+/// Whether kernels should wait behind a gate, given the values of `MGWS_LAUNCH_GATE` and
+/// `CUDA_INJECTION64_PATH` (see the module's documentation).
+fn gate_wanted(setting: Option<&str>, injection: Option<&str>) -> bool {
+    let off = matches!(setting.map(str::trim), Some("off" | "0" | "false" | "no"));
+    let injected = injection.is_some_and(|path| !path.trim().is_empty());
+    !off && !injected
 }
 
 impl LaunchGate {
@@ -24,17 +41,29 @@ impl LaunchGate {
     /// allocation).
     pub(super) fn new(gpu: &Gpu) -> Result<LaunchGate> {
         gpu.make_current()?;
+        let setting = std::env::var("MGWS_LAUNCH_GATE").ok();
+        let injection = std::env::var("CUDA_INJECTION64_PATH").ok();
+        let wanted = gate_wanted(setting.as_deref(), injection.as_deref());
+        if !wanted {
+            tracing::debug!(
+                ?setting,
+                ?injection,
+                "launching ungated (MGWS_LAUNCH_GATE=off, or a CUDA tool injected)"
+            );
+        }
         Ok(LaunchGate {
             word: HostBuffer::alloc(std::mem::size_of::<u32>(), "the launch gate")?,
             opened: false,
+            wanted,
         })
     }
 
-    /// Makes `stream` (of `gpu`) wait for the gate. `false` if the driver refused (stream memory
-    /// operations can be switched off): that GPU then starts at its launch, and its timed run
-    /// includes the launch call, as it did before the gate.
+    /// Makes `stream` (of `gpu`) wait for the gate. `false` if the gate is not wanted (see
+    /// [`gate_wanted`]) or the driver refused (stream memory operations can be switched off):
+    /// that GPU then starts at its launch, and its timed run includes the launch call, as it did
+    /// before the gate.
     pub(super) fn hold(&self, gpu: &Gpu, stream: &Stream) -> bool {
-        if self.opened {
+        if self.opened || !self.wanted {
             return false;
         }
         let addr = match self.word.device_ptr(gpu) {
@@ -77,5 +106,23 @@ impl Drop for LaunchGate {
     /// A gate is never freed closed: a stream still held by it would never run its kernel.
     fn drop(&mut self) {
         self.open();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gate_wanted;
+
+    #[test]
+    fn an_injected_tool_or_the_setting_turns_the_gate_off() {
+        assert!(gate_wanted(None, None));
+        assert!(gate_wanted(Some("on"), None));
+        assert!(gate_wanted(None, Some("")));
+        assert!(!gate_wanted(Some("off"), None));
+        assert!(!gate_wanted(Some(" 0 "), None));
+        assert!(!gate_wanted(
+            None,
+            Some("/opt/nsight-compute/libInterceptorInjectionTarget.so")
+        ));
     }
 }
