@@ -8,9 +8,9 @@
 //! Under a CUDA tool that injects itself into the process (`CUDA_INJECTION64_PATH`: Nsight
 //! Compute, Nsight Systems, compute-sanitizer) the kernels are launched ungated: Nsight Compute
 //! profiles a kernel inside its launch call, and with the kernel's stream held by the gate it
-//! failed to prepare the kernel ("Unknown Error on device 0") and the run hung. `MGWS_LAUNCH_GATE=off`
-//! launches ungated too. Ungated, a run's timed window includes its launch call, as before the
-//! gate.
+//! failed to prepare the kernel ("Unknown Error on device 0") and the run hung.
+//! `MGWS_LAUNCH_GATE=off` launches ungated too. Ungated, a run's timed window includes its launch
+//! call, as before the gate.
 
 use super::driver::{Gpu, HostBuffer, Stream};
 use crate::error::Result;
