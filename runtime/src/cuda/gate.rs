@@ -5,12 +5,10 @@
 //! they are set-up, not part of the timed run, for mgws and the static baseline alike. The GPUs
 //! of a run also start together, however long the launches on the GPUs before took.
 //!
-//! Under a CUDA tool that injects itself into the process (`CUDA_INJECTION64_PATH`: Nsight
-//! Compute, Nsight Systems, compute-sanitizer) the kernels are launched ungated: Nsight Compute
-//! profiles a kernel inside its launch call, and with the kernel's stream held by the gate it
-//! failed to prepare the kernel ("Unknown Error on device 0") and the run hung.
-//! `MGWS_LAUNCH_GATE=off` launches ungated too. Ungated, a run's timed window includes its launch
-//! call, as before the gate.
+//! `MGWS_LAUNCH_GATE=off` launches the kernels ungated; their timed window then includes the
+//! launch call, as before the gate. Nsight Compute needs it: it profiles a kernel inside its
+//! launch call, and with the kernel's stream held by the gate it reported "Failed to prepare
+//! kernel for profiling" (H100, CUDA 13). compute-sanitizer runs gated runs correctly.
 
 use super::driver::{Gpu, HostBuffer, Stream};
 use crate::error::Result;
@@ -24,16 +22,13 @@ const OPEN: u32 = 1;
 pub(super) struct LaunchGate {
     word: HostBuffer,
     opened: bool,
-    /// False under an injected CUDA tool or with `MGWS_LAUNCH_GATE=off` ([`gate_wanted`]).
+    /// False with `MGWS_LAUNCH_GATE=off` ([`gate_wanted`]).
     wanted: bool,
 }
 
-/// Whether kernels should wait behind a gate, given the values of `MGWS_LAUNCH_GATE` and
-/// `CUDA_INJECTION64_PATH` (see the module's documentation).
-fn gate_wanted(setting: Option<&str>, injection: Option<&str>) -> bool {
-    let off = matches!(setting.map(str::trim), Some("off" | "0" | "false" | "no"));
-    let injected = injection.is_some_and(|path| !path.trim().is_empty());
-    !off && !injected
+/// Whether kernels should wait behind a gate, given the value of `MGWS_LAUNCH_GATE`.
+fn gate_wanted(setting: Option<&str>) -> bool {
+    !matches!(setting.map(str::trim), Some("off" | "0" | "false" | "no"))
 }
 
 impl LaunchGate {
@@ -42,14 +37,9 @@ impl LaunchGate {
     pub(super) fn new(gpu: &Gpu) -> Result<LaunchGate> {
         gpu.make_current()?;
         let setting = std::env::var("MGWS_LAUNCH_GATE").ok();
-        let injection = std::env::var("CUDA_INJECTION64_PATH").ok();
-        let wanted = gate_wanted(setting.as_deref(), injection.as_deref());
+        let wanted = gate_wanted(setting.as_deref());
         if !wanted {
-            tracing::debug!(
-                ?setting,
-                ?injection,
-                "launching ungated (MGWS_LAUNCH_GATE=off, or a CUDA tool injected)"
-            );
+            tracing::debug!(?setting, "MGWS_LAUNCH_GATE: launching ungated");
         }
         Ok(LaunchGate {
             word: HostBuffer::alloc(std::mem::size_of::<u32>(), "the launch gate")?,
@@ -114,15 +104,12 @@ mod tests {
     use super::gate_wanted;
 
     #[test]
-    fn an_injected_tool_or_the_setting_turns_the_gate_off() {
-        assert!(gate_wanted(None, None));
-        assert!(gate_wanted(Some("on"), None));
-        assert!(gate_wanted(None, Some("")));
-        assert!(!gate_wanted(Some("off"), None));
-        assert!(!gate_wanted(Some(" 0 "), None));
-        assert!(!gate_wanted(
-            None,
-            Some("/opt/nsight-compute/libInterceptorInjectionTarget.so")
-        ));
+    fn the_setting_turns_the_gate_off() {
+        assert!(gate_wanted(None));
+        assert!(gate_wanted(Some("on")));
+        assert!(gate_wanted(Some("")));
+        assert!(!gate_wanted(Some("off")));
+        assert!(!gate_wanted(Some(" 0 ")));
+        assert!(!gate_wanted(Some("no")));
     }
 }
