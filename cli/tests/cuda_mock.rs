@@ -503,4 +503,19 @@ fn kernels_wait_behind_the_launch_gate_until_every_launch_is_queued() {
     assert!(t.contains(r#""lost":0"#), "{t}");
     assert_eq!(t.matches("mock: launch grid").count(), 2, "{t}");
     assert!(!t.contains("gate"), "{t}");
+    // A value that is neither on nor off: a configuration error before any launch (exit 1).
+    let o = mgws_with_env(
+        "memset",
+        1,
+        "mock.ptx",
+        &["--backend", "cuda", "--tasks", "300"],
+        &[("MGWS_LAUNCH_GATE", "maybe")],
+    );
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains(r#"MGWS_LAUNCH_GATE="maybe": expected on or off"#),
+        "{t}"
+    );
+    assert!(!t.contains("mock: launch"), "{t}");
 }

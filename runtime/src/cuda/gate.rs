@@ -11,7 +11,7 @@
 //! kernel for profiling" (H100, CUDA 13). compute-sanitizer runs gated runs correctly.
 
 use super::driver::{Gpu, HostBuffer, Stream};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use cudarc::driver::sys::CUresult;
 use std::sync::atomic::{fence, Ordering};
 
@@ -26,9 +26,16 @@ pub(super) struct LaunchGate {
     wanted: bool,
 }
 
-/// Whether kernels should wait behind a gate, given the value of `MGWS_LAUNCH_GATE`.
-fn gate_wanted(setting: Option<&str>) -> bool {
-    !matches!(setting.map(str::trim), Some("off" | "0" | "false" | "no"))
+/// Whether kernels should wait behind a gate, given the value of `MGWS_LAUNCH_GATE` (unset or
+/// empty: yes); a value that is neither on nor off is a configuration error.
+fn gate_wanted(setting: Option<&str>) -> Result<bool> {
+    match setting.map(str::trim) {
+        None | Some("" | "on" | "1" | "true" | "yes") => Ok(true),
+        Some("off" | "0" | "false" | "no") => Ok(false),
+        Some(other) => Err(Error::Config(format!(
+            "MGWS_LAUNCH_GATE={other:?}: expected on or off (also 1/0, true/false, yes/no)"
+        ))),
+    }
 }
 
 impl LaunchGate {
@@ -37,7 +44,7 @@ impl LaunchGate {
     pub(super) fn new(gpu: &Gpu) -> Result<LaunchGate> {
         gpu.make_current()?;
         let setting = std::env::var("MGWS_LAUNCH_GATE").ok();
-        let wanted = gate_wanted(setting.as_deref());
+        let wanted = gate_wanted(setting.as_deref())?;
         if !wanted {
             tracing::debug!(?setting, "MGWS_LAUNCH_GATE: launching ungated");
         }
@@ -104,12 +111,15 @@ mod tests {
     use super::gate_wanted;
 
     #[test]
-    fn the_setting_turns_the_gate_off() {
-        assert!(gate_wanted(None));
-        assert!(gate_wanted(Some("on")));
-        assert!(gate_wanted(Some("")));
-        assert!(!gate_wanted(Some("off")));
-        assert!(!gate_wanted(Some(" 0 ")));
-        assert!(!gate_wanted(Some("no")));
+    fn the_setting_turns_the_gate_off_and_refuses_other_values() {
+        for on in [None, Some(""), Some("on"), Some(" 1 "), Some("yes")] {
+            assert!(gate_wanted(on).unwrap(), "{on:?}");
+        }
+        for off in [Some("off"), Some(" 0 "), Some("false"), Some("no")] {
+            assert!(!gate_wanted(off).unwrap(), "{off:?}");
+        }
+        let e = gate_wanted(Some("maybe")).unwrap_err();
+        assert_eq!(e.kind(), "config");
+        assert!(e.to_string().contains("MGWS_LAUNCH_GATE=\"maybe\""), "{e}");
     }
 }
