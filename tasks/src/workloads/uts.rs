@@ -221,8 +221,7 @@ impl UtsParams {
     /// [`MAX_CHILDREN`].
     fn geometric_children(&self, depth: u32, rand: u32) -> u32 {
         match self.geometric_first_rand.get(depth as usize) {
-            // The entries rise with k: count those at or below `rand`.
-            Some(first) => first.iter().take_while(|&&t| t <= rand).count() as u32,
+            Some(first) => Self::count_first_rands(first, rand),
             None => {
                 Self::geometric_children_from(self.geometric_ln_q_at(depth), rand).min(MAX_CHILDREN)
             }
@@ -238,14 +237,42 @@ impl UtsParams {
     }
 
     /// How many children `node` has.
+    ///
+    /// The common cases are inline: a geometric node within the table, a binomial node below
+    /// the root. The rest (deeper geometric nodes, the binomial root) call [`Self::children_at`],
+    /// which is not inlined on the GPU: there, a call site makes ptxas save the worker's live
+    /// registers around it, so the path every node takes holds no call.
     #[inline(always)]
     pub fn num_children(&self, node: &UtsNode) -> u32 {
-        self.children_at(node.depth, node.rand())
+        let (depth, rand) = (node.depth, node.rand());
+        let geometric = match self.tree {
+            GEOMETRIC => true,
+            BINOMIAL => false,
+            _ => (depth as f64) < self.shift_depth * self.gen_mx as f64,
+        };
+        if geometric {
+            if let Some(first) = self.geometric_first_rand.get(depth as usize) {
+                return Self::count_first_rands(first, rand);
+            }
+        } else if depth > 0 || self.tree != BINOMIAL {
+            return self
+                .binomial_children(rand as f64 / 2147483648.0)
+                .min(MAX_CHILDREN);
+        }
+        self.children_at(depth, rand)
     }
 
-    /// How many children a node at `depth` with random number `rand` ([`UtsNode::rand`]) has.
-    /// Takes the node's two numbers rather than the node: on the GPU this call is not inlined,
-    /// and a node passed by reference would have to live in local memory.
+    /// The entries of a row of [`Self::geometric_first_rand`] at or below `rand` (they rise with
+    /// k): the node's number of children.
+    #[inline(always)]
+    fn count_first_rands(first: &[u32; MAX_CHILDREN as usize], rand: u32) -> u32 {
+        first.iter().take_while(|&&t| t <= rand).count() as u32
+    }
+
+    /// How many children a node at `depth` with random number `rand` ([`UtsNode::rand`]) has,
+    /// every case. Takes the node's two numbers rather than the node: on the GPU this call is
+    /// not inlined, and a node passed by reference would have to live in local memory.
+    #[inline(never)]
     fn children_at(&self, depth: u32, rand: u32) -> u32 {
         // The node's probability, as UtsNode::prob computes it.
         let u = rand as f64 / 2147483648.0;
@@ -496,6 +523,49 @@ mod tests {
                         );
                     }
                 }
+            }
+        }
+    }
+
+    /// The inline paths of `num_children` give what `children_at` gives for every kind of
+    /// node: geometric within and beyond the table, hybrid on both sides of its shift, the
+    /// binomial root, and binomial nodes with more children than a node may have.
+    #[test]
+    fn num_children_agrees_with_children_at() {
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let trees = [
+            UtsParams::new(GEOMETRIC, FIXED, 4.0, 40, 0.2, 5, 1, 0.5),
+            UtsParams::new(GEOMETRIC, CYCLIC, 3.0, 10, 0.2, 5, 2, 0.5),
+            UtsParams::new(HYBRID, LINEAR, 4.0, 16, 0.3, 4, 3, 0.5),
+            UtsParams::new(BINOMIAL, LINEAR, 2000.0, 6, 0.12, 8, 4, 0.5),
+            UtsParams::new(BINOMIAL, LINEAR, 7.5, 6, 0.5, 150, 5, 0.5),
+        ];
+        for p in &trees {
+            for _ in 0..20_000 {
+                let r = next();
+                let mut node = UtsNode {
+                    state: [0; 20],
+                    depth: (r % 48) as u32,
+                };
+                node.state[16..].copy_from_slice(&((r >> 32) as u32).to_be_bytes());
+                if r % 7 == 0 {
+                    node.depth = 0;
+                }
+                assert_eq!(
+                    p.num_children(&node),
+                    p.children_at(node.depth, node.rand()),
+                    "tree {} shape {} depth {} rand {}",
+                    p.tree,
+                    p.shape,
+                    node.depth,
+                    node.rand()
+                );
             }
         }
     }
