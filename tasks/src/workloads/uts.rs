@@ -241,7 +241,7 @@ impl UtsParams {
     /// The common cases are inline: a geometric node within the table, a binomial node below
     /// the root. The rest (deeper geometric nodes, the binomial root) call `children_at`,
     /// which is not inlined on the GPU, so the path every node takes holds no call: with the
-    /// call on it, UTS T1 ran 13% slower on an H100 (docs/results.md).
+    /// call on it, UTS T1 ran 12% slower on an H100 (docs/results.md).
     #[inline(always)]
     pub fn num_children(&self, node: &UtsNode) -> u32 {
         let (depth, rand) = (node.depth, node.rand());
