@@ -475,34 +475,26 @@ fn kernels_wait_behind_the_launch_gate_until_every_launch_is_queued() {
     );
     assert!(!t.contains("mock: launch behind an open gate"), "{t}");
     assert!(!t.contains("the launch gate never opened"), "{t}");
-    // A driver that refuses stream memory operations: the kernels are launched ungated and the
-    // run still completes.
-    let o = mgws_with_env(
-        "memset",
-        1,
-        "mock.ptx",
-        &["--backend", "cuda", "--tasks", "300"],
-        &[("MOCK_CUDA_NO_STREAM_WAIT", "1")],
-    );
-    let t = text(&o);
-    assert!(o.status.success(), "{t}");
-    assert!(t.contains(r#""lost":0"#), "{t}");
-    assert!(t.contains("mock: launch grid"), "{t}");
-    assert!(!t.contains("gate"), "{t}");
-    // With MGWS_LAUNCH_GATE=off (Nsight Compute could not profile a gated kernel) the kernels
-    // are launched ungated, and the driver is never asked to wait.
-    let o = mgws_with_env(
-        "memset",
-        2,
-        "mock.ptx",
-        &["--backend", "cuda", "--devices", "0,1", "--tasks", "300"],
-        &[("MGWS_LAUNCH_GATE", "off")],
-    );
-    let t = text(&o);
-    assert!(o.status.success(), "{t}");
-    assert!(t.contains(r#""lost":0"#), "{t}");
-    assert_eq!(t.matches("mock: launch grid").count(), 2, "{t}");
-    assert!(!t.contains("gate"), "{t}");
+    // Launched ungated on `gpus` GPUs with `env`: the run completes, every kernel is launched,
+    // and nothing waits on a gate.
+    let ungated = |gpus: u32, env: (&str, &str)| {
+        let mut args = vec!["--backend", "cuda", "--tasks", "300"];
+        if gpus == 2 {
+            args.extend(["--devices", "0,1"]);
+        }
+        let o = mgws_with_env("memset", gpus, "mock.ptx", &args, &[env]);
+        let t = text(&o);
+        assert!(o.status.success(), "{env:?}: {t}");
+        assert!(t.contains(r#""lost":0"#), "{env:?}: {t}");
+        let launches = t.matches("mock: launch grid").count();
+        assert_eq!(launches, gpus as usize, "{env:?}: {t}");
+        assert!(!t.contains("gate"), "{env:?}: {t}");
+    };
+    // A driver that refuses stream memory operations.
+    ungated(1, ("MOCK_CUDA_NO_STREAM_WAIT", "1"));
+    // MGWS_LAUNCH_GATE=off (Nsight Compute could not profile a gated kernel): the driver is
+    // never asked to wait.
+    ungated(2, ("MGWS_LAUNCH_GATE", "off"));
     // A value that is neither on nor off: a configuration error before any launch (exit 1).
     let o = mgws_with_env(
         "memset",

@@ -86,6 +86,12 @@ pub const NEVER: u32 = u32::MAX;
 /// children. 32 covers every preset's geometric depths (T5 goes deepest, to 20).
 pub const GEOMETRIC_TABLE_DEPTHS: usize = 32;
 
+/// The probability UTS derives from a node's random number ([`UtsNode::rand`]): `rand / 2^31`.
+#[inline(always)]
+fn probability(rand: u32) -> f64 {
+    rand as f64 / 2147483648.0
+}
+
 /// A node of the tree and the functor of its task: the SHA-1 state and the depth (root: 0).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C)]
@@ -179,8 +185,7 @@ impl UtsParams {
     /// The number of children of a geometric node whose divisor is `ln_q` and whose random
     /// number is `rand`: UTS's `floor(ln(1 - u) / ln(1 - p))`, `u = rand / 2^31`.
     fn geometric_children_from(ln_q: f64, rand: u32) -> u32 {
-        let u = rand as f64 / 2147483648.0;
-        let n = libm::floor(libm::log(1.0 - u) / ln_q);
+        let n = libm::floor(libm::log(1.0 - probability(rand)) / ln_q);
         // `as` saturates (NaN gives 0), where C's conversion would be undefined.
         (n as i64).clamp(0, u32::MAX as i64) as u32
     }
@@ -245,21 +250,26 @@ impl UtsParams {
     #[inline(always)]
     pub fn num_children(&self, node: &UtsNode) -> u32 {
         let (depth, rand) = (node.depth, node.rand());
-        let geometric = match self.tree {
-            GEOMETRIC => true,
-            BINOMIAL => false,
-            _ => (depth as f64) < self.shift_depth * self.gen_mx as f64,
-        };
-        if geometric {
+        if self.geometric_at(depth) {
             if let Some(first) = self.geometric_first_rand.get(depth as usize) {
                 return Self::count_first_rands(first, rand);
             }
         } else if depth > 0 || self.tree != BINOMIAL {
-            return self
-                .binomial_children(rand as f64 / 2147483648.0)
-                .min(MAX_CHILDREN);
+            // Not the binomial root, which has its own rule.
+            return self.binomial_children(probability(rand)).min(MAX_CHILDREN);
         }
         self.children_at(depth, rand)
+    }
+
+    /// Whether a node at `depth` draws its children as a geometric node: every node of a
+    /// geometric tree, and those of a hybrid tree above its shift.
+    #[inline(always)]
+    fn geometric_at(&self, depth: u32) -> bool {
+        match self.tree {
+            GEOMETRIC => true,
+            BINOMIAL => false,
+            _ => (depth as f64) < self.shift_depth * self.gen_mx as f64,
+        }
     }
 
     /// The entries of a row of [`Self::geometric_first_rand`] at or below `rand` (they rise with
@@ -274,8 +284,7 @@ impl UtsParams {
     /// not inlined, and a node passed by reference would have to live in local memory.
     #[inline(never)]
     fn children_at(&self, depth: u32, rand: u32) -> u32 {
-        // The node's probability, as UtsNode::prob computes it.
-        let u = rand as f64 / 2147483648.0;
+        let u = probability(rand);
         let n = match self.tree {
             BINOMIAL => {
                 if depth == 0 {
@@ -287,6 +296,8 @@ impl UtsParams {
             }
             GEOMETRIC => self.geometric_children(depth, rand),
             _ => {
+                // Not `geometric_at`: with it, LLVM laid this cold function out differently, and
+                // ptxas gave the UTS worker entries other spill figures than the H100 measured.
                 if (depth as f64) < self.shift_depth * self.gen_mx as f64 {
                     self.geometric_children(depth, rand)
                 } else {
@@ -313,7 +324,7 @@ impl UtsNode {
     /// [`Self::rand`] as a probability in [0, 1).
     #[inline]
     pub fn prob(&self) -> f64 {
-        self.rand() as f64 / 2147483648.0
+        probability(self.rand())
     }
 
     /// Child `i`: SHA-1 of the parent's state and `i` as 4 big-endian bytes.
@@ -482,18 +493,23 @@ mod tests {
         );
     }
 
+    /// A xorshift64 generator from `seed` (nonzero): the tests' spread of random numbers.
+    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
     /// A node's number of children read from the host's table is the number the UTS formula
     /// gives, for every shape, at each entry, next to it, and at numbers spread over the range;
     /// deeper nodes than the table covers compute it.
     #[test]
     fn the_first_rand_table_gives_the_formula_s_counts() {
-        let mut x = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next_rand = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 33) as u32
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
+        let mut next_rand = move || (next() >> 33) as u32;
         for shape in [LINEAR, EXPDEC, CYCLIC, FIXED] {
             for (tree, b0) in [
                 (GEOMETRIC, 4.0),
@@ -532,13 +548,7 @@ mod tests {
     /// binomial root, and binomial nodes with more children than a node may have.
     #[test]
     fn num_children_agrees_with_children_at() {
-        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         let trees = [
             UtsParams::new(GEOMETRIC, FIXED, 4.0, 40, 0.2, 5, 1, 0.5),
             UtsParams::new(GEOMETRIC, CYCLIC, 3.0, 10, 0.2, 5, 2, 0.5),
@@ -554,7 +564,7 @@ mod tests {
                     depth: (r % 48) as u32,
                 };
                 node.state[16..].copy_from_slice(&((r >> 32) as u32).to_be_bytes());
-                if r % 7 == 0 {
+                if r.is_multiple_of(7) {
                     node.depth = 0;
                 }
                 assert_eq!(
