@@ -227,9 +227,10 @@ pub struct SchedArgs {
     /// T3L, whose path holds about 90,000 pending nodes, 131072).
     #[arg(long, help_heading = "Scheduler")]
     pub spill_capacity: Option<u32>,
-    /// Workers sharing one public queue (1, 2 or 4).
-    #[arg(long, default_value_t = 1, help_heading = "Scheduler")]
-    pub queue_sharing: u32,
+    /// Workers sharing one public queue, 1, 2 or 4 (default: 1; 2 with `--backend cuda` when
+    /// the worker count is even and no `--cpu-workers` run beside the GPUs).
+    #[arg(long, help_heading = "Scheduler")]
+    pub queue_sharing: Option<u32>,
     #[arg(long, value_enum, default_value_t = TerminationArg::Counter, help_heading = "Scheduler")]
     pub termination: TerminationArg,
     #[arg(long, value_enum, default_value_t = OverflowArg::Damping, help_heading = "Scheduler")]
@@ -337,8 +338,12 @@ impl SchedArgs {
                 overflow,
             },
         )?;
-        let (lanes, workers, local_capacity) =
-            (defaults.lanes, defaults.workers, defaults.local_capacity);
+        let (lanes, workers, local_capacity, queue_sharing) = (
+            defaults.lanes,
+            defaults.workers,
+            defaults.local_capacity,
+            defaults.queue_sharing,
+        );
         if lanes > 1 && !matches!(backend, Backend::Cuda(_)) {
             tracing::warn!(lanes, "--lanes above 1 on the CPU");
             eprintln!(
@@ -362,7 +367,7 @@ impl SchedArgs {
             .lanes(lanes)
             .public_capacity(self.public_capacity)
             .spill_capacity(self.spill_capacity.unwrap_or(DEFAULT_SPILL_CAPACITY))
-            .queue_sharing(self.queue_sharing)
+            .queue_sharing(queue_sharing)
             .termination(termination)
             .overflow(overflow)
             .victims(victims)

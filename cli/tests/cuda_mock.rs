@@ -46,8 +46,8 @@ fn mock_dir() -> &'static Path {
 }
 
 /// The mock's PTX text, declaring `fingerprint` as `worker_kernel!` does, with the MEMSET
-/// worker entries of one and of two GPUs (device and system scope) and the level entry, but no
-/// static entry.
+/// worker entries of one and of two GPUs (device and system scope) with unshared and shared queues
+/// (a GPU run's default), and the level entry, but no static entry.
 fn mock_ptx(fingerprint: u64) -> String {
     let worker = |suffix: &str| {
         format!(
@@ -58,11 +58,13 @@ fn mock_ptx(fingerprint: u64) -> String {
     format!(
         ".version 8.0\n.target sm_90\n.address_size 64\n\
          .visible .global .align 8 .u64 mgws_memset_fingerprint = {fingerprint};\n\
-         {}{}\
+         {}{}{}{}\
          .visible .entry mgws_memset_level(\n\t.param .u64 .ptr .align 1 q0,\n\t.param .u32 q1\n)\n\
          {{\n\tret;\n}}\n",
         worker("counter_damping_single_device"),
         worker("counter_damping_single_system"),
+        worker("counter_damping_shared_device"),
+        worker("counter_damping_shared_system"),
     )
 }
 

@@ -37,6 +37,8 @@ pub struct Defaults {
     pub local_capacity: u32,
     /// Workers in total (CPU: one per CPU; GPU: as many as are co-resident).
     pub workers: u32,
+    /// Workers per public queue (CPU: 1; GPU: [`crate::cuda::CudaBackend::default_queue_sharing`]).
+    pub queue_sharing: u32,
 }
 
 impl Backend {
@@ -72,7 +74,9 @@ impl Backend {
     ) -> Result<Defaults> {
         match self {
             Backend::Cpu | Backend::CpuStatic | Backend::CpuLevels { .. } => {
-                Ok(crate::cpu::defaults(lanes, local_capacity, workers))
+                let mut defaults = crate::cpu::defaults(lanes, local_capacity, workers);
+                defaults.queue_sharing = options.workers_per_queue.unwrap_or(1);
+                Ok(defaults)
             }
             Backend::Cuda(cuda) => cuda.defaults::<R>(lanes, local_capacity, workers, options),
         }

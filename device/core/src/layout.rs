@@ -303,6 +303,16 @@ pub struct Env<W, T> {
     pub task_tags: *mut u64,
 }
 
+/// [`Env::initial_claim`]: `min(chunk, ceil(range_len / workers_per_queue))`. The configuration
+/// allows 1, 2 or 4 workers per queue, so the division is a shift (a 64-bit division is a
+/// software routine on a GPU).
+#[inline(always)]
+pub fn claim_size(chunk: u64, range_len: u64, workers_per_queue: u32) -> u64 {
+    debug_assert!(workers_per_queue.is_power_of_two());
+    let share = (range_len + workers_per_queue as u64 - 1) >> workers_per_queue.trailing_zeros();
+    chunk.min(share)
+}
+
 /// The bit of an [`Env::area_limits`] entry that marks a writable (read-write) area.
 pub const AREA_WRITABLE: u64 = 1 << 63;
 
@@ -319,6 +329,21 @@ impl<W: AtomicWord, T> Env<W, T> {
     pub fn initial_range(&self, q: u32) -> (u64, u64) {
         let (n, queues) = (self.initial_len, self.topology.queues() as u64);
         (q as u64 * n / queues, (q as u64 + 1) * n / queues)
+    }
+
+    /// Tasks one claim takes from a home range of `range_len` tasks: the configured initial chunk,
+    /// but with shared queues at most the range's share of one co-owner, `ceil(range_len / k)`
+    /// for `k` workers per queue. A home range covers its `k` co-owners: without the bound, the
+    /// first claim of a 38-task range shared by 2 took a chunk of 32 and left its co-owner 6, and
+    /// a worker releases nothing while initial tasks remain. On an H100 that made CONTAINS on a
+    /// longest-first corpus 1.5x slower (docs/results.md).
+    #[inline(always)]
+    pub fn initial_claim(&self, range_len: u64) -> u64 {
+        claim_size(
+            self.config.initial_chunk as u64,
+            range_len,
+            self.config.workers_per_queue,
+        )
     }
 
     /// Home ranges that hold at least one task: `min(n, Q)`.
@@ -492,5 +517,31 @@ impl<W, T> Env<W, T> {
     pub fn with_area_limits(mut self, area_limits: [u64; DATA_AREAS]) -> Self {
         self.area_limits = area_limits;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::claim_size;
+
+    #[test]
+    fn a_claim_takes_at_most_one_co_owner_s_share_of_a_home_range() {
+        // Unshared: the chunk, or the whole range when it is shorter.
+        assert_eq!(claim_size(32, 19, 1), 19);
+        assert_eq!(claim_size(32, 1000, 1), 32);
+        // Two co-owners of 38 tasks: 19 each, not 32 and 6.
+        assert_eq!(claim_size(32, 38, 2), 19);
+        assert_eq!(claim_size(32, 39, 2), 20);
+        assert_eq!(claim_size(32, 15, 4), 4);
+        assert_eq!(claim_size(32, 1, 4), 1);
+        assert_eq!(claim_size(32, 31_776, 2), 32);
+        // Every share rounds up, so k claims of it always cover the range.
+        for k in [1, 2, 4] {
+            for len in 1..200 {
+                let c = claim_size(32, len, k);
+                assert!((1..=32).contains(&c), "{len} {k} {c}");
+                assert!(c * k as u64 >= len.min(32 * k as u64), "{len} {k} {c}");
+            }
+        }
     }
 }

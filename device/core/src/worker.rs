@@ -549,7 +549,12 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         if len == 0 || claimed.load(Ordering::Relaxed, self.scope) >= len {
             return None;
         }
-        let chunk = self.env.config.initial_chunk as u64;
+        let chunk = if S::shared_queues(&self.env.config) {
+            self.env.initial_claim(len)
+        } else {
+            // Unshared: the configured chunk (a claim past the range's end is cut to it below).
+            self.env.config.initial_chunk as u64
+        };
         let offset = claimed.fetch_add(chunk, Ordering::Relaxed, self.scope);
         if offset >= len {
             return None;

@@ -51,7 +51,8 @@ fn parse() -> Result<Args, String> {
 
 /// Runs Collatz over `1..=n` and returns the number of wrong slots.
 fn run(args: &Args) -> mgws::Result<usize> {
-    // The backend fills in what is left open: on a GPU as many workers as fit, 32 lanes.
+    // The backend fills in what is left open: on a GPU as many workers as fit, 32 lanes, two
+    // workers per public queue.
     let defaults =
         args.backend
             .defaults::<CustomTasks>(args.lanes, None, args.workers, Default::default())?;
@@ -59,6 +60,7 @@ fn run(args: &Args) -> mgws::Result<usize> {
         .workers(defaults.workers)
         .lanes(defaults.lanes)
         .local_capacity(defaults.local_capacity)
+        .queue_sharing(defaults.queue_sharing)
         .build()?;
     let out = DataDescriptor::new(0, 0, (args.n * 8) as u32, Access::ReadWrite);
     let tasks = [CustomTasks::task(&CollatzRange {

@@ -34,6 +34,7 @@ pub fn defaults(
         lanes: lanes.unwrap_or(1),
         local_capacity: local_capacity.unwrap_or(mgws_core::SchedConfig::new(1).local_capacity),
         workers: workers.unwrap_or_else(crate::scheduler::default_workers),
+        queue_sharing: 1,
     }
 }
 

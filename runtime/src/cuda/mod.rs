@@ -130,8 +130,9 @@ pub struct CudaBackend {
 /// many workers fit): [`CudaBackend::defaults`] sizes the default worker count for them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelOptions {
-    /// Workers per public queue (1, 2 or 4).
-    pub workers_per_queue: u32,
+    /// Workers per public queue (1, 2 or 4); `None`: the backend's default
+    /// ([`CudaBackend::default_queue_sharing`]).
+    pub workers_per_queue: Option<u32>,
     /// The termination detector.
     pub termination: TerminationMode,
     /// The steal-counter overflow prevention.
@@ -139,11 +140,11 @@ pub struct KernelOptions {
 }
 
 impl Default for KernelOptions {
-    /// The scheduler's defaults: unshared queues, the idle counter, steal damping.
+    /// The backend's queue sharing, the scheduler's idle counter and steal damping.
     fn default() -> Self {
         let cfg = SchedConfig::new(1);
         KernelOptions {
-            workers_per_queue: cfg.workers_per_queue,
+            workers_per_queue: None,
             termination: cfg.termination_mode(),
             overflow: cfg.overflow_mode(),
         }
@@ -151,10 +152,11 @@ impl Default for KernelOptions {
 }
 
 impl KernelOptions {
-    /// A configuration with these options (and defaults elsewhere), for picking the entry.
-    fn config(self) -> SchedConfig {
-        let mut cfg = SchedConfig::new(self.workers_per_queue);
-        cfg.workers_per_queue = self.workers_per_queue;
+    /// A configuration with these options, `workers_per_queue` workers per public queue (and
+    /// defaults elsewhere), for picking the entry.
+    fn config(self, workers_per_queue: u32) -> SchedConfig {
+        let mut cfg = SchedConfig::new(workers_per_queue);
+        cfg.workers_per_queue = workers_per_queue;
         cfg.termination = self.termination as u32;
         cfg.overflow = self.overflow as u32;
         cfg
@@ -187,6 +189,12 @@ pub const DEFAULT_LANES: u32 = 32;
 /// The scratch of a 32-lane block grows from 2.6 to 4.7 KB, which leaves the occupancy (16 blocks
 /// per SM, bound by registers) unchanged.
 pub const DEFAULT_LOCAL_CAPACITY: u32 = 64;
+
+/// Workers per public queue of a GPU run that names none
+/// ([`CudaBackend::default_queue_sharing`]). Two blocks sharing a queue ran every workload
+/// measured on an H100 as fast or faster than one: UTS T3 13% faster, T1 4%, T5 and FIB(30) 3%
+/// (docs/results.md).
+pub const DEFAULT_QUEUE_SHARING: u32 = 2;
 
 impl CudaBackend {
     /// GPU 0, global placement, initial tasks in device memory, the MGWS kernel.
@@ -305,9 +313,11 @@ impl CudaBackend {
         local_capacity: u32,
         options: KernelOptions,
     ) -> Result<u32> {
-        let workers_per_queue = options.workers_per_queue;
+        let workers_per_queue = options
+            .workers_per_queue
+            .unwrap_or_else(|| self.default_queue_sharing(None));
         guard(|| {
-            let entry = self.entry::<R>(&options.config());
+            let entry = self.entry::<R>(&options.config(workers_per_queue));
             let s = session::Session::open::<R>(self, lanes, &entry)?;
             match self.kernel {
                 GpuKernel::Mgws | GpuKernel::Static => {
@@ -350,6 +360,13 @@ impl CudaBackend {
         let lanes = lanes.unwrap_or(DEFAULT_LANES);
         check_lanes(lanes)?;
         let local_capacity = local_capacity.unwrap_or(DEFAULT_LOCAL_CAPACITY);
+        let queue_sharing = options
+            .workers_per_queue
+            .unwrap_or_else(|| self.default_queue_sharing(workers));
+        let options = KernelOptions {
+            workers_per_queue: Some(queue_sharing),
+            ..options
+        };
         let workers = match workers {
             Some(w) => w,
             None => self.max_workers::<R>(lanes, local_capacity, options)?,
@@ -358,7 +375,21 @@ impl CudaBackend {
             lanes,
             local_capacity,
             workers,
+            queue_sharing,
         })
+    }
+
+    /// Workers per public queue when the caller names none: [`DEFAULT_QUEUE_SHARING`] for a
+    /// GPU-only run of the mgws kernel whose worker count, if given, is a multiple of it; else 1
+    /// (runs with CPU workers beside the GPUs have no shared-queue entry, and the baselines have
+    /// no public queues).
+    pub fn default_queue_sharing(&self, workers: Option<u32>) -> u32 {
+        let fits = workers.is_none_or(|w| w.is_multiple_of(DEFAULT_QUEUE_SHARING));
+        if self.kernel == GpuKernel::Mgws && self.cpu_workers == 0 && fits {
+            DEFAULT_QUEUE_SHARING
+        } else {
+            1
+        }
     }
 
     /// Runs `job` with the scheduler's settings and the kernel built for `R` (refusing a PTX
@@ -457,6 +488,54 @@ mod tests {
             .run(&sched, &mgws_tasks::MemsetTasks, Job::new(&tasks))
             .unwrap_err();
         assert!(matches!(e, Error::BackendUnavailable(_)), "{e:?}");
+    }
+
+    #[test]
+    fn gpu_runs_share_queues_by_two_where_they_can() {
+        let gpu = CudaBackend::new();
+        assert_eq!(gpu.default_queue_sharing(None), DEFAULT_QUEUE_SHARING);
+        assert_eq!(gpu.default_queue_sharing(Some(2640)), DEFAULT_QUEUE_SHARING);
+        // An odd worker count cannot be split into pairs: unshared rather than an error.
+        assert_eq!(gpu.default_queue_sharing(Some(7)), 1);
+        // Bridged runs have single-queue entries only; the baselines have no public queues.
+        let bridged = CudaBackend {
+            cpu_workers: 4,
+            ..CudaBackend::new()
+        };
+        assert_eq!(bridged.default_queue_sharing(None), 1);
+        for kernel in [GpuKernel::Static, GpuKernel::Levels] {
+            let baseline = CudaBackend {
+                kernel,
+                ..CudaBackend::new()
+            };
+            assert_eq!(baseline.default_queue_sharing(None), 1);
+        }
+    }
+
+    #[test]
+    fn named_queue_sharing_is_kept_and_the_cpu_default_is_unshared() {
+        // Workers are given, so neither call loads a kernel.
+        let named = KernelOptions {
+            workers_per_queue: Some(4),
+            ..KernelOptions::default()
+        };
+        let gpu = crate::Backend::Cuda(CudaBackend::new());
+        let d = gpu
+            .defaults::<mgws_tasks::MemsetTasks>(None, None, Some(8), named)
+            .unwrap();
+        assert_eq!((d.workers, d.queue_sharing), (8, 4));
+        let d = gpu
+            .defaults::<mgws_tasks::MemsetTasks>(None, None, Some(8), KernelOptions::default())
+            .unwrap();
+        assert_eq!(d.queue_sharing, DEFAULT_QUEUE_SHARING);
+        let d = crate::Backend::Cpu
+            .defaults::<mgws_tasks::MemsetTasks>(None, None, Some(8), KernelOptions::default())
+            .unwrap();
+        assert_eq!(d.queue_sharing, 1);
+        let d = crate::Backend::Cpu
+            .defaults::<mgws_tasks::MemsetTasks>(None, None, Some(8), named)
+            .unwrap();
+        assert_eq!(d.queue_sharing, 4);
     }
 
     #[test]
