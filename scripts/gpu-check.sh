@@ -166,7 +166,8 @@ on_device() {
             case_run memset-cpu-workers 120 "${M[@]}" "${G[@]}" --cpu-workers 8
             case_run memset-two-atomics 120 "${M[@]}" "${G[@]}" --overflow two-atomics
             case_run memset-tree-two-atomics 120 "${M[@]}" "${G[@]}" --termination tree --overflow two-atomics
-            case_run memset-sharing-2 120 "${M[@]}" "${G[@]}" --queue-sharing 2
+            # GPU runs share queues by two unless told otherwise: check the unshared entry too.
+            case_run memset-sharing-1 120 "${M[@]}" "${G[@]}" --queue-sharing 1
             case_run memset-sharing-4 120 "${M[@]}" "${G[@]}" --queue-sharing 4
             case_run memset-lanes-128 120 "${M[@]}" "${G[@]}" --lanes 128 --baselines static
             case_run memset-lanes-512 120 "${M[@]}" "${G[@]}" --lanes 512 --baselines static

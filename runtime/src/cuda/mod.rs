@@ -191,9 +191,9 @@ pub const DEFAULT_LANES: u32 = 32;
 pub const DEFAULT_LOCAL_CAPACITY: u32 = 64;
 
 /// Workers per public queue of a GPU run that names none
-/// ([`CudaBackend::default_queue_sharing`]). Two blocks sharing a queue ran every workload
-/// measured on an H100 as fast or faster than one: UTS T3 13% faster, T1 4%, T5 and FIB(30) 3%
-/// (docs/results.md).
+/// ([`CudaBackend::default_queue_sharing`]). On an H100, two blocks sharing a queue ran the
+/// CONTAINS man pages 23% faster than one, UTS T3 12%, T5 and FIB(30) 3-4%, and MEMSET 0.3%
+/// slower (docs/results.md).
 pub const DEFAULT_QUEUE_SHARING: u32 = 2;
 
 impl CudaBackend {
