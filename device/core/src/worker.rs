@@ -54,6 +54,14 @@ impl<W: AtomicWord> IdleCount<'_, W> {
 /// Loop iterations between two checks of whether the own public queue ran empty (a power of two).
 pub const RELEASE_CHECK_INTERVAL: u64 = 4;
 
+/// Local tasks a worker must hold (or a full local queue, if it holds fewer) to release half of
+/// them to its empty public queue. Listing 5 releases from 2; a queue of 2 or 3 tasks deep in a
+/// tree holds small subtrees, whose release and later acquire or steal cost more than running
+/// them. On an H100, 4 ran FIB(30) 18% faster and UTS T5 and T3 2-4%; 6 and 8 ran the UTS
+/// trees faster still, but FIB(30) fell to 1.04x and 0.26x of 2: a thief's small FIB subtree
+/// rarely holds 8 tasks, so work stopped spreading (docs/results.md).
+pub const RELEASE_MIN_LOCAL: u64 = 4;
+
 /// Words of an initial chunk each lane loads before it stores any (`copy_tasks_batched`).
 pub const INITIAL_COPY_BATCH: usize = 4;
 
@@ -129,7 +137,7 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
                 // it every RELEASE_CHECK_INTERVAL tasks rather than before every task as
                 // Listing 5 does.
                 if c.surplus > 0
-                    || (c.local_len() >= 2
+                    || (c.local_len() >= RELEASE_MIN_LOCAL.min(c.local_capacity)
                         && c.iterations & (RELEASE_CHECK_INTERVAL - 1) == 0
                         && c.should_release())
                 {
