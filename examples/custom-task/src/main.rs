@@ -51,8 +51,8 @@ fn parse() -> Result<Args, String> {
 
 /// Runs Collatz over `1..=n` and returns the number of wrong slots.
 fn run(args: &Args) -> mgws::Result<usize> {
-    // The backend fills in what is left open: on a GPU as many workers as fit, 32 lanes, two
-    // workers per public queue.
+    // The backend fills in what is left open: on a GPU as many workers as fit, 32 lanes and (on
+    // one GPU) two workers per public queue.
     let defaults =
         args.backend
             .defaults::<CustomTasks>(args.lanes, None, args.workers, Default::default())?;

@@ -380,12 +380,15 @@ impl CudaBackend {
     }
 
     /// Workers per public queue when the caller names none: [`DEFAULT_QUEUE_SHARING`] for a
-    /// GPU-only run of the mgws kernel whose worker count, if given, is a multiple of it; else 1
-    /// (runs with CPU workers beside the GPUs have no shared-queue entry, and the baselines have
-    /// no public queues).
+    /// run of the mgws kernel on one GPU alone whose worker count, if given, is a multiple of
+    /// it; else 1. Runs with CPU workers beside the GPUs have no shared-queue entry, and the
+    /// baselines have no public queues. Runs on several GPUs stay unshared until shared queues
+    /// have run on several GPUs (docs/results.md has one GPU only); `--queue-sharing` still
+    /// asks for them there.
     pub fn default_queue_sharing(&self, workers: Option<u32>) -> u32 {
         let fits = workers.is_none_or(|w| w.is_multiple_of(DEFAULT_QUEUE_SHARING));
-        if self.kernel == GpuKernel::Mgws && self.cpu_workers == 0 && fits {
+        let one_gpu = self.devices.len() <= 1;
+        if self.kernel == GpuKernel::Mgws && self.cpu_workers == 0 && one_gpu && fits {
             DEFAULT_QUEUE_SHARING
         } else {
             1
@@ -503,6 +506,11 @@ mod tests {
             ..CudaBackend::new()
         };
         assert_eq!(bridged.default_queue_sharing(None), 1);
+        let two_gpus = CudaBackend {
+            devices: vec![0, 1],
+            ..CudaBackend::new()
+        };
+        assert_eq!(two_gpus.default_queue_sharing(None), 1);
         for kernel in [GpuKernel::Static, GpuKernel::Levels] {
             let baseline = CudaBackend {
                 kernel,
