@@ -144,6 +144,32 @@ fn several_gpus_get_their_share_of_workers_and_one_env_each() {
 }
 
 #[test]
+fn one_gpu_shares_queues_by_two_unless_told_or_unable() {
+    let sharing = |gpus, args: &[&str]| {
+        let mut all = vec!["--backend", "cuda", "--tasks", "100"];
+        all.extend_from_slice(args);
+        let o = mgws("memset", gpus, &all);
+        let t = text(&o);
+        assert!(t.contains(r#""lost":0"#), "{t}");
+        ["1", "2", "4"]
+            .into_iter()
+            .find(|n| t.contains(&format!(" {n} per public queue)")))
+            .unwrap_or_else(|| panic!("no queue sharing reported: {t}"))
+    };
+    assert_eq!(sharing(1, &[]), "2");
+    assert_eq!(sharing(1, &["--queue-sharing", "1"]), "1");
+    assert_eq!(sharing(1, &["--queue-sharing", "4"]), "4");
+    // An odd worker count runs unshared rather than failing.
+    assert_eq!(sharing(1, &["--workers", "127"]), "1");
+    // Several GPUs stay unshared unless asked.
+    assert_eq!(sharing(2, &["--devices", "0,1"]), "1");
+    assert_eq!(
+        sharing(2, &["--devices", "0,1", "--queue-sharing", "2"]),
+        "2"
+    );
+}
+
+#[test]
 fn the_workers_default_to_what_fits_and_more_are_refused() {
     let o = mgws("exit", 1, &["--backend", "cuda", "--workers", "129"]);
     let t = text(&o);

@@ -73,10 +73,15 @@ impl<'a> CudaDevice<'a> {
     ) -> Result<Memory> {
         let mem = allocate(&self.s, self.b, &grid.config, &grid.topology, job, side)?;
         let (b, g) = (self.b, self.cuda_grid());
+        // Only the mgws kernel has public queues.
+        let sharing = match b.kernel {
+            GpuKernel::Mgws => format!(", {} per public queue", grid.config.workers_per_queue),
+            _ => String::new(),
+        };
         for (d, gpu) in self.s.gpus[..self.s.run_devices].iter().enumerate() {
             eprintln!(
-                "mgws: {} on GPU {} ({}, {} SMs): {} workers x {} threads ({} per SM), {} B shared \
-                 memory each, placement {}, tasks in {}",
+                "mgws: {} on GPU {} ({}, {} SMs): {} workers x {} threads ({} per SM{sharing}), {} \
+                 B shared memory each, placement {}, tasks in {}",
                 b.kernel.name(),
                 gpu.ordinal,
                 gpu.name,
