@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use mgws_tasks::workloads::uts::{self, descriptors, UtsCounts, UtsNode, UtsParams};
+use mgws_tasks::workloads::uts::{self, descriptors, UtsCounts, UtsParams};
 use mgws_tasks::{TaskStruct, UtsTasks};
 use serde::Serialize;
 
@@ -478,9 +478,4 @@ fn node_limit_error(cfg: &UtsConfig, nodes: u64) -> Error {
         cfg.flags(),
         cfg.max_nodes
     ))
-}
-
-/// The root node of `cfg` (for baselines).
-pub fn root(cfg: &UtsConfig) -> UtsNode {
-    cfg.params().root()
 }
