@@ -1,7 +1,8 @@
 //! Stress: many workers, 1 and 4 lanes, tiny queues that force wrap-around, epoch turnover and
 //! constant stealing, in every termination and overflow mode, on one CPU domain and on several
 //! (the multi-device topology of a GPU run); each run verifies that every MEMSET task (10^6, or
-//! half that with four lanes) ran exactly once.
+//! half that with four lanes) ran exactly once; and initial tasks claimed from home ranges that
+//! co-owners of a shared queue split.
 
 use mgws::{OverflowMode, Scheduler, TerminationMode};
 use mgws_tests::spawned_memset;
@@ -77,4 +78,25 @@ fn shared_public_queues_run_spawned_tasks_exactly_once() {
     stress(8, 1, 2, 1_000_000);
     stress(8, 1, 4, 1_000_000);
     stress(4, 2, 4, 50_000);
+}
+
+#[test]
+fn initial_tasks_in_shared_home_ranges_run_exactly_once() {
+    // Every root is an initial task of one slot (it spawns that slot's MEMSET task), so every
+    // root is claimed from a home range; with shared queues a claim takes at most one co-owner's share of its range. The
+    // counts put range lengths below, at and above the chunk and its shares, and leave some
+    // ranges empty.
+    for sharing in [1, 2, 4] {
+        for n in [1, 3, 17, 37, 150, 1001, 4099] {
+            let sched = Scheduler::builder()
+                .workers(8)
+                .queue_sharing(sharing)
+                .initial_chunk(16)
+                .build()
+                .unwrap();
+            let (report, check) = spawned_memset(&sched, n, n, 1).unwrap();
+            assert!(check.ok(), "sharing {sharing}, {n} roots: {check:?}");
+            assert_eq!(report.tasks_run, 2 * n, "sharing {sharing}, {n} roots");
+        }
+    }
 }
