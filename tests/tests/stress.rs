@@ -83,9 +83,9 @@ fn shared_public_queues_run_spawned_tasks_exactly_once() {
 #[test]
 fn initial_tasks_in_shared_home_ranges_run_exactly_once() {
     // Every root is an initial task of one slot (it spawns that slot's MEMSET task), so every
-    // root is claimed from a home range; with shared queues a claim takes at most one co-owner's share of its range. The
-    // counts put range lengths below, at and above the chunk and its shares, and leave some
-    // ranges empty.
+    // root is claimed from a home range; with shared queues a claim takes at most one
+    // co-owner's share of its range. The counts put range lengths below, at and above the chunk
+    // and its shares, and leave some ranges empty.
     for sharing in [1, 2, 4] {
         for n in [1, 3, 17, 37, 150, 1001, 4099] {
             let sched = Scheduler::builder()
