@@ -73,11 +73,9 @@ impl Backend {
         options: crate::cuda::KernelOptions,
     ) -> Result<Defaults> {
         match self {
-            Backend::Cpu | Backend::CpuStatic | Backend::CpuLevels { .. } => {
-                let mut defaults = crate::cpu::defaults(lanes, local_capacity, workers);
-                defaults.queue_sharing = options.workers_per_queue.unwrap_or(1);
-                Ok(defaults)
-            }
+            Backend::Cpu | Backend::CpuStatic | Backend::CpuLevels { .. } => Ok(
+                crate::cpu::defaults(lanes, local_capacity, workers, options.workers_per_queue),
+            ),
             Backend::Cuda(cuda) => cuda.defaults::<R>(lanes, local_capacity, workers, options),
         }
     }

@@ -24,17 +24,18 @@ use crate::report::RunReport;
 use crate::scheduler::Scheduler;
 
 /// The CPU backend's settings for those left open: one lane per worker, the scheduler's default
-/// local capacity (the thesis's 32) and one worker per CPU.
+/// local capacity (the thesis's 32), one worker per CPU and unshared public queues.
 pub fn defaults(
     lanes: Option<u32>,
     local_capacity: Option<u32>,
     workers: Option<u32>,
+    queue_sharing: Option<u32>,
 ) -> crate::backend::Defaults {
     crate::backend::Defaults {
         lanes: lanes.unwrap_or(1),
         local_capacity: local_capacity.unwrap_or(mgws_core::SchedConfig::new(1).local_capacity),
         workers: workers.unwrap_or_else(crate::scheduler::default_workers),
-        queue_sharing: 1,
+        queue_sharing: queue_sharing.unwrap_or(1),
     }
 }
 
