@@ -42,7 +42,6 @@ pub struct WorkerCore<'e, P: Platform, T, S: Spec> {
     pub(crate) scope: Scope,
     pub(crate) layout: ScratchLayout,
     pub(crate) local_capacity: u64,
-    pub(crate) spill_capacity: u64,
     pub(crate) flags: RunFlags,
     // Uniform state: identical on every lane.
     pub(crate) local_tail: u64,
@@ -61,15 +60,14 @@ pub struct WorkerCore<'e, P: Platform, T, S: Spec> {
     // Lane 0's counters of the hot path. The rest of lane 0's state is a [`LeaderState`] in the
     // scratch.
     pub(crate) tasks_run: u64,
-    /// The tag last written to `Env::task_tags` plus one (0: none yet).
-    pub(crate) noted_tag: u64,
+    /// The tag last written to `Env::task_tags` plus one, wrapping (0: none yet). A `u32`, as
+    /// every register the loop holds counts on a GPU; so a task of tag `u32::MAX` is noted only
+    /// after another tag (no registry has that many, and its executor rejects such a task).
+    pub(crate) noted_tag: u32,
     /// A popped slot may still be read by some lane (see `pop_local`).
     pub(crate) pop_pending: core::cell::Cell<bool>,
     /// What a full local queue does (the only algorithm-specific state).
     pub(crate) on_full: OnFull<P::Word, T>,
-    /// Where `fail` records the first error, and the word it raises to stop the run.
-    pub(crate) error_word: *const P::Word,
-    pub(crate) abort_word: *const P::Word,
     pub(crate) spec: core::marker::PhantomData<S>,
 }
 
@@ -104,23 +102,9 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             env.topology.queues(),
         );
         debug_assert!(p.scratch_len() >= layout.total);
-        // SAFETY: the caller guarantees the shared state (or the counters `on_full` names).
-        let (error_word, abort_word) = match on_full {
-            OnFull::Frontier(sink) => (
-                sink.counters.wrapping_add(LevelSink::<P::Word, T>::ERROR),
-                sink.counters.wrapping_add(LevelSink::<P::Word, T>::ABORT),
-            ),
-            _ => unsafe {
-                (
-                    &(*env.shared).error as *const _,
-                    &(*env.shared).abort as *const _,
-                )
-            },
-        };
         let core = WorkerCore {
             scope: S::scope(cfg),
             local_capacity: cfg.local_capacity as u64,
-            spill_capacity: cfg.spill_capacity as u64,
             p,
             env,
             id,
@@ -140,8 +124,6 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             noted_tag: 0,
             pop_pending: core::cell::Cell::new(false),
             on_full,
-            error_word,
-            abort_word,
             spec: core::marker::PhantomData,
         };
         if core.p.is_leader() {
@@ -172,6 +154,27 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             core.fail(RunError::WrongEntry { worker });
         }
         core
+    }
+
+    /// Where `fail` records the first error, and the word it raises to stop the run: the run's
+    /// shared state, or a level launch's counters. Worked out where needed rather than kept: two
+    /// pointers held for the whole loop pushed a GPU worker's state into local memory.
+    #[inline(always)]
+    pub(crate) fn error_and_abort_words(&self) -> (&P::Word, &P::Word) {
+        match self.on_full {
+            // SAFETY: `new`'s contract: the sink's counters are valid for the run.
+            OnFull::Frontier(sink) => unsafe {
+                (
+                    &*sink.counters.wrapping_add(LevelSink::<P::Word, T>::ERROR),
+                    &*sink.counters.wrapping_add(LevelSink::<P::Word, T>::ABORT),
+                )
+            },
+            OnFull::Publish => {
+                // SAFETY: `new`'s contract: the shared state is valid for the run.
+                let shared = unsafe { self.env.shared() };
+                (&shared.error, &shared.abort)
+            }
+        }
     }
 
     /// The scope of orchestration and task atomics (a constant in a specialized kernel entry).
@@ -254,7 +257,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// task cost MEMSET 11% on an H100).
     #[inline(always)]
     pub(crate) fn note_task(&mut self, tag: u32) {
-        let word = tag as u64 + 1;
+        let word = tag.wrapping_add(1);
         if word == self.noted_tag {
             return;
         }
@@ -287,9 +290,6 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     #[inline]
     pub(crate) fn exchange<const N: usize>(&self, values: [u64; N]) -> [u64; N] {
         const { assert!(N <= EXCHANGE_WORDS) };
-        if self.p.lane_count() == 1 {
-            return values;
-        }
         let base = self.scratch_at::<u64>(self.layout.exchange);
         if self.p.is_leader() {
             for (i, v) in values.iter().enumerate() {
@@ -297,6 +297,10 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                 // and only lane 0 writes it, between two barriers.
                 unsafe { base.add(i).write_volatile(*v) };
             }
+        }
+        // A lone lane still wrote the area: `exchanged` reads it again.
+        if self.p.lane_count() == 1 {
+            return values;
         }
         self.p.barrier();
         self.pop_pending.set(false);
@@ -306,6 +310,22 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             *o = unsafe { base.add(i).read_volatile() };
         }
         self.p.barrier();
+        out
+    }
+
+    /// The first `N` words the last [`WorkerCore::exchange`] handed over, read again from the
+    /// exchange area: a value needed before and after a long copy costs no register in between.
+    /// Valid until the next exchange.
+    #[inline(always)]
+    pub(crate) fn exchanged<const N: usize>(&self) -> [u64; N] {
+        const { assert!(N <= EXCHANGE_WORDS) };
+        let base = self.scratch_at::<u64>(self.layout.exchange);
+        let mut out = [0u64; N];
+        for (i, o) in out.iter_mut().enumerate() {
+            // SAFETY: the exchange area holds EXCHANGE_WORDS words; nothing writes it between
+            // two exchanges.
+            *o = unsafe { base.add(i).read_volatile() };
+        }
         out
     }
 
@@ -399,13 +419,20 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         }
     }
 
+    /// Overflow slots per worker, read from the configuration where needed (not held in
+    /// registers for the whole loop).
+    #[inline(always)]
+    pub(crate) fn spill_capacity(&self) -> u64 {
+        self.env.config.spill_capacity as u64
+    }
+
     #[inline(always)]
     pub(crate) fn spill_slot(&self, index: u64) -> *mut T {
         // SAFETY: the host allocates spill_capacity tasks per worker; index < spill_capacity.
         unsafe {
             self.env
                 .spill
-                .add((self.id as u64 * self.spill_capacity + index) as usize)
+                .add((self.id as u64 * self.spill_capacity() + index) as usize)
         }
     }
 
@@ -506,8 +533,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     #[inline(always)]
     pub(crate) fn spill(&mut self, count: u64) -> bool {
         self.set_operation(Operation::Spill);
-        if self.spill_len + count > self.spill_capacity {
-            let (worker, capacity) = (self.id, self.spill_capacity as u32);
+        if self.spill_len + count > self.spill_capacity() {
+            let (worker, capacity) = (self.id, self.spill_capacity() as u32);
             self.fail(RunError::SpillOverflow { worker, capacity });
             return false;
         }
@@ -551,9 +578,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     #[inline(always)]
     pub(crate) fn fail(&mut self, error: RunError) {
         if self.p.is_leader() {
-            // SAFETY: both words belong to the run's shared state (or a level launch's counters),
-            // which outlive the run (`WorkerCore::new`'s contract).
-            let (err, abort) = unsafe { (&*self.error_word, &*self.abort_word) };
+            let (err, abort) = self.error_and_abort_words();
             let _ = err.compare_exchange(
                 0,
                 error.pack(),
@@ -570,9 +595,12 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// the answer to every lane.
     #[inline(always)]
     pub(crate) fn check_abort(&mut self) {
-        // SAFETY: as in `fail`.
         let flag = self.p.is_leader()
-            && unsafe { &*self.abort_word }.load(Ordering::Relaxed, self.scope) != 0;
+            && self
+                .error_and_abort_words()
+                .1
+                .load(Ordering::Relaxed, self.scope)
+                != 0;
         if self.exchange([flag as u64])[0] != 0 {
             self.aborted = true;
         }

@@ -58,7 +58,7 @@ pub use operation::Operation;
 pub use platform::{AtomicWord, Ordering, Platform, ProtocolStep, Scope};
 pub use public_queue::{Claim, OwnerView, PublicQueue};
 pub use scratch::{ScratchLayout, EXCHANGE_WORDS};
-pub use share::{claimed_by, max_successful_steals, share, StealShare};
+pub use share::{claimed_by, max_successful_steals, remaining_after, share, StealShare};
 pub use spec::{
     bridge_entry_error, entry_suffix, scope_suffix, Fixed, FromConfig, ScopeOnly, Spec,
     BRIDGED_ENTRY_SUFFIXES, STATIC_ENTRY_SUFFIXES, WORKER_ENTRY_SUFFIXES,

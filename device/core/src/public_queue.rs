@@ -46,6 +46,34 @@ pub struct OwnerView {
 }
 
 impl OwnerView {
+    /// The view of a lock that found `word`, with the ending epoch opened at `epoch_tail` and
+    /// the newest public task before `head`: the rest follows from the word.
+    #[inline(always)]
+    pub fn new(word: QueueWord, epoch_tail: u64, head: u64) -> Self {
+        let claimed = claimed_by(word.initial(), word.steals());
+        OwnerView {
+            word,
+            claimed,
+            epoch_tail,
+            first_unclaimed: epoch_tail + claimed,
+            head,
+        }
+    }
+
+    /// What determines the view, as words: `[word, epoch_tail, head]`. A worker hands these to
+    /// its other lanes and reads them back after copying tasks, rather than holding the whole
+    /// view in registers meanwhile ([`OwnerView::from_parts`]).
+    #[inline(always)]
+    pub fn parts(&self) -> [u64; 3] {
+        [self.word.0, self.epoch_tail, self.head]
+    }
+
+    /// The view [`OwnerView::parts`] describes.
+    #[inline(always)]
+    pub fn from_parts([word, epoch_tail, head]: [u64; 3]) -> Self {
+        OwnerView::new(QueueWord(word), epoch_tail, head)
+    }
+
     /// Unclaimed public tasks.
     #[inline(always)]
     pub fn available(&self) -> u64 {
@@ -144,17 +172,10 @@ impl<'a, W: AtomicWord> PublicQueue<'a, W> {
             }
             p.relax();
         };
-        let claimed = claimed_by(word.initial(), word.steals());
         let epoch_tail =
             self.header.epoch_tail[word.epoch() as usize].load(Ordering::Relaxed, self.scope);
         let head = self.header.head.load(Ordering::Relaxed, self.scope);
-        Some(OwnerView {
-            word,
-            claimed,
-            epoch_tail,
-            first_unclaimed: epoch_tail + claimed,
-            head,
-        })
+        Some(OwnerView::new(word, epoch_tail, head))
     }
 
     /// Waits until every task claimed in the previous use of epoch index `epoch` is copied out.

@@ -22,51 +22,57 @@ pub const fn take_of(remaining: u64) -> u64 {
     }
 }
 
+/// Tasks of an epoch that opened with `initial` tasks still unclaimed after its first `attempts`
+/// steal attempts.
+///
+/// Each attempt takes [`take_of`] the `r` unclaimed tasks and leaves `ceil(r / 2)` of them while
+/// `r >= 2`, and 0 once `r == 1`; so after `k` attempts `ceil(initial / 2^k)` remain while
+/// `initial > 2^(k-1)`, and none after. The closed form replaces a loop of up to `k` rounds of
+/// 64-bit arithmetic in every thief's and owner's path: on an H100 that loop, inlined into the
+/// persistent kernel, held registers that pushed the MEMSET entry's worker state into local
+/// memory (docs/results.md).
+#[inline(always)]
+pub fn remaining_after(initial: u64, attempts: u64) -> u64 {
+    if attempts == 0 {
+        return initial;
+    }
+    // attempts >= 65 leaves nothing of any u64; below, `attempts - 1 <= 63`.
+    if attempts > 64 || initial <= 1u64 << (attempts - 1) {
+        return 0;
+    }
+    // initial > 2^(attempts - 1) >= 1: ceil(initial / 2^attempts) without overflow.
+    ((initial - 1).checked_shr(attempts as u32).unwrap_or(0)) + 1
+}
+
 /// The share of steal attempt `attempt` (0-based) of an epoch that opened with `initial` tasks, or
 /// `None` if that attempt finds the epoch exhausted.
-#[inline]
+#[inline(always)]
 pub fn share(initial: u64, attempt: u64) -> Option<StealShare> {
-    let mut offset = 0;
-    let mut k = 0;
-    loop {
-        let remaining = initial - offset;
-        if remaining == 0 {
-            return None;
-        }
-        let take = take_of(remaining);
-        if k == attempt {
-            return Some(StealShare {
-                offset,
-                count: take,
-            });
-        }
-        offset += take;
-        k += 1;
+    let remaining = remaining_after(initial, attempt);
+    if remaining == 0 {
+        return None;
     }
+    Some(StealShare {
+        offset: initial - remaining,
+        count: take_of(remaining),
+    })
 }
 
-/// Tasks claimed by the first `attempts` steal attempts of an epoch of `initial` tasks.
-#[inline]
+/// Number of tasks claimed by the first `attempts` steal attempts of an epoch of `initial` tasks.
+#[inline(always)]
 pub fn claimed_by(initial: u64, attempts: u64) -> u64 {
-    let mut offset = 0;
-    let mut k = 0;
-    while k < attempts && offset < initial {
-        offset += take_of(initial - offset);
-        k += 1;
-    }
-    offset
+    initial - remaining_after(initial, attempts)
 }
 
-/// How many steal attempts of an epoch of `initial` tasks can succeed.
+/// The number of steal attempts that succeed in an epoch of `initial` tasks (`0` for an empty
+/// epoch, else `ceil(log2 initial) + 1`).
 #[inline]
 pub fn max_successful_steals(initial: u64) -> u64 {
-    let mut offset = 0;
-    let mut k = 0;
-    while offset < initial {
-        offset += take_of(initial - offset);
-        k += 1;
+    if initial == 0 {
+        0
+    } else {
+        (64 - (initial - 1).leading_zeros()) as u64 + 1
     }
-    k
 }
 
 #[cfg(test)]
@@ -74,6 +80,50 @@ mod tests {
     use super::*;
     use crate::word::MAX_FIELD;
     use proptest::prelude::*;
+
+    /// The rule itself, attempt by attempt: the oracle of the closed forms above.
+    fn remaining_by_steps(initial: u64, attempts: u64) -> u64 {
+        let mut remaining = initial;
+        for _ in 0..attempts {
+            if remaining == 0 {
+                break;
+            }
+            remaining -= take_of(remaining);
+        }
+        remaining
+    }
+
+    #[test]
+    fn closed_forms_agree_with_the_rule_step_by_step() {
+        let edges = [
+            0,
+            1,
+            2,
+            3,
+            4,
+            5,
+            7,
+            8,
+            9,
+            1023,
+            1024,
+            1025,
+            MAX_FIELD,
+            u64::MAX / 2 + 1,
+        ];
+        for &n in edges.iter().chain(&[u64::MAX - 1, u64::MAX]) {
+            for k in 0..80 {
+                assert_eq!(
+                    remaining_after(n, k),
+                    remaining_by_steps(n, k),
+                    "n {n} k {k}"
+                );
+            }
+            let steals = (0..80).filter(|&k| share(n, k).is_some()).count() as u64;
+            assert_eq!(max_successful_steals(n), steals, "n {n}");
+        }
+        assert_eq!(remaining_after(5, u64::MAX), 0);
+    }
 
     #[test]
     fn eight_tasks_split_four_two_one_one() {
@@ -120,6 +170,11 @@ mod tests {
             prop_assert_eq!(k, max_successful_steals(initial));
             prop_assert!(k <= 20);
             prop_assert_eq!(claimed_by(initial, k + 1000), initial);
+        }
+
+        #[test]
+        fn remaining_after_matches_the_rule(initial in any::<u64>(), attempts in 0u64..70) {
+            prop_assert_eq!(remaining_after(initial, attempts), remaining_by_steps(initial, attempts));
         }
     }
 }

@@ -365,11 +365,11 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     pub(crate) fn publish(&mut self, want: u64, src: TaskRun<T>) -> u64 {
         let queue = self.own_queue();
         let abort = self.abort_flag();
-        let mut plan = [0u64; 2];
-        let mut view: Option<OwnerView> = None;
+        // [count, aborted, the lock's view as `OwnerView::parts`]
+        let mut plan = [0u64; 5];
         if self.p.is_leader() {
             plan = match queue.lock(&self.p, &abort) {
-                None => [0, 1],
+                None => [0, 1, 0, 0, 0],
                 Some(v) => {
                     let next = 1 - v.word.epoch() as usize;
                     let mut ok = queue.wait_drained(&self.p, next, &abort);
@@ -380,32 +380,30 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                         ok = queue.wait_drained_current(&self.p, &v, &abort);
                         free = queue.free_slots(&v);
                     }
-                    view = Some(v);
-                    if ok {
-                        [want.min(free), 0]
-                    } else {
-                        [0, 1]
-                    }
+                    let [word, epoch_tail, head] = v.parts();
+                    [want.min(free), !ok as u64, word, epoch_tail, head]
                 }
             };
         }
-        let [count, aborted] = self.exchange(plan);
+        let [count, aborted, _, _, head] = self.exchange(plan);
         if aborted != 0 {
             self.aborted = true;
             return 0;
         }
-        let head = self.exchange([view.map_or(0, |v| v.head)])[0];
         let capacity = queue.capacity;
-        let env = self.env;
-        let q = self.queue;
+        // SAFETY: this worker's queue, and every ring has a slot 0.
+        let ring = unsafe { self.env.slot(self.queue, 0) };
         // SAFETY: positions head..head+count are free ring slots of our locked queue.
         self.copy_tasks(
             count,
             |j| src.at(j),
-            |j| unsafe { env.slot(q, ring_index(head + j, capacity)) },
+            |j| unsafe { ring.add(ring_index(head + j, capacity) as usize) },
         );
         self.p.barrier();
-        if let Some(v) = view {
+        if self.p.is_leader() {
+            // The view, read again rather than kept in registers across the copy.
+            let [count, _, word, epoch_tail, head] = self.exchanged::<5>();
+            let v = OwnerView::from_parts([word, epoch_tail, head]);
             queue.reopen(&self.p, &v, v.first_unclaimed, v.head + count);
         }
         count
@@ -417,39 +415,43 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     pub(crate) fn acquire(&mut self) -> bool {
         let queue = self.own_queue();
         let abort = self.abort_flag();
-        let mut plan = [0u64; 3];
-        let mut view: Option<OwnerView> = None;
+        // [take, from, aborted, locked, the lock's view as `OwnerView::parts`]
+        let mut plan = [0u64; 7];
         if self.p.is_leader() && PublicQueue::<P::Word>::looks_stealable(queue.peek()) {
             self.p.protocol_step(ProtocolStep::Acquire);
             plan = match queue.lock(&self.p, &abort) {
-                None => [0, 0, 1],
+                None => [0, 0, 1, 0, 0, 0, 0],
                 Some(v) => {
                     let next = 1 - v.word.epoch() as usize;
                     let ok = queue.wait_drained(&self.p, next, &abort);
                     let take = v.available().div_ceil(2).min(self.local_capacity / 2);
-                    view = Some(v);
-                    [take, v.head - take, !ok as u64]
+                    let [word, epoch_tail, head] = v.parts();
+                    [take, v.head - take, !ok as u64, 1, word, epoch_tail, head]
                 }
             };
         }
-        let [take, from, aborted] = self.exchange(plan);
+        let [take, from, aborted, locked, _, _, _] = self.exchange(plan);
         if aborted != 0 {
             self.aborted = true;
             return false;
         }
         if take == 0 {
-            if let Some(v) = view {
+            if locked != 0 && self.p.is_leader() {
+                let [_, _, _, _, word, epoch_tail, head] = self.exchanged::<7>();
+                let v = OwnerView::from_parts([word, epoch_tail, head]);
                 queue.reopen(&self.p, &v, v.first_unclaimed, v.head);
             }
             return false;
         }
         self.set_operation(Operation::Acquire);
         let capacity = queue.capacity;
-        let (env, q, head) = (self.env, self.queue, self.local_head);
+        let head = self.local_head;
+        // SAFETY: this worker's queue, and every ring has a slot 0.
+        let ring = unsafe { self.env.slot(self.queue, 0) } as *const T;
         // SAFETY: positions from..from+take are unclaimed tasks of our locked queue.
         self.copy_tasks(
             take,
-            |j| unsafe { env.slot(q, ring_index(from + j, capacity)) },
+            |j| unsafe { ring.add(ring_index(from + j, capacity) as usize) },
             |j| self.local_slot(head + j),
         );
         self.p.barrier();
@@ -459,7 +461,11 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         // Leave the idle count while still holding the lock: a co-owner that finds the queue
         // quiescent after the unlock must not also find every worker idle.
         self.leave_idle();
-        if let Some(v) = view {
+        if self.p.is_leader() {
+            // The view, read again rather than kept in registers across the copy (`locked` is
+            // set: a lock that took tasks).
+            let [take, from, _, _, word, epoch_tail, head] = self.exchanged::<7>();
+            let v = OwnerView::from_parts([word, epoch_tail, head]);
             // A co-owner's vote must count this as work taken from the shared queue.
             queue.note_owner_take(take);
             queue.reopen(&self.p, &v, v.first_unclaimed, from);
@@ -654,14 +660,17 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         if count == 0 {
             return false;
         }
-        let victim = victim as u32;
         self.p.protocol_step(ProtocolStep::StealCopy);
-        let word = QueueWord(word);
         let capacity = self.env.config.public_capacity as u64;
-        let env = self.env;
+        // The victim's ring and the share's first position, worked out once: the copies below
+        // then hold two values instead of the claim's four and the topology lookup of every
+        // copied word's queue.
+        // SAFETY: victim is a valid queue index, and every ring has a slot 0.
+        let ring = unsafe { self.env.slot(victim as u32, 0) } as *const T;
+        let start = QueueWord(word).tail() + offset;
         let src = move |j: u64| -> *const T {
             // SAFETY: the claimed share's slots belong to this thief until it completes the steal.
-            unsafe { env.slot(victim, ring_index(word.tail() + offset + j, capacity)) }
+            unsafe { ring.add(ring_index(start + j, capacity) as usize) }
         };
         let to_local = count.min((self.local_capacity / 2).max(1));
         let head = self.local_head;
@@ -674,23 +683,30 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         // keeps owners' waits for drained epochs free of cycles.
         let rest = count - to_local;
         let top = self.spill_len;
-        let spilled = rest > 0 && top + rest <= self.spill_capacity;
+        let spilled = rest > 0 && top + rest <= self.spill_capacity();
         if spilled {
             self.copy_tasks(rest, |j| src(to_local + j), |j| self.spill_slot(top + j));
             self.p.barrier();
             self.spill_len += rest;
         }
         if self.p.is_leader() {
+            // The claim, as exchanged, read again rather than kept in registers across the
+            // copies (on a GPU they pushed worker state into local memory).
+            let [word, _, count, victim] = self.exchanged::<4>();
             // SAFETY: victim is a valid queue index.
-            let header = unsafe { self.env.header(victim) };
-            PublicQueue::new(header, capacity, self.scope).complete(&self.p, word, count);
+            let header = unsafe { self.env.header(victim as u32) };
+            PublicQueue::new(header, capacity, self.scope).complete(
+                &self.p,
+                QueueWord(word),
+                count,
+            );
             self.count(|s| {
                 s.steals += 1;
                 s.tasks_stolen += count;
             });
         }
         if rest > 0 && !spilled {
-            let (worker, capacity) = (self.id, self.spill_capacity as u32);
+            let (worker, capacity) = (self.id, self.spill_capacity() as u32);
             self.fail(RunError::SpillOverflow { worker, capacity });
         } else {
             // Published at the next iteration (`publish_surplus_or_release`), before any task
