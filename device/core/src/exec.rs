@@ -32,6 +32,10 @@ pub(crate) enum OnFull<W, T> {
     Frontier(LevelSink<W, T>),
 }
 
+/// Where a worker's local-queue positions start: 256 pushes before they wrap, so that every run
+/// (every test included) crosses the wrap of the `u32` positions early.
+pub(crate) const LOCAL_POSITION_START: u32 = u32::MAX - 255;
+
 /// The scheduler state of one worker, shared by the loop that drives it and the task context.
 /// `S` fixes the hot-loop options (see [`Spec`]).
 pub struct WorkerCore<'e, P: Platform, T, S: Spec> {
@@ -44,19 +48,27 @@ pub struct WorkerCore<'e, P: Platform, T, S: Spec> {
     pub(crate) local_capacity: u64,
     pub(crate) flags: RunFlags,
     // Uniform state: identical on every lane.
-    pub(crate) local_tail: u64,
-    pub(crate) local_head: u64,
-    pub(crate) spill_len: u64,
+    /// Local-queue positions, wrapping `u32`s: the capacity (at most 2^16) divides 2^32, so a
+    /// position masks to the same slot before and after a wrap, and every register the loop
+    /// holds counts on a GPU.
+    pub(crate) local_tail: u32,
+    pub(crate) local_head: u32,
+    /// Tasks on this worker's overflow stack (at most `spill_capacity`, a `u32`).
+    pub(crate) spill_len: u32,
     /// Tasks on top of the overflow stack still to be published: what the last steal's local
     /// queue did not take, or what `make_room` moved there during the last task (0 once the loop
     /// published them, before it runs the next task).
-    pub(crate) surplus: u64,
+    pub(crate) surplus: u32,
     pub(crate) initial_exhausted: bool,
     /// This worker's own home range of initial tasks has been claimed to its end.
     pub(crate) own_range_exhausted: bool,
     pub(crate) idle: bool,
     pub(crate) aborted: bool,
-    pub(crate) iterations: u64,
+    /// Loop iterations, wrapping: only their residues modulo powers of two up to the progress
+    /// interval are tested, and lane 0 keeps the exact total for the progress records
+    /// ([`LeaderState::iterations_total`]). A `u32`, as every register the loop holds counts on a
+    /// GPU.
+    pub(crate) iterations: u32,
     // Lane 0's counters of the hot path. The rest of lane 0's state is a [`LeaderState`] in the
     // scratch.
     pub(crate) tasks_run: u64,
@@ -111,8 +123,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             queue,
             layout,
             flags,
-            local_tail: 0,
-            local_head: 0,
+            local_tail: LOCAL_POSITION_START,
+            local_head: LOCAL_POSITION_START,
             spill_len: 0,
             surplus: 0,
             initial_exhausted: false,
@@ -138,6 +150,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                     flags.contains(RunFlags::SAME_DEVICE_ONLY),
                 ),
                 claims_at_last_vote: 0,
+                iterations_total: 0,
+                iterations_reported: 0,
                 voted_round: 0,
                 bridge: crate::bridge::BridgeLedger::default(),
                 operation: Operation::Start,
@@ -186,8 +200,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// Counts a loop iteration; every `progress_interval` reports progress and checks for abort.
     #[inline(always)]
     pub(crate) fn tick(&mut self) {
-        self.iterations += 1;
-        if self.iterations & (self.env.config.progress_interval as u64 - 1) == 0 {
+        self.iterations = self.iterations.wrapping_add(1);
+        if self.iterations & (self.env.config.progress_interval - 1) == 0 {
             self.report_progress();
             self.check_abort();
         }
@@ -271,7 +285,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// Copies initial task `index` into the (empty) local queue.
     #[inline(always)]
     pub(crate) fn load_one(&mut self, index: u64) {
-        let (initial, head) = (self.env.initial, self.local_head);
+        let (initial, head) = (self.env.initial, self.local_head as u64);
         self.settle_pop();
         // SAFETY: index < initial_len, and this worker alone was assigned that task.
         self.copy_tasks(
@@ -280,7 +294,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             |_| self.local_slot(head),
         );
         self.p.barrier();
-        self.local_head += 1;
+        self.local_head = self.local_head.wrapping_add(1);
         self.set_operation(Operation::RunTask);
     }
 
@@ -403,7 +417,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
 
     #[inline(always)]
     pub(crate) fn local_len(&self) -> u64 {
-        self.local_head - self.local_tail
+        self.local_head.wrapping_sub(self.local_tail) as u64
     }
 
     #[inline(always)]
@@ -439,9 +453,9 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// Takes the newest local task (depth-first order for spawning workloads).
     #[inline(always)]
     pub(crate) fn pop_local(&mut self) -> T {
-        self.local_head -= 1;
+        self.local_head = self.local_head.wrapping_sub(1);
         // SAFETY: position local_head holds a task written by this worker's lanes before a barrier.
-        let task = unsafe { self.local_slot(self.local_head).read() };
+        let task = unsafe { self.local_slot(self.local_head as u64).read() };
         // The slot may be overwritten by the next write to the local queue: every lane must have
         // read it first. That barrier is deferred to the next write (`settle_pop`), so a task that
         // spawns nothing costs no barrier here.
@@ -471,9 +485,9 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         self.settle_pop();
         if self.p.lane_id() == source {
             // SAFETY: the slot is free (len < capacity) and only this lane writes it.
-            unsafe { self.local_slot(self.local_head).write(*task) };
+            unsafe { self.local_slot(self.local_head as u64).write(*task) };
         }
-        self.local_head += 1;
+        self.local_head = self.local_head.wrapping_add(1);
         self.p.barrier();
     }
 
@@ -499,9 +513,12 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         self.settle_pop();
         if lane < count {
             // SAFETY: slots head..head+count are free (checked above); each lane writes its own.
-            unsafe { self.local_slot(self.local_head + lane as u64).write(*task) };
+            unsafe {
+                self.local_slot((self.local_head as u64) + lane as u64)
+                    .write(*task)
+            };
         }
-        self.local_head += count64;
+        self.local_head = self.local_head.wrapping_add(count64 as u32);
         self.p.barrier();
     }
 
@@ -519,7 +536,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         match self.on_full {
             OnFull::Publish => {
                 if self.spill(half) {
-                    self.surplus += half;
+                    self.surplus += half as u32;
                 }
             }
             OnFull::Frontier(sink) => self.flush_to(sink),
@@ -533,20 +550,20 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     #[inline(always)]
     pub(crate) fn spill(&mut self, count: u64) -> bool {
         self.set_operation(Operation::Spill);
-        if self.spill_len + count > self.spill_capacity() {
+        if (self.spill_len as u64) + count > self.spill_capacity() {
             let (worker, capacity) = (self.id, self.spill_capacity() as u32);
             self.fail(RunError::SpillOverflow { worker, capacity });
             return false;
         }
-        let (tail, top) = (self.local_tail, self.spill_len);
+        let (tail, top) = (self.local_tail as u64, self.spill_len as u64);
         self.copy_tasks(
             count,
             |j| self.local_slot(tail + j),
             |j| self.spill_slot(top + j),
         );
         self.p.barrier();
-        self.local_tail += count;
-        self.spill_len += count;
+        self.local_tail = self.local_tail.wrapping_add(count as u32);
+        self.spill_len += count as u32;
         self.count(|s| s.spills += 1);
         true
     }
@@ -555,8 +572,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     #[inline(always)]
     pub(crate) fn refill_from_spill(&mut self) {
         self.set_operation(Operation::Spill);
-        let count = self.spill_len.min(self.local_capacity / 2);
-        let (from, head) = (self.spill_len - count, self.local_head);
+        let count = (self.spill_len as u64).min(self.local_capacity / 2);
+        let (from, head) = (self.spill_len as u64 - count, self.local_head as u64);
         self.settle_pop();
         self.copy_tasks(
             count,
@@ -564,8 +581,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             |j| self.local_slot(head + j),
         );
         self.p.barrier();
-        self.spill_len -= count;
-        self.local_head += count;
+        self.spill_len -= count as u32;
+        self.local_head = self.local_head.wrapping_add(count as u32);
         self.set_operation(Operation::RunTask);
     }
 
@@ -611,9 +628,16 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         if !self.p.is_leader() {
             return;
         }
-        let (operation, heartbeats) = self.with_leader(|l| (l.operation, l.heartbeats));
+        let iterations = self.iterations;
+        let (operation, heartbeats, iterations) = self.with_leader(|l| {
+            // Reports come at least every progress interval (at most 2^31 iterations), so the
+            // wrapping difference is the iterations since the last one.
+            l.iterations_total += iterations.wrapping_sub(l.iterations_reported) as u64;
+            l.iterations_reported = iterations;
+            (l.operation, l.heartbeats, l.iterations_total)
+        });
         let record = WorkerProgress::at(
-            self.iterations,
+            iterations,
             self.tasks_run,
             operation,
             self.idle,
@@ -664,7 +688,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         }
         let first = self.exchange(plan)[0];
         let fit = count.min(sink.out_capacity.saturating_sub(first));
-        let (tail, out) = (self.local_tail, sink.out);
+        let (tail, out) = (self.local_tail as u64, sink.out);
         // SAFETY: indices first..first+fit were reserved by this worker's fetch-add alone and lie
         // below out_capacity.
         self.copy_tasks(
@@ -673,6 +697,6 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             |j| unsafe { out.add((first + j) as usize) },
         );
         self.p.barrier();
-        self.local_tail += count;
+        self.local_tail = self.local_tail.wrapping_add(count as u32);
     }
 }

@@ -22,6 +22,10 @@ pub struct LeaderState {
     pub voted_round: u64,
     /// What the worker is doing, for the watchdog's progress reports.
     pub operation: Operation,
+    /// The worker's loop iterations so far (the worker counts them in a wrapping `u32`).
+    pub iterations_total: u64,
+    /// The worker's iteration count at the last progress report.
+    pub iterations_reported: u32,
     /// Heartbeats of long tasks (`TaskContext::heartbeat`), added to the reported iterations.
     pub heartbeats: u64,
     /// The home range of the worker's queue in the initial set (`Env::initial_range`), worked out

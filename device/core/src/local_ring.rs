@@ -22,6 +22,22 @@ fn ring_index_by_division(position: u64, capacity: u64) -> u64 {
     position % capacity
 }
 
+/// Slot `j` of a run of slots that starts at slot `start` of a ring of `capacity` slots, for
+/// `start < capacity` and `j < capacity`: the run wraps at most once, so one compare replaces the
+/// division [`ring_index`] needs for a capacity that is not a power of two. The copy loops of a
+/// GPU worker use it: a call to the division inside a loop made ptxas keep the worker's state
+/// in local memory around it.
+#[inline(always)]
+pub fn ring_slot_after(start: u64, j: u64, capacity: u64) -> u64 {
+    debug_assert!(start < capacity && j < capacity);
+    let i = start + j;
+    if i >= capacity {
+        i - capacity
+    } else {
+        i
+    }
+}
+
 /// The local queue's ring in scratch memory: `capacity` slots from `base`, a power of two
 /// (`SchedConfig::validate`), so that a position reduces to its slot with one mask. With
 /// [`ring_index`]'s test for other capacities, every pop of a GPU worker paid a uniform test and
@@ -45,7 +61,7 @@ impl<T> LocalRing<T> {
 
 #[cfg(test)]
 mod tests {
-    use super::ring_index;
+    use super::{ring_index, ring_slot_after};
 
     #[test]
     fn ring_index_masks_powers_of_two_and_divides_otherwise() {
@@ -53,5 +69,20 @@ mod tests {
         assert_eq!(ring_index(16, 16), 0);
         assert_eq!(ring_index(17, 12), 5);
         assert_eq!(ring_index(u64::MAX, 1 << 19), (1 << 19) - 1);
+    }
+
+    #[test]
+    fn a_run_of_slots_wraps_once_like_the_division() {
+        for capacity in [1, 2, 3, 7, 12, 16] {
+            for start in 0..capacity {
+                for j in 0..capacity {
+                    assert_eq!(
+                        ring_slot_after(start, j, capacity),
+                        ring_index(start + j, capacity),
+                        "start {start}, j {j}, capacity {capacity}"
+                    );
+                }
+            }
+        }
     }
 }

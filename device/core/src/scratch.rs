@@ -33,9 +33,9 @@ impl ScratchLayout {
         let local_slots = 0;
         let lanes_area = local_slots + round16(local_capacity as usize * task_size);
         let exchange = lanes_area + round16(8 * lanes as usize);
-        let damping = exchange + 8 * EXCHANGE_WORDS;
-        let leader = damping + round16((queues as usize).div_ceil(64) * 8);
-        let total = leader + round16(core::mem::size_of::<crate::leader::LeaderState>());
+        let leader = exchange + 8 * EXCHANGE_WORDS;
+        let damping = leader + round16(core::mem::size_of::<crate::leader::LeaderState>());
+        let total = damping + round16((queues as usize).div_ceil(64) * 8);
         ScratchLayout {
             local_slots,
             lanes_area,

@@ -10,7 +10,7 @@ use crate::context::{Tagged, TaskExecutor};
 use crate::error::RunError;
 use crate::exec::{OnFull, WorkerCore};
 use crate::layout::Env;
-use crate::local_ring::ring_index;
+use crate::local_ring::{ring_index, ring_slot_after};
 use crate::operation::Operation;
 use crate::platform::{AtomicWord, Ordering, Platform, ProtocolStep, Scope};
 use crate::public_queue::{Claim, OwnerView, PublicQueue};
@@ -125,7 +125,7 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
                 break;
             }
             if S::bridged(&c.env.config)
-                && c.iterations & (BRIDGE_INTERVAL - 1) == 0
+                && c.iterations as u64 & (BRIDGE_INTERVAL - 1) == 0
                 && c.id == c.env.bridge_worker
             {
                 // The bridge worker answers the other side's request from its local queue.
@@ -138,7 +138,7 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
                 // Listing 5 does.
                 if c.surplus > 0
                     || (c.local_len() >= RELEASE_MIN_LOCAL.min(c.local_capacity)
-                        && c.iterations & (RELEASE_CHECK_INTERVAL - 1) == 0
+                        && c.iterations as u64 & (RELEASE_CHECK_INTERVAL - 1) == 0
                         && c.should_release())
                 {
                     c.publish_surplus_or_release();
@@ -209,18 +209,30 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     where
         T: Tagged,
     {
-        let cadence = self.check_cadence();
-        // Iteration `iterations` is this one: the next check falls on the next multiple.
-        let stop = self.tasks_run + (cadence - (self.iterations & (cadence - 1)));
-        let first = self.tasks_run;
+        // Iteration `iterations` is this one: the next check falls on the next multiple. The
+        // count of tasks still allowed is a `u32` (the cadence is at most the progress
+        // interval); the batch's length is worked out again after it from `iterations`, which
+        // no task changes, rather than held in registers across the tasks.
+        let mut left = self.batch_budget() as u32;
         loop {
             self.run_next_local(exec);
+            left -= 1;
             // A task that made room left a surplus for the loop to publish: end the batch.
-            if self.tasks_run == stop || self.aborted || self.local_len() == 0 || self.surplus > 0 {
+            if left == 0 || self.aborted || self.local_len() == 0 || self.surplus > 0 {
                 break;
             }
         }
-        self.iterations += self.tasks_run - first - 1;
+        self.iterations = self
+            .iterations
+            .wrapping_add((self.batch_budget() - left as u64 - 1) as u32);
+    }
+
+    /// Tasks a batch that starts at this iteration may run: up to the next iteration that checks
+    /// something.
+    #[inline(always)]
+    fn batch_budget(&self) -> u64 {
+        let cadence = self.check_cadence();
+        cadence - (self.iterations as u64 & (cadence - 1))
     }
 
     // ----- own public queue --------------------------------------------------------------------
@@ -247,8 +259,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// that the initial set is exhausted, which is when it starts to release.
     #[inline(always)]
     pub(crate) fn tick_and_check(&mut self) {
-        self.iterations += 1;
-        if self.iterations & (self.env.config.progress_interval as u64 - 1) != 0 {
+        self.iterations = self.iterations.wrapping_add(1);
+        if self.iterations & (self.env.config.progress_interval - 1) != 0 {
             return;
         }
         self.report_progress();
@@ -301,7 +313,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     #[inline(always)]
     pub(crate) fn publish_surplus_or_release(&mut self) {
         self.set_operation(Operation::Release);
-        let surplus = self.surplus;
+        let surplus = self.surplus as u64;
         // A release takes the overflow stack first when it holds tasks: they are older than
         // any local task (the roots of larger subtrees), and only a release shows them to
         // thieves before this worker's local queue runs empty. A task that spawned more than
@@ -309,7 +321,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         let (want, from_spill) = if surplus > 0 {
             (surplus, true)
         } else if self.spill_len > 0 {
-            (self.spill_len, true)
+            (self.spill_len as u64, true)
         } else {
             (self.local_len() / 2, false)
         };
@@ -322,10 +334,10 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         let moved = self.publish(want, source);
         if from_spill {
             // Whatever did not fit stays on the overflow stack, for `refill_from_spill`.
-            self.spill_len -= moved;
+            self.spill_len -= moved as u32;
             self.surplus = 0;
         } else {
-            self.local_tail += moved;
+            self.local_tail = self.local_tail.wrapping_add(moved as u32);
         }
         if moved > 0 {
             self.count(|s| s.releases += 1);
@@ -340,7 +352,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     fn oldest_local(&self) -> TaskRun<T> {
         TaskRun {
             base: self.local_ring().base,
-            start: self.local_tail,
+            start: self.local_tail as u64,
             step: 1,
             mask: self.local_capacity - 1,
         }
@@ -352,7 +364,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     fn newest_spilled(&self) -> TaskRun<T> {
         TaskRun {
             base: self.spill_slot(0),
-            start: self.spill_len.wrapping_sub(1),
+            start: (self.spill_len as u64).wrapping_sub(1),
             step: u64::MAX,
             mask: u64::MAX,
         }
@@ -365,11 +377,11 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     pub(crate) fn publish(&mut self, want: u64, src: TaskRun<T>) -> u64 {
         let queue = self.own_queue();
         let abort = self.abort_flag();
-        // [count, aborted, the lock's view as `OwnerView::parts`]
-        let mut plan = [0u64; 5];
+        // [count, aborted, the lock's view as `OwnerView::parts`, the head's ring slot]
+        let mut plan = [0u64; 6];
         if self.p.is_leader() {
             plan = match queue.lock(&self.p, &abort) {
-                None => [0, 1, 0, 0, 0],
+                None => [0, 1, 0, 0, 0, 0],
                 Some(v) => {
                     let next = 1 - v.word.epoch() as usize;
                     let mut ok = queue.wait_drained(&self.p, next, &abort);
@@ -381,11 +393,19 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                         free = queue.free_slots(&v);
                     }
                     let [word, epoch_tail, head] = v.parts();
-                    [want.min(free), !ok as u64, word, epoch_tail, head]
+                    let head_slot = ring_index(head, queue.capacity);
+                    [
+                        want.min(free),
+                        !ok as u64,
+                        word,
+                        epoch_tail,
+                        head,
+                        head_slot,
+                    ]
                 }
             };
         }
-        let [count, aborted, _, _, head] = self.exchange(plan);
+        let [count, aborted, _, _, _, head_slot] = self.exchange(plan);
         if aborted != 0 {
             self.aborted = true;
             return 0;
@@ -393,11 +413,11 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         let capacity = queue.capacity;
         // SAFETY: this worker's queue, and every ring has a slot 0.
         let ring = unsafe { self.env.slot(self.queue, 0) };
-        // SAFETY: positions head..head+count are free ring slots of our locked queue.
+        // SAFETY: the count slots from the head on are free slots of our locked queue.
         self.copy_tasks(
             count,
             |j| src.at(j),
-            |j| unsafe { ring.add(ring_index(head + j, capacity) as usize) },
+            |j| unsafe { ring.add(ring_slot_after(head_slot, j, capacity) as usize) },
         );
         self.p.barrier();
         if self.p.is_leader() {
@@ -415,22 +435,24 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     pub(crate) fn acquire(&mut self) -> bool {
         let queue = self.own_queue();
         let abort = self.abort_flag();
-        // [take, from, aborted, locked, the lock's view as `OwnerView::parts`]
-        let mut plan = [0u64; 7];
+        // [take, from, aborted, locked, the lock's view as `OwnerView::parts`, from's ring slot]
+        let mut plan = [0u64; 8];
         if self.p.is_leader() && PublicQueue::<P::Word>::looks_stealable(queue.peek()) {
             self.p.protocol_step(ProtocolStep::Acquire);
             plan = match queue.lock(&self.p, &abort) {
-                None => [0, 0, 1, 0, 0, 0, 0],
+                None => [0, 0, 1, 0, 0, 0, 0, 0],
                 Some(v) => {
                     let next = 1 - v.word.epoch() as usize;
                     let ok = queue.wait_drained(&self.p, next, &abort);
                     let take = v.available().div_ceil(2).min(self.local_capacity / 2);
                     let [word, epoch_tail, head] = v.parts();
-                    [take, v.head - take, !ok as u64, 1, word, epoch_tail, head]
+                    let from = head - take;
+                    let from_slot = ring_index(from, queue.capacity);
+                    [take, from, !ok as u64, 1, word, epoch_tail, head, from_slot]
                 }
             };
         }
-        let [take, from, aborted, locked, _, _, _] = self.exchange(plan);
+        let [take, _, aborted, locked, _, _, _, from_slot] = self.exchange(plan);
         if aborted != 0 {
             self.aborted = true;
             return false;
@@ -445,17 +467,17 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         }
         self.set_operation(Operation::Acquire);
         let capacity = queue.capacity;
-        let head = self.local_head;
+        let head = self.local_head as u64;
         // SAFETY: this worker's queue, and every ring has a slot 0.
         let ring = unsafe { self.env.slot(self.queue, 0) } as *const T;
-        // SAFETY: positions from..from+take are unclaimed tasks of our locked queue.
+        // SAFETY: the take slots from `from` on hold unclaimed tasks of our locked queue.
         self.copy_tasks(
             take,
-            |j| unsafe { ring.add(ring_index(from + j, capacity) as usize) },
+            |j| unsafe { ring.add(ring_slot_after(from_slot, j, capacity) as usize) },
             |j| self.local_slot(head + j),
         );
         self.p.barrier();
-        self.local_head += take;
+        self.local_head = self.local_head.wrapping_add(take as u32);
         self.count(|s| s.acquires += 1);
         self.set_operation(Operation::RunTask);
         // Leave the idle count while still holding the lock: a co-owner that finds the queue
@@ -521,7 +543,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         if count == 0 {
             return false;
         }
-        let (initial, head) = (self.env.initial, self.local_head);
+        let (initial, head) = (self.env.initial, self.local_head as u64);
         // The next chunk of the same range is likely this worker's next claim.
         let next = (start + count).min(self.env.initial_len);
         let ahead = count.min(self.env.initial_len - next);
@@ -540,7 +562,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             |j| self.local_slot(head + count - 1 - j),
         );
         self.p.barrier();
-        self.local_head += count;
+        self.local_head = self.local_head.wrapping_add(count as u32);
         self.count(|s| s.initial_loads += 1);
         self.set_operation(Operation::RunTask);
         true
@@ -667,28 +689,40 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         // copied word's queue.
         // SAFETY: victim is a valid queue index, and every ring has a slot 0.
         let ring = unsafe { self.env.slot(victim as u32, 0) } as *const T;
+        // The word's tail is a ring slot and the share lies within one epoch (at most the
+        // capacity), so the share's first slot is one subtraction away.
         let start = QueueWord(word).tail() + offset;
+        let start = if start >= capacity {
+            start - capacity
+        } else {
+            start
+        };
         let src = move |j: u64| -> *const T {
             // SAFETY: the claimed share's slots belong to this thief until it completes the steal.
-            unsafe { ring.add(ring_index(start + j, capacity) as usize) }
+            unsafe { ring.add(ring_slot_after(start, j, capacity) as usize) }
         };
+        // Up to half the local queue goes there; the rest onto the overflow stack, in the same
+        // copy, so that the claim completes before this worker waits for anything: a thief
+        // never waits while holding a claim, which is what keeps owners' waits for drained
+        // epochs free of cycles.
         let to_local = count.min((self.local_capacity / 2).max(1));
-        let head = self.local_head;
-        self.copy_tasks(to_local, src, |j| self.local_slot(head + j));
-        self.p.barrier();
-        self.local_head += to_local;
-        self.leave_idle();
-        // The rest goes onto the overflow stack first, so that the claim completes before this
-        // worker waits for anything: a thief never waits while holding a claim, which is what
-        // keeps owners' waits for drained epochs free of cycles.
         let rest = count - to_local;
-        let top = self.spill_len;
+        let (head, top) = (self.local_head as u64, self.spill_len as u64);
         let spilled = rest > 0 && top + rest <= self.spill_capacity();
+        let copied = if spilled { count } else { to_local };
+        self.copy_tasks(copied, src, |j| {
+            if j < to_local {
+                self.local_slot(head + j)
+            } else {
+                self.spill_slot(top + (j - to_local))
+            }
+        });
+        self.p.barrier();
+        self.local_head = self.local_head.wrapping_add(to_local as u32);
         if spilled {
-            self.copy_tasks(rest, |j| src(to_local + j), |j| self.spill_slot(top + j));
-            self.p.barrier();
-            self.spill_len += rest;
+            self.spill_len += rest as u32;
         }
+        self.leave_idle();
         if self.p.is_leader() {
             // The claim, as exchanged, read again rather than kept in registers across the
             // copies (on a GPU they pushed worker state into local memory).
@@ -711,7 +745,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         } else {
             // Published at the next iteration (`publish_surplus_or_release`), before any task
             // runs: the local queue is not empty, so the loop takes that branch first.
-            self.surplus = rest;
+            self.surplus = rest as u32;
         }
         self.set_operation(Operation::RunTask);
         true
@@ -890,9 +924,9 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         let out = self.env.bridge_slots[1 - self.env.bridge_side as usize];
         let newest = self.env.bridge_side == 0;
         let from = if newest {
-            self.local_head - give
+            self.local_head.wrapping_sub(give as u32) as u64
         } else {
-            self.local_tail
+            self.local_tail as u64
         };
         let ring = self.local_ring();
         // SAFETY: the peer's inbox holds BRIDGE_CAPACITY slots, free until this answer (the peer
@@ -905,9 +939,9 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         );
         self.p.barrier();
         if newest {
-            self.local_head -= give;
+            self.local_head = self.local_head.wrapping_sub(give as u32);
         } else {
-            self.local_tail += give;
+            self.local_tail = self.local_tail.wrapping_add(give as u32);
         }
         if self.p.is_leader() {
             let end = self.bridge_end();
@@ -955,7 +989,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             return false;
         }
         let inbox = self.env.bridge_slots[self.env.bridge_side as usize];
-        let head = self.local_head;
+        let head = self.local_head as u64;
         // SAFETY: the reply's `len` slots were written by the peer before its answer, which lane
         // 0 read with acquire; the local queue is empty (idle path) and holds at least
         // BRIDGE_CAPACITY tasks (the host checks the local capacity of bridged runs).
@@ -965,7 +999,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             |j| self.local_slot(head + j),
         );
         self.p.barrier();
-        self.local_head += len;
+        self.local_head = self.local_head.wrapping_add(len as u32);
         self.leave_idle();
         if self.p.is_leader() {
             self.with_leader(|l| {
