@@ -75,16 +75,18 @@ pub const INITIAL_VICTIM_TRIES: usize = 2;
 #[derive(Clone, Copy)]
 pub(crate) struct TaskRun<T> {
     base: *mut T,
-    start: u64,
-    step: u64,
-    mask: u64,
+    // `u32`s (wrapping), as every register counts on a GPU: the local ring's capacity divides
+    // 2^32, and the overflow stack holds at most `spill_capacity` (a `u32`) tasks.
+    start: u32,
+    step: u32,
+    mask: u32,
 }
 
 impl<T> TaskRun<T> {
     /// Task `j` of the run.
     #[inline(always)]
     fn at(&self, j: u64) -> *const T {
-        let index = self.start.wrapping_add(j.wrapping_mul(self.step)) & self.mask;
+        let index = self.start.wrapping_add((j as u32).wrapping_mul(self.step)) & self.mask;
         // SAFETY: the run's constructor names `base` and positions that stay within one
         // allocation (the local ring, or this worker's part of the overflow stack) for every
         // `j` its caller copies.
@@ -352,9 +354,9 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     fn oldest_local(&self) -> TaskRun<T> {
         TaskRun {
             base: self.local_ring().base,
-            start: self.local_tail as u64,
+            start: self.local_tail,
             step: 1,
-            mask: self.local_capacity - 1,
+            mask: self.local_capacity as u32 - 1,
         }
     }
 
@@ -364,9 +366,9 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     fn newest_spilled(&self) -> TaskRun<T> {
         TaskRun {
             base: self.spill_slot(0),
-            start: (self.spill_len as u64).wrapping_sub(1),
-            step: u64::MAX,
-            mask: u64::MAX,
+            start: self.spill_len.wrapping_sub(1),
+            step: u32::MAX,
+            mask: u32::MAX,
         }
     }
 
