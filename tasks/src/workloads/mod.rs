@@ -28,7 +28,7 @@ pub enum MemsetTasks {
 /// H100 SM, as at 128). Given the registers it would take (119 at commit 9d6813f), the driver's
 /// JIT compiles the text scan into about 2.8 times the instructions and the worker runs at a
 /// third of the speed; a cap below that keeps the fast schedule. On an H100 at 9d6813f: 112 ran
-/// the man pages at 2.63-2.65e5 tasks/s, 116 at 2.68-2.81e5, 120 and 128 at 8.1-8.3e4
+/// the man pages at 2.63-2.65e5 tasks/s, 116 at 2.68-2.81e5, 120 at 8.1-8.3e4
 /// (docs/results.md). The cliff moves with the code: 8818f8f's worker fell off it at 128, not
 /// at 120.
 #[crate::registry(kernel = "contains", max_registers = 112)]
