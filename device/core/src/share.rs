@@ -3,7 +3,7 @@
 //! The k-th successful steal (0-based) of an epoch that opened with `n` tasks takes `rem / 2` of the
 //! `rem` tasks still unclaimed, or 1 when `rem == 1`. A thief learns `k` and `n` from the word its
 //! fetch-add returned, so it can compute its range without further communication. At most
-//! `floor(log2 n) + 1` steals succeed per epoch.
+//! `ceil(log2 n) + 1` steals succeed per epoch (3 of 3 tasks: 1, 1, 1).
 
 /// The tasks one steal claims: `count` tasks starting `offset` tasks after the epoch tail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
