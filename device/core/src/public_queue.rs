@@ -15,6 +15,7 @@
 //! 3. Epoch `e` is reopened only after every task claimed in its previous use was copied out.
 
 use crate::layout::QueueHeader;
+use crate::local_ring::ring_slot_after;
 use crate::platform::{AtomicWord, Ordering, Platform, ProtocolStep, Scope};
 use crate::share::{claimed_by, share, StealShare};
 use crate::word::{QueueWord, WordFlags, STEAL_INCREMENT};
@@ -131,10 +132,13 @@ impl<'a, W: AtomicWord> PublicQueue<'a, W> {
         }
     }
 
-    /// Ring index of the `j`-th task of a claimed share.
+    /// Ring index of the `j`-th task of a claimed share, as a thief's copy computes it: the
+    /// word's tail is a ring slot and the share lies within one epoch (at most the capacity), so
+    /// the share's first slot, and each of its tasks from there, is at most one wrap away.
     #[inline]
     pub fn claimed_index(&self, word: QueueWord, share: StealShare, j: u64) -> u64 {
-        crate::local_ring::ring_index(word.tail() + share.offset + j, self.capacity)
+        let first = ring_slot_after(word.tail(), share.offset, self.capacity);
+        ring_slot_after(first, j, self.capacity)
     }
 
     /// Marks a claimed share as copied out.

@@ -692,13 +692,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         // SAFETY: victim is a valid queue index, and every ring has a slot 0.
         let ring = unsafe { self.env.slot(victim as u32, 0) } as *const T;
         // The word's tail is a ring slot and the share lies within one epoch (at most the
-        // capacity), so the share's first slot is one subtraction away.
-        let start = QueueWord(word).tail() + offset;
-        let start = if start >= capacity {
-            start - capacity
-        } else {
-            start
-        };
+        // capacity), so the share's first slot is one wrap away (as `claimed_index` says).
+        let start = ring_slot_after(QueueWord(word).tail(), offset, capacity);
         let src = move |j: u64| -> *const T {
             // SAFETY: the claimed share's slots belong to this thief until it completes the steal.
             unsafe { ring.add(ring_slot_after(start, j, capacity) as usize) }
