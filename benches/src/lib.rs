@@ -42,7 +42,7 @@ impl Queue {
     /// copy into free slots, reopen. Returns the tasks published.
     pub fn release(&self, src: &[TaskStruct]) -> u64 {
         let (q, p) = (self.queue(), OneLane::without_scratch());
-        let v = q.lock(&p, &never).expect("lock");
+        let v = q.lock(&p, &never).held_view().expect("lock");
         let next = 1 - v.word.epoch() as usize;
         assert!(q.wait_drained(&p, next, &never));
         let n = (src.len() as u64).min(q.free_slots(&v));
@@ -58,7 +58,7 @@ impl Queue {
     /// does) into `dst`. Returns the tasks taken.
     pub fn acquire(&self, dst: &mut Vec<TaskStruct>, max: u64) -> u64 {
         let (q, p) = (self.queue(), OneLane::without_scratch());
-        let v = q.lock(&p, &never).expect("lock");
+        let v = q.lock(&p, &never).held_view().expect("lock");
         let next = 1 - v.word.epoch() as usize;
         assert!(q.wait_drained(&p, next, &never));
         let take = v.available().div_ceil(2).min(max);

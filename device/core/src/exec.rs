@@ -385,15 +385,19 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             }
             return;
         }
-        let lanes = self.p.lane_count() as u64;
-        let words = (core::mem::size_of::<T>() / 8) as u64;
-        let total = count * words;
-        let word_at = |i: u64| (i / words, (i % words) as usize);
-        let mut i = self.p.lane_id() as u64;
+        // `u32` positions: every copy is bounded by a queue's capacity (at most MAX_FIELD tasks),
+        // so its words fit, and on a GPU each 64-bit counter of this loop costs two registers
+        // at the peak of the paths that copy (steal, publish).
+        let lanes = self.p.lane_count();
+        let words = (core::mem::size_of::<T>() / 8) as u32;
+        debug_assert!(count * words as u64 <= u32::MAX as u64);
+        let total = count as u32 * words;
+        let word_at = |i: u32| ((i / words) as u64, (i % words) as usize);
+        let mut i = self.p.lane_id();
         while i < total {
             let mut batch = [0u64; BATCH];
             for (k, v) in batch.iter_mut().enumerate() {
-                let at = i + k as u64 * lanes;
+                let at = i + k as u32 * lanes;
                 if at < total {
                     let (task, word) = word_at(at);
                     // SAFETY: callers pass task addresses that are valid for `count` tasks and
@@ -402,14 +406,14 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                 }
             }
             for (k, v) in batch.iter().enumerate() {
-                let at = i + k as u64 * lanes;
+                let at = i + k as u32 * lanes;
                 if at < total {
                     let (task, word) = word_at(at);
                     // SAFETY: as above.
                     unsafe { (dst(task) as *mut u64).add(word).write(*v) };
                 }
             }
-            i += BATCH as u64 * lanes;
+            i += BATCH as u32 * lanes;
         }
     }
 

@@ -56,7 +56,7 @@ pub use leader::LeaderState;
 pub use local_ring::ring_index;
 pub use operation::Operation;
 pub use platform::{AtomicWord, Ordering, Platform, ProtocolStep, Scope};
-pub use public_queue::{Claim, OwnerView, PublicQueue};
+pub use public_queue::{Claim, Locked, OwnerView, PublicQueue};
 pub use scratch::{ScratchLayout, EXCHANGE_WORDS};
 pub use share::{claimed_by, max_successful_steals, remaining_after, share, StealShare};
 pub use spec::{

@@ -17,7 +17,7 @@
 use crate::layout::QueueHeader;
 use crate::local_ring::ring_slot_after;
 use crate::platform::{AtomicWord, Ordering, Platform, ProtocolStep, Scope};
-use crate::share::{claimed_by, share, StealShare};
+use crate::share::{claimed_by, steal_share, StealShare};
 use crate::word::{QueueWord, WordFlags, STEAL_INCREMENT};
 
 /// What a steal attempt found.
@@ -29,6 +29,27 @@ pub enum Claim {
     Empty,
     /// The thief owns `share` of the epoch described by `word` and must complete it.
     Claimed { word: QueueWord, share: StealShare },
+}
+
+/// What [`PublicQueue::lock`] found. A struct rather than an `Option`: the view is defined on
+/// both outcomes, which keeps it out of the registers a GPU worker carries around its loop (an
+/// `Option`'s payload is undefined when empty, and the compiler merged it into loop-carried
+/// registers; docs/results.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Locked {
+    /// The owner's view of the queue, meaningful only when `held`.
+    pub view: OwnerView,
+    /// The lock is held. False when `abort` ended the wait: the lock is not held and the view
+    /// was read without it.
+    pub held: bool,
+}
+
+impl Locked {
+    /// The view, if the lock is held.
+    #[inline(always)]
+    pub fn held_view(self) -> Option<OwnerView> {
+        self.held.then_some(self.view)
+    }
 }
 
 /// What the owner learned when it took the lock.
@@ -123,12 +144,14 @@ impl<'a, W: AtomicWord> PublicQueue<'a, W> {
             Ordering::Acquire,
             self.scope,
         ));
+        // Worked out before the tests, so that it is defined on every outcome (see `lock`).
+        let share = steal_share(word.initial(), word.steals());
         if word.locked() {
-            return Claim::Locked;
-        }
-        match share(word.initial(), word.steals()) {
-            Some(share) => Claim::Claimed { word, share },
-            None => Claim::Empty,
+            Claim::Locked
+        } else if share.count == 0 {
+            Claim::Empty
+        } else {
+            Claim::Claimed { word, share }
         }
     }
 
@@ -158,10 +181,13 @@ impl<'a, W: AtomicWord> PublicQueue<'a, W> {
     /// Takes the owner lock (spinning while a co-owner holds it) and reports the ending epoch.
     ///
     /// Acquire on the RMW: a co-owner's bookkeeping and slot writes, published by the release
-    /// store that unlocked the queue, are visible afterwards. Returns `None` if `abort` said so.
+    /// store that unlocked the queue, are visible afterwards. The lock is not held if `abort`
+    /// said so; the view is then read all the same (two relaxed loads of this queue's header),
+    /// so that it is defined on both outcomes (see [`Locked`]).
     #[inline(always)]
-    pub fn lock<P: Platform>(&self, p: &P, abort: &impl Fn() -> bool) -> Option<OwnerView> {
+    pub fn lock<P: Platform>(&self, p: &P, abort: &impl Fn() -> bool) -> Locked {
         p.protocol_step(ProtocolStep::Lock);
+        let mut held = true;
         let word = loop {
             let old = QueueWord(self.header.word.fetch_or(
                 WordFlags::LOCK.bits(),
@@ -172,14 +198,18 @@ impl<'a, W: AtomicWord> PublicQueue<'a, W> {
                 break old;
             }
             if abort() {
-                return None;
+                held = false;
+                break old;
             }
             p.relax();
         };
         let epoch_tail =
             self.header.epoch_tail[word.epoch() as usize].load(Ordering::Relaxed, self.scope);
         let head = self.header.head.load(Ordering::Relaxed, self.scope);
-        Some(OwnerView::new(word, epoch_tail, head))
+        Locked {
+            view: OwnerView::new(word, epoch_tail, head),
+            held,
+        }
     }
 
     /// Waits until every task claimed in the previous use of epoch index `epoch` is copied out.
@@ -337,7 +367,7 @@ mod tests {
         let q = PublicQueue::new(&header, 4, Scope::Device);
         let p = OneLane::without_scratch();
         // Publish three tasks.
-        let v = q.lock(&p, &never).unwrap();
+        let v = q.lock(&p, &never).held_view().unwrap();
         assert!(q.wait_drained(&p, 1 - v.word.epoch() as usize, &never));
         q.reopen(&p, &v, v.first_unclaimed, v.head + 3);
         assert_eq!((q.peek().initial(), q.peek().epoch()), (3, 1));
@@ -348,13 +378,13 @@ mod tests {
         assert_eq!((share.offset, share.count), (0, 1));
         q.complete(&p, word, share.count);
         // The owner takes the rest.
-        let v = q.lock(&p, &never).unwrap();
+        let v = q.lock(&p, &never).held_view().unwrap();
         assert_eq!((v.claimed, v.available()), (1, 2));
         assert!(q.wait_drained(&p, 1 - v.word.epoch() as usize, &never));
         q.reopen(&p, &v, v.first_unclaimed, v.first_unclaimed);
         assert!(!q.peek().locked());
         assert_eq!(q.quiescent(false), Some(1));
-        let v = q.lock(&p, &never).unwrap();
+        let v = q.lock(&p, &never).held_view().unwrap();
         assert_eq!(v.available(), 0);
         assert!(q.wait_drained(&p, 1 - v.word.epoch() as usize, &never));
         q.reopen(&p, &v, v.first_unclaimed, v.head);

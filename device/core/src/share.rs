@@ -48,14 +48,21 @@ pub fn remaining_after(initial: u64, attempts: u64) -> u64 {
 /// `None` if that attempt finds the epoch exhausted.
 #[inline(always)]
 pub fn share(initial: u64, attempt: u64) -> Option<StealShare> {
+    let share = steal_share(initial, attempt);
+    (share.count > 0).then_some(share)
+}
+
+/// [`share`] without the `Option`: a `count` of 0 (at offset `initial`) when the attempt finds
+/// the epoch exhausted. Branch-free, so that both outcomes leave every field defined (see
+/// `PublicQueue::lock`).
+#[inline(always)]
+pub fn steal_share(initial: u64, attempt: u64) -> StealShare {
     let remaining = remaining_after(initial, attempt);
-    if remaining == 0 {
-        return None;
-    }
-    Some(StealShare {
+    // take_of(0) == 0.
+    StealShare {
         offset: initial - remaining,
         count: take_of(remaining),
-    })
+    }
 }
 
 /// Number of tasks claimed by the first `attempts` steal attempts of an epoch of `initial` tasks.

@@ -14,7 +14,6 @@ use crate::local_ring::{ring_index, ring_slot_after};
 use crate::operation::Operation;
 use crate::platform::{AtomicWord, Ordering, Platform, ProtocolStep, Scope};
 use crate::public_queue::{Claim, OwnerView, PublicQueue};
-use crate::share::StealShare;
 use crate::spec::Spec;
 use crate::termination::{HierarchicalCounter, IdleCounter, VoteOutcome, VotingTree};
 use crate::word::QueueWord;
@@ -382,9 +381,11 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         // [count, aborted, the lock's view as `OwnerView::parts`, the head's ring slot]
         let mut plan = [0u64; 6];
         if self.p.is_leader() {
-            plan = match queue.lock(&self.p, &abort) {
-                None => [0, 1, 0, 0, 0, 0],
-                Some(v) => {
+            let locked = queue.lock(&self.p, &abort);
+            plan = match locked.held {
+                false => [0, 1, 0, 0, 0, 0],
+                true => {
+                    let v = locked.view;
                     let next = 1 - v.word.epoch() as usize;
                     let mut ok = queue.wait_drained(&self.p, next, &abort);
                     let mut free = queue.free_slots(&v);
@@ -441,9 +442,11 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         let mut plan = [0u64; 8];
         if self.p.is_leader() && PublicQueue::<P::Word>::looks_stealable(queue.peek()) {
             self.p.protocol_step(ProtocolStep::Acquire);
-            plan = match queue.lock(&self.p, &abort) {
-                None => [0, 0, 1, 0, 0, 0, 0, 0],
-                Some(v) => {
+            let locked = queue.lock(&self.p, &abort);
+            plan = match locked.held {
+                false => [0, 0, 1, 0, 0, 0, 0, 0],
+                true => {
+                    let v = locked.view;
                     let next = 1 - v.word.epoch() as usize;
                     let ok = queue.wait_drained(&self.p, next, &abort);
                     let take = v.available().div_ceil(2).min(self.local_capacity / 2);
@@ -510,11 +513,12 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         self.p.protocol_step(ProtocolStep::LoadInitial);
         let mut plan = [0u64; 4];
         if self.p.is_leader() {
-            let mut claim = None;
+            // `(first task, count)`, count 0 for none (see `claim_initial`).
+            let mut claim = (0, 0);
             let mut own_done = self.own_range_exhausted;
             if !own_done {
                 claim = self.claim_initial(self.queue);
-                own_done = claim.is_none();
+                own_done = claim.1 == 0;
             }
             if self.own_range_exhausted {
                 // Victims are picked one at a time, only while no claim succeeded: an array of
@@ -522,14 +526,14 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                 // written and read on every claim).
                 let topology = &self.env.topology;
                 let mut tries = 0;
-                while claim.is_none() && tries < INITIAL_VICTIM_TRIES {
+                while claim.1 == 0 && tries < INITIAL_VICTIM_TRIES {
                     tries += 1;
                     if let Some(q) = self.with_leader(|l| l.picker.pick(topology)) {
                         claim = self.claim_initial(q);
                     }
                 }
             }
-            let (start, count) = claim.unwrap_or((0, 0));
+            let (start, count) = claim;
             plan = [
                 start,
                 count,
@@ -570,10 +574,12 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         true
     }
 
-    /// Lane 0: claims up to one chunk of queue `q`'s home range; `(first task, count)`, or `None`
-    /// when that range has been claimed to its end.
+    /// Lane 0: claims up to one chunk of queue `q`'s home range; `(first task, count)`, with a
+    /// count of 0 when that range has been claimed to its end. Not an `Option`, whose payload
+    /// the compiler left undefined on the empty path and merged into registers carried around
+    /// a GPU worker's whole loop (see `PublicQueue::lock`).
     #[inline(always)]
-    pub(crate) fn claim_initial(&self, q: u32) -> Option<(u64, u64)> {
+    pub(crate) fn claim_initial(&self, q: u32) -> (u64, u64) {
         let (lo, hi) = if q == self.queue {
             self.with_leader(|l| l.own_range)
         } else {
@@ -585,7 +591,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         // Relaxed throughout: the initial tasks were written by the host before the run, and
         // each fetch-add hands out a disjoint interval of the range.
         if len == 0 || claimed.load(Ordering::Relaxed, self.scope) >= len {
-            return None;
+            return (0, 0);
         }
         let chunk = if S::shared_queues(&self.env.config) {
             self.env.initial_claim(len)
@@ -595,7 +601,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         };
         let offset = claimed.fetch_add(chunk, Ordering::Relaxed, self.scope);
         if offset >= len {
-            return None;
+            return (0, 0);
         }
         if offset + chunk >= len {
             // The claim that reaches the range's end is unique: count the range as done.
@@ -606,7 +612,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                 self.scope,
             );
         }
-        Some((lo + offset, chunk.min(len - offset)))
+        (lo + offset, chunk.min(len - offset))
     }
 
     // ----- stealing ----------------------------------------------------------------------------
@@ -634,9 +640,12 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         self.p.barrier();
     }
 
-    /// Lane 0's steal attempt on `victim`, with the configured overflow prevention.
+    /// Lane 0's steal attempt on `victim`, with the configured overflow prevention: the claim as
+    /// `[word, share offset, share count, victim]`, all 0 when nothing was claimed. Every word is
+    /// defined on both outcomes: an `Option` whose payload is undefined when empty let the
+    /// compiler merge the payload into registers carried around the whole worker loop on a GPU.
     #[inline(always)]
-    pub(crate) fn claim_from(&mut self, victim: u32) -> Option<(QueueWord, StealShare)> {
+    pub(crate) fn claim_from(&mut self, victim: u32) -> [u64; 4] {
         // SAFETY: the picker returns valid queue indices.
         let header = unsafe { self.env.header(victim) };
         let queue = PublicQueue::new(header, self.env.config.public_capacity as u64, self.scope);
@@ -647,22 +656,22 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         if !damping || marked_empty {
             self.p.protocol_step(ProtocolStep::StealLoad);
             if !PublicQueue::<P::Word>::looks_stealable(queue.peek()) {
-                return None;
+                return [0; 4];
             }
         }
         self.count(|s| s.steal_attempts += 1);
-        let result = match queue.claim(&self.p) {
-            Claim::Claimed { word, share } => Some((word, share)),
-            Claim::Empty | Claim::Locked => None,
+        let plan = match queue.claim(&self.p) {
+            Claim::Claimed { word, share } => [word.0, share.offset, share.count, victim as u64],
+            Claim::Empty | Claim::Locked => [0; 4],
         };
         if damping {
             // SAFETY: as above.
             unsafe {
                 let w = word.read();
-                word.write(if result.is_some() { w & !bit } else { w | bit });
+                word.write(if plan[2] != 0 { w & !bit } else { w | bit });
             }
         }
-        result
+        plan
     }
 
     /// One steal attempt. The stolen tasks go to the local queue (up to half its capacity) and the
@@ -675,9 +684,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         if self.p.is_leader() {
             let topology = &self.env.topology;
             if let Some(victim) = self.with_leader(|l| l.picker.pick(topology)) {
-                if let Some((word, share)) = self.claim_from(victim) {
-                    plan = [word.0, share.offset, share.count, victim as u64];
-                }
+                plan = self.claim_from(victim);
             }
         }
         let [word, offset, count, victim] = self.exchange(plan);

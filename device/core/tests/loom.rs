@@ -50,7 +50,7 @@ impl Queue {
     /// The owner publishes `ids` (as many as fit); returns the ids that did not fit.
     fn publish(&self, ids: &[u64]) -> Vec<u64> {
         let q = self.q();
-        let view = q.lock(&P, &never).unwrap();
+        let view = q.lock(&P, &never).held_view().unwrap();
         assert!(q.wait_drained(&P, 1 - view.word.epoch() as usize, &never));
         let mut free = q.free_slots(&view);
         if free < ids.len() as u64 && !q.ending_epoch_drained(&view) {
@@ -69,7 +69,7 @@ impl Queue {
     /// The owner takes up to `max` of the newest public tasks.
     fn acquire(&self, max: u64) -> Vec<u64> {
         let q = self.q();
-        let view = q.lock(&P, &never).unwrap();
+        let view = q.lock(&P, &never).held_view().unwrap();
         assert!(q.wait_drained(&P, 1 - view.word.epoch() as usize, &never));
         let take = view.available().min(max);
         let from = view.head - take;
