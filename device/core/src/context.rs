@@ -96,6 +96,10 @@ pub trait Context {
     /// below use it, between two barriers.
     #[doc(hidden)]
     fn lanes_area(&self) -> *mut u64;
+    /// The platform's [`Platform::barrier_any`](crate::Platform::barrier_any), for
+    /// [`Context::any`].
+    #[doc(hidden)]
+    fn barrier_any(&self, value: bool) -> Option<bool>;
     /// Tasks this worker has started, this one included: the same on every lane, so a task may
     /// branch on it (a bound on how much work one worker does, for example).
     fn tasks_run(&self) -> u64;
@@ -111,10 +115,15 @@ pub trait Context {
     fn sum(&self, value: u64) -> u64 {
         reduce(self, value, |a, b| a.wrapping_add(b))
     }
-    /// True on every lane if any lane passed true.
+    /// True on every lane if any lane passed true. One instruction on a GPU (a barrier that
+    /// reduces); elsewhere a reduction through the scratch, whose loop of one load per lane held
+    /// a GPU worker's registers too (docs/results.md).
     #[inline(always)]
     fn any(&self, value: bool) -> bool {
-        reduce(self, value as u64, |a, b| a | b) != 0
+        match self.barrier_any(value) {
+            Some(any) => any,
+            None => reduce(self, value as u64, |a, b| a | b) != 0,
+        }
     }
     /// The maximum of every lane's `value`, on every lane.
     #[inline(always)]
@@ -407,5 +416,9 @@ impl<P: Platform, T: Copy, S: Spec> Context for TaskContext<'_, '_, P, T, S> {
     #[inline(always)]
     fn lanes_area(&self) -> *mut u64 {
         self.core.scratch_at::<u64>(self.core.layout.lanes_area)
+    }
+    #[inline(always)]
+    fn barrier_any(&self, value: bool) -> Option<bool> {
+        self.core.p.barrier_any(value)
     }
 }

@@ -368,6 +368,23 @@ unsafe impl Platform for GpuBlockPlatform {
         unsafe { nvptx::_syncthreads() }
     }
 
+    #[inline(always)]
+    fn barrier_any(&self, value: bool) -> Option<bool> {
+        let any: u32;
+        // SAFETY: every lane of the worker calls it (the core's control flow is uniform), as
+        // `bar.red` on barrier 0 with every thread of the block requires; like `bar.sync 0` it
+        // orders the lanes' memory operations (PTX ISA: `membar.cta` semantics).
+        unsafe {
+            asm!(
+                "{{ .reg .pred p, q; setp.ne.u32 p, {v}, 0; bar.red.or.pred q, 0, p; selp.u32 {a}, 1, 0, q; }}",
+                v = in(reg32) value as u32,
+                a = out(reg32) any,
+                options(nostack)
+            )
+        };
+        Some(any != 0)
+    }
+
     #[inline]
     fn broadcast(&self, value: u64) -> u64 {
         if self.lanes == 1 {

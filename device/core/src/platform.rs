@@ -101,6 +101,14 @@ pub unsafe trait Platform {
     fn lane_count(&self) -> u32;
     /// Blocks until every lane of the worker reached the barrier.
     fn barrier(&self);
+    /// A barrier that also tells every lane whether any lane passed `true`, where the platform
+    /// has one instruction for it (a GPU block's `bar.red.or`); `None` (the default) where it
+    /// has not, and [`Context::any`](crate::Context::any) reduces through the scratch instead.
+    /// Every lane calls it, as [`Platform::barrier`].
+    #[inline(always)]
+    fn barrier_any(&self, _value: bool) -> Option<bool> {
+        None
+    }
     /// Returns lane 0's `value` on every lane. Every lane must call it (it contains barriers).
     fn broadcast(&self, value: u64) -> u64;
     /// Start of the worker's scratch memory (shared memory on a GPU).

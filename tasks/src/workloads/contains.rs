@@ -42,44 +42,38 @@ pub struct ContainsTask {
     pub results: PackedTable,
 }
 
-/// Does `word` start at position `p` of `text`? (`p + word.len() <= text.len()`, word non-empty)
+/// One lane's share of one round, the start positions `base + lane + k * lanes` below `end`:
+/// does `word` start at any of them?
+///
+/// Positions are `u32`s and the bytes are read unchecked: on a GPU every index of this loop is
+/// a register of each lane, and 64-bit indices with their bounds checks held twice as many
+/// around the worker's state (docs/results.md).
+///
+/// # Safety
+/// `text` and `word` point to `text_len` and `word_len >= 1` readable bytes, and
+/// `end <= text_len - word_len + 1`.
 #[inline(always)]
-fn matches_at(text: &[u8], word: &[u8], p: usize) -> bool {
-    text[p] == word[0] && text[p + 1..p + word.len()] == word[1..]
-}
-
-/// One lane's share of one round: the start positions `base + lane + k * lanes` below `end`.
-/// (`end <= text.len() - word.len() + 1`, word non-empty.)
-#[inline]
-pub fn scan_round(
-    text: &[u8],
-    word: &[u8],
-    base: usize,
-    end: usize,
-    lane: usize,
-    lanes: usize,
+pub unsafe fn scan_lane_round(
+    text: *const u8,
+    word: *const u8,
+    word_len: u32,
+    base: u32,
+    end: u32,
+    lane: u32,
+    lanes: u32,
 ) -> bool {
+    // SAFETY (every read below): p < end, so p + k < p + word_len <= text_len for k < word_len.
+    let first = unsafe { *word };
     let mut p = base + lane;
-    if lanes == 1 {
-        // One lane tests every position: find the first byte, then compare the rest.
-        let (first, rest) = (word[0], &word[1..]);
-        while p < end {
-            match text[p..end].iter().position(|&b| b == first) {
-                None => return false,
-                Some(k) => {
-                    let q = p + k;
-                    if text[q + 1..q + word.len()] == *rest {
-                        return true;
-                    }
-                    p = q + 1;
-                }
-            }
-        }
-        return false;
-    }
     while p < end {
-        if matches_at(text, word, p) {
-            return true;
+        if unsafe { *text.add(p as usize) } == first {
+            let mut k = 1;
+            while k < word_len && unsafe { *text.add((p + k) as usize) == *word.add(k as usize) } {
+                k += 1;
+            }
+            if k == word_len {
+                return true;
+            }
         }
         p += lanes;
     }
@@ -92,17 +86,24 @@ pub fn round_end(base: usize, last: usize, lanes: usize) -> usize {
     (base + lanes * POSITIONS_PER_LANE).min(last)
 }
 
-/// Whether `text` contains `word` (non-empty), scanned as one lane scans it in a task.
+/// Whether `text` contains `word` (non-empty), scanned as one lane scans it in a task: round by
+/// round, the first byte found, then the rest compared.
 pub fn article_contains(text: &[u8], word: &[u8]) -> bool {
     if word.is_empty() || text.len() < word.len() {
         return false;
     }
+    let (first, rest) = (word[0], &word[1..]);
     let last = text.len() - word.len() + 1;
     let mut base = 0;
     while base < last {
         let end = round_end(base, last, 1);
-        if scan_round(text, word, base, end, 0, 1) {
-            return true;
+        let mut p = base;
+        while let Some(k) = text[p..end].iter().position(|&b| b == first) {
+            let q = p + k;
+            if text[q + 1..q + word.len()] == *rest {
+                return true;
+            }
+            p = q + 1;
         }
         base = end;
     }
@@ -141,11 +142,25 @@ impl TaskFunctor for ContainsTask {
         if lanes == 1 {
             found = article_contains(text, word);
         } else if text.len() >= word.len() {
-            let last = text.len() - word.len() + 1;
+            // Lengths fit u32s: the article lies in a descriptor, whose size is a u32.
+            let (text_len, word_len) = (text.len() as u32, word.len() as u32);
+            let (lane, lanes) = (lane as u32, lanes as u32);
+            let last = text_len - word_len + 1;
             let mut base = 0;
             while base < last {
-                let end = round_end(base, last, lanes);
-                let mine = scan_round(text, word, base, end, lane, lanes);
+                let end = round_end(base as usize, last as usize, lanes as usize) as u32;
+                // SAFETY: end <= last = text_len - word_len + 1, word_len >= 1 (checked above).
+                let mine = unsafe {
+                    scan_lane_round(
+                        text.as_ptr(),
+                        word.as_ptr(),
+                        word_len,
+                        base,
+                        end,
+                        lane,
+                        lanes,
+                    )
+                };
                 if ctx.any(mine) {
                     found = true;
                     break;
@@ -192,5 +207,60 @@ mod tests {
         assert!(article_contains(&long, b"abc"));
         long[3 * POSITIONS_PER_LANE - 3..].copy_from_slice(b"xyz");
         assert!(article_contains(&long, b"xyz"));
+    }
+
+    /// What the lanes of a task find together, round by round, as the GPU runs it.
+    fn lanes_contain(text: &[u8], word: &[u8], lanes: u32) -> bool {
+        if text.len() < word.len() {
+            return false;
+        }
+        let last = text.len() - word.len() + 1;
+        let mut base = 0;
+        while base < last {
+            let end = round_end(base, last, lanes as usize);
+            // SAFETY: end <= text.len() - word.len() + 1, word non-empty (the callers').
+            let any = (0..lanes).any(|lane| unsafe {
+                scan_lane_round(
+                    text.as_ptr(),
+                    word.as_ptr(),
+                    word.len() as u32,
+                    base as u32,
+                    end as u32,
+                    lane,
+                    lanes,
+                )
+            });
+            if any {
+                return true;
+            }
+            base = end;
+        }
+        false
+    }
+
+    proptest::proptest! {
+        /// Several lanes find a word exactly where the one-lane scan does, over a small
+        /// alphabet (so that partial matches and matches across rounds are common).
+        #[test]
+        fn lanes_agree_with_one_lane(
+            text in proptest::collection::vec(0u8..3, 0..3 * POSITIONS_PER_LANE),
+            word in proptest::collection::vec(0u8..3, 1..6),
+            lanes in 1u32..40,
+        ) {
+            proptest::prop_assert_eq!(
+                lanes_contain(&text, &word, lanes),
+                article_contains(&text, &word)
+            );
+        }
+    }
+
+    #[test]
+    fn lanes_find_a_word_at_the_last_position_of_a_round() {
+        let lanes = 32;
+        let mut text = [b'x'; 2 * 32 * POSITIONS_PER_LANE];
+        let at = lanes * POSITIONS_PER_LANE - 1;
+        text[at..at + 3].copy_from_slice(b"abc");
+        assert!(lanes_contain(&text, b"abc", lanes as u32));
+        assert!(!lanes_contain(&text, b"abd", lanes as u32));
     }
 }

@@ -455,6 +455,10 @@ impl<P: Platform, T: Copy + Tagged, S: Spec> Context for LeanContext<'_, '_, P, 
         self.w.lanes
     }
     #[inline(always)]
+    fn barrier_any(&self, value: bool) -> Option<bool> {
+        self.w.p.barrier_any(value)
+    }
+    #[inline(always)]
     fn tasks_run(&self) -> u64 {
         self.w.tasks_run
     }
