@@ -194,7 +194,11 @@ impl<W: AtomicWord> VotingTree<'_, W> {
         let local = worker - first;
         let count = t.first_worker[d as usize + 1] - first;
         let mut all_idle = idle;
-        for child in [2 * local + 1, 2 * local + 2] {
+        // Children by a constant count, not an array (whose iterator lived in local memory on a
+        // GPU, written on every vote) nor a range of run-time bounds (whose `Option` items held
+        // registers around the worker loop): the compiler unrolls the two rounds.
+        for k in 1..=2 {
+            let child = 2 * local + k;
             if child < count {
                 let v = self
                     .word((first + child) as usize)
@@ -215,7 +219,8 @@ impl<W: AtomicWord> VotingTree<'_, W> {
             return VoteOutcome::Voted;
         }
         // Device root: a node of the global tree over devices.
-        for child in [2 * d + 1, 2 * d + 2] {
+        for k in 1..=2 {
+            let child = 2 * d + k;
             if child < t.devices {
                 let v = self.global_vote(child).load(Ordering::Acquire, self.scope);
                 if v >> 1 != round {

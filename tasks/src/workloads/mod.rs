@@ -24,30 +24,27 @@ pub enum MemsetTasks {
     Memset(MemsetTask),
 }
 
-/// The CONTAINS registry. Its kernels are capped at 112 registers (16 blocks of 32 threads per
-/// H100 SM, as at 128). Given the registers it would take (119 at commit 9d6813f), the driver's
-/// JIT compiles the text scan into about 2.8 times the instructions and the worker runs at a
-/// third of the speed; a cap below that keeps the fast schedule. On an H100 at 9d6813f: 112 ran
-/// the man pages at 2.63-2.65e5 tasks/s, 116 at 2.68-2.81e5, 120 at 8.1-8.3e4
-/// (docs/results.md). The cliff moves with the code: 8818f8f's worker fell off it at 128, not
-/// at 120.
-#[crate::registry(kernel = "contains", max_registers = 112)]
+/// The CONTAINS registry. Its kernels are capped at 64 registers (32 blocks of 32 threads per
+/// H100 SM), where the worker spills nothing (ptxas sm_90, commit 1499967 and later). The cap
+/// of 112 that kept the driver's JIT off a slow form of the scan is gone with the cause: a scan
+/// loop whose lanes never met again after a first-byte match (docs/results.md).
+#[crate::registry(kernel = "contains", max_registers = 64)]
 pub enum ContainsTasks {
     Contains(ContainsTask),
 }
 
-/// The UTS registry. Its kernels are capped at 96 registers (20 blocks of 32 threads per H100 SM):
-/// there T1L ran 1.14x faster than at the default 128, T1 and T5 as fast, T3 at 0.91x
-/// (docs/results.md); the kernel-per-level baseline shares the cap and gains as much.
+/// The UTS registry. Its kernels are capped at 96 registers (20 blocks of 32 threads per H100 SM),
+/// where the worker spills nothing (commit b7af30b and later). On an H200 at 1499967's worker, 80
+/// ran T1L 4% faster but T3 6% slower, 72 T1L 5% faster and T3 15% slower, 128 T1L 11% slower
+/// (docs/results.md); the kernel-per-level baseline shares the cap.
 #[crate::registry(kernel = "uts", max_registers = 96)]
 pub enum UtsTasks {
     Uts(UtsNode),
 }
 
-/// The FIB registry. Its kernels are capped at 96 registers (20 blocks of 32 threads per H100
-/// SM), where the worker of commit 9d6813f spills nothing: FIB(30) ran 1.08x faster than at the
-/// default 128 (docs/results.md).
-#[crate::registry(kernel = "fib", max_registers = 96)]
+/// The FIB registry. Its kernels are capped at 64 registers (32 blocks of 32 threads per H100
+/// SM), where the worker and the kernel-per-level baseline spill nothing (docs/results.md).
+#[crate::registry(kernel = "fib", max_registers = 64)]
 pub enum FibTasks {
     Fib(FibTask),
 }
