@@ -173,8 +173,8 @@ on_device() {
             case_run memset-lanes-512 120 "${M[@]}" "${G[@]}" --lanes 512 --baselines static
             case_run memset-tasks-in-host 120 "${M[@]}" "${G[@]}" --tasks-in host
             # Occupancy: MEMSET's registry caps its kernels at 64 registers (32 blocks of 32
-            # threads per SM, with spills); at 128, the other registries' default, 16 fit; at 255
-            # (ptxas's choice), only 8. Same cap for the static baseline.
+            # threads per SM, no spills); a higher cap lets the JIT take more registers, and fewer
+            # blocks fit. Same cap for the static baseline.
             case_run memset-maxreg-128 120 "${M[@]}" "${G[@]}" --max-registers 128 --baselines static
             case_run memset-maxreg-255 120 "${M[@]}" "${G[@]}" --max-registers 255 --baselines static
             ;;

@@ -153,6 +153,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                 iterations_total: 0,
                 iterations_reported: 0,
                 voted_round: 0,
+                last_idle_iteration: 0,
+                idle_streak: 0,
                 bridge: crate::bridge::BridgeLedger::default(),
                 operation: Operation::Start,
                 heartbeats: 0,

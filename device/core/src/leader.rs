@@ -32,6 +32,10 @@ pub struct LeaderState {
     /// once: it costs two 64-bit divisions, which on a GPU took 5 instructions per MEMSET task
     /// when they were repeated at every claim.
     pub own_range: (u64, u64),
+    /// Idle backoff (`WorkerCore::idle_step`): the loop iteration of the last idle round.
+    pub last_idle_iteration: u32,
+    /// Idle backoff: idle rounds in a row, up to the last one.
+    pub idle_streak: u32,
     /// The bridge worker's ledger (bridged runs: [`crate::bridge`]).
     pub bridge: BridgeLedger,
 }

@@ -429,6 +429,12 @@ unsafe impl Platform for GpuBlockPlatform {
     }
 
     #[inline(always)]
+    fn idle_pause(&self, ns: u32) {
+        // SAFETY: as in `relax`.
+        unsafe { asm!("nanosleep.u32 {t};", t = in(reg32) ns, options(nomem, nostack)) }
+    }
+
+    #[inline(always)]
     fn now_ns(&self) -> u64 {
         let t: u64;
         // SAFETY: reads the global nanosecond timer.

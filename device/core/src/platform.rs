@@ -121,6 +121,14 @@ pub unsafe trait Platform {
     fn relax(&self) {
         core::hint::spin_loop();
     }
+    /// An idle worker's pause of about `ns` nanoseconds between two rounds of looking for work
+    /// (the worker doubles it while it stays idle: [`crate::worker`]). The default is one
+    /// [`Platform::relax`]; a GPU block sleeps (`nanosleep`), so that idle workers take fewer
+    /// issue slots and memory requests from the busy ones on their SM.
+    #[inline(always)]
+    fn idle_pause(&self, _ns: u32) {
+        self.relax();
+    }
     /// A monotonic clock in nanoseconds, or 0 where none is available.
     fn now_ns(&self) -> u64 {
         0

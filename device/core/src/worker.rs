@@ -67,6 +67,15 @@ pub const INITIAL_COPY_BATCH: usize = 4;
 /// Other workers' home ranges a worker tries per `load_initial` once its own is claimed.
 pub const INITIAL_VICTIM_TRIES: usize = 2;
 
+/// An idle worker's first pause between two idle rounds, in nanoseconds
+/// ([`Platform::idle_pause`]); each further idle round in a row doubles it, up to
+/// [`IDLE_PAUSE_MAX_NS`].
+pub const IDLE_PAUSE_MIN_NS: u32 = 64;
+
+/// The longest pause between two idle rounds. It bounds how late an idle worker notices new
+/// work or the end of the run.
+pub const IDLE_PAUSE_MAX_NS: u32 = 1024;
+
 /// A run of tasks in this worker's own memory, as [`WorkerCore::publish`] reads them: task `j`
 /// is at `base + ((start + j * step) & mask)`. The local ring (step 1, mask capacity - 1) and
 /// the overflow stack read top down (step -1, no mask) are both one, so that one inlined
@@ -821,8 +830,22 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         self.set_operation(Operation::Idle);
         self.count(|s| s.idle_rounds += 1);
         let ignore_in_flight = self.flags.contains(RunFlags::BREAK_IN_FLIGHT_RULE);
-        let mut plan = [0u64; 3];
+        // [terminate, abort, became idle, the pause after this round]
+        let mut plan = [0u64; 4];
         if self.p.is_leader() {
+            // Idle rounds in a row (no other loop iteration between them) double the pause.
+            let iteration = self.iterations;
+            let streak = self.with_leader(|l| {
+                let streak = if iteration == l.last_idle_iteration.wrapping_add(1) {
+                    l.idle_streak.saturating_add(1)
+                } else {
+                    0
+                };
+                l.last_idle_iteration = iteration;
+                l.idle_streak = streak;
+                streak
+            });
+            plan[3] = idle_pause_ns(streak) as u64;
             let abort = (self.abort_flag())();
             let quiescent = self.own_queue().quiescent(ignore_in_flight);
             let mut became_idle = false;
@@ -872,9 +895,9 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                     outcome == VoteOutcome::Terminate
                 }
             };
-            plan = [terminate as u64, abort as u64, became_idle as u64];
+            plan[..3].copy_from_slice(&[terminate as u64, abort as u64, became_idle as u64]);
         }
-        let [terminate, abort, became_idle] = self.exchange(plan);
+        let [terminate, abort, became_idle, pause] = self.exchange(plan);
         if became_idle != 0 {
             self.idle = true;
             self.report_progress();
@@ -884,7 +907,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             return true;
         }
         if terminate == 0 {
-            self.p.relax();
+            self.p.idle_pause(pause as u32);
         }
         terminate != 0
     }
@@ -1043,5 +1066,32 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         }
         // Acquire pairs with the bridge worker's store.
         shared.decision.load(Ordering::Acquire, self.scope) != 0
+    }
+}
+
+/// The pause after the `streak`-th idle round in a row (0-based): [`IDLE_PAUSE_MIN_NS`] doubled
+/// `streak` times, at most [`IDLE_PAUSE_MAX_NS`].
+#[inline(always)]
+pub(crate) fn idle_pause_ns(streak: u32) -> u32 {
+    // 64 << 16 fits a u32 and is past the maximum.
+    (IDLE_PAUSE_MIN_NS << streak.min(16)).min(IDLE_PAUSE_MAX_NS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_idle_pause_doubles_up_to_its_maximum() {
+        assert_eq!(idle_pause_ns(0), IDLE_PAUSE_MIN_NS);
+        assert_eq!(idle_pause_ns(1), 2 * IDLE_PAUSE_MIN_NS);
+        let mut last = 0;
+        for streak in 0..100 {
+            let pause = idle_pause_ns(streak);
+            assert!(pause >= last && pause <= IDLE_PAUSE_MAX_NS);
+            last = pause;
+        }
+        assert_eq!(last, IDLE_PAUSE_MAX_NS);
+        assert_eq!(idle_pause_ns(u32::MAX), IDLE_PAUSE_MAX_NS);
     }
 }
