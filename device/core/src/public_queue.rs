@@ -362,6 +362,22 @@ mod tests {
     }
 
     #[test]
+    fn an_aborted_lock_wait_holds_nothing() {
+        let header = QueueHeader::<HostWord>::new();
+        let q = PublicQueue::new(&header, 4, Scope::Device);
+        let p = OneLane::without_scratch();
+        let first = q.lock(&p, &never);
+        assert!(first.held);
+        // A co-owner's wait, aborted while the first lock is held.
+        let second = q.lock(&p, &|| true);
+        assert!(!second.held);
+        assert_eq!(second.held_view(), None);
+        assert!(q.peek().locked());
+        // The view was still read, from the same header: defined, as the GPU path needs.
+        assert_eq!(second.view.head, first.view.head);
+    }
+
+    #[test]
     fn epochs_turn_over_and_claims_are_accounted() {
         let header = QueueHeader::<HostWord>::new();
         let q = PublicQueue::new(&header, 4, Scope::Device);

@@ -136,6 +136,10 @@ mod tests {
     fn eight_tasks_split_four_two_one_one() {
         let takes: [u64; 5] = core::array::from_fn(|k| share(8, k as u64).map_or(0, |s| s.count));
         assert_eq!(takes, [4, 2, 1, 1, 0]);
+        // Without the Option: an exhausted epoch's share is empty, at the epoch's end.
+        let exhausted = steal_share(8, 4);
+        assert_eq!((exhausted.offset, exhausted.count), (8, 0));
+        assert_eq!(steal_share(8, 1), share(8, 1).unwrap());
         assert_eq!(
             share(8, 2),
             Some(StealShare {
