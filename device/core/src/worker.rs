@@ -391,30 +391,29 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         let mut plan = [0u64; 6];
         if self.p.is_leader() {
             let locked = queue.lock(&self.p, &abort);
-            plan = match locked.held {
-                false => [0, 1, 0, 0, 0, 0],
-                true => {
-                    let v = locked.view;
-                    let next = 1 - v.word.epoch() as usize;
-                    let mut ok = queue.wait_drained(&self.p, next, &abort);
-                    let mut free = queue.free_slots(&v);
-                    if ok && free < want && !queue.ending_epoch_drained(&v) {
-                        // The ending epoch's thieves are still copying: wait for them rather than
-                        // publish fewer tasks.
-                        ok = queue.wait_drained_current(&self.p, &v, &abort);
-                        free = queue.free_slots(&v);
-                    }
-                    let [word, epoch_tail, head] = v.parts();
-                    let head_slot = ring_index(head, queue.capacity);
-                    [
-                        want.min(free),
-                        !ok as u64,
-                        word,
-                        epoch_tail,
-                        head,
-                        head_slot,
-                    ]
+            plan = if locked.held {
+                let v = locked.view;
+                let next = 1 - v.word.epoch() as usize;
+                let mut ok = queue.wait_drained(&self.p, next, &abort);
+                let mut free = queue.free_slots(&v);
+                if ok && free < want && !queue.ending_epoch_drained(&v) {
+                    // The ending epoch's thieves are still copying: wait for them rather than
+                    // publish fewer tasks.
+                    ok = queue.wait_drained_current(&self.p, &v, &abort);
+                    free = queue.free_slots(&v);
                 }
+                let [word, epoch_tail, head] = v.parts();
+                let head_slot = ring_index(head, queue.capacity);
+                [
+                    want.min(free),
+                    !ok as u64,
+                    word,
+                    epoch_tail,
+                    head,
+                    head_slot,
+                ]
+            } else {
+                [0, 1, 0, 0, 0, 0]
             };
         }
         let [count, aborted, _, _, _, head_slot] = self.exchange(plan);
@@ -452,18 +451,17 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         if self.p.is_leader() && PublicQueue::<P::Word>::looks_stealable(queue.peek()) {
             self.p.protocol_step(ProtocolStep::Acquire);
             let locked = queue.lock(&self.p, &abort);
-            plan = match locked.held {
-                false => [0, 0, 1, 0, 0, 0, 0, 0],
-                true => {
-                    let v = locked.view;
-                    let next = 1 - v.word.epoch() as usize;
-                    let ok = queue.wait_drained(&self.p, next, &abort);
-                    let take = v.available().div_ceil(2).min(self.local_capacity / 2);
-                    let [word, epoch_tail, head] = v.parts();
-                    let from = head - take;
-                    let from_slot = ring_index(from, queue.capacity);
-                    [take, from, !ok as u64, 1, word, epoch_tail, head, from_slot]
-                }
+            plan = if locked.held {
+                let v = locked.view;
+                let next = 1 - v.word.epoch() as usize;
+                let ok = queue.wait_drained(&self.p, next, &abort);
+                let take = v.available().div_ceil(2).min(self.local_capacity / 2);
+                let [word, epoch_tail, head] = v.parts();
+                let from = head - take;
+                let from_slot = ring_index(from, queue.capacity);
+                [take, from, !ok as u64, 1, word, epoch_tail, head, from_slot]
+            } else {
+                [0, 0, 1, 0, 0, 0, 0, 0]
             };
         }
         let [take, _, aborted, locked, _, _, _, from_slot] = self.exchange(plan);
@@ -845,7 +843,6 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                 l.idle_streak = streak;
                 streak
             });
-            plan[3] = idle_pause_ns(streak) as u64;
             let abort = (self.abort_flag())();
             let quiescent = self.own_queue().quiescent(ignore_in_flight);
             let mut became_idle = false;
@@ -895,7 +892,12 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                     outcome == VoteOutcome::Terminate
                 }
             };
-            plan[..3].copy_from_slice(&[terminate as u64, abort as u64, became_idle as u64]);
+            plan = [
+                terminate as u64,
+                abort as u64,
+                became_idle as u64,
+                idle_pause_ns(streak) as u64,
+            ];
         }
         let [terminate, abort, became_idle, pause] = self.exchange(plan);
         if became_idle != 0 {
@@ -1073,7 +1075,10 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
 /// `streak` times, at most [`IDLE_PAUSE_MAX_NS`].
 #[inline(always)]
 pub(crate) fn idle_pause_ns(streak: u32) -> u32 {
-    // 64 << 16 fits a u32 and is past the maximum.
+    // The minimum shifted 16 times fits a u32 and is past the maximum.
+    const {
+        assert!(IDLE_PAUSE_MIN_NS <= u32::MAX >> 16 && IDLE_PAUSE_MIN_NS << 16 >= IDLE_PAUSE_MAX_NS)
+    };
     (IDLE_PAUSE_MIN_NS << streak.min(16)).min(IDLE_PAUSE_MAX_NS)
 }
 
