@@ -303,15 +303,30 @@ pub struct Env<W, T> {
     pub task_tags: *mut u64,
 }
 
-/// [`Env::initial_claim`]: `min(chunk, ceil(range_len / workers_per_queue))`. The configuration
-/// allows 1, 2 or 4 workers per queue, so the division is a shift (a 64-bit division is a
-/// software routine on a GPU).
+/// Tasks one claim takes from a home range with `remaining` unclaimed tasks, shared by `k`
+/// workers: the configured initial chunk, or less as the range empties,
+/// `min(chunk, ceil(remaining / (GUIDE k)))` with [`INITIAL_CLAIM_GUIDE`] as `GUIDE`. The
+/// configuration allows 1, 2 or 4 workers per queue, so the division is a shift (a 64-bit
+/// division is a software routine on a GPU).
 #[inline(always)]
-pub fn claim_size(chunk: u64, range_len: u64, workers_per_queue: u32) -> u64 {
+pub fn claim_size(chunk: u64, remaining: u64, workers_per_queue: u32) -> u64 {
     debug_assert!(workers_per_queue.is_power_of_two());
-    let share = (range_len + workers_per_queue as u64 - 1) >> workers_per_queue.trailing_zeros();
+    let shift = workers_per_queue.trailing_zeros() + INITIAL_CLAIM_GUIDE.trailing_zeros();
+    let share = (remaining + (1 << shift) - 1) >> shift;
     chunk.min(share)
 }
+
+/// A claim takes at most `1 / (INITIAL_CLAIM_GUIDE k)` of what remains of a home range shared by
+/// `k` workers (guided self-scheduling): the co-owners' claims leave at least half of each
+/// remainder to claim later, by them or by workers whose own ranges ran out, and the claims
+/// shrink towards one task as the range empties. A claim of a fixed share took whole ranges in
+/// one or two claims whenever a range was shorter than two chunks: on a corpus sorted longest
+/// first, the workers of the first ranges then ran their long documents alone, as static
+/// assignment does, while the others waited for the end. Before that, a claim of the whole
+/// chunk took 32 of a 38-task range shared by 2 and left its co-owner 6, and CONTAINS on that
+/// corpus ran 1.5x slower on an H100 (docs/results.md).
+pub const INITIAL_CLAIM_GUIDE: u32 = 2;
+const _: () = assert!(INITIAL_CLAIM_GUIDE.is_power_of_two());
 
 /// The bit of an [`Env::area_limits`] entry that marks a writable (read-write) area.
 pub const AREA_WRITABLE: u64 = 1 << 63;
@@ -329,21 +344,6 @@ impl<W: AtomicWord, T> Env<W, T> {
     pub fn initial_range(&self, q: u32) -> (u64, u64) {
         let (n, queues) = (self.initial_len, self.topology.queues() as u64);
         (q as u64 * n / queues, (q as u64 + 1) * n / queues)
-    }
-
-    /// Tasks one claim takes from a home range of `range_len` tasks: the configured initial chunk,
-    /// but with shared queues at most the range's share of one co-owner, `ceil(range_len / k)`
-    /// for `k` workers per queue. A home range covers its `k` co-owners: without the bound, the
-    /// first claim of a 38-task range shared by 2 took a chunk of 32 and left its co-owner 6, and
-    /// a worker releases nothing while initial tasks remain. On an H100 that made CONTAINS on a
-    /// longest-first corpus 1.5x slower (docs/results.md).
-    #[inline(always)]
-    pub fn initial_claim(&self, range_len: u64) -> u64 {
-        claim_size(
-            self.config.initial_chunk as u64,
-            range_len,
-            self.config.workers_per_queue,
-        )
     }
 
     /// Home ranges that hold at least one task: `min(n, Q)`.
@@ -522,26 +522,44 @@ impl<W, T> Env<W, T> {
 
 #[cfg(test)]
 mod tests {
-    use super::claim_size;
+    use super::{claim_size, INITIAL_CLAIM_GUIDE};
 
     #[test]
-    fn a_claim_takes_at_most_one_co_owner_s_share_of_a_home_range() {
-        // Unshared: the chunk, or the whole range when it is shorter.
-        assert_eq!(claim_size(32, 19, 1), 19);
+    fn a_claim_takes_at_most_a_guided_share_of_what_remains() {
+        // Unshared: half of what remains, at most the chunk.
+        assert_eq!(claim_size(32, 19, 1), 10);
         assert_eq!(claim_size(32, 1000, 1), 32);
-        // Two co-owners of 38 tasks: 19 each, not 32 and 6.
-        assert_eq!(claim_size(32, 38, 2), 19);
-        assert_eq!(claim_size(32, 39, 2), 20);
-        assert_eq!(claim_size(32, 15, 4), 4);
+        assert_eq!(claim_size(32, 1, 1), 1);
+        // Two co-owners of 38 tasks: a quarter each, not 32 and 6.
+        assert_eq!(claim_size(32, 38, 2), 10);
+        assert_eq!(claim_size(32, 39, 2), 10);
+        assert_eq!(claim_size(32, 15, 4), 2);
         assert_eq!(claim_size(32, 1, 4), 1);
         assert_eq!(claim_size(32, 31_776, 2), 32);
-        // Every share rounds up, so k claims of it always cover the range.
+        // Every share rounds up: a claim takes at least one task while any remain, never more
+        // than remain, and claims in turn empty any range.
         for k in [1, 2, 4] {
-            for len in 1..200 {
+            for len in 1..300 {
                 let c = claim_size(32, len, k);
-                assert!((1..=32).contains(&c), "{len} {k} {c}");
-                assert!(c * k as u64 >= len.min(32 * k as u64), "{len} {k} {c}");
+                assert!((1..=32.min(len)).contains(&c), "{len} {k} {c}");
+                assert!(
+                    c * (k * INITIAL_CLAIM_GUIDE) as u64
+                        >= len.min(32 * (k * INITIAL_CLAIM_GUIDE) as u64),
+                    "{len} {k} {c}"
+                );
             }
         }
+    }
+
+    #[test]
+    fn claims_shrink_as_a_range_empties() {
+        // Two co-owners of 19 tasks claiming in turn: 5, 4, 3, 2, 2, 1, 1, 1.
+        let mut remaining = 19u64;
+        for expected in [5, 4, 3, 2, 2, 1, 1, 1] {
+            let c = claim_size(32, remaining, 2);
+            assert_eq!(c, expected, "{remaining} remaining");
+            remaining -= c;
+        }
+        assert_eq!(remaining, 0);
     }
 }

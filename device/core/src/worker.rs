@@ -9,7 +9,7 @@ use crate::config::{OverflowMode, RunFlags, TerminationMode};
 use crate::context::{Tagged, TaskExecutor};
 use crate::error::RunError;
 use crate::exec::{OnFull, WorkerCore};
-use crate::layout::Env;
+use crate::layout::{claim_size, Env};
 use crate::local_ring::{ring_index, ring_slot_after};
 use crate::operation::Operation;
 use crate::platform::{AtomicWord, Ordering, Platform, ProtocolStep, Scope};
@@ -597,15 +597,18 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         let claimed = &unsafe { self.env.header(q) }.initial_claimed;
         // Relaxed throughout: the initial tasks were written by the host before the run, and
         // each fetch-add hands out a disjoint interval of the range.
-        if len == 0 || claimed.load(Ordering::Relaxed, self.scope) >= len {
+        let seen = claimed.load(Ordering::Relaxed, self.scope);
+        if len == 0 || seen >= len {
             return (0, 0);
         }
-        let chunk = if S::shared_queues(&self.env.config) {
-            self.env.initial_claim(len)
+        // Sized by what remained when read: a stale count only makes this claim larger than its
+        // guided share (a claim past the range's end is cut to it below).
+        let per_queue = if S::shared_queues(&self.env.config) {
+            self.env.config.workers_per_queue
         } else {
-            // Unshared: the configured chunk (a claim past the range's end is cut to it below).
-            self.env.config.initial_chunk as u64
+            1
         };
+        let chunk = claim_size(self.env.config.initial_chunk as u64, len - seen, per_queue);
         let offset = claimed.fetch_add(chunk, Ordering::Relaxed, self.scope);
         if offset >= len {
             return (0, 0);
