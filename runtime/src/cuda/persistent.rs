@@ -13,7 +13,7 @@ use mgws_tasks::Registry;
 use super::driver::{self, Event, Function, Stream};
 use super::gate::LaunchGate;
 use super::grid::{size_grid, Grid as CudaGrid};
-use super::memory::{allocate, progress_snapshot, read_error_word, GpuSide, Memory};
+use super::memory::{allocate, progress_snapshot, read_error_word, GpuSide, Memory, WorkerRecords};
 use super::plan::{shared_field, Param, TasksIn};
 use super::poll::Backoff;
 use super::session::Session;
@@ -241,7 +241,6 @@ impl Device for CudaDevice<'_> {
         let mut shared = [0u8; size_of::<SharedState<HostWord>>()];
         mem.run.read_live(s, mem.run_area.shared, &mut shared)?;
         let word = |off: usize| u64::from_ne_bytes(shared[off..off + 8].try_into().unwrap());
-        let workers = grid.config.workers as usize;
         // Copy read-write data areas back into the job.
         for (index, bufs, write_back) in &mem.areas {
             if !write_back {
@@ -253,13 +252,17 @@ impl Device for CudaDevice<'_> {
                 bufs[0].read(0, dst)?;
             }
         }
-        let stats = mem.stats.as_ref().map(|h| {
-            (0..workers)
-                // SAFETY: one record per worker, written by the kernel before it exited.
-                .map(|w| unsafe { h.read_volatile::<WorkerStats>(w * size_of::<WorkerStats>()) })
-                .collect::<Vec<_>>()
-        });
-        let progress = progress_snapshot(mem, workers);
+        // Written by the kernel before it exited.
+        let stats = match &mem.stats {
+            Some(per_gpu) => Some(WorkerRecords::<WorkerStats>::read_all(
+                per_gpu,
+                s,
+                &grid.topology,
+                false,
+            )?),
+            None => None,
+        };
+        let progress = progress_snapshot(s, mem, &grid.topology);
         let counted: u64 = match &stats {
             Some(st) => st.iter().map(|w| w.tasks_run).sum(),
             None => progress.iter().map(|p| p.tasks_run).sum(),
@@ -358,7 +361,7 @@ impl Running for CudaRunning<'_> {
     }
 
     fn progress(&self) -> Vec<WorkerProgress> {
-        progress_snapshot(self.mem, self.workers)
+        progress_snapshot(self.s, self.mem, &self.topology)
     }
 
     fn live_state(&self) -> LiveState {
