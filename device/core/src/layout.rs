@@ -317,15 +317,15 @@ pub fn claim_size(chunk: u64, remaining: u64, workers_per_queue: u32) -> u64 {
 }
 
 /// A claim takes at most `1 / (INITIAL_CLAIM_GUIDE k)` of what remains of a home range shared by
-/// `k` workers (guided self-scheduling): the co-owners' claims leave at least half of each
-/// remainder to claim later, by them or by workers whose own ranges ran out, and the claims
-/// shrink towards one task as the range empties. A claim of a fixed share took whole ranges in
-/// one or two claims whenever a range was shorter than two chunks: on a corpus sorted longest
-/// first, the workers of the first ranges then ran their long documents alone, as static
-/// assignment does, while the others waited for the end. Before that, a claim of the whole
-/// chunk took 32 of a 38-task range shared by 2 and left its co-owner 6, and CONTAINS on that
-/// corpus ran 1.5x slower on an H100 (docs/results.md).
-pub const INITIAL_CLAIM_GUIDE: u32 = 2;
+/// `k` workers (guided self-scheduling, as factoring sizes its chunks): the co-owners' claims
+/// leave most of each remainder to claim later, by them or by workers whose own ranges ran out,
+/// and the claims shrink towards one task as the range empties. A claim of a fixed share,
+/// `ceil(range / k)`, took whole ranges in one or two claims whenever a range was shorter than
+/// two chunks: on a corpus sorted longest first, the workers of the first ranges ran their long
+/// documents alone, as static assignment does, while the others waited for the end. On an H100
+/// the guides 2, 4 and 8 ran CONTAINS on that corpus at 2.6, 2.8-3.0 and 2.9e8 documents/s
+/// (1.3e8 before), MEMSET 2^26 at 1.078, 1.075 and 1.067e10 tasks/s (docs/results.md).
+pub const INITIAL_CLAIM_GUIDE: u32 = 4;
 const _: () = assert!(INITIAL_CLAIM_GUIDE.is_power_of_two());
 
 /// The bit of an [`Env::area_limits`] entry that marks a writable (read-write) area.
@@ -526,14 +526,14 @@ mod tests {
 
     #[test]
     fn a_claim_takes_at_most_a_guided_share_of_what_remains() {
-        // Unshared: half of what remains, at most the chunk.
-        assert_eq!(claim_size(32, 19, 1), 10);
+        // Unshared: a quarter of what remains, at most the chunk.
+        assert_eq!(claim_size(32, 19, 1), 5);
         assert_eq!(claim_size(32, 1000, 1), 32);
         assert_eq!(claim_size(32, 1, 1), 1);
-        // Two co-owners of 38 tasks: a quarter each, not 32 and 6.
-        assert_eq!(claim_size(32, 38, 2), 10);
-        assert_eq!(claim_size(32, 39, 2), 10);
-        assert_eq!(claim_size(32, 15, 4), 2);
+        // Two co-owners of 38 tasks: an eighth each, not 32 and 6.
+        assert_eq!(claim_size(32, 38, 2), 5);
+        assert_eq!(claim_size(32, 39, 2), 5);
+        assert_eq!(claim_size(32, 15, 4), 1);
         assert_eq!(claim_size(32, 1, 4), 1);
         assert_eq!(claim_size(32, 31_776, 2), 32);
         // Every share rounds up: a claim takes at least one task while any remain, never more
@@ -553,9 +553,9 @@ mod tests {
 
     #[test]
     fn claims_shrink_as_a_range_empties() {
-        // Two co-owners of 19 tasks claiming in turn: 5, 4, 3, 2, 2, 1, 1, 1.
+        // Two co-owners of 19 tasks claiming in turn.
         let mut remaining = 19u64;
-        for expected in [5, 4, 3, 2, 2, 1, 1, 1] {
+        for expected in [3, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1] {
             let c = claim_size(32, remaining, 2);
             assert_eq!(c, expected, "{remaining} remaining");
             remaining -= c;

@@ -847,11 +847,15 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                 streak
             });
             let abort = (self.abort_flag())();
-            let quiescent = self.own_queue().quiescent(ignore_in_flight);
             let mut became_idle = false;
             let terminate = match self.idle_count() {
                 Some(counter) => {
-                    if !self.idle && quiescent.is_some() {
+                    // The own queue is read only by a worker that may enter the count: once
+                    // counted, it stays idle until it gains work, and its rounds only poll the
+                    // count. The check is a chain of dependent loads (the word, then the
+                    // epochs' completion counters), which every idle round of every worker
+                    // waited for before (a third of a short run's idle path, ncu).
+                    if !self.idle && self.own_queue().quiescent(ignore_in_flight).is_some() {
                         self.p.protocol_step(ProtocolStep::IdleEnter);
                         counter.enter();
                         became_idle = true;
@@ -864,6 +868,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                     }
                 }
                 None => {
+                    // A voting worker reports its queue's state in every vote.
+                    let quiescent = self.own_queue().quiescent(ignore_in_flight);
                     let targeted = match quiescent {
                         Some(claims) => {
                             let t = claims != self.with_leader(|l| l.claims_at_last_vote)
