@@ -219,8 +219,9 @@ pub struct SchedArgs {
     /// cuda`, measured faster on deep trees there).
     #[arg(long, help_heading = "Scheduler")]
     pub local_capacity: Option<u32>,
-    /// Initial tasks a worker claims at once, 1 to half the local queue (default: half the local
-    /// queue, at most 32: 16 on the CPU, 32 with `--backend cuda`).
+    /// The most initial tasks a worker claims at once, 1 to half the local queue (default: half
+    /// the local queue, at most 32: 16 on the CPU, 32 with `--backend cuda`); claims shrink
+    /// towards one task as a home range empties.
     #[arg(long, help_heading = "Scheduler")]
     pub initial_chunk: Option<u32>,
     /// Overflow-stack tasks per worker, used when both queues are full (default: 16384; UTS

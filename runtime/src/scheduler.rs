@@ -169,8 +169,9 @@ impl SchedulerBuilder {
         self.config.spill_capacity = n;
         self
     }
-    /// Initial tasks a worker claims at once: 1 to half the local queue (default: half the local
-    /// queue, at most [`DEFAULT_MAX_INITIAL_CHUNK`]).
+    /// The most initial tasks a worker claims at once: 1 to half the local queue (default: half
+    /// the local queue, at most [`DEFAULT_MAX_INITIAL_CHUNK`]). Claims shrink towards one task as
+    /// a home range empties (`mgws_core::layout::claim_size`).
     pub fn initial_chunk(mut self, n: u32) -> Self {
         self.initial_chunk = Some(n);
         self

@@ -78,7 +78,8 @@ pub struct SchedConfig {
     pub public_capacity: u32,
     /// Tasks of a worker's overflow stack, used when both of its queues are full.
     pub spill_capacity: u32,
-    /// Initial tasks a worker claims with one fetch-add on the cursor.
+    /// The most initial tasks a worker claims with one fetch-add on a home range's cursor
+    /// ([`crate::layout::claim_size`]).
     pub initial_chunk: u32,
     /// [`TerminationMode`] as `u32`.
     pub termination: u32,
