@@ -177,7 +177,7 @@ impl Topology {
 
 /// What the host last heard of a worker: written by the worker's lane 0 with plain volatile stores
 /// every `progress_interval` loop iterations and at every idle transition; read by the watchdog.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C)]
 pub struct WorkerProgress {
     /// Loop iterations so far.
@@ -222,7 +222,7 @@ impl WorkerProgress {
 }
 
 /// Per-worker statistics, collected when [`crate::RunFlags::STATS`] is set.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C)]
 pub struct WorkerStats {
     pub tasks_run: u64,

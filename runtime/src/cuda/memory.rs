@@ -281,25 +281,42 @@ pub(super) fn progress_snapshot(
     mem: &Memory,
     topology: &Topology,
 ) -> Vec<WorkerProgress> {
-    WorkerRecords::read_all(&mem.progress, s, topology, true)
-        .expect("a failed read is zeroed, not an error")
+    (0..mem.progress.len())
+        .flat_map(|d| {
+            WorkerRecords::read_gpu(&mem.progress, s, topology, d).unwrap_or_else(|_| {
+                vec![
+                    WorkerProgress::default();
+                    WorkerRecords::<WorkerProgress>::workers(topology, d)
+                ]
+            })
+        })
+        .collect()
 }
 
 /// One record of type `R` per worker, in each GPU's own memory (`Placed` per GPU), indexed by
 /// global worker id through the env's pointer. Lane 0 of a worker writes its records with
 /// plain volatile stores (`Env::write_progress`, `Env::write_stats`). In mapped host memory,
 /// where they were first, each 8-byte store was a transaction across PCIe: on an H100 the
-/// records of 4,224 workers added 15 µs (the progress records) and 14 µs (the statistics) to
+/// records of 4,224 workers added about 15 µs each (the progress records, the statistics) to
 /// the end of every run, static or mgws (docs/results.md).
 pub(super) struct WorkerRecords<R>(std::marker::PhantomData<R>);
 
-impl<R: Copy> WorkerRecords<R> {
+impl<R: bytemuck::Pod> WorkerRecords<R> {
+    /// Workers of GPU `d`.
+    fn workers(topology: &Topology, d: usize) -> usize {
+        (topology.first_worker[d + 1] - topology.first_worker[d]) as usize
+    }
+
     /// Zeroed records for every worker of `topology`, one allocation per GPU.
     pub fn allocate(s: &Session, topology: &Topology, what: &str) -> Result<Vec<Placed>> {
         (0..topology.devices as usize)
             .map(|d| {
-                let w = (topology.first_worker[d + 1] - topology.first_worker[d]) as usize;
-                Placed::zeroed(s, Loc::Gpu(d), w * size_of::<R>(), what)
+                Placed::zeroed(
+                    s,
+                    Loc::Gpu(d),
+                    Self::workers(topology, d) * size_of::<R>(),
+                    what,
+                )
             })
             .collect()
     }
@@ -316,29 +333,27 @@ impl<R: Copy> WorkerRecords<R> {
         Ok(base.wrapping_sub(topology.first_worker[d] as u64 * size_of::<R>() as u64) as *mut R)
     }
 
-    /// Every worker's record, in worker order. A GPU's failed read is an error, or with
-    /// `zero_on_error` zeroed records.
-    pub fn read_all(
+    /// GPU `d`'s records, in worker order (a copy on its control stream, usable while the kernel
+    /// runs).
+    pub fn read_gpu(
         per_gpu: &[Placed],
         s: &Session,
         topology: &Topology,
-        zero_on_error: bool,
+        d: usize,
     ) -> Result<Vec<R>> {
+        let mut bytes = vec![0u8; Self::workers(topology, d) * size_of::<R>()];
+        per_gpu[d].read_live(s, 0, &mut bytes)?;
+        Ok(bytes
+            .chunks_exact(size_of::<R>())
+            .map(bytemuck::pod_read_unaligned)
+            .collect())
+    }
+
+    /// Every worker's record, in worker order.
+    pub fn read_all(per_gpu: &[Placed], s: &Session, topology: &Topology) -> Result<Vec<R>> {
         let mut all = Vec::with_capacity(topology.workers() as usize);
-        for (d, placed) in per_gpu.iter().enumerate() {
-            let w = (topology.first_worker[d + 1] - topology.first_worker[d]) as usize;
-            let mut bytes = vec![0u8; w * size_of::<R>()];
-            if let Err(e) = placed.read_live(s, 0, &mut bytes) {
-                if !zero_on_error {
-                    return Err(e);
-                }
-                bytes.fill(0);
-            }
-            all.extend(bytes.chunks_exact(size_of::<R>()).map(|b| {
-                // SAFETY: `b` holds size_of::<R>() bytes, and R (a record of u64s) is valid
-                // for any bits; read unaligned, as a Vec<u8> promises no alignment.
-                unsafe { (b.as_ptr() as *const R).read_unaligned() }
-            }));
+        for d in 0..per_gpu.len() {
+            all.extend(Self::read_gpu(per_gpu, s, topology, d)?);
         }
         Ok(all)
     }

@@ -258,7 +258,6 @@ impl Device for CudaDevice<'_> {
                 per_gpu,
                 s,
                 &grid.topology,
-                false,
             )?),
             None => None,
         };
