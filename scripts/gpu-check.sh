@@ -284,8 +284,8 @@ PY
                     case_run "san-$tool-contains" 180 run contains --corpus "$corpus" --word by --limit 100 "${S[@]}"
                 fi
                 case_run "san-$tool-fib" 180 run fib -n 12 "${S[@]}"
-                # The kernel-per-level baseline: its environment in shared memory, written by
-                # lane 0 before a barrier.
+                # The kernel-per-level baseline, whose entries keep their environment in a
+                # local array.
                 case_run "san-$tool-uts-levels" 180 run uts "${S[@]}" --gpu-kernel levels
                 case_run "san-$tool-uts-cpu-workers" 180 run uts "${S[@]}" --cpu-workers 2
                 SAN=()

@@ -118,11 +118,7 @@ pub(super) fn allocate(
             ),
         )?);
     }
-    let mut task_tags = Vec::new();
-    for d in 0..n {
-        let w = (topology.first_worker[d + 1] - topology.first_worker[d]) as usize;
-        task_tags.push(Placed::zeroed(s, Loc::Gpu(d), w * 8, "the task-tag words")?);
-    }
+    let task_tags = WorkerRecords::<u64>::allocate(s, topology, "the task-tag words")?;
     let mut device_idle = Vec::new();
     for d in 0..n {
         device_idle.push(Placed::zeroed(s, Loc::Gpu(d), 8, "the idle counter")?);
@@ -215,12 +211,7 @@ pub(super) fn allocate(
                 Some(per_gpu) => WorkerRecords::<WorkerStats>::env_ptr(per_gpu, s, topology, d)?,
                 None => std::ptr::null_mut(),
             },
-            // Indexed by global worker id: the base is offset by this GPU's first worker (the
-            // kernel only ever adds ids of this GPU's workers).
-            task_tags: task_tags[d]
-                .device_ptr(s, d)?
-                .wrapping_sub(topology.first_worker[d] as u64 * 8)
-                as *mut u64,
+            task_tags: WorkerRecords::<u64>::env_ptr(&task_tags, s, topology, d)?,
             areas: area_ptrs,
             area_limits: job.area_limits(),
         };
@@ -281,21 +272,13 @@ pub(super) fn progress_snapshot(
     mem: &Memory,
     topology: &Topology,
 ) -> Vec<WorkerProgress> {
-    (0..mem.progress.len())
-        .flat_map(|d| {
-            WorkerRecords::read_gpu(&mem.progress, s, topology, d).unwrap_or_else(|_| {
-                vec![
-                    WorkerProgress::default();
-                    WorkerRecords::<WorkerProgress>::workers(topology, d)
-                ]
-            })
-        })
-        .collect()
+    WorkerRecords::read_live_or_zeroed(&mem.progress, s, topology)
 }
 
 /// One record of type `R` per worker, in each GPU's own memory (`Placed` per GPU), indexed by
-/// global worker id through the env's pointer. Lane 0 of a worker writes its records with
-/// plain volatile stores (`Env::write_progress`, `Env::write_stats`). In mapped host memory,
+/// global worker id through the env's pointer: the progress records, the statistics and the
+/// task tags. Lane 0 of a worker writes its records with plain volatile stores
+/// (`Env::write_progress`, `Env::write_stats`, `Env::note_task`). In mapped host memory,
 /// where they were first, each 8-byte store was a transaction across PCIe: on an H100 the
 /// records of 4,224 workers added about 15 µs each (the progress records, the statistics) to
 /// the end of every run, static or mgws (docs/results.md).
@@ -335,7 +318,7 @@ impl<R: bytemuck::Pod> WorkerRecords<R> {
 
     /// GPU `d`'s records, in worker order (a copy on its control stream, usable while the kernel
     /// runs).
-    pub fn read_gpu(
+    fn read_gpu(
         per_gpu: &[Placed],
         s: &Session,
         topology: &Topology,
@@ -347,6 +330,17 @@ impl<R: bytemuck::Pod> WorkerRecords<R> {
             .chunks_exact(size_of::<R>())
             .map(bytemuck::pod_read_unaligned)
             .collect())
+    }
+
+    /// Every worker's record, read while the kernels may run; a GPU whose records cannot be read
+    /// shows zeroed ones.
+    pub fn read_live_or_zeroed(per_gpu: &[Placed], s: &Session, topology: &Topology) -> Vec<R> {
+        (0..per_gpu.len())
+            .flat_map(|d| {
+                Self::read_gpu(per_gpu, s, topology, d)
+                    .unwrap_or_else(|_| vec![R::zeroed(); Self::workers(topology, d)])
+            })
+            .collect()
     }
 
     /// Every worker's record, in worker order.

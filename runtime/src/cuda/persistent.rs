@@ -384,20 +384,8 @@ impl Running for CudaRunning<'_> {
             })
             .collect();
         let topology = &self.topology;
-        let mut task_tags = Vec::with_capacity(self.workers);
-        for (d, tags) in mem.task_tags.iter().enumerate() {
-            let w = (topology.first_worker[d + 1] - topology.first_worker[d]) as usize;
-            let mut buf = vec![0u8; w * 8];
-            if tags.read_live(s, 0, &mut buf).is_err() {
-                buf.fill(0);
-            }
-            task_tags.extend(
-                buf.chunks_exact(8)
-                    .map(|b| u64::from_ne_bytes(b.try_into().unwrap())),
-            );
-        }
         LiveState {
-            task_tags,
+            task_tags: WorkerRecords::read_live_or_zeroed(&mem.task_tags, s, topology),
             idle_counter: if self.termination == mgws_core::TerminationMode::Hierarchical {
                 // The sum of the per-GPU counters; `u64::MAX` if one cannot be read.
                 mem.device_idle
