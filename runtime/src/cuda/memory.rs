@@ -318,12 +318,7 @@ impl<R: bytemuck::Pod> WorkerRecords<R> {
 
     /// GPU `d`'s records, in worker order (a copy on its control stream, usable while the kernel
     /// runs).
-    fn read_gpu(
-        per_gpu: &[Placed],
-        s: &Session,
-        topology: &Topology,
-        d: usize,
-    ) -> Result<Vec<R>> {
+    fn read_gpu(per_gpu: &[Placed], s: &Session, topology: &Topology, d: usize) -> Result<Vec<R>> {
         let mut bytes = vec![0u8; Self::workers(topology, d) * size_of::<R>()];
         per_gpu[d].read_live(s, 0, &mut bytes)?;
         Ok(bytes
