@@ -71,6 +71,20 @@ pub trait Context {
     /// lie in a data area (on a GPU: global memory, i.e. device, mapped host or peer memory, never
     /// shared memory).
     unsafe fn atomic_add(&self, target: *mut u64, value: u64) -> u64;
+    /// Adds `value` to the `u64` at `target`, a word that only this worker writes during the run
+    /// (its row of a result table): call it on one lane. Returns nothing, so that the worker
+    /// does not wait for the word: a GPU issues a fire-and-forget reduction, a CPU a plain load
+    /// and store ([`AtomicWord::add_single_writer`](crate::AtomicWord::add_single_writer)).
+    ///
+    /// # Safety
+    /// As for [`Context::atomic_add`]; in addition no other worker writes the word during the
+    /// run, and nothing reads it until the run ended.
+    unsafe fn single_writer_add(&self, target: *mut u64, value: u64);
+    /// Raises the `u64` at `target` to at least `value`, as [`Context::single_writer_add`].
+    ///
+    /// # Safety
+    /// As for [`Context::single_writer_add`].
+    unsafe fn single_writer_max(&self, target: *mut u64, value: u64);
     /// The platform's monotonic clock in nanoseconds (0 where it has none).
     fn now_ns(&self) -> u64;
     /// Tells the watchdog that this worker is making progress inside a long task: lane 0 counts
@@ -389,6 +403,18 @@ impl<P: Platform, T: Copy, S: Spec> Context for TaskContext<'_, '_, P, T, S> {
         let word = unsafe { &*(target as *const P::Word) };
         word.fetch_add(value, Ordering::Relaxed, self.core.scope())
     }
+    #[inline(always)]
+    unsafe fn single_writer_add(&self, target: *mut u64, value: u64) {
+        // SAFETY: as in `atomic_add`.
+        let word = unsafe { &*(target as *const P::Word) };
+        word.add_single_writer(value, self.core.scope())
+    }
+    #[inline(always)]
+    unsafe fn single_writer_max(&self, target: *mut u64, value: u64) {
+        // SAFETY: as in `atomic_add`.
+        let word = unsafe { &*(target as *const P::Word) };
+        word.max_single_writer(value, self.core.scope())
+    }
 
     #[inline(always)]
     fn now_ns(&self) -> u64 {
@@ -403,11 +429,11 @@ impl<P: Platform, T: Copy, S: Spec> Context for TaskContext<'_, '_, P, T, S> {
     }
     #[inline(always)]
     fn area(&self, index: usize) -> u64 {
-        self.core.env.areas.get(index).copied().unwrap_or(0)
+        self.core.env.area(index)
     }
     #[inline(always)]
     fn area_limit(&self, index: usize) -> u64 {
-        self.core.env.area_limits.get(index).copied().unwrap_or(0)
+        self.core.env.area_limit(index)
     }
     #[inline(always)]
     fn tasks_run(&self) -> u64 {

@@ -436,6 +436,32 @@ unsafe fn write_words_volatile<U: Copy>(dst: *mut U, value: U) {
 }
 
 impl<W, T> Env<W, T> {
+    /// Data area `index`'s base address, 0 past [`DATA_AREAS`]. Branch-free (a load from a
+    /// masked index and a select), so that a task may compute its data's addresses before it
+    /// checks anything, and the loads of several areas issue together.
+    #[inline(always)]
+    pub fn area(&self, index: usize) -> u64 {
+        const { assert!(DATA_AREAS.is_power_of_two()) };
+        let base = self.areas[index & (DATA_AREAS - 1)];
+        if index < DATA_AREAS {
+            base
+        } else {
+            0
+        }
+    }
+
+    /// Data area `index`'s limit ([`Env::area_limits`]), 0 past [`DATA_AREAS`]; branch-free
+    /// like [`Env::area`].
+    #[inline(always)]
+    pub fn area_limit(&self, index: usize) -> u64 {
+        let limit = self.area_limits[index & (DATA_AREAS - 1)];
+        if index < DATA_AREAS {
+            limit
+        } else {
+            0
+        }
+    }
+
     /// Writes worker `id`'s progress record for the watchdog (nothing where the run keeps no
     /// records). Volatile, so that the host, reading concurrently, sees the stores.
     ///

@@ -165,6 +165,17 @@ macro_rules! cas {
     }};
 }
 
+/// `red.relaxed.<scope>.global.<op> [p], v;`: a reduction that returns nothing.
+macro_rules! red {
+    ($sc:literal, $op:literal, $p:expr, $v:expr) => {
+        // SAFETY: as for `st`.
+        unsafe {
+            asm!(concat!(global_address!(), "red.relaxed.", $sc, ".global.", $op, " [g], {v}; }}"),
+                 p = in(reg64) $p, v = in(reg64) $v, options(nostack))
+        }
+    };
+}
+
 /// A read-modify-write `$op` with the semantics and scope asked for.
 macro_rules! rmw {
     ($self:ident, $op:literal, $value:expr, $order:expr, $scope:expr) => {{
@@ -270,6 +281,21 @@ impl AtomicWord for NvptxWord {
         } else {
             Err(old)
         }
+    }
+
+    /// `red.relaxed.add`: the warp does not wait for it (a load, add and store on the UTS
+    /// result row waited about 200 cycles per node for the load, docs/results.md).
+    #[inline(always)]
+    fn add_single_writer(&self, value: u64, scope: Scope) {
+        let p = self.0.get();
+        by_scope!(scope, red!("add.u64", p, value))
+    }
+
+    /// `red.relaxed.max`, as [`NvptxWord::add_single_writer`].
+    #[inline(always)]
+    fn max_single_writer(&self, value: u64, scope: Scope) {
+        let p = self.0.get();
+        by_scope!(scope, red!("max.u64", p, value))
     }
 }
 

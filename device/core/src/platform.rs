@@ -53,6 +53,28 @@ pub trait AtomicWord: Sync {
         failure: Ordering,
         scope: Scope,
     ) -> Result<u64, u64>;
+
+    /// Adds `value` to a word that only the caller writes during the run (others may read it
+    /// only after the run), returning nothing, so that the caller never waits for the word.
+    ///
+    /// The default is a relaxed load and a relaxed store: with a single writer no update can be
+    /// lost, and on a CPU both are plain moves. The GPU word overrides it with a
+    /// fire-and-forget reduction (`red`), which a warp issues without waiting for the round
+    /// trip to L2 that a load would cost.
+    #[inline(always)]
+    fn add_single_writer(&self, value: u64, scope: Scope) {
+        let old = self.load(Ordering::Relaxed, scope);
+        self.store(old.wrapping_add(value), Ordering::Relaxed, scope);
+    }
+
+    /// Raises a word that only the caller writes during the run to at least `value` (see
+    /// [`AtomicWord::add_single_writer`]).
+    #[inline(always)]
+    fn max_single_writer(&self, value: u64, scope: Scope) {
+        if value > self.load(Ordering::Relaxed, scope) {
+            self.store(value, Ordering::Relaxed, scope);
+        }
+    }
 }
 
 /// A step of the scheduling protocols, reported to [`Platform::protocol_step`] so that a test

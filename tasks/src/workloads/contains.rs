@@ -170,13 +170,8 @@ impl TaskFunctor for ContainsTask {
                 base = end;
             }
         }
-        if ctx.lane_id() == 0 {
-            // SAFETY: only lane 0 of this worker touches its row during the run.
-            unsafe {
-                *row.add(COL_MATCHES) += found as u64;
-                *row.add(COL_ARTICLES) += 1;
-            }
-        }
+        rows::add(ctx, row, COL_MATCHES, found as u64);
+        rows::add(ctx, row, COL_ARTICLES, 1);
         Ok(())
     }
 }

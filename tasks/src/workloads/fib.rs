@@ -48,13 +48,8 @@ impl TaskFunctor for FibTask {
     #[inline(always)]
     fn run(&self, task: &TaskStruct, ctx: &mut impl Ctx) -> Result<(), TaskError> {
         let row = rows::row(ctx, task.data[0])?;
-        if ctx.lane_id() == 0 {
-            // SAFETY: only lane 0 of this worker touches its row during the run.
-            unsafe {
-                *row.add(COL_SUM) += self.leaf_value();
-                *row.add(COL_NODES) += 1;
-            }
-        }
+        rows::add(ctx, row, COL_SUM, self.leaf_value());
+        rows::add(ctx, row, COL_NODES, 1);
         if let Some([a, b]) = self.children() {
             ctx.spawn(&task.with_params(&a));
             ctx.spawn(&task.with_params(&b));

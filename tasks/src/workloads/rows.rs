@@ -1,7 +1,7 @@
 //! Per-worker result rows: a workload's counters without contention.
 //!
 //! A result table holds one row of [`ROW_WORDS`] `u64`s (64 bytes, one cache line) per worker.
-//! Only lane 0 of worker `w` ever touches row `w` during a run, with plain loads and stores; the
+//! Only lane 0 of worker `w` ever writes row `w` during a run, through [`add`] and [`max`]; the
 //! host adds the rows up afterwards. Rows are 64-byte apart so that workers never share a line.
 
 use mgws_core::TaskError;
@@ -28,6 +28,32 @@ pub fn row(ctx: &impl Ctx, table: DataDescriptor) -> Result<*mut u64, TaskError>
     let base = table.resolve(ctx.area(table.area as usize)) as *mut u64;
     // SAFETY: in bounds of the descriptor (checked above).
     Ok(unsafe { base.add(w as usize * ROW_WORDS) })
+}
+
+/// Adds `value` to column `col` of `row` (from [`row`]) on lane 0; the other lanes do nothing.
+///
+/// The worker does not wait for the update (`Context::single_writer_add`: on a GPU a reduction
+/// that returns nothing, where a load, an add and a store waited for the row's round trip to L2
+/// on every task).
+#[inline(always)]
+pub fn add(ctx: &impl Ctx, row: *mut u64, col: usize, value: u64) {
+    debug_assert!(col < ROW_WORDS);
+    if ctx.lane_id() == 0 {
+        // SAFETY: `row` is this worker's row of a result table (from `row`, which checked its
+        // bounds), which only lane 0 of this worker writes during the run and the host reads
+        // after it; `col` is one of its words.
+        unsafe { ctx.single_writer_add(row.add(col), value) }
+    }
+}
+
+/// Raises column `col` of `row` to at least `value` on lane 0, as [`add`].
+#[inline(always)]
+pub fn max(ctx: &impl Ctx, row: *mut u64, col: usize, value: u64) {
+    debug_assert!(col < ROW_WORDS);
+    if ctx.lane_id() == 0 {
+        // SAFETY: as in `add`.
+        unsafe { ctx.single_writer_max(row.add(col), value) }
+    }
 }
 
 /// A result table named without a descriptor, packed into one `u64` for tasks whose two

@@ -366,21 +366,19 @@ fn params<'a>(ctx: &impl Ctx, d: DataDescriptor) -> Result<&'a UtsParams, TaskEr
 impl TaskFunctor for UtsNode {
     #[inline(always)]
     fn run(&self, task: &TaskStruct, ctx: &mut impl Ctx) -> Result<(), TaskError> {
-        let params = params(ctx, task.data[0])?;
+        // Both addresses before either check, so that their loads issue together.
+        let (params, row) = (params(ctx, task.data[0]), rows::row(ctx, task.data[1]));
+        let (params, row) = (params?, row?);
         // The same count on every lane, so every lane returns the same result.
         if ctx.tasks_run() > params.max_nodes {
             return Err(TaskError::Failed(UTS_NODE_LIMIT));
         }
-        let row = rows::row(ctx, task.data[1])?;
         let n = params.num_children(self);
-        if ctx.lane_id() == 0 {
-            // SAFETY: only lane 0 of this worker touches its row during the run.
-            unsafe {
-                *row.add(COL_NODES) += 1;
-                *row.add(COL_LEAVES) += (n == 0) as u64;
-                let d = row.add(COL_DEPTH);
-                *d = (*d).max(self.depth as u64);
-            }
+        rows::add(ctx, row, COL_NODES, 1);
+        if n == 0 {
+            // The deepest node of a tree is a leaf, so leaves alone raise the depth.
+            rows::add(ctx, row, COL_LEAVES, 1);
+            rows::max(ctx, row, COL_DEPTH, self.depth as u64);
         }
         // Lanes compute children in parallel, one per lane per round, then spawn them in lane
         // order: every lane makes the same calls.

@@ -430,6 +430,18 @@ impl<P: Platform, T: Copy + Tagged, S: Spec> Context for LeanContext<'_, '_, P, 
         let word = unsafe { &*(target as *const P::Word) };
         word.fetch_add(value, Ordering::Relaxed, S::scope(&self.w.env.config))
     }
+    #[inline(always)]
+    unsafe fn single_writer_add(&self, target: *mut u64, value: u64) {
+        // SAFETY: as in `atomic_add`.
+        let word = unsafe { &*(target as *const P::Word) };
+        word.add_single_writer(value, S::scope(&self.w.env.config))
+    }
+    #[inline(always)]
+    unsafe fn single_writer_max(&self, target: *mut u64, value: u64) {
+        // SAFETY: as in `atomic_add`.
+        let word = unsafe { &*(target as *const P::Word) };
+        word.max_single_writer(value, S::scope(&self.w.env.config))
+    }
 
     #[inline(always)]
     fn now_ns(&self) -> u64 {
@@ -444,11 +456,11 @@ impl<P: Platform, T: Copy + Tagged, S: Spec> Context for LeanContext<'_, '_, P, 
     }
     #[inline(always)]
     fn area(&self, index: usize) -> u64 {
-        self.w.env.areas.get(index).copied().unwrap_or(0)
+        self.w.env.area(index)
     }
     #[inline(always)]
     fn area_limit(&self, index: usize) -> u64 {
-        self.w.env.area_limits.get(index).copied().unwrap_or(0)
+        self.w.env.area_limit(index)
     }
     #[inline(always)]
     fn lanes_area(&self) -> *mut u64 {
