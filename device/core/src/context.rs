@@ -375,7 +375,13 @@ impl<P: Platform, T: Copy, S: Spec> Context for TaskContext<'_, '_, P, T, S> {
     }
     #[inline(always)]
     fn worker_id(&self) -> u32 {
-        self.core.id + self.core.env.worker_base as u32
+        if S::bridged(&self.core.env.config) {
+            // A bridged worker's loop keeps more state live, and with `global_id` too its UTS
+            // entries spilled at their register cap; it loads the base instead.
+            self.core.id + self.core.env.worker_base as u32
+        } else {
+            self.core.global_id
+        }
     }
     #[inline(always)]
     fn barrier(&self) {

@@ -42,6 +42,10 @@ pub struct WorkerCore<'e, P: Platform, T, S: Spec> {
     pub(crate) p: P,
     pub(crate) env: &'e Env<P::Word, T>,
     pub(crate) id: u32,
+    /// `id + env.worker_base`: the worker's id among every device's workers, which tasks see
+    /// (`Context::worker_id`). Kept so that a task does not load `worker_base` again: the load
+    /// sat on the path of every UTS node (docs/results.md). Bridged entries do not use it.
+    pub(crate) global_id: u32,
     pub(crate) queue: u32,
     pub(crate) scope: Scope,
     pub(crate) layout: ScratchLayout,
@@ -120,6 +124,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             p,
             env,
             id,
+            global_id: id + env.worker_base as u32,
             queue,
             layout,
             flags,

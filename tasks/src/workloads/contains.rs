@@ -170,8 +170,8 @@ impl TaskFunctor for ContainsTask {
                 base = end;
             }
         }
-        rows::add(ctx, row, COL_MATCHES, found as u64);
-        rows::add(ctx, row, COL_ARTICLES, 1);
+        row.add(ctx, COL_MATCHES, found as u64);
+        row.add(ctx, COL_ARTICLES, 1);
         Ok(())
     }
 }

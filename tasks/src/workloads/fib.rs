@@ -48,8 +48,8 @@ impl TaskFunctor for FibTask {
     #[inline(always)]
     fn run(&self, task: &TaskStruct, ctx: &mut impl Ctx) -> Result<(), TaskError> {
         let row = rows::row(ctx, task.data[0])?;
-        rows::add(ctx, row, COL_SUM, self.leaf_value());
-        rows::add(ctx, row, COL_NODES, 1);
+        row.add(ctx, COL_SUM, self.leaf_value());
+        row.add(ctx, COL_NODES, 1);
         if let Some([a, b]) = self.children() {
             ctx.spawn(&task.with_params(&a));
             ctx.spawn(&task.with_params(&b));

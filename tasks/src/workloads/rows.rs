@@ -1,7 +1,7 @@
 //! Per-worker result rows: a workload's counters without contention.
 //!
 //! A result table holds one row of [`ROW_WORDS`] `u64`s (64 bytes, one cache line) per worker.
-//! Only lane 0 of worker `w` ever writes row `w` during a run, through [`add`] and [`max`]; the
+//! Only lane 0 of worker `w` ever writes row `w` during a run, through [`ResultRow`]; the
 //! host adds the rows up afterwards. Rows are 64-byte apart so that workers never share a line.
 
 use mgws_core::TaskError;
@@ -17,42 +17,50 @@ pub const ROW_BYTES: usize = ROW_WORDS * 8;
 /// Error code of a task whose worker has no row in the result table.
 pub const NO_RESULT_ROW: u32 = 0x5257_0001;
 
+/// The row of one worker in a result table, from [`row`]: the only way to update a row.
+#[derive(Clone, Copy, Debug)]
+pub struct ResultRow(*mut u64);
+
 /// The result row of the running worker in the table `table` describes.
 ///
-/// Every lane may call it (the check is uniform); only lane 0 may use the row.
-pub fn row(ctx: &impl Ctx, table: DataDescriptor) -> Result<*mut u64, TaskError> {
+/// Every lane may call it (the check is uniform); only lane 0 updates the row ([`ResultRow::add`]).
+/// The address is computed before the check, without a branch, so that the loads it needs (the
+/// area's base, the worker's id) issue together with a task's other loads.
+#[inline(always)]
+pub fn row(ctx: &impl Ctx, table: DataDescriptor) -> Result<ResultRow, TaskError> {
     let w = ctx.worker_id() as u64;
+    let base = table.resolve(ctx.area(table.area as usize)) as *mut u64;
+    let row = base.wrapping_add(w as usize * ROW_WORDS);
     if (w + 1) * ROW_BYTES as u64 > table.size as u64 || table.offset & 7 != 0 {
         return Err(TaskError::Failed(NO_RESULT_ROW));
     }
-    let base = table.resolve(ctx.area(table.area as usize)) as *mut u64;
-    // SAFETY: in bounds of the descriptor (checked above).
-    Ok(unsafe { base.add(w as usize * ROW_WORDS) })
+    Ok(ResultRow(row))
 }
 
-/// Adds `value` to column `col` of `row` (from [`row`]) on lane 0; the other lanes do nothing.
-///
-/// The worker does not wait for the update (`Context::single_writer_add`: on a GPU a reduction
-/// that returns nothing, where a load, an add and a store waited for the row's round trip to L2
-/// on every task).
-#[inline(always)]
-pub fn add(ctx: &impl Ctx, row: *mut u64, col: usize, value: u64) {
-    debug_assert!(col < ROW_WORDS);
-    if ctx.lane_id() == 0 {
-        // SAFETY: `row` is this worker's row of a result table (from `row`, which checked its
-        // bounds), which only lane 0 of this worker writes during the run and the host reads
-        // after it; `col` is one of its words.
-        unsafe { ctx.single_writer_add(row.add(col), value) }
+impl ResultRow {
+    /// Adds `value` to column `col` on lane 0; the other lanes do nothing.
+    ///
+    /// The worker does not wait for the update (`Context::single_writer_add`: on a GPU a
+    /// reduction that returns nothing, where a load, an add and a store waited for the row's
+    /// round trip to L2 on every task).
+    #[inline(always)]
+    pub fn add(self, ctx: &impl Ctx, col: usize, value: u64) {
+        if ctx.lane_id() == 0 {
+            // SAFETY: the row is this worker's row of a result table (`row` checked that it lies
+            // in the descriptor, which lies in a data area), only lane 0 of this worker writes
+            // it during the run, and the host reads it after; `col % ROW_WORDS` is one of its
+            // words.
+            unsafe { ctx.single_writer_add(self.0.add(col % ROW_WORDS), value) }
+        }
     }
-}
 
-/// Raises column `col` of `row` to at least `value` on lane 0, as [`add`].
-#[inline(always)]
-pub fn max(ctx: &impl Ctx, row: *mut u64, col: usize, value: u64) {
-    debug_assert!(col < ROW_WORDS);
-    if ctx.lane_id() == 0 {
-        // SAFETY: as in `add`.
-        unsafe { ctx.single_writer_max(row.add(col), value) }
+    /// Raises column `col` to at least `value` on lane 0, as [`ResultRow::add`].
+    #[inline(always)]
+    pub fn max(self, ctx: &impl Ctx, col: usize, value: u64) {
+        if ctx.lane_id() == 0 {
+            // SAFETY: as in `add`.
+            unsafe { ctx.single_writer_max(self.0.add(col % ROW_WORDS), value) }
+        }
     }
 }
 

@@ -274,6 +274,10 @@ impl UtsParams {
 
     /// The entries of a row of [`Self::geometric_first_rand`] at or below `rand` (they rise with
     /// k): the node's number of children.
+    ///
+    /// Four entries at a time: their loads do not depend on each other, so a node waits for one
+    /// load per four entries rather than per entry (a T1L node has four children on average).
+    /// The entries rise, so the count stops at the first chunk with an entry above `rand`.
     #[inline(always)]
     fn count_first_rands(first: &[u32; MAX_CHILDREN as usize], rand: u32) -> u32 {
         first.iter().take_while(|&&t| t <= rand).count() as u32
@@ -354,13 +358,18 @@ impl UtsNode {
 
 /// The tree parameters a task's descriptor 0 points at, read in place: each field is loaded where
 /// it is used (a copy of the whole struct went through local memory on the GPU, once per node).
+///
+/// The address is computed before the check, without a branch, so that its load issues with the
+/// result row's (see `rows::row`).
+#[inline(always)]
 fn params<'a>(ctx: &impl Ctx, d: DataDescriptor) -> Result<&'a UtsParams, TaskError> {
+    let params = d.resolve(ctx.area(d.area as usize)) as *const UtsParams;
     if (d.size as usize) < core::mem::size_of::<UtsParams>() || d.offset & 7 != 0 {
         return Err(TaskError::Failed(UTS_BAD_PARAMS));
     }
     // SAFETY: in bounds and aligned (checked above); UtsParams is plain data valid for any bits;
     // the area is read-only and outlives every task of the run, so the reference does too.
-    Ok(unsafe { &*(d.resolve(ctx.area(d.area as usize)) as *const UtsParams) })
+    Ok(unsafe { &*params })
 }
 
 impl TaskFunctor for UtsNode {
@@ -369,16 +378,17 @@ impl TaskFunctor for UtsNode {
         // Both addresses before either check, so that their loads issue together.
         let (params, row) = (params(ctx, task.data[0]), rows::row(ctx, task.data[1]));
         let (params, row) = (params?, row?);
-        // The same count on every lane, so every lane returns the same result.
+        // Read before the children are counted and checked after, so that the count does not
+        // wait for this load (counting has no effect).
         if ctx.tasks_run() > params.max_nodes {
             return Err(TaskError::Failed(UTS_NODE_LIMIT));
         }
         let n = params.num_children(self);
-        rows::add(ctx, row, COL_NODES, 1);
+        row.add(ctx, COL_NODES, 1);
         if n == 0 {
             // The deepest node of a tree is a leaf, so leaves alone raise the depth.
-            rows::add(ctx, row, COL_LEAVES, 1);
-            rows::max(ctx, row, COL_DEPTH, self.depth as u64);
+            row.add(ctx, COL_LEAVES, 1);
+            row.max(ctx, COL_DEPTH, self.depth as u64);
         }
         // Lanes compute children in parallel, one per lane per round, then spawn them in lane
         // order: every lane makes the same calls.
