@@ -71,3 +71,23 @@ impl AtomicWord for HostWord {
         self.0.compare_exchange(current, new, success, failure)
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// The single-writer updates' default (a load and a store) adds and raises like their
+    /// read-modify-write counterparts, wrapping and keeping the larger value.
+    #[test]
+    fn single_writer_updates_add_and_raise() {
+        let word = HostWord::new(5);
+        word.add_single_writer(7, Scope::Device);
+        assert_eq!(word.load(Ordering::Relaxed, Scope::Device), 12);
+        word.add_single_writer(u64::MAX, Scope::System);
+        assert_eq!(word.load(Ordering::Relaxed, Scope::Device), 11);
+        word.max_single_writer(3, Scope::Device);
+        assert_eq!(word.load(Ordering::Relaxed, Scope::Device), 11);
+        word.max_single_writer(40, Scope::Device);
+        assert_eq!(word.load(Ordering::Relaxed, Scope::Device), 40);
+    }
+}
