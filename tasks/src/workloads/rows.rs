@@ -38,7 +38,8 @@ pub fn row(ctx: &impl Ctx, table: DataDescriptor) -> Result<ResultRow, TaskError
 }
 
 impl ResultRow {
-    /// Adds `value` to column `col` on lane 0; the other lanes do nothing.
+    /// Adds `value` to column `col` (modulo [`ROW_WORDS`]) on lane 0; the other lanes do
+    /// nothing.
     ///
     /// The worker does not wait for the update (`Context::single_writer_add`: on a GPU a
     /// reduction that returns nothing, where a load, an add and a store waited for the row's
@@ -54,7 +55,8 @@ impl ResultRow {
         }
     }
 
-    /// Raises column `col` to at least `value` on lane 0, as [`ResultRow::add`].
+    /// Raises column `col` (modulo [`ROW_WORDS`]) to at least `value` on lane 0, as
+    /// [`ResultRow::add`].
     #[inline(always)]
     pub fn max(self, ctx: &impl Ctx, col: usize, value: u64) {
         if ctx.lane_id() == 0 {

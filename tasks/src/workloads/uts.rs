@@ -275,9 +275,8 @@ impl UtsParams {
     /// The entries of a row of [`Self::geometric_first_rand`] at or below `rand` (they rise with
     /// k): the node's number of children.
     ///
-    /// Four entries at a time: their loads do not depend on each other, so a node waits for one
-    /// load per four entries rather than per entry (a T1L node has four children on average).
-    /// The entries rise, so the count stops at the first chunk with an entry above `rand`.
+    /// One entry at a time: reading four at once (independent loads) made T1L 12% slower on an
+    /// H200 and made the UTS entries spill at their register cap (docs/results.md).
     #[inline(always)]
     fn count_first_rands(first: &[u32; MAX_CHILDREN as usize], rand: u32) -> u32 {
         first.iter().take_while(|&&t| t <= rand).count() as u32
@@ -378,8 +377,7 @@ impl TaskFunctor for UtsNode {
         // Both addresses before either check, so that their loads issue together.
         let (params, row) = (params(ctx, task.data[0]), rows::row(ctx, task.data[1]));
         let (params, row) = (params?, row?);
-        // Read before the children are counted and checked after, so that the count does not
-        // wait for this load (counting has no effect).
+        // The same count on every lane, so every lane returns the same result.
         if ctx.tasks_run() > params.max_nodes {
             return Err(TaskError::Failed(UTS_NODE_LIMIT));
         }
