@@ -14,6 +14,18 @@ use crate::layout::AREA_WRITABLE;
 use crate::platform::{AtomicWord, Ordering, Platform};
 use crate::spec::Spec;
 
+/// The word a task atomic (`Context::atomic_add`, `single_writer_add`, `single_writer_max`)
+/// names by its address.
+///
+/// # Safety
+/// `target` meets [`Context::atomic_add`]'s contract and stays valid for `'a`.
+#[inline(always)]
+pub(crate) unsafe fn task_word<'a, W: AtomicWord>(target: *mut u64) -> &'a W {
+    // SAFETY: every platform that runs tasks has a word type that is `repr(transparent)` over a
+    // u64 (see `AtomicWord`); the caller guarantees the address.
+    unsafe { &*(target as *const W) }
+}
+
 /// Runs a task. Implemented by the task registry (`mgws-tasks`), which dispatches on the task tag.
 pub trait TaskExecutor<T>: Sync {
     /// Runs `task` on every lane of the worker; all lanes call it and must return the same result.
@@ -404,21 +416,20 @@ impl<P: Platform, T: Copy, S: Spec> Context for TaskContext<'_, '_, P, T, S> {
     }
     #[inline(always)]
     unsafe fn atomic_add(&self, target: *mut u64, value: u64) -> u64 {
-        // SAFETY: every platform that runs tasks has a word type that is `repr(transparent)` over
-        // a u64 (see `AtomicWord`); the caller guarantees the address.
-        let word = unsafe { &*(target as *const P::Word) };
+        // SAFETY: the caller meets this method's contract.
+        let word = unsafe { task_word::<P::Word>(target) };
         word.fetch_add(value, Ordering::Relaxed, self.core.scope())
     }
     #[inline(always)]
     unsafe fn single_writer_add(&self, target: *mut u64, value: u64) {
-        // SAFETY: as in `atomic_add`.
-        let word = unsafe { &*(target as *const P::Word) };
+        // SAFETY: the caller meets this method's contract.
+        let word = unsafe { task_word::<P::Word>(target) };
         word.add_single_writer(value, self.core.scope())
     }
     #[inline(always)]
     unsafe fn single_writer_max(&self, target: *mut u64, value: u64) {
-        // SAFETY: as in `atomic_add`.
-        let word = unsafe { &*(target as *const P::Word) };
+        // SAFETY: the caller meets this method's contract.
+        let word = unsafe { task_word::<P::Word>(target) };
         word.max_single_writer(value, self.core.scope())
     }
 

@@ -145,6 +145,11 @@ impl Topology {
     pub fn workers(&self) -> u32 {
         self.first_worker[self.devices as usize]
     }
+    /// Workers of device `d`.
+    #[inline(always)]
+    pub fn workers_on(&self, d: usize) -> u32 {
+        self.first_worker[d + 1] - self.first_worker[d]
+    }
     #[inline(always)]
     pub fn queues(&self) -> u32 {
         self.first_queue[self.devices as usize]
@@ -435,31 +440,33 @@ unsafe fn write_words_volatile<U: Copy>(dst: *mut U, value: U) {
     }
 }
 
+/// Entry `index` of a per-area table, 0 past [`DATA_AREAS`]: a load at the masked index and a
+/// select, no branch.
+#[inline(always)]
+fn area_entry(table: &[u64; DATA_AREAS], index: usize) -> u64 {
+    const { assert!(DATA_AREAS.is_power_of_two()) };
+    let entry = table[index & (DATA_AREAS - 1)];
+    if index < DATA_AREAS {
+        entry
+    } else {
+        0
+    }
+}
+
 impl<W, T> Env<W, T> {
-    /// Data area `index`'s base address, 0 past [`DATA_AREAS`]. Branch-free (a load from a
-    /// masked index and a select), so that a task may compute its data's addresses before it
-    /// checks anything, and the loads of several areas issue together.
+    /// Data area `index`'s base address, 0 past [`DATA_AREAS`]. Branch-free (see
+    /// [`area_entry`]), so that a task may compute its data's addresses before it checks
+    /// anything, and the loads of several areas issue together.
     #[inline(always)]
     pub fn area(&self, index: usize) -> u64 {
-        const { assert!(DATA_AREAS.is_power_of_two()) };
-        let base = self.areas[index & (DATA_AREAS - 1)];
-        if index < DATA_AREAS {
-            base
-        } else {
-            0
-        }
+        area_entry(&self.areas, index)
     }
 
     /// Data area `index`'s limit ([`Env::area_limits`]), 0 past [`DATA_AREAS`]; branch-free
     /// like [`Env::area`].
     #[inline(always)]
     pub fn area_limit(&self, index: usize) -> u64 {
-        let limit = self.area_limits[index & (DATA_AREAS - 1)];
-        if index < DATA_AREAS {
-            limit
-        } else {
-            0
-        }
+        area_entry(&self.area_limits, index)
     }
 
     /// Writes worker `id`'s progress record for the watchdog (nothing where the run keeps no

@@ -815,7 +815,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         let (shared, device) = unsafe { (self.env.shared(), &*self.env.device_idle[d]) };
         HierarchicalCounter {
             device,
-            device_workers: (t.first_worker[d + 1] - t.first_worker[d]) as u64,
+            device_workers: t.workers_on(d) as u64,
             // Only this device's workers update its counter, and it lives in their memory.
             device_scope: Scope::Device,
             global: &shared.idle_devices,

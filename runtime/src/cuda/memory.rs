@@ -108,7 +108,7 @@ pub(super) fn allocate(
     let spill_per_worker = config.spill_capacity as usize * task;
     let mut spill = Vec::new();
     for (d, g) in s.gpus[..n].iter().enumerate() {
-        let w = (topology.first_worker[d + 1] - topology.first_worker[d]) as usize;
+        let w = topology.workers_on(d) as usize;
         spill.push(DeviceBuffer::alloc(
             g,
             w * spill_per_worker,
@@ -285,11 +285,6 @@ pub(super) fn progress_snapshot(
 pub(super) struct WorkerRecords<R>(std::marker::PhantomData<R>);
 
 impl<R: bytemuck::Pod> WorkerRecords<R> {
-    /// Workers of GPU `d`.
-    fn workers(topology: &Topology, d: usize) -> usize {
-        (topology.first_worker[d + 1] - topology.first_worker[d]) as usize
-    }
-
     /// Zeroed records for every worker of `topology`, one allocation per GPU.
     pub fn allocate(s: &Session, topology: &Topology, what: &str) -> Result<Vec<Placed>> {
         (0..topology.devices as usize)
@@ -297,7 +292,7 @@ impl<R: bytemuck::Pod> WorkerRecords<R> {
                 Placed::zeroed(
                     s,
                     Loc::Gpu(d),
-                    Self::workers(topology, d) * size_of::<R>(),
+                    topology.workers_on(d) as usize * size_of::<R>(),
                     what,
                 )
             })
@@ -319,7 +314,7 @@ impl<R: bytemuck::Pod> WorkerRecords<R> {
     /// GPU `d`'s records, in worker order (a copy on its control stream, usable while the kernel
     /// runs).
     fn read_gpu(per_gpu: &[Placed], s: &Session, topology: &Topology, d: usize) -> Result<Vec<R>> {
-        let mut bytes = vec![0u8; Self::workers(topology, d) * size_of::<R>()];
+        let mut bytes = vec![0u8; topology.workers_on(d) as usize * size_of::<R>()];
         per_gpu[d].read_live(s, 0, &mut bytes)?;
         Ok(bytes
             .chunks_exact(size_of::<R>())
@@ -333,7 +328,7 @@ impl<R: bytemuck::Pod> WorkerRecords<R> {
         (0..per_gpu.len())
             .flat_map(|d| {
                 Self::read_gpu(per_gpu, s, topology, d)
-                    .unwrap_or_else(|_| vec![R::zeroed(); Self::workers(topology, d)])
+                    .unwrap_or_else(|_| vec![R::zeroed(); topology.workers_on(d) as usize])
             })
             .collect()
     }

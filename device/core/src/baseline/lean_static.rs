@@ -13,7 +13,7 @@
 use core::marker::PhantomData;
 
 use crate::baseline::static_share;
-use crate::context::{Context, Tagged, TaskExecutor};
+use crate::context::{task_word, Context, Tagged, TaskExecutor};
 use crate::error::RunError;
 use crate::layout::{Env, WorkerProgress, WorkerStats};
 use crate::operation::Operation;
@@ -425,21 +425,20 @@ impl<P: Platform, T: Copy + Tagged, S: Spec> Context for LeanContext<'_, '_, P, 
     }
     #[inline(always)]
     unsafe fn atomic_add(&self, target: *mut u64, value: u64) -> u64 {
-        // SAFETY: every platform that runs tasks has a word type that is `repr(transparent)` over
-        // a u64 (see `AtomicWord`); the caller guarantees the address.
-        let word = unsafe { &*(target as *const P::Word) };
+        // SAFETY: the caller meets this method's contract.
+        let word = unsafe { task_word::<P::Word>(target) };
         word.fetch_add(value, Ordering::Relaxed, S::scope(&self.w.env.config))
     }
     #[inline(always)]
     unsafe fn single_writer_add(&self, target: *mut u64, value: u64) {
-        // SAFETY: as in `atomic_add`.
-        let word = unsafe { &*(target as *const P::Word) };
+        // SAFETY: the caller meets this method's contract.
+        let word = unsafe { task_word::<P::Word>(target) };
         word.add_single_writer(value, S::scope(&self.w.env.config))
     }
     #[inline(always)]
     unsafe fn single_writer_max(&self, target: *mut u64, value: u64) {
-        // SAFETY: as in `atomic_add`.
-        let word = unsafe { &*(target as *const P::Word) };
+        // SAFETY: the caller meets this method's contract.
+        let word = unsafe { task_word::<P::Word>(target) };
         word.max_single_writer(value, S::scope(&self.w.env.config))
     }
 
