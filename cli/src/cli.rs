@@ -232,8 +232,9 @@ pub struct SchedArgs {
     /// GPU when the worker count is even and no `--cpu-workers` run beside it).
     #[arg(long, help_heading = "Scheduler")]
     pub queue_sharing: Option<u32>,
-    #[arg(long, value_enum, default_value_t = TerminationArg::Counter, help_heading = "Scheduler")]
-    pub termination: TerminationArg,
+    /// Termination detection (default: counter; hierarchical with --processes).
+    #[arg(long, value_enum, help_heading = "Scheduler")]
+    pub termination: Option<TerminationArg>,
     #[arg(long, value_enum, default_value_t = OverflowArg::Damping, help_heading = "Scheduler")]
     pub overflow: OverflowArg,
     /// Probability of stealing from the own device first (multi-device runs).
@@ -255,6 +256,12 @@ pub struct SchedArgs {
     /// counter under --termination hierarchical, seen by the same-device victim policies).
     #[arg(long, default_value_t = 1, help_heading = "Scheduler")]
     pub cpu_domains: u32,
+    /// CPU: run the workers in this many processes on this machine, one PE each (the CPU twin
+    /// of one process per GPU): each PE is a domain of its own (own public queues, own idle
+    /// counter under --termination hierarchical, the default then), and the processes share
+    /// one memory file. Needs --backend cpu.
+    #[arg(long, help_heading = "Scheduler")]
+    pub processes: Option<u32>,
     /// Print one JSON object on stdout instead of text.
     #[arg(long, help_heading = "Output")]
     pub json: bool,
@@ -320,7 +327,12 @@ impl SchedArgs {
         let backend = self.backend::<R>()?;
         // The backend reports what it runs for the settings left open (one JIT compile of the
         // kernel on a GPU, cached for the run that follows).
-        let termination = match self.termination {
+        let default_termination = if self.processes.is_some() {
+            TerminationArg::Hierarchical
+        } else {
+            TerminationArg::Counter
+        };
+        let termination = match self.termination.unwrap_or(default_termination) {
             TerminationArg::Counter => TerminationMode::IdleCounter,
             TerminationArg::Tree => TerminationMode::VotingTree,
             TerminationArg::Hierarchical => TerminationMode::Hierarchical,
@@ -399,6 +411,15 @@ impl SchedArgs {
                     .into(),
             ));
         }
+        let cpu_loop = matches!(self.backend, BackendArg::Cpu | BackendArg::Auto);
+        if self.processes.is_some() && (!cpu_loop || self.cpu_domains != 1) {
+            return Err(Error::Config(
+                "--processes runs the workers of the mgws CPU loop in PE processes; it needs \
+                 --backend cpu (or auto, which it makes cpu) and excludes --cpu-domains (each process is a domain; one process \
+                 drives several GPUs with --devices)"
+                    .into(),
+            ));
+        }
         let levels = self.backend == BackendArg::CpuLevels
             || self.gpu_kernel == GpuKernelArg::Levels
             || self.baselines.contains(&BaselineArg::Levels);
@@ -447,7 +468,12 @@ impl SchedArgs {
             || self.max_registers.is_some()
             || self.cpu_workers > 0
             || self.gpu_kernel != GpuKernelArg::Mgws;
-        match self.backend {
+        // Several processes run the CPU loop (`auto` included: GPU runs are one process).
+        let backend = match (self.backend, self.processes) {
+            (BackendArg::Auto, Some(_)) => BackendArg::Cpu,
+            (b, _) => b,
+        };
+        match backend {
             BackendArg::Cpu | BackendArg::CpuStatic | BackendArg::CpuLevels if gpu_only => {
                 Err(Error::Config(
                     "--device, --devices, --ptx, --gpu-kernel, --max-registers and --cpu-workers \
@@ -455,7 +481,10 @@ impl SchedArgs {
                         .into(),
                 ))
             }
-            BackendArg::Cpu => Ok(Backend::Cpu),
+            BackendArg::Cpu => Ok(match self.processes {
+                Some(processes) => Backend::CpuProcesses { processes },
+                None => Backend::Cpu,
+            }),
             BackendArg::CpuStatic => Ok(Backend::CpuStatic),
             BackendArg::CpuLevels => Ok(Backend::CpuLevels {
                 level_capacity: self.level_capacity,
@@ -602,6 +631,33 @@ fn outcome_code(outcome: &Outcome) -> i32 {
     }
 }
 
+/// Serves `pe`, a PE process that a multi-process run of this program started (`--processes`),
+/// with the built-in registry of its run; returns the process's exit code.
+pub fn serve_pe(pe: mgws::processes::Pe) -> i32 {
+    let name = match pe.registry_name() {
+        Ok(name) => name,
+        Err(e) => {
+            eprintln!("mgws: PE {}: {e}", pe.index());
+            return mgws::processes::EXIT_PE_FAILED;
+        }
+    };
+    match name.as_str() {
+        MemsetTasks::NAME => pe.serve::<MemsetTasks>(),
+        ContainsTasks::NAME => pe.serve::<ContainsTasks>(),
+        UtsTasks::NAME => pe.serve::<UtsTasks>(),
+        FibTasks::NAME => pe.serve::<FibTasks>(),
+        SkewTasks::NAME => pe.serve::<SkewTasks>(),
+        StallTasks::NAME => pe.serve::<StallTasks>(),
+        other => {
+            eprintln!(
+                "mgws: PE {}: the run's registry `{other}` is none of this program's",
+                pe.index()
+            );
+            mgws::processes::EXIT_PE_FAILED
+        }
+    }
+}
+
 /// Runs the parsed command line; returns the process exit code ([`output`]'s codes).
 pub fn main_with(cli: Cli) -> Result<i32> {
     match cli.command {
@@ -630,6 +686,8 @@ pub fn main_with(cli: Cli) -> Result<i32> {
                     (false, BaselineArg::Static) => sched.backend = BackendArg::CpuStatic,
                     (false, BaselineArg::Levels) => sched.backend = BackendArg::CpuLevels,
                 }
+                // The CPU baselines run in this one process.
+                sched.processes = None;
                 match run_workload(&workload) {
                     Ok((o, s)) => {
                         code = code.max(outcome_code(&o));

@@ -4,6 +4,10 @@ use clap::Parser;
 use mgws_cli::output;
 
 fn main() {
+    // A PE process of a multi-process run (`--processes`) serves its PE and nothing else.
+    if let Some(pe) = mgws::processes::Pe::from_env() {
+        std::process::exit(mgws_cli::cli::serve_pe(pe));
+    }
     // Colour only on a terminal, and never when NO_COLOR is set (https://no-color.org).
     let colour = std::io::stderr().is_terminal()
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());

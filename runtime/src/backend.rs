@@ -23,6 +23,13 @@ pub enum Backend {
         /// Tasks one frontier buffer holds; `None`: four fifths of the available host memory for both buffers.
         level_capacity: Option<u64>,
     },
+    /// Host threads in `processes` processes on this machine, one PE each (the CPU twin of one
+    /// process per GPU, see [`crate::processes`]): copies of the running program, which must
+    /// serve their PE first thing in `main` ([`crate::processes::Pe`]).
+    CpuProcesses {
+        /// PE processes, 1 to `mgws_core::MAX_DEVICES`; the workers are split over them.
+        processes: u32,
+    },
     /// NVIDIA GPUs: one persistent kernel per GPU (or a GPU baseline kernel).
     Cuda(crate::cuda::CudaBackend),
 }
@@ -57,6 +64,9 @@ impl Backend {
             Backend::CpuLevels { level_capacity } => {
                 crate::cpu::run_levels(sched, registry, job, *level_capacity)
             }
+            Backend::CpuProcesses { processes } => {
+                crate::processes::run::<R>(sched, job, *processes)
+            }
             Backend::Cuda(cuda) => cuda.run(sched, registry, job),
         };
         result.map_err(Error::naming::<R>)
@@ -73,9 +83,15 @@ impl Backend {
         options: crate::cuda::KernelOptions,
     ) -> Result<Defaults> {
         match self {
-            Backend::Cpu | Backend::CpuStatic | Backend::CpuLevels { .. } => Ok(
-                crate::cpu::defaults(lanes, local_capacity, workers, options.workers_per_queue),
-            ),
+            Backend::Cpu
+            | Backend::CpuStatic
+            | Backend::CpuLevels { .. }
+            | Backend::CpuProcesses { .. } => Ok(crate::cpu::defaults(
+                lanes,
+                local_capacity,
+                workers,
+                options.workers_per_queue,
+            )),
             Backend::Cuda(cuda) => cuda.defaults::<R>(lanes, local_capacity, workers, options),
         }
     }
@@ -86,6 +102,7 @@ impl Backend {
             Backend::Cpu => "cpu",
             Backend::CpuStatic => "cpu-static",
             Backend::CpuLevels { .. } => "cpu-levels",
+            Backend::CpuProcesses { .. } => "cpu-processes",
             Backend::Cuda(cuda) => cuda.kernel.backend_name(),
         }
     }

@@ -105,6 +105,12 @@ pub trait Running {
     fn aborted(&self) -> bool {
         false
     }
+    /// Ends the workers that did not exit within [`Running::exit_grace`] of the abort, where
+    /// the device can (a multi-process run kills its PE processes); true when none is left
+    /// running, so the run's memory may be freed. By default it cannot.
+    fn give_up(&self) -> bool {
+        false
+    }
 }
 
 /// The host side of one device kind: sizes the grid, places the orchestration memory, launches

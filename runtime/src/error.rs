@@ -87,6 +87,10 @@ pub enum Error {
         /// Bytes available (as the OS or the driver reports them).
         available: u64,
     },
+    /// A PE process of a multi-process run could not start, or died before its workers
+    /// finished (its tasks are lost, so the run stopped).
+    #[error("multi-process run: {0}")]
+    Process(String),
     /// Reading or writing a file failed.
     #[error("I/O error on {path}: {source}")]
     Io {
@@ -113,6 +117,7 @@ impl Error {
             Error::Verification(_) => "verification",
             Error::BackendUnavailable(_) => "backend_unavailable",
             Error::Cuda(_) => "cuda",
+            Error::Process(_) => "process",
             Error::Io { .. } => "io",
             Error::OutOfMemory { .. } => "out_of_memory",
         }

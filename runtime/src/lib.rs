@@ -73,6 +73,8 @@ pub mod memory;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod pipeline;
 #[cfg(not(target_arch = "nvptx64"))]
+pub mod processes;
+#[cfg(not(target_arch = "nvptx64"))]
 pub mod report;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod rows;

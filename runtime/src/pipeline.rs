@@ -178,6 +178,12 @@ fn wait_after_abort(live: &dyn Running, sched: &Scheduler, e: Error) -> Supervis
             Err(_) => std::thread::sleep(poll.min(grace)),
         }
         if start.elapsed() > grace {
+            if live.give_up() {
+                tracing::error!(
+                    "the workers did not exit within {grace:?} of the abort; they were ended"
+                );
+                return Supervised::Failed(e);
+            }
             tracing::error!(
                 "the workers did not exit within {grace:?} of the abort; their memory stays \
                  allocated until the process exits"

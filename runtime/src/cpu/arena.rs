@@ -102,41 +102,107 @@ impl Arena {
         config: SchedConfig,
         topology: Topology,
         initial: &[TaskStruct],
+        areas: ([u64; DATA_AREAS], [u64; DATA_AREAS]),
+    ) -> Env<HostWord, TaskStruct> {
+        let queues = topology.queues() as usize;
+        assert!(queues * config.public_capacity as usize <= self.slots.capacity());
+        assert!(
+            topology.workers() as usize * config.spill_capacity as usize <= self.spill.capacity()
+        );
+        let mut device_idle = [std::ptr::null(); MAX_DEVICES];
+        for (d, word) in self.device_idle.iter().enumerate() {
+            device_idle[d] = &word.0 as *const HostWord;
+        }
+        let sections = Sections {
+            shared: &*self.shared,
+            headers: self.headers.as_ptr(),
+            slots: self.slots.as_mut_ptr(),
+            tree: self.tree.as_ptr(),
+            device_idle,
+            spill: self.spill.as_mut_ptr(),
+            progress: self.progress.as_mut_ptr(),
+            task_tags: self.task_tags.as_mut_ptr(),
+            stats: self.stats.as_mut_ptr(),
+        };
+        // SAFETY: the arena was sized for this configuration and topology (`Arena::new`; the
+        // reservations are asserted above) and outlives the env's use (the caller keeps it).
+        unsafe {
+            sections.env(
+                config,
+                topology,
+                initial.as_ptr(),
+                initial.len() as u64,
+                areas,
+            )
+        }
+    }
+}
+
+/// Where the orchestration memory of one run lies, as host pointers, wherever it came from (an
+/// [`Arena`] on the heap, or the shared heap of a multi-process run).
+pub(crate) struct Sections {
+    pub shared: *const SharedState<HostWord>,
+    /// One header per public queue.
+    pub headers: *const QueueHeader<HostWord>,
+    /// `queues * public_capacity` tasks.
+    pub slots: *mut TaskStruct,
+    /// `Env::tree_words` words.
+    pub tree: *const HostWord,
+    /// One idle counter per device (null past the topology's devices).
+    pub device_idle: [*const HostWord; MAX_DEVICES],
+    /// `workers * spill_capacity` tasks.
+    pub spill: *mut TaskStruct,
+    /// One record, tag word and statistics block per worker.
+    pub progress: *mut WorkerProgress,
+    pub task_tags: *mut u64,
+    pub stats: *mut WorkerStats,
+}
+
+impl Sections {
+    /// The env over these sections; `initial` holds `initial_len` tasks, `areas` are the job's
+    /// data-area pointers and limits.
+    ///
+    /// # Safety
+    /// Every section holds what its field says for `config` and `topology`, and stays alive
+    /// while the env is used.
+    pub unsafe fn env(
+        self,
+        config: SchedConfig,
+        topology: Topology,
+        initial: *const TaskStruct,
+        initial_len: u64,
         (areas, area_limits): ([u64; DATA_AREAS], [u64; DATA_AREAS]),
     ) -> Env<HostWord, TaskStruct> {
         let mut queue_headers = [std::ptr::null(); MAX_DEVICES];
         let mut queue_slots = [std::ptr::null_mut(); MAX_DEVICES];
         for d in 0..topology.devices as usize {
             let q = topology.first_queue[d] as usize;
-            queue_headers[d] = self.headers[q..].as_ptr();
-            let first_slot = q * config.public_capacity as usize;
-            assert!(first_slot <= self.slots.capacity());
-            // SAFETY: within the reservation (asserted); workers write a slot before reading it.
-            queue_slots[d] = unsafe { self.slots.as_mut_ptr().add(first_slot) };
-        }
-        let mut device_idle = [std::ptr::null(); MAX_DEVICES];
-        for (d, word) in self.device_idle.iter().enumerate() {
-            device_idle[d] = &word.0 as *const HostWord;
+            // SAFETY: q is a queue of the topology, so both offsets lie within their sections
+            // (the caller's guarantee).
+            unsafe {
+                queue_headers[d] = self.headers.add(q);
+                queue_slots[d] = self.slots.add(q * config.public_capacity as usize);
+            }
         }
         Env {
             config,
             topology,
-            shared: &*self.shared,
+            shared: self.shared,
             queue_headers,
             queue_slots,
-            tree: self.tree.as_ptr(),
-            device_idle,
+            tree: self.tree,
+            device_idle: self.device_idle,
             bridge: std::ptr::null(),
             bridge_slots: [std::ptr::null_mut(); 2],
             bridge_side: 0,
             bridge_worker: 0,
             worker_base: 0,
-            spill: self.spill.as_mut_ptr(),
-            initial: initial.as_ptr(),
-            initial_len: initial.len() as u64,
-            progress: self.progress.as_mut_ptr(),
-            task_tags: self.task_tags.as_mut_ptr(),
-            stats: self.stats.as_mut_ptr(),
+            spill: self.spill,
+            initial,
+            initial_len,
+            progress: self.progress,
+            task_tags: self.task_tags,
+            stats: self.stats,
             areas,
             area_limits,
         }

@@ -60,6 +60,56 @@ unsafe fn run_worker<P: mgws_core::Platform<Word = HostWord>, R: TaskExecutor<Ta
     }
 }
 
+/// What one lane of a CPU worker runs with, besides its env and registry.
+pub(crate) struct LaneRun<'g> {
+    pub method: CpuMethod,
+    pub lane: u32,
+    pub lanes: u32,
+    /// The worker's lane group (barrier, broadcast slot, scratch).
+    pub group: &'g LaneGroup,
+    /// The run's start, the platform clock's zero.
+    pub start: std::time::Instant,
+    pub chaos: Option<crate::scheduler::Chaos>,
+}
+
+/// Runs one lane of worker `w` (its run-wide index; `id`: its index in `env`). A panic is kept in
+/// `panicked`, poisons the worker's other lanes and calls `abort` to stop every other worker.
+///
+/// Every lane of worker `w` must make this call at once, with the same env and group; `env`
+/// describes live orchestration memory for its configuration, and the group's scratch holds the
+/// configuration's scratch layout.
+pub(crate) fn run_lane<R: TaskExecutor<TaskStruct>>(
+    run: LaneRun<'_>,
+    env: &Env<HostWord, TaskStruct>,
+    registry: &R,
+    (w, id): (u32, u32),
+    panicked: &super::panics::FirstPanic,
+    abort: impl FnOnce(),
+) {
+    let LaneRun {
+        method,
+        lane,
+        lanes,
+        group,
+        start,
+        chaos,
+    } = run;
+    panicked.contain(w, &group.barrier, abort, || {
+        // SAFETY: the env describes live memory sized for its configuration, the lane group's
+        // scratch holds the scratch layout's bytes, and every lane of worker w makes this same
+        // call (this function's contract).
+        unsafe {
+            if lanes == 1 {
+                let p = CpuPlatform::<true>::new(0, 1, group, start, chaos, w);
+                run_worker(method, p, env, registry, id);
+            } else {
+                let p = CpuPlatform::<false>::new(lane, lanes, group, start, chaos, w);
+                run_worker(method, p, env, registry, id);
+            }
+        }
+    });
+}
+
 /// The loop the CPU workers run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum CpuMethod {
@@ -316,27 +366,21 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
                 let (w, lane) = (i as u32 / lanes, i as u32 % lanes);
                 let group = &placed.groups[w as usize];
                 let (side, id) = placed.side_of(w);
-                let env = &side.env;
                 // A panic stops every side.
-                panicked.contain(
-                    w,
-                    &group.barrier,
-                    || abort_sides(&placed.sides),
-                    || {
-                        // SAFETY: the env describes the arena sized for this configuration, the lane
-                        // group's scratch holds the scratch layout's bytes, and every lane of worker w
-                        // makes this same call (the broadcast runs every thread of the set at once).
-                        unsafe {
-                            if lanes == 1 {
-                                let p = CpuPlatform::<true>::new(0, 1, group, start, chaos, w);
-                                run_worker(method, p, &env.0, registry, id);
-                            } else {
-                                let p =
-                                    CpuPlatform::<false>::new(lane, lanes, group, start, chaos, w);
-                                run_worker(method, p, &env.0, registry, id);
-                            }
-                        }
+                run_lane(
+                    LaneRun {
+                        method,
+                        lane,
+                        lanes,
+                        group,
+                        start,
+                        chaos,
                     },
+                    &side.env.0,
+                    registry,
+                    (w, id),
+                    &panicked,
+                    || abort_sides(&placed.sides),
                 );
                 if lane == 0 {
                     // Relaxed: read after the broadcast joined every thread.
@@ -463,7 +507,7 @@ fn abort_sides(sides: &[CpuSide]) {
 }
 
 /// The progress records of one side's workers.
-fn side_progress(env: &Env<HostWord, TaskStruct>) -> Vec<WorkerProgress> {
+pub(crate) fn side_progress(env: &Env<HostWord, TaskStruct>) -> Vec<WorkerProgress> {
     (0..env.config.workers as usize)
         // SAFETY: one record per worker; workers write them with volatile stores, and a torn or
         // stale read only delays the watchdog by one poll.
@@ -472,7 +516,7 @@ fn side_progress(env: &Env<HostWord, TaskStruct>) -> Vec<WorkerProgress> {
 }
 
 /// What the hang report shows of one side.
-fn side_live_state(env: &Env<HostWord, TaskStruct>) -> LiveState {
+pub(crate) fn side_live_state(env: &Env<HostWord, TaskStruct>) -> LiveState {
     // SAFETY: the shared state lives in the arena for the whole run.
     let shared = unsafe { env.shared() };
     let workers = env.config.workers as usize;

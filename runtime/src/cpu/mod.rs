@@ -3,12 +3,12 @@
 //! threads: **static** through the pipeline ([`CpuMethod::Static`]), **levels** through the
 //! level loop ([`levels::CpuLevels`]).
 
-mod arena;
+pub(crate) mod arena;
 mod barrier;
-mod device;
+pub(crate) mod device;
 pub mod levels;
-mod panics;
-mod platform;
+pub(crate) mod panics;
+pub(crate) mod platform;
 pub mod threads;
 
 use mgws_core::TaskExecutor;

@@ -47,9 +47,14 @@ impl FirstPanic {
         first.get_or_insert((worker, message));
     }
 
+    /// The first panic: its worker and message.
+    pub fn into_first(self) -> Option<(u32, String)> {
+        self.0.into_inner().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// `Err(Error::TaskPanicked)` if a task panicked.
     pub fn into_result(self) -> Result<()> {
-        match self.0.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        match self.into_first() {
             Some((worker, message)) => Err(Error::TaskPanicked { worker, message }),
             None => Ok(()),
         }

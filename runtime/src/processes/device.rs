@@ -1,0 +1,456 @@
+//! The launcher of a multi-process CPU run as a [`Device`]: it lays the run out in a shared heap,
+//! starts one process per PE (copies of the running program, which serve it through
+//! [`super::Pe`]), releases them together, supervises them through the heap like any run, and
+//! reads the results back.
+
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::Ordering as AtomicOrdering;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use mgws_core::{AtomicWord, Env, HostWord, Ordering, RunError, Scope, Topology, WorkerProgress};
+use mgws_tasks::{Registry, TaskStruct};
+
+use super::heap::SharedHeap;
+use super::layout::{Header, HeapLayout, GO_CANCEL, GO_RUN, MAGIC, PE_DONE};
+use super::pe::{HEAP_FD_VAR, PE_VAR};
+use crate::cpu::device::{side_live_state, side_progress};
+use crate::device::{split_workers, Device, Grid, LiveState, ReadBack, Running};
+use crate::error::{Error, Result};
+use crate::job::{AreaBytes, Job};
+use crate::memory::check_host;
+use crate::scheduler::Scheduler;
+
+/// How long the launcher waits for every PE to map the heap, at least (the watchdog timeout, if
+/// longer): a process start, a program's start-up and one thread per lane.
+const MIN_START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The launcher of a run over `processes` PE processes, running tasks of registry `R`.
+pub struct ProcessDevice<'a, R> {
+    sched: &'a Scheduler,
+    processes: u32,
+    program: PathBuf,
+    elapsed_s: f64,
+    launch_s: f64,
+    _registry: std::marker::PhantomData<R>,
+}
+
+impl<'a, R: Registry> ProcessDevice<'a, R> {
+    /// A launcher of `processes` copies of `program` (which must serve its PE first thing, see
+    /// [`super::Pe`]).
+    pub fn new(sched: &'a Scheduler, processes: u32, program: PathBuf) -> Self {
+        ProcessDevice {
+            sched,
+            processes,
+            program,
+            elapsed_s: 0.0,
+            launch_s: 0.0,
+            _registry: std::marker::PhantomData,
+        }
+    }
+}
+
+/// The heap of a placed run, and the launcher's own view of it.
+pub struct ProcessPlaced {
+    heap: SharedHeap,
+    layout: HeapLayout,
+    env: Env<HostWord, TaskStruct>,
+}
+
+impl ProcessPlaced {
+    fn header(&self) -> &Header {
+        // SAFETY: the heap holds the layout, header first, for as long as `self` lives.
+        unsafe { HeapLayout::header(self.heap.base()) }
+    }
+}
+
+impl<R: Registry> Device for ProcessDevice<'_, R> {
+    type Placed = ProcessPlaced;
+
+    fn name(&self) -> &'static str {
+        "cpu-processes"
+    }
+
+    fn size_grid(&mut self, sched: &Scheduler) -> Result<Grid> {
+        let cfg = &sched.config;
+        if self.processes == 0 || self.processes as usize > mgws_core::MAX_DEVICES {
+            return Err(Error::Config(format!(
+                "a multi-process run needs 1 to {} processes, not {}",
+                mgws_core::MAX_DEVICES,
+                self.processes
+            )));
+        }
+        if sched.cpu_domains > 1 || sched.cpu_bridge > 0 {
+            return Err(Error::Config(
+                "a multi-process run makes each process a domain of its own; it excludes CPU \
+                 domains and bridged sides"
+                    .into(),
+            ));
+        }
+        let split = split_workers(cfg.workers, self.processes as usize, cfg.workers_per_queue)?;
+        Ok(Grid {
+            config: *cfg,
+            topology: Topology::split(&split, cfg.workers_per_queue),
+            lanes: sched.lanes,
+        })
+    }
+
+    fn place(&mut self, grid: &Grid, job: &mut Job<'_>) -> Result<ProcessPlaced> {
+        let limits = job.area_limits();
+        let layout = HeapLayout::new(
+            &grid.config,
+            &grid.topology,
+            job.tasks.len() as u64,
+            &limits,
+        )?;
+        check_host(
+            format_args!(
+                "the shared heap of --workers {} with --public-capacity {} and --spill-capacity {}",
+                grid.config.workers, grid.config.public_capacity, grid.config.spill_capacity
+            ),
+            layout.total,
+        )?;
+        let heap = SharedHeap::create(layout.total as usize)?;
+        let base = heap.base();
+        let mut registry_name = [0u8; 64];
+        let name = &R::NAME.as_bytes()[..R::NAME.len().min(63)];
+        registry_name[..name.len()].copy_from_slice(name);
+        let chaos = self.sched.chaos;
+        let header = Header {
+            magic: MAGIC,
+            registry_fingerprint: R::FINGERPRINT,
+            registry_name,
+            config: grid.config,
+            topology: grid.topology,
+            lanes: grid.lanes,
+            pin_threads: u32::from(self.sched.pin_threads),
+            chaos: chaos.map_or([0; 4], |c| {
+                [
+                    c.seed,
+                    c.yield_per_1024.into(),
+                    c.sleep_per_1024.into(),
+                    c.max_sleep_us.into(),
+                ]
+            }),
+            chaos_on: u64::from(chaos.is_some()),
+            initial_len: job.tasks.len() as u64,
+            area_limits: limits,
+            // SAFETY: all-zero bytes are the handshake's initial state (integers and atomics).
+            ..unsafe { std::mem::zeroed() }
+        };
+        // SAFETY: the heap is fresh, page-aligned and holds the layout, header first; no other
+        // process maps it yet.
+        unsafe {
+            (base as *mut Header).write(header);
+            std::ptr::copy_nonoverlapping(
+                job.tasks.as_ptr(),
+                layout.initial(base),
+                job.tasks.len(),
+            );
+            for (index, bytes) in &job.areas {
+                let (at, len) = layout.area(base, *index as usize, &limits);
+                let src: &[u8] = match bytes {
+                    AreaBytes::Read(b) => b,
+                    AreaBytes::ReadWrite(b) => b,
+                };
+                std::ptr::copy_nonoverlapping(src.as_ptr(), at, len.min(src.len()));
+            }
+        }
+        // SAFETY: the header was written just above and the heap holds its layout.
+        let env = unsafe { layout.env(base, HeapLayout::header(base)) };
+        Ok(ProcessPlaced { heap, layout, env })
+    }
+
+    fn launch<T>(
+        &mut self,
+        grid: &Grid,
+        placed: &ProcessPlaced,
+        supervise: impl FnOnce(&dyn Running) -> T,
+    ) -> Result<T> {
+        if let (Ok(_), Ok(pe)) = (std::env::var(HEAP_FD_VAR), std::env::var(PE_VAR)) {
+            return Err(Error::Config(format!(
+                "this process is PE {pe} of a multi-process run, yet it runs a job itself: its \
+                 program must call mgws::processes::Pe::from_env() first in main and serve the PE"
+            )));
+        }
+        let launched = Instant::now();
+        let mut children = Children::spawn(&self.program, placed, grid.topology.devices)?;
+        let header = placed.header();
+        let limit = self.sched.watchdog.max(MIN_START_TIMEOUT);
+        // Acquire: pairs with each PE's increment; nothing else is read through it.
+        while header.ready.load(AtomicOrdering::Acquire) < u64::from(grid.topology.devices) {
+            if let Some(e) = children.exited_early(placed)? {
+                // Relaxed: the PEs that wait see the cancel at their next look.
+                header.go.store(GO_CANCEL, AtomicOrdering::Relaxed);
+                return Err(e);
+            }
+            if launched.elapsed() > limit {
+                header.go.store(GO_CANCEL, AtomicOrdering::Relaxed);
+                return Err(Error::Process(format!(
+                    "{} of {} PE processes of {} were ready after {limit:?}; does the program \
+                     call mgws::processes::Pe::from_env() first in main?",
+                    header.ready.load(AtomicOrdering::Acquire),
+                    grid.topology.devices,
+                    self.program.display()
+                )));
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        self.launch_s = launched.elapsed().as_secs_f64();
+        // Release: every PE acquires it before it runs (nothing more is published: the heap's
+        // contents were written before the processes started).
+        header.go.store(GO_RUN, AtomicOrdering::Release);
+        let running = ProcessRunning {
+            placed,
+            children: Mutex::new(children),
+        };
+        let out = supervise(&running);
+        // Whatever the supervisor decided, no PE outlives the run.
+        running.lock().kill_all();
+        if let Some((pe, worker, message)) = first_panic(header) {
+            return Err(Error::TaskPanicked {
+                worker,
+                message: format!("{message} (PE {pe})"),
+            });
+        }
+        Ok(out)
+    }
+
+    fn read_back(
+        &mut self,
+        grid: &Grid,
+        placed: &ProcessPlaced,
+        job: &mut Job<'_>,
+    ) -> Result<ReadBack> {
+        let header = placed.header();
+        let pes = &header.pes[..grid.topology.devices as usize];
+        let elapsed_ns = pes
+            .iter()
+            // Relaxed: every PE's state was read with acquire before the run was done.
+            .map(|r| r.elapsed_ns.load(AtomicOrdering::Relaxed))
+            .max()
+            .unwrap_or(0);
+        self.elapsed_s = elapsed_ns as f64 * 1e-9;
+        // SAFETY: every PE has finished; the shared state is the launcher's alone.
+        let shared = unsafe { placed.env.shared() };
+        // Acquire: pairs with the workers' release of the error word (the PEs' done states
+        // already order it).
+        let error = RunError::unpack(shared.error.load(Ordering::Acquire, Scope::System));
+        let base = placed.heap.base();
+        let limits = job.area_limits();
+        for (index, bytes) in job.areas.iter_mut() {
+            if let AreaBytes::ReadWrite(b) = bytes {
+                let (at, len) = placed.layout.area(base, *index as usize, &limits);
+                // SAFETY: the area lies in the heap (its layout) and every PE has finished.
+                b.copy_from_slice(unsafe { std::slice::from_raw_parts(at, len) });
+            }
+        }
+        let workers = grid.config.workers as usize;
+        Ok(ReadBack {
+            elapsed_s: self.elapsed_s,
+            launch_s: self.launch_s,
+            error,
+            exited_workers: None,
+            // SAFETY: one statistics block per worker in the heap; every PE has finished.
+            stats: Some(unsafe { std::slice::from_raw_parts(placed.env.stats, workers) }.to_vec()),
+            progress: side_progress(&placed.env),
+            tasks_run: None,
+            idle_ns: None,
+        })
+    }
+}
+
+/// The first panic any PE reported: the PE, the worker and the message.
+fn first_panic(header: &Header) -> Option<(u32, u32, String)> {
+    header.pes[..header.topology.devices as usize]
+        .iter()
+        .enumerate()
+        .find_map(|(pe, record)| {
+            // Acquire: the state publishes the record's other fields.
+            if record.state.load(AtomicOrdering::Acquire) != PE_DONE {
+                return None;
+            }
+            let worker = record
+                .panic_worker
+                .load(AtomicOrdering::Relaxed)
+                .checked_sub(1)?;
+            Some((pe as u32, worker as u32, record.panic_message()))
+        })
+}
+
+/// The PE processes of one run.
+struct Children {
+    /// Per PE, the process and, once reaped, how it exited.
+    pes: Vec<(Child, Option<ExitStatus>)>,
+    /// A PE that died early has been reported (later looks only reap).
+    reported: bool,
+}
+
+impl Children {
+    /// Starts PE `0..count` as copies of `program`, each inheriting the heap's descriptor.
+    fn spawn(program: &PathBuf, placed: &ProcessPlaced, count: u32) -> Result<Children> {
+        let fd = placed.heap.inherit_fd();
+        let mut children = Children {
+            pes: Vec::new(),
+            reported: false,
+        };
+        for pe in 0..count {
+            let mut command = Command::new(program);
+            command
+                .env(HEAP_FD_VAR, fd.to_string())
+                .env(PE_VAR, pe.to_string())
+                .stdin(Stdio::null())
+                .stdout(Stdio::null());
+            // SAFETY: the closure runs in the child between fork and exec and calls only
+            // async-signal-safe functions (fcntl, prctl) on values copied into it.
+            unsafe {
+                command.pre_exec(move || inherit_and_follow_parent(fd));
+            }
+            match command.spawn() {
+                Ok(child) => children.pes.push((child, None)),
+                Err(e) => {
+                    children.kill_all();
+                    return Err(Error::Process(format!(
+                        "cannot start PE {pe} as {}: {e}",
+                        program.display()
+                    )));
+                }
+            }
+        }
+        Ok(children)
+    }
+
+    /// Reaps every PE that has exited; the first one that exited before reporting its run as
+    /// done is an error, returned once.
+    fn exited_early(&mut self, placed: &ProcessPlaced) -> Result<Option<Error>> {
+        let header = placed.header();
+        for (pe, (child, status)) in self.pes.iter_mut().enumerate() {
+            if status.is_none() {
+                *status = child.try_wait().map_err(|e| {
+                    Error::Process(format!("cannot wait for PE {pe} (pid {}): {e}", child.id()))
+                })?;
+            }
+            let Some(status) = *status else { continue };
+            if self.reported {
+                continue;
+            }
+            // Acquire: pairs with the PE's release of its record.
+            let done = header.pes[pe].state.load(AtomicOrdering::Acquire) == PE_DONE;
+            if !done || !status.success() {
+                self.reported = true;
+                return Ok(Some(Error::Process(format!(
+                    "PE {pe} (pid {}) exited ({status}) before its workers finished; its tasks \
+                     are lost, so the run stopped",
+                    child.id()
+                ))));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether every PE has exited (as reaped by [`Self::exited_early`]).
+    fn all_exited(&self) -> bool {
+        self.pes.iter().all(|(_, status)| status.is_some())
+    }
+
+    /// Kills and reaps every PE still running.
+    fn kill_all(&mut self) {
+        for (child, status) in &mut self.pes {
+            if status.is_none() {
+                // A PE that exited meanwhile makes kill fail; wait reaps it either way.
+                let _ = child.kill();
+                *status = child.wait().ok();
+            }
+        }
+    }
+}
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        self.kill_all();
+    }
+}
+
+/// In a PE process before exec: keep the heap's descriptor open across exec, and die with the
+/// launching thread (a PE must not outlive its launcher).
+fn inherit_and_follow_parent(fd: i32) -> std::io::Result<()> {
+    // SAFETY: fcntl on a descriptor number with plain integer arguments.
+    if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    #[cfg(target_os = "linux")]
+    // SAFETY: prctl with integer arguments only.
+    if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A multi-process run in progress.
+struct ProcessRunning<'a> {
+    placed: &'a ProcessPlaced,
+    children: Mutex<Children>,
+}
+
+impl ProcessRunning<'_> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Children> {
+        // Nothing panics while holding the lock; recover the value regardless.
+        self.children.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Running for ProcessRunning<'_> {
+    fn wait(&self, timeout: Duration) -> Result<bool> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let mut children = self.lock();
+            if let Some(e) = children.exited_early(self.placed)? {
+                return Err(e);
+            }
+            if children.all_exited() {
+                return Ok(true);
+            }
+            drop(children);
+            let now = Instant::now();
+            if now >= deadline {
+                return Ok(false);
+            }
+            std::thread::sleep((deadline - now).min(Duration::from_micros(500)));
+        }
+    }
+
+    fn progress(&self) -> Vec<WorkerProgress> {
+        side_progress(&self.placed.env)
+    }
+
+    fn live_state(&self) -> LiveState {
+        side_live_state(&self.placed.env)
+    }
+
+    fn abort(&self) {
+        // SAFETY: the shared state lives in the heap for the whole run.
+        let shared = unsafe { self.placed.env.shared() };
+        // Release: as every abort; the workers of all PEs poll the flag with acquire loads.
+        shared.abort.store(1, Ordering::Release, Scope::System);
+    }
+
+    fn exit_grace(&self, watchdog: Duration) -> Option<Duration> {
+        // Aborted workers leave their loop at their next check; a PE that does not exit within
+        // this is killed (`give_up`).
+        Some(watchdog.clamp(Duration::from_secs(1), Duration::from_secs(10)))
+    }
+
+    fn give_up(&self) -> bool {
+        self.lock().kill_all();
+        true
+    }
+
+    fn aborted(&self) -> bool {
+        // SAFETY: the shared state lives in the heap for the whole run.
+        let shared = unsafe { self.placed.env.shared() };
+        // Relaxed: a hint for the supervisor.
+        shared.abort.load(Ordering::Relaxed, Scope::System) != 0
+    }
+}

@@ -1,0 +1,161 @@
+//! The shared heap of a multi-process CPU run: one anonymous memory file (`memfd_create`) that
+//! the launching process sizes and maps, and that every PE process maps too, inheriting the
+//! descriptor. It stands in for NVSHMEM's symmetric heap on one node: every process reaches every
+//! byte of it with plain loads, stores and atomics, at its own address.
+//!
+//! The file has no name in any file system: it disappears with the last process that maps it or
+//! holds its descriptor, so a crashed run leaves nothing behind.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use crate::error::{Error, Result};
+
+/// A shared mapping of the heap file.
+#[derive(Debug)]
+pub struct SharedHeap {
+    fd: OwnedFd,
+    base: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain shared memory; every access to it goes through atomics or follows
+// the run's protocols, whichever thread makes it.
+unsafe impl Send for SharedHeap {}
+// SAFETY: as for Send.
+unsafe impl Sync for SharedHeap {}
+
+/// What failed, with the OS error.
+fn os_error(what: &str) -> Error {
+    Error::BackendUnavailable(format!(
+        "{what}: {} (a multi-process CPU run needs Linux shared memory)",
+        std::io::Error::last_os_error()
+    ))
+}
+
+impl SharedHeap {
+    /// A new heap of `len` bytes, all zero, mapped here. Its descriptor is closed on exec: a PE
+    /// process gets it through [`SharedHeap::inherit_fd`] only.
+    #[cfg(target_os = "linux")]
+    pub fn create(len: usize) -> Result<SharedHeap> {
+        // SAFETY: the name is a NUL-terminated literal; the flags are valid.
+        let fd = unsafe { libc::memfd_create(c"mgws-pe-heap".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(os_error("cannot create the shared heap (memfd_create)"));
+        }
+        // SAFETY: fd is a descriptor we just opened and own alone.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: fd is an open memory file; ftruncate only sets its size (new bytes read zero).
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
+            return Err(os_error(&format!(
+                "cannot size the shared heap to {len} bytes (ftruncate)"
+            )));
+        }
+        Self::map(fd, len)
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub fn create(_len: usize) -> Result<SharedHeap> {
+        Err(Error::BackendUnavailable(
+            "multi-process CPU runs need Linux (memfd_create)".into(),
+        ))
+    }
+
+    /// The heap whose descriptor this process inherited as `fd` (a PE process), mapped here.
+    pub fn attach(fd: RawFd) -> Result<SharedHeap> {
+        // SAFETY: fstat writes at most a `stat`; a bad descriptor makes it fail, not misbehave.
+        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        if fd < 0 || unsafe { libc::fstat(fd, &mut stat) } != 0 {
+            return Err(os_error(&format!(
+                "descriptor {fd} named by the launcher is not open"
+            )));
+        }
+        // SAFETY: the descriptor is open (fstat succeeded) and this process owns it from here
+        // on: the launcher passed it to this process alone.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Self::map(fd, stat.st_size as usize)
+    }
+
+    fn map(fd: OwnedFd, len: usize) -> Result<SharedHeap> {
+        if len == 0 {
+            return Err(Error::BackendUnavailable(
+                "the shared heap is empty (was it created by an mgws launcher?)".into(),
+            ));
+        }
+        // SAFETY: a fresh shared mapping of an open file of `len` bytes; the kernel picks the
+        // address.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(os_error(&format!(
+                "cannot map the shared heap ({len} bytes)"
+            )));
+        }
+        Ok(SharedHeap {
+            fd,
+            base: base as *mut u8,
+            len,
+        })
+    }
+
+    /// The first byte of the mapping (page-aligned).
+    pub fn base(&self) -> *mut u8 {
+        self.base
+    }
+
+    /// The heap's size in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The descriptor a child process inherits: `pre_exec` clears its close-on-exec flag.
+    pub fn inherit_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+impl Drop for SharedHeap {
+    fn drop(&mut self) {
+        // SAFETY: base..base + len is the mapping this value made; nothing uses it after drop
+        // (every pointer into it lives in values that borrow or are dropped with this heap).
+        unsafe {
+            libc::munmap(self.base as *mut libc::c_void, self.len);
+        }
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_mapping_sees_the_first_ones_writes() {
+        let heap = SharedHeap::create(1 << 16).unwrap();
+        assert_eq!(heap.len(), 1 << 16);
+        // SAFETY: dup of an open descriptor; the copy is owned by the attached heap.
+        let copy = unsafe { libc::dup(heap.inherit_fd()) };
+        let other = SharedHeap::attach(copy).unwrap();
+        assert_eq!(other.len(), heap.len());
+        assert_ne!(other.base(), heap.base());
+        // SAFETY: both mappings are 64 KiB of the same file; the writes and reads are in bounds.
+        unsafe {
+            assert_eq!(heap.base().add(4096).read_volatile(), 0);
+            heap.base().add(4096).write_volatile(42);
+            assert_eq!(other.base().add(4096).read_volatile(), 42);
+        }
+    }
+
+    #[test]
+    fn attaching_a_closed_descriptor_is_an_error() {
+        let e = SharedHeap::attach(-1).err().unwrap().to_string();
+        assert!(e.contains("not open"), "{e}");
+    }
+}

@@ -1,0 +1,322 @@
+//! What the shared heap holds, and where: a [`Header`] that the launcher writes before any PE
+//! starts, then the run's orchestration memory (the sections of `crate::cpu::arena::Sections`),
+//! the initial tasks and the data areas. Offsets follow from the header's values alone
+//! ([`HeapLayout::new`]), so the launcher and every PE compute the same ones, each over its own
+//! mapping.
+
+use std::sync::atomic::AtomicU64;
+
+use mgws_core::{
+    Env, HostWord, QueueHeader, SchedConfig, SharedState, Topology, WorkerProgress, WorkerStats,
+    AREA_WRITABLE, DATA_AREAS, MAX_DEVICES,
+};
+use mgws_tasks::TaskStruct;
+
+use crate::cpu::arena::{DeviceIdle, Sections};
+use crate::error::{Error, Result};
+
+/// `b"mgwsPE"` and the layout's version: a PE refuses a heap of another version.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"mgwsPE\x00\x01");
+
+/// Every section starts on its own 128-byte line (two cache lines: no false sharing between
+/// them, as the arena's counters have).
+const ALIGN: u64 = 128;
+
+/// Words of a panic message a PE reports, 8 bytes each (longer messages are cut).
+pub const PANIC_WORDS: usize = 29;
+
+/// The run-wide settings and the launch handshake, at offset 0 of the heap.
+#[repr(C)]
+pub struct Header {
+    /// [`MAGIC`].
+    pub magic: u64,
+    /// `Registry::FINGERPRINT` of the registry every PE must run.
+    pub registry_fingerprint: u64,
+    /// `Registry::NAME`, UTF-8, zero-padded (for messages).
+    pub registry_name: [u8; 64],
+    pub config: SchedConfig,
+    pub topology: Topology,
+    pub lanes: u32,
+    /// Whether PEs bind their threads to CPUs (1) or not (0).
+    pub pin_threads: u32,
+    /// `[seed, yield_per_1024, sleep_per_1024, max_sleep_us]` of the run's chaos; `chaos_on`
+    /// says whether there is any.
+    pub chaos: [u64; 4],
+    pub chaos_on: u64,
+    pub initial_len: u64,
+    /// Per data area, its length with [`AREA_WRITABLE`] where tasks may write it (0: none), as
+    /// `Env::area_limits` holds them.
+    pub area_limits: [u64; DATA_AREAS],
+    /// PEs that have mapped the heap and are ready to start (the launcher waits for all).
+    pub ready: AtomicU64,
+    /// [`GO_WAIT`], then [`GO_RUN`] or [`GO_CANCEL`], written once by the launcher.
+    pub go: AtomicU64,
+    /// One record per PE.
+    pub pes: [PeRecord; MAX_DEVICES],
+}
+
+/// `Header::go` before the launcher decided.
+pub const GO_WAIT: u64 = 0;
+/// `Header::go`: every PE is ready; run.
+pub const GO_RUN: u64 = 1;
+/// `Header::go`: the launch failed; every PE exits without running.
+pub const GO_CANCEL: u64 = 2;
+
+/// What one PE reports to the launcher.
+#[repr(C)]
+pub struct PeRecord {
+    /// [`PE_DONE`] once the fields below are final (a release store).
+    pub state: AtomicU64,
+    /// Nanoseconds from the PE's start (it saw [`GO_RUN`]) until its last worker left its loop.
+    pub elapsed_ns: AtomicU64,
+    /// The worker whose task panicked first on this PE, plus one (0: none).
+    pub panic_worker: AtomicU64,
+    /// Bytes of `panic_message` in use.
+    pub panic_len: AtomicU64,
+    /// The panic's message, UTF-8, 8 bytes per word (little-endian), cut at [`PANIC_WORDS`]
+    /// words.
+    pub panic_message: [AtomicU64; PANIC_WORDS],
+}
+
+impl PeRecord {
+    /// Stores `message` (cut to the record's size) and its length, relaxed: the state's
+    /// release store publishes them.
+    pub fn set_panic_message(&self, message: &str) {
+        let bytes = &message.as_bytes()[..message.len().min(PANIC_WORDS * 8)];
+        for (word, chunk) in self.panic_message.iter().zip(bytes.chunks(8)) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            word.store(u64::from_le_bytes(b), std::sync::atomic::Ordering::Relaxed);
+        }
+        self.panic_len
+            .store(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The message [`Self::set_panic_message`] stored (read after an acquire load of the
+    /// state).
+    pub fn panic_message(&self) -> String {
+        let len = (self.panic_len.load(std::sync::atomic::Ordering::Relaxed) as usize)
+            .min(PANIC_WORDS * 8);
+        let bytes: Vec<u8> = self
+            .panic_message
+            .iter()
+            .flat_map(|w| w.load(std::sync::atomic::Ordering::Relaxed).to_le_bytes())
+            .take(len)
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+/// `PeRecord::state`: every worker of the PE has left its loop and the record is complete.
+pub const PE_DONE: u64 = 1;
+
+/// Byte offsets of everything in the heap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeapLayout {
+    shared: u64,
+    headers: u64,
+    slots: u64,
+    tree: u64,
+    device_idle: u64,
+    spill: u64,
+    progress: u64,
+    task_tags: u64,
+    stats: u64,
+    initial: u64,
+    /// Offset of each data area (0: the area is absent).
+    areas: [u64; DATA_AREAS],
+    /// The heap's size.
+    pub total: u64,
+}
+
+/// Appends `count` values of `T` at `*end` (aligned to [`ALIGN`]) and returns their offset;
+/// `None` when the size overflows.
+fn section<T>(end: &mut u64, count: u64) -> Option<u64> {
+    let at = end.checked_next_multiple_of(ALIGN)?;
+    *end = at.checked_add(count.checked_mul(std::mem::size_of::<T>() as u64)?)?;
+    Some(at)
+}
+
+impl HeapLayout {
+    /// The layout of a run of `config` over `topology` with `initial_len` initial tasks and data
+    /// areas of `area_limits` (lengths, with [`AREA_WRITABLE`] bits). An error when the size does
+    /// not fit 64 bits.
+    pub fn new(
+        config: &SchedConfig,
+        topology: &Topology,
+        initial_len: u64,
+        area_limits: &[u64; DATA_AREAS],
+    ) -> Result<HeapLayout> {
+        let queues = u64::from(topology.queues());
+        let workers = u64::from(topology.workers());
+        let tree = Env::<HostWord, TaskStruct>::tree_words(topology.workers(), topology.devices);
+        let layout = (|| {
+            let mut end = std::mem::size_of::<Header>() as u64;
+            let shared = section::<SharedState<HostWord>>(&mut end, 1)?;
+            let headers = section::<QueueHeader<HostWord>>(&mut end, queues)?;
+            let slots = section::<TaskStruct>(
+                &mut end,
+                queues.checked_mul(u64::from(config.public_capacity))?,
+            )?;
+            let tree = section::<HostWord>(&mut end, tree as u64)?;
+            let device_idle = section::<DeviceIdle>(&mut end, u64::from(topology.devices))?;
+            let spill = section::<TaskStruct>(
+                &mut end,
+                workers.checked_mul(u64::from(config.spill_capacity))?,
+            )?;
+            let progress = section::<WorkerProgress>(&mut end, workers)?;
+            let task_tags = section::<u64>(&mut end, workers)?;
+            let stats = section::<WorkerStats>(&mut end, workers)?;
+            let initial = section::<TaskStruct>(&mut end, initial_len)?;
+            let mut areas = [0; DATA_AREAS];
+            for (at, &limit) in areas.iter_mut().zip(area_limits) {
+                let len = limit & !AREA_WRITABLE;
+                if len > 0 {
+                    *at = section::<u8>(&mut end, len)?;
+                }
+            }
+            Some(HeapLayout {
+                shared,
+                headers,
+                slots,
+                tree,
+                device_idle,
+                spill,
+                progress,
+                task_tags,
+                stats,
+                initial,
+                areas,
+                total: end.checked_next_multiple_of(ALIGN)?,
+            })
+        })();
+        layout.ok_or_else(|| {
+            Error::Config(format!(
+                "the shared heap of {workers} workers, {queues} public queues and \
+                 {initial_len} initial tasks does not fit a 64-bit size"
+            ))
+        })
+    }
+
+    /// The header at the start of the heap at `base`.
+    ///
+    /// # Safety
+    /// `base` is the start of a mapped heap of at least [`HeapLayout::total`] bytes (or, before
+    /// the layout is known, of `size_of::<Header>()`), aligned to a page.
+    pub unsafe fn header<'h>(base: *mut u8) -> &'h Header {
+        // SAFETY: the caller's guarantee; every field of the header is valid as any bits
+        // (integers and atomics), and it is shared only through its atomics once PEs run.
+        unsafe { &*(base as *const Header) }
+    }
+
+    /// Data area `index` in the heap at `base`: its address (0: absent) and length.
+    pub fn area(
+        &self,
+        base: *mut u8,
+        index: usize,
+        limits: &[u64; DATA_AREAS],
+    ) -> (*mut u8, usize) {
+        let len = (limits[index] & !AREA_WRITABLE) as usize;
+        if len == 0 {
+            return (std::ptr::null_mut(), 0);
+        }
+        (base.wrapping_add(self.areas[index] as usize), len)
+    }
+
+    /// The first initial task in the heap at `base`.
+    pub fn initial(&self, base: *mut u8) -> *mut TaskStruct {
+        base.wrapping_add(self.initial as usize) as *mut TaskStruct
+    }
+
+    /// The env of the run whose heap is mapped at `base`, as this process sees it.
+    ///
+    /// # Safety
+    /// `base` is a mapped heap of at least [`HeapLayout::total`] bytes laid out for `header`'s
+    /// values (this layout was made from them), alive while the env is used.
+    pub unsafe fn env(&self, base: *mut u8, header: &Header) -> Env<HostWord, TaskStruct> {
+        let at = |offset: u64| base.wrapping_add(offset as usize);
+        let mut device_idle = [std::ptr::null(); MAX_DEVICES];
+        for (d, word) in device_idle
+            .iter_mut()
+            .enumerate()
+            .take(header.topology.devices as usize)
+        {
+            *word = at(self.device_idle + (d * std::mem::size_of::<DeviceIdle>()) as u64)
+                as *const HostWord;
+        }
+        let mut areas = [0u64; DATA_AREAS];
+        for (i, area) in areas.iter_mut().enumerate() {
+            *area = self.area(base, i, &header.area_limits).0 as u64;
+        }
+        let sections = Sections {
+            shared: at(self.shared) as *const SharedState<HostWord>,
+            headers: at(self.headers) as *const QueueHeader<HostWord>,
+            slots: at(self.slots) as *mut TaskStruct,
+            tree: at(self.tree) as *const HostWord,
+            device_idle,
+            spill: at(self.spill) as *mut TaskStruct,
+            progress: at(self.progress) as *mut WorkerProgress,
+            task_tags: at(self.task_tags) as *mut u64,
+            stats: at(self.stats) as *mut WorkerStats,
+        };
+        // SAFETY: each section was laid out by `new` for this configuration and topology, inside
+        // the heap (the caller's guarantee); the heap's zero bytes are every word's initial
+        // state.
+        unsafe {
+            sections.env(
+                header.config,
+                header.topology,
+                self.initial(base),
+                header.initial_len,
+                (areas, header.area_limits),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sections_are_aligned_disjoint_and_in_order() {
+        let config = SchedConfig::new(6);
+        let topology = Topology::split(&[4, 2], 1);
+        let mut limits = [0; DATA_AREAS];
+        limits[0] = 1000;
+        limits[3] = 24 | AREA_WRITABLE;
+        let l = HeapLayout::new(&config, &topology, 5, &limits).unwrap();
+        let offsets = [
+            l.shared,
+            l.headers,
+            l.slots,
+            l.tree,
+            l.device_idle,
+            l.spill,
+            l.progress,
+            l.task_tags,
+            l.stats,
+            l.initial,
+            l.areas[0],
+            l.areas[3],
+        ];
+        assert!(offsets[0] >= std::mem::size_of::<Header>() as u64);
+        for pair in offsets.windows(2) {
+            assert!(pair[0] < pair[1], "{offsets:?}");
+        }
+        assert!(offsets.iter().all(|o| o % ALIGN == 0));
+        assert_eq!(l.areas[1], 0);
+        assert!(l.areas[3] + 24 <= l.total);
+        // The same values give the same layout (what every PE relies on).
+        assert_eq!(HeapLayout::new(&config, &topology, 5, &limits).unwrap(), l);
+    }
+
+    #[test]
+    fn a_size_beyond_64_bits_is_an_error() {
+        let mut config = SchedConfig::new(4);
+        config.spill_capacity = u32::MAX;
+        let limits = [u64::MAX >> 2; DATA_AREAS];
+        let e = HeapLayout::new(&config, &Topology::single(4, 1), u64::MAX / 2, &limits);
+        assert!(e.unwrap_err().to_string().contains("does not fit"));
+    }
+}

@@ -1,0 +1,47 @@
+//! Multi-process runs on one machine: the CPU twin of one process per GPU (a PE, as NVSHMEM
+//! calls it).
+//!
+//! A launcher ([`Backend::CpuProcesses`](crate::Backend::CpuProcesses), `mgws run --processes
+//! N`) lays the whole run out in a shared heap (an anonymous memory file every process maps: the
+//! stand-in for NVSHMEM's symmetric heap on one node) and starts one process per PE, copies of
+//! the running program, which serve their PE ([`Pe`]). Each PE is one domain of the run's
+//! [`Topology`](mgws_core::Topology): its own public queues and, under
+//! [`TerminationMode::Hierarchical`](mgws_core::TerminationMode::Hierarchical), its own idle
+//! counter, then the global one; the same-device victim policies bias steals to the own PE. The
+//! workers run the scheduler core unchanged: a steal from another PE is the same fetch-add on
+//! the victim's queue word, through the shared mapping. The launcher supervises the run (the
+//! watchdog reads every worker's progress record in the heap), reads the results back and
+//! reports errors; a PE that dies loses its tasks, so the run stops with [`Error::Process`].
+//!
+//! Data areas live once in the shared heap, readable and writable from every PE (the symmetric
+//! allocation; `docs/design.md` says what a run across nodes would choose instead).
+//!
+//! [`Error::Process`]: crate::Error::Process
+
+mod device;
+mod heap;
+mod layout;
+mod pe;
+
+pub use device::{ProcessDevice, ProcessPlaced};
+pub use pe::{Pe, EXIT_PE_FAILED, HEAP_FD_VAR, PE_VAR};
+
+use mgws_tasks::Registry;
+
+use crate::error::{Error, Result};
+use crate::job::Job;
+use crate::report::RunReport;
+use crate::scheduler::Scheduler;
+
+/// Runs `job` over `processes` PE processes, copies of this program (the pipeline with a
+/// [`ProcessDevice`]). The program must serve its PE first thing in `main` (see [`Pe`]).
+pub fn run<R: Registry>(sched: &Scheduler, job: Job<'_>, processes: u32) -> Result<RunReport> {
+    let opened = std::time::Instant::now();
+    let program = std::env::current_exe().map_err(|e| {
+        Error::Process(format!(
+            "cannot find this program's executable to start its PEs: {e}"
+        ))
+    })?;
+    let mut device = ProcessDevice::<R>::new(sched, processes, program);
+    crate::pipeline::run(&mut device, sched, job, opened)
+}

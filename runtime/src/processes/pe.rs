@@ -1,0 +1,281 @@
+//! The PE side of a multi-process run: a process the launcher started maps the shared heap,
+//! says it is ready, waits for the launcher's go, runs its own workers over the heap and reports
+//! how it ended in its [`PeRecord`](super::layout::PeRecord). The launcher supervises, reads the
+//! results back and reports errors; a PE only prints what it cannot report through the heap.
+
+use std::sync::atomic::Ordering as AtomicOrdering;
+use std::time::{Duration, Instant};
+
+use mgws_core::{AtomicWord, Ordering, Scope, ScratchLayout};
+use mgws_tasks::{Registry, TaskStruct};
+
+use super::heap::SharedHeap;
+use super::layout::{Header, HeapLayout, GO_CANCEL, GO_RUN, GO_WAIT, MAGIC, PE_DONE};
+use crate::cpu::device::{run_lane, CpuMethod, LaneRun};
+use crate::cpu::panics::FirstPanic;
+use crate::cpu::platform::LaneGroup;
+use crate::cpu::threads::{RunClock, ThreadSet};
+use crate::error::{Error, Result};
+use crate::scheduler::Chaos;
+
+/// The environment variable that names the inherited heap descriptor of a PE process.
+pub const HEAP_FD_VAR: &str = "MGWS_PE_HEAP_FD";
+/// The environment variable that names a PE process's index.
+pub const PE_VAR: &str = "MGWS_PE";
+
+/// The exit code of a PE process that could not take part in its run (it printed why).
+pub const EXIT_PE_FAILED: i32 = 70;
+
+/// How long a PE waits for the launcher's go before it gives up (the launcher decides long before:
+/// it waits for every PE at most its own start-up limit, then writes the go or the cancel).
+const GO_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// This process as a PE of a multi-process run, when the launcher started it as one.
+///
+/// A program that runs jobs on [`crate::Backend::CpuProcesses`] starts copies of itself, one per
+/// PE: call [`Pe::from_env`] first in `main`, and when it returns a PE, serve it and exit.
+///
+/// ```no_run
+/// # #[mgws::registry] enum MyTasks {}
+/// fn main() {
+///     if let Some(pe) = mgws::processes::Pe::from_env() {
+///         std::process::exit(pe.serve::<MyTasks>());
+///     }
+///     // ... the program itself, which may run jobs on Backend::CpuProcesses
+/// }
+/// ```
+#[derive(Debug)]
+pub struct Pe {
+    index: u32,
+    heap: Result<SharedHeap>,
+}
+
+impl Pe {
+    /// The PE this process is, if a launcher started it as one (the environment names the heap
+    /// descriptor and the PE index); `None` for any other process.
+    pub fn from_env() -> Option<Pe> {
+        let fd = std::env::var(HEAP_FD_VAR).ok()?;
+        let index = std::env::var(PE_VAR).ok().and_then(|i| i.parse().ok());
+        let heap = match (fd.parse(), index) {
+            (Ok(fd), Some(_)) => SharedHeap::attach(fd),
+            _ => Err(Error::Config(format!(
+                "{HEAP_FD_VAR}={fd:?} and {PE_VAR}={:?} do not name a descriptor and a PE index",
+                std::env::var(PE_VAR).unwrap_or_default()
+            ))),
+        };
+        Some(Pe {
+            index: index.unwrap_or(0),
+            heap,
+        })
+    }
+
+    /// This PE's index (0-based).
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// The name of the registry the run's tasks belong to (`Registry::NAME`), for a program of
+    /// several registries to pick the one to serve; an error when the heap cannot be read.
+    pub fn registry_name(&self) -> Result<String> {
+        let heap = self
+            .heap
+            .as_ref()
+            .map_err(|e| Error::Config(e.to_string()))?;
+        Ok(name_of(checked_header(heap)?))
+    }
+
+    /// Runs this PE's workers with registry `R` until the run ends; returns the exit code for
+    /// the process: 0 when the PE reported to the launcher (even a failed run: the launcher
+    /// reports it), [`EXIT_PE_FAILED`] when it could not take part (it printed why).
+    pub fn serve<R: Registry>(self) -> i32 {
+        let index = self.index;
+        match self.heap.and_then(|heap| serve::<R>(&heap, index)) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("mgws: PE {index}: {e}");
+                EXIT_PE_FAILED
+            }
+        }
+    }
+}
+
+/// The heap's header, if the heap is large enough to hold one and carries this layout's magic.
+fn checked_header(heap: &SharedHeap) -> Result<&Header> {
+    if heap.len() < std::mem::size_of::<Header>() {
+        return Err(Error::Config(format!(
+            "the shared heap ({} bytes) is smaller than its header",
+            heap.len()
+        )));
+    }
+    // SAFETY: the mapping is page-aligned and holds a header (checked above).
+    let header = unsafe { HeapLayout::header(heap.base()) };
+    if header.magic != MAGIC {
+        return Err(Error::Config(
+            "the shared heap was not laid out by this version of mgws".into(),
+        ));
+    }
+    Ok(header)
+}
+
+/// The registry name the header holds.
+fn name_of(header: &Header) -> String {
+    let name = header
+        .registry_name
+        .split(|&b| b == 0)
+        .next()
+        .unwrap_or(&[]);
+    String::from_utf8_lossy(name).into_owned()
+}
+
+/// Binds this process to its PE's share of the CPUs it may use, so that the thread sets of all
+/// PEs bind to different CPUs, as one process's would (`cpu_binding`); nothing when the run does
+/// not bind threads or has more threads than CPUs.
+#[cfg(target_os = "linux")]
+fn bind_to_share(first_thread: usize, threads: usize, total_threads: usize) {
+    let cpus = crate::cpu::threads::cpu_binding(total_threads, true);
+    let Some(share) = cpus.get(first_thread..first_thread + threads) else {
+        return;
+    };
+    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET stays within it for ids below
+    // CPU_SETSIZE (they came from sched_getaffinity); pid 0 is this thread, whose set the
+    // threads started later inherit.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &cpu in share {
+            libc::CPU_SET(cpu, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn bind_to_share(_first_thread: usize, _threads: usize, _total_threads: usize) {}
+
+fn serve<R: Registry>(heap: &SharedHeap, pe: u32) -> Result<()> {
+    let header = checked_header(heap)?;
+    if header.registry_fingerprint != R::FINGERPRINT {
+        return Err(Error::Config(format!(
+            "the run's tasks belong to registry `{}`, but this program served it with `{}`",
+            name_of(header),
+            R::NAME
+        )));
+    }
+    let topology = header.topology;
+    if pe >= topology.devices {
+        return Err(Error::Config(format!(
+            "PE {pe} does not exist: the run has {} PEs",
+            topology.devices
+        )));
+    }
+    let layout = HeapLayout::new(
+        &header.config,
+        &topology,
+        header.initial_len,
+        &header.area_limits,
+    )?;
+    if layout.total > heap.len() as u64 {
+        return Err(Error::Config(format!(
+            "the shared heap holds {} bytes, less than its layout's {}",
+            heap.len(),
+            layout.total
+        )));
+    }
+    // SAFETY: the heap holds the layout (checked above), made from the header's values, and
+    // outlives every use of the env below.
+    let env = unsafe { layout.env(heap.base(), header) };
+    let lanes = header.lanes;
+    let first = topology.first_worker[pe as usize];
+    let workers = topology.workers_on(pe as usize);
+    let threads = (workers * lanes) as usize;
+    let pin = header.pin_threads != 0;
+    if pin {
+        bind_to_share(
+            (first * lanes) as usize,
+            threads,
+            (topology.workers() * lanes) as usize,
+        );
+    }
+    let set = ThreadSet::new(threads, &format!("mgws-pe{pe}"), pin)?;
+    let scratch = ScratchLayout::new(
+        header.config.local_capacity,
+        std::mem::size_of::<TaskStruct>(),
+        lanes,
+        topology.queues(),
+    );
+    let groups: Vec<LaneGroup> = (0..workers)
+        .map(|_| LaneGroup::new(lanes, scratch.total))
+        .collect();
+    let chaos = (header.chaos_on != 0).then(|| Chaos {
+        seed: header.chaos[0],
+        yield_per_1024: header.chaos[1] as u32,
+        sleep_per_1024: header.chaos[2] as u32,
+        max_sleep_us: header.chaos[3] as u32,
+    });
+
+    // Ready; then wait for the launcher. AcqRel: the count publishes this PE's attachment (the
+    // launcher's acquire load of it), and orders nothing else.
+    header.ready.fetch_add(1, AtomicOrdering::AcqRel);
+    let waiting = Instant::now();
+    loop {
+        // Acquire: pairs with the launcher's release store of the go, after which every PE is
+        // attached (nothing else is published by it: the heap's contents were written before
+        // this process was started).
+        match header.go.load(AtomicOrdering::Acquire) {
+            GO_RUN => break,
+            GO_WAIT if waiting.elapsed() < GO_TIMEOUT => {
+                std::thread::sleep(Duration::from_micros(50))
+            }
+            GO_CANCEL => return Ok(()),
+            _ => {
+                return Err(Error::Config(format!(
+                    "the launcher gave no go within {GO_TIMEOUT:?}"
+                )))
+            }
+        }
+    }
+
+    let clock = RunClock::start();
+    let start = clock.started_at();
+    let panicked = FirstPanic::default();
+    let shared = || {
+        // SAFETY: the shared state lives in the heap for the whole run.
+        unsafe { env.shared() }
+    };
+    set.broadcast(|i| {
+        let (w, lane) = (first + i as u32 / lanes, i as u32 % lanes);
+        run_lane(
+            LaneRun {
+                method: CpuMethod::Mgws,
+                lane,
+                lanes,
+                group: &groups[(w - first) as usize],
+                start,
+                chaos,
+            },
+            &env,
+            &R::default(),
+            (w, w),
+            &panicked,
+            // Release: as every abort; the workers of all PEs poll the flag with acquire loads.
+            || shared().abort.store(1, Ordering::Release, Scope::System),
+        );
+        clock.finished();
+    });
+
+    let record = &header.pes[pe as usize];
+    // Relaxed: published by the release store of the state below.
+    record
+        .elapsed_ns
+        .store(clock.elapsed().as_nanos() as u64, AtomicOrdering::Relaxed);
+    if let Some((worker, message)) = panicked.into_first() {
+        record.set_panic_message(&message);
+        record
+            .panic_worker
+            .store(u64::from(worker) + 1, AtomicOrdering::Relaxed);
+    }
+    // Release: publishes the record, the statistics and progress records and every task's
+    // writes to the data areas (program order after the workers joined) to the launcher's
+    // acquire load.
+    record.state.store(PE_DONE, AtomicOrdering::Release);
+    Ok(())
+}
