@@ -566,3 +566,105 @@ fn bridge_terminates_only_when_both_ledgers_agree() {
 fn bridge_without_the_ledger_check_terminates_early() {
     bridge_race(true);
 }
+
+/// The gate of a run over several processes (`launch.rs`, invariant 1), with two PEs: PE 0 a
+/// thread, PE 1 on the launcher's thread (a launcher may serve a PE too; two threads keep the
+/// model small). Each PE marks itself attached, arrives and waits; the launcher opens the gate
+/// once both arrived. No PE may run before the other attached. Opening before every arrival
+/// (`open_early`, here before PE 1 attached) lets PE 0 run first.
+fn launch_gate_race(open_early: bool) {
+    use mgws_core::launch::{Go, LaunchGate, PeState};
+
+    model(move || {
+        let gate = Arc::new(LaunchGate {
+            ready: HostWord::new(0),
+            go: HostWord::new(0),
+        });
+        let states = Arc::new([PeState(HostWord::new(0)), PeState(HostWord::new(0))]);
+        let run = |pe: usize, gate: &LaunchGate<HostWord>, states: &[PeState<HostWord>; 2]| {
+            let go = gate.wait(|| {
+                thread::yield_now();
+                true
+            });
+            assert_eq!(go, Go::Run);
+            assert_ne!(
+                states[1 - pe].0.load(Ordering::Relaxed, SCOPE),
+                0,
+                "a PE ran before the other attached"
+            );
+        };
+        let pe0 = {
+            let (gate, states) = (gate.clone(), states.clone());
+            thread::spawn(move || {
+                states[0].attach();
+                gate.arrive();
+                run(0, &gate, &states);
+            })
+        };
+        if open_early {
+            gate.open();
+        }
+        states[1].attach();
+        gate.arrive();
+        while !gate.all_ready(2) {
+            thread::yield_now();
+        }
+        gate.open();
+        run(1, &gate, &states);
+        pe0.join().unwrap();
+    });
+}
+
+#[test]
+fn launch_gate_runs_no_pe_before_every_pe_attached() {
+    launch_gate_race(false);
+}
+
+#[test]
+#[should_panic(expected = "a PE ran before the other attached")]
+fn launch_gate_opened_early_runs_a_pe_too_soon() {
+    launch_gate_race(true);
+}
+
+/// A PE's results and the launcher (`launch.rs`, invariant 2): the PE writes its result (a plain
+/// cell) and finishes; the launcher reads it once it sees the PE finished. Without the release
+/// of `finish` (`finish_without_release`) the read races with the write, which loom reports as a
+/// causality violation.
+fn launch_finish_race(release: bool) {
+    use loom::cell::UnsafeCell;
+    use mgws_core::launch::PeState;
+
+    model(move || {
+        let state = Arc::new(PeState(HostWord::new(0)));
+        let result = Arc::new(UnsafeCell::new(0u64));
+        let pe = {
+            let (state, result) = (state.clone(), result.clone());
+            thread::spawn(move || {
+                // SAFETY: the PE's own cell; the launcher reads it only after `finish`.
+                result.with_mut(|r| unsafe { *r = 42 });
+                if release {
+                    state.finish();
+                } else {
+                    state.finish_without_release();
+                }
+            })
+        };
+        while !state.is_finished() {
+            thread::yield_now();
+        }
+        // SAFETY: the PE finished; loom checks that its write happened before this read.
+        assert_eq!(result.with(|r| unsafe { *r }), 42);
+        pe.join().unwrap();
+    });
+}
+
+#[test]
+fn launch_publishes_a_pes_results_with_its_finish() {
+    launch_finish_race(true);
+}
+
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn launch_without_the_release_of_finish_reads_a_result_early() {
+    launch_finish_race(false);
+}

@@ -10,11 +10,12 @@ use std::sync::atomic::Ordering as AtomicOrdering;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use mgws_core::launch::{PE_DONE, PE_FAILED};
 use mgws_core::{AtomicWord, Env, HostWord, Ordering, RunError, Scope, Topology, WorkerProgress};
 use mgws_tasks::{Registry, TaskStruct};
 
 use super::heap::SharedHeap;
-use super::layout::{Header, HeapLayout, GO_CANCEL, GO_RUN, MAGIC, PE_DONE};
+use super::layout::{Header, HeapLayout, MAGIC};
 use super::pe::{HEAP_FD_VAR, PE_VAR};
 use crate::cpu::device::{side_live_state, side_progress};
 use crate::device::{split_workers, Device, Grid, LiveState, ReadBack, Running};
@@ -179,29 +180,24 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
         let mut children = Children::spawn(&self.program, placed, grid.topology.devices)?;
         let header = placed.header();
         let limit = self.sched.watchdog.max(MIN_START_TIMEOUT);
-        // Acquire: pairs with each PE's increment; nothing else is read through it.
-        while header.ready.load(AtomicOrdering::Acquire) < u64::from(grid.topology.devices) {
+        let pes = u64::from(grid.topology.devices);
+        while !header.gate.all_ready(pes) {
             if let Some(e) = children.exited_early(placed)? {
-                // Relaxed: the PEs that wait see the cancel at their next look.
-                header.go.store(GO_CANCEL, AtomicOrdering::Relaxed);
+                header.gate.cancel();
                 return Err(e);
             }
             if launched.elapsed() > limit {
-                header.go.store(GO_CANCEL, AtomicOrdering::Relaxed);
+                header.gate.cancel();
                 return Err(Error::Process(format!(
-                    "{} of {} PE processes of {} were ready after {limit:?}; does the program \
-                     call mgws::processes::Pe::from_env() first in main?",
-                    header.ready.load(AtomicOrdering::Acquire),
-                    grid.topology.devices,
+                    "not every one of the {pes} PE processes of {} was ready after {limit:?}; \
+                     does the program call mgws::processes::Pe::from_env() first in main?",
                     self.program.display()
                 )));
             }
             std::thread::sleep(Duration::from_micros(100));
         }
         self.launch_s = launched.elapsed().as_secs_f64();
-        // Release: every PE acquires it before it runs (nothing more is published: the heap's
-        // contents were written before the processes started).
-        header.go.store(GO_RUN, AtomicOrdering::Release);
+        header.gate.open();
         let running = ProcessRunning {
             placed,
             children: Mutex::new(children),
@@ -268,8 +264,8 @@ fn first_panic(header: &Header) -> Option<(u32, u32, String)> {
         .iter()
         .enumerate()
         .find_map(|(pe, record)| {
-            // Acquire: the state publishes the record's other fields.
-            if record.state.load(AtomicOrdering::Acquire) != PE_DONE {
+            // The finished state publishes the record's other fields.
+            if !record.state.is_finished() {
                 return None;
             }
             let worker = record
@@ -336,16 +332,30 @@ impl Children {
             if self.reported {
                 continue;
             }
-            // Acquire: pairs with the PE's release of its record.
-            let done = header.pes[pe].state.load(AtomicOrdering::Acquire) == PE_DONE;
-            if !done || !status.success() {
-                self.reported = true;
-                return Ok(Some(Error::Process(format!(
-                    "PE {pe} (pid {}) exited ({status}) before its workers finished; its tasks \
-                     are lost, so the run stopped",
-                    child.id()
-                ))));
+            // Acquired: a finished or failed state publishes the PE's record.
+            let state = header.pes[pe].state.load();
+            if state == PE_DONE && status.success() {
+                continue;
             }
+            self.reported = true;
+            let pid = child.id();
+            return Ok(Some(Error::Process(if state == PE_FAILED {
+                format!(
+                    "PE {pe} (pid {pid}) could not join the run: {}",
+                    header.pes[pe].panic_message()
+                )
+            } else if state == 0 {
+                format!(
+                    "PE {pe} (pid {pid}) exited ({status}) before it joined the run: a program \
+                     that runs jobs over processes must call mgws::processes::Pe::from_env() \
+                     first in main and serve the PE it returns"
+                )
+            } else {
+                format!(
+                    "PE {pe} (pid {pid}) exited ({status}) before its workers finished; its \
+                     tasks are lost, so the run stopped"
+                )
+            })));
         }
         Ok(None)
     }

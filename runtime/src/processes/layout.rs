@@ -6,6 +6,7 @@
 
 use std::sync::atomic::AtomicU64;
 
+use mgws_core::launch::{LaunchGate, PeState};
 use mgws_core::{
     Env, HostWord, QueueHeader, SchedConfig, SharedState, Topology, WorkerProgress, WorkerStats,
     AREA_WRITABLE, DATA_AREAS, MAX_DEVICES,
@@ -47,29 +48,22 @@ pub struct Header {
     /// Per data area, its length with [`AREA_WRITABLE`] where tasks may write it (0: none), as
     /// `Env::area_limits` holds them.
     pub area_limits: [u64; DATA_AREAS],
-    /// PEs that have mapped the heap and are ready to start (the launcher waits for all).
-    pub ready: AtomicU64,
-    /// [`GO_WAIT`], then [`GO_RUN`] or [`GO_CANCEL`], written once by the launcher.
-    pub go: AtomicU64,
+    /// The launch handshake (`mgws_core::launch`).
+    pub gate: LaunchGate<HostWord>,
     /// One record per PE.
     pub pes: [PeRecord; MAX_DEVICES],
 }
 
-/// `Header::go` before the launcher decided.
-pub const GO_WAIT: u64 = 0;
-/// `Header::go`: every PE is ready; run.
-pub const GO_RUN: u64 = 1;
-/// `Header::go`: the launch failed; every PE exits without running.
-pub const GO_CANCEL: u64 = 2;
-
 /// What one PE reports to the launcher.
 #[repr(C)]
 pub struct PeRecord {
-    /// [`PE_DONE`] once the fields below are final (a release store).
-    pub state: AtomicU64,
-    /// Nanoseconds from the PE's start (it saw [`GO_RUN`]) until its last worker left its loop.
+    /// The PE's state (`mgws_core::launch::PeState`): the fields below are final once it is
+    /// `PE_DONE` or `PE_FAILED`.
+    pub state: PeState<HostWord>,
+    /// Nanoseconds from the PE's start (the gate opened) until its last worker left its loop.
     pub elapsed_ns: AtomicU64,
-    /// The worker whose task panicked first on this PE, plus one (0: none).
+    /// The worker whose task panicked first on this PE, plus one (0: none; the message field
+    /// then holds a failed PE's reason, if any).
     pub panic_worker: AtomicU64,
     /// Bytes of `panic_message` in use.
     pub panic_len: AtomicU64,
@@ -106,9 +100,6 @@ impl PeRecord {
         String::from_utf8_lossy(&bytes).into_owned()
     }
 }
-
-/// `PeRecord::state`: every worker of the PE has left its loop and the record is complete.
-pub const PE_DONE: u64 = 1;
 
 /// Byte offsets of everything in the heap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,11 +6,12 @@
 use std::sync::atomic::Ordering as AtomicOrdering;
 use std::time::{Duration, Instant};
 
+use mgws_core::launch::Go;
 use mgws_core::{AtomicWord, Ordering, Scope, ScratchLayout};
 use mgws_tasks::{Registry, TaskStruct};
 
 use super::heap::SharedHeap;
-use super::layout::{Header, HeapLayout, GO_CANCEL, GO_RUN, GO_WAIT, MAGIC, PE_DONE};
+use super::layout::{Header, HeapLayout, MAGIC};
 use crate::cpu::device::{run_lane, CpuMethod, LaneRun};
 use crate::cpu::panics::FirstPanic;
 use crate::cpu::platform::LaneGroup;
@@ -89,14 +90,30 @@ impl Pe {
     /// reports it), [`EXIT_PE_FAILED`] when it could not take part (it printed why).
     pub fn serve<R: Registry>(self) -> i32 {
         let index = self.index;
-        match self.heap.and_then(|heap| serve::<R>(&heap, index)) {
+        let heap = match self.heap {
+            Ok(heap) => heap,
+            Err(e) => return failed(index, &e),
+        };
+        match serve::<R>(&heap, index) {
             Ok(()) => 0,
             Err(e) => {
-                eprintln!("mgws: PE {index}: {e}");
-                EXIT_PE_FAILED
+                // Tell the launcher why, where the heap names this PE.
+                if let Ok(header) = checked_header(&heap) {
+                    if let Some(record) = header.pes.get(index as usize) {
+                        record.set_panic_message(&e.to_string());
+                        record.state.fail();
+                    }
+                }
+                failed(index, &e)
             }
         }
     }
+}
+
+/// Prints why PE `index` cannot take part; returns its exit code.
+fn failed(index: u32, e: &Error) -> i32 {
+    eprintln!("mgws: PE {index}: {e}");
+    EXIT_PE_FAILED
 }
 
 /// The heap's header, if the heap is large enough to hold one and carries this layout's magic.
@@ -212,25 +229,21 @@ fn serve<R: Registry>(heap: &SharedHeap, pe: u32) -> Result<()> {
         max_sleep_us: header.chaos[3] as u32,
     });
 
-    // Ready; then wait for the launcher. AcqRel: the count publishes this PE's attachment (the
-    // launcher's acquire load of it), and orders nothing else.
-    header.ready.fetch_add(1, AtomicOrdering::AcqRel);
+    let record = &header.pes[pe as usize];
+    record.state.attach();
+    header.gate.arrive();
     let waiting = Instant::now();
-    loop {
-        // Acquire: pairs with the launcher's release store of the go, after which every PE is
-        // attached (nothing else is published by it: the heap's contents were written before
-        // this process was started).
-        match header.go.load(AtomicOrdering::Acquire) {
-            GO_RUN => break,
-            GO_WAIT if waiting.elapsed() < GO_TIMEOUT => {
-                std::thread::sleep(Duration::from_micros(50))
-            }
-            GO_CANCEL => return Ok(()),
-            _ => {
-                return Err(Error::Config(format!(
-                    "the launcher gave no go within {GO_TIMEOUT:?}"
-                )))
-            }
+    let go = header.gate.wait(|| {
+        std::thread::sleep(Duration::from_micros(50));
+        waiting.elapsed() < GO_TIMEOUT
+    });
+    match go {
+        Go::Run => {}
+        Go::Cancel => return Ok(()),
+        Go::GaveUp => {
+            return Err(Error::Config(format!(
+                "the launcher gave no go within {GO_TIMEOUT:?}"
+            )))
         }
     }
 
@@ -262,7 +275,6 @@ fn serve<R: Registry>(heap: &SharedHeap, pe: u32) -> Result<()> {
         clock.finished();
     });
 
-    let record = &header.pes[pe as usize];
     // Relaxed: published by the release store of the state below.
     record
         .elapsed_ns
@@ -273,9 +285,8 @@ fn serve<R: Registry>(heap: &SharedHeap, pe: u32) -> Result<()> {
             .panic_worker
             .store(u64::from(worker) + 1, AtomicOrdering::Relaxed);
     }
-    // Release: publishes the record, the statistics and progress records and every task's
-    // writes to the data areas (program order after the workers joined) to the launcher's
-    // acquire load.
-    record.state.store(PE_DONE, AtomicOrdering::Release);
+    // Publishes the record, the statistics and progress records and every task's writes to the
+    // data areas (program order after the workers joined) to the launcher.
+    record.state.finish();
     Ok(())
 }

@@ -1,0 +1,157 @@
+//! A user's own program running its own registry over PE processes ([`Backend::CpuProcesses`]):
+//! the program serves its PE first thing in `main`, as `mgws::processes::Pe` documents. This
+//! test is such a program (`harness = false`: its `main` is ours, so the copies of it that the
+//! launcher starts serve their PE instead of running the tests again).
+
+use std::time::Instant;
+
+use mgws::processes::{Pe, ProcessDevice};
+use mgws::{Backend, Ctx, Error, Job, PerWorker, Scheduler, TaskFunctor, TaskResult, TaskStruct};
+
+/// Counts the calls of a naive Fibonacci recursion.
+#[derive(Clone, Copy, mgws::Pod, mgws::Zeroable)]
+#[bytemuck(crate = "mgws::bytemuck")]
+#[repr(C)]
+struct Fib {
+    n: u64,
+}
+
+impl TaskFunctor for Fib {
+    fn run(&self, task: &TaskStruct, ctx: &mut impl Ctx) -> TaskResult {
+        ctx.accumulate(&task.data[0], |calls: &mut u64| *calls += 1)?;
+        if self.n >= 2 {
+            ctx.spawn(&task.with_params(&Fib { n: self.n - 1 }));
+            ctx.spawn(&task.with_params(&Fib { n: self.n - 2 }));
+        }
+        Ok(())
+    }
+}
+
+#[mgws::registry]
+enum MyTasks {
+    Fib(Fib),
+}
+
+/// A task of another registry.
+#[derive(Clone, Copy, mgws::Pod, mgws::Zeroable)]
+#[bytemuck(crate = "mgws::bytemuck")]
+#[repr(C)]
+struct Nothing {
+    _unused: u64,
+}
+
+impl TaskFunctor for Nothing {
+    fn run(&self, _: &TaskStruct, _: &mut impl Ctx) -> TaskResult {
+        Ok(())
+    }
+}
+
+/// Another registry: a PE serving it must refuse a run of `MyTasks`.
+#[mgws::registry]
+enum OtherTasks {
+    Nothing(Nothing),
+}
+
+/// Set in the launcher's environment (so its PEs inherit it): the PEs serve `OtherTasks`.
+const SERVE_OTHER: &str = "MGWS_TEST_SERVE_OTHER";
+
+/// Calls of fib(n)'s recursion: 2 fib(n + 1) - 1.
+fn calls(n: u64) -> u64 {
+    let (mut a, mut b) = (0u64, 1u64);
+    for _ in 0..n + 1 {
+        (a, b) = (b, a + b);
+    }
+    2 * a - 1
+}
+
+fn run_fib(sched: &Scheduler, processes: u32, n: u64) -> mgws::Result<(u64, u64)> {
+    let mut counts = PerWorker::<u64>::new(sched.workers());
+    let root = MyTasks::task(&Fib { n }).with_data(0, counts.descriptor(0));
+    let report = Backend::CpuProcesses { processes }.run(
+        sched,
+        &MyTasks,
+        Job::new(&[root]).area(0, counts.area()),
+    )?;
+    assert_eq!(report.backend, "cpu-processes");
+    Ok((counts.sum(), report.tasks_run))
+}
+
+fn an_embedded_registry_is_exact_over_processes() {
+    for (processes, workers, lanes) in [(1, 2, 1), (2, 4, 1), (3, 3, 2), (4, 8, 1)] {
+        let sched = Scheduler::builder()
+            .workers(workers)
+            .lanes(lanes)
+            .termination(mgws::TerminationMode::Hierarchical)
+            .build()
+            .unwrap();
+        for n in [1, 15, 22] {
+            let (sum, tasks) = run_fib(&sched, processes, n).unwrap();
+            assert_eq!(
+                (sum, tasks),
+                (calls(n), calls(n)),
+                "{processes} PEs, fib({n})"
+            );
+        }
+    }
+}
+
+fn a_pe_serving_another_registry_is_refused_with_its_reason() {
+    std::env::set_var(SERVE_OTHER, "1");
+    let sched = Scheduler::builder().workers(2).build().unwrap();
+    let e = run_fib(&sched, 2, 10).unwrap_err();
+    std::env::remove_var(SERVE_OTHER);
+    let message = e.to_string();
+    assert!(matches!(e, Error::Process(_)), "{message}");
+    assert!(
+        message.contains("could not join the run")
+            && message.contains("MyTasks")
+            && message.contains("OtherTasks"),
+        "{message}"
+    );
+}
+
+fn a_program_that_does_not_serve_its_pe_is_refused() {
+    let sched = Scheduler::builder().workers(2).build().unwrap();
+    let mut counts = PerWorker::<u64>::new(2);
+    let root = MyTasks::task(&Fib { n: 5 }).with_data(0, counts.descriptor(0));
+    let mut device = ProcessDevice::<MyTasks>::new(&sched, 2, "true".into());
+    let job = Job::new(std::slice::from_ref(&root)).area(0, counts.area());
+    let e = mgws::pipeline::run(&mut device, &sched, job, Instant::now()).unwrap_err();
+    let message = e.to_string();
+    assert!(message.contains("before it joined the run"), "{message}");
+    // And a program that cannot be started at all.
+    let mut device = ProcessDevice::<MyTasks>::new(&sched, 2, "/nonexistent/mgws".into());
+    let job = Job::new(std::slice::from_ref(&root)).area(0, counts.area());
+    let e = mgws::pipeline::run(&mut device, &sched, job, Instant::now()).unwrap_err();
+    assert!(e.to_string().contains("cannot start PE 0"), "{e}");
+}
+
+fn main() {
+    if let Some(pe) = Pe::from_env() {
+        let code = if std::env::var_os(SERVE_OTHER).is_some() {
+            pe.serve::<OtherTasks>()
+        } else {
+            pe.serve::<MyTasks>()
+        };
+        std::process::exit(code);
+    }
+    let tests: [(&str, fn()); 3] = [
+        (
+            "an_embedded_registry_is_exact_over_processes",
+            an_embedded_registry_is_exact_over_processes,
+        ),
+        (
+            "a_pe_serving_another_registry_is_refused_with_its_reason",
+            a_pe_serving_another_registry_is_refused_with_its_reason,
+        ),
+        (
+            "a_program_that_does_not_serve_its_pe_is_refused",
+            a_program_that_does_not_serve_its_pe_is_refused,
+        ),
+    ];
+    for (name, test) in tests {
+        test();
+        println!("test {name} ... ok");
+    }
+    println!("processes: {} tests passed", tests.len());
+}
