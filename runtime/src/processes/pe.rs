@@ -37,7 +37,19 @@ const GO_TIMEOUT: Duration = Duration::from_secs(600);
 /// PE: call [`Pe::from_env`] first in `main`, and when it returns a PE, serve it and exit.
 ///
 /// ```no_run
-/// # #[mgws::registry] enum MyTasks {}
+/// # use mgws::{Ctx, TaskFunctor, TaskResult, TaskStruct};
+/// # #[derive(Clone, Copy, mgws::Pod, mgws::Zeroable)]
+/// # #[bytemuck(crate = "mgws::bytemuck")]
+/// # #[repr(C)]
+/// # struct Leaf { n: u64 }
+/// # impl TaskFunctor for Leaf {
+/// #     fn run(&self, _: &TaskStruct, _: &mut impl Ctx) -> TaskResult { Ok(()) }
+/// # }
+/// #[mgws::registry]
+/// enum MyTasks {
+///     Leaf(Leaf),
+/// }
+///
 /// fn main() {
 ///     if let Some(pe) = mgws::processes::Pe::from_env() {
 ///         std::process::exit(pe.serve::<MyTasks>());
