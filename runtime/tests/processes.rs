@@ -27,9 +27,24 @@ impl TaskFunctor for Fib {
     }
 }
 
+/// Panics: a task that fails on a PE.
+#[derive(Clone, Copy, mgws::Pod, mgws::Zeroable)]
+#[bytemuck(crate = "mgws::bytemuck")]
+#[repr(C)]
+struct Boom {
+    code: u64,
+}
+
+impl TaskFunctor for Boom {
+    fn run(&self, _: &TaskStruct, _: &mut impl Ctx) -> TaskResult {
+        panic!("boom {}", self.code);
+    }
+}
+
 #[mgws::registry]
 enum MyTasks {
     Fib(Fib),
+    Boom(Boom),
 }
 
 /// A task of another registry.
@@ -95,6 +110,46 @@ fn an_embedded_registry_is_exact_over_processes() {
     }
 }
 
+fn chaos_delays_on_every_pe_lose_nothing() {
+    for seed in 0..6 {
+        let sched = Scheduler::builder()
+            .workers(4)
+            .lanes(1 + seed as u32 % 2)
+            .termination(mgws::TerminationMode::Hierarchical)
+            .chaos(mgws::Chaos {
+                seed,
+                yield_per_1024: 64,
+                sleep_per_1024: 4,
+                max_sleep_us: 50,
+            })
+            .build()
+            .unwrap();
+        let (sum, tasks) = run_fib(&sched, 2, 14).unwrap();
+        assert_eq!((sum, tasks), (calls(14), calls(14)), "seed {seed}");
+    }
+}
+
+fn a_panic_on_a_pe_is_the_runs_error_naming_the_pe() {
+    let sched = Scheduler::builder().workers(4).build().unwrap();
+    let mut counts = PerWorker::<u64>::new(4);
+    let mut tasks: Vec<TaskStruct> = (0..64)
+        .map(|_| MyTasks::task(&Fib { n: 12 }).with_data(0, counts.descriptor(0)))
+        .collect();
+    tasks.push(MyTasks::task(&Boom { code: 7 }));
+    let e = Backend::CpuProcesses { processes: 2 }
+        .run(&sched, &MyTasks, Job::new(&tasks).area(0, counts.area()))
+        .unwrap_err();
+    match &e {
+        Error::TaskPanicked { message, .. } => {
+            assert!(
+                message.contains("boom 7") && message.contains("(PE "),
+                "{message}"
+            )
+        }
+        other => panic!("expected a panic, got {other}"),
+    }
+}
+
 fn a_pe_serving_another_registry_is_refused_with_its_reason() {
     std::env::set_var(SERVE_OTHER, "1");
     let sched = Scheduler::builder().workers(2).build().unwrap();
@@ -135,10 +190,18 @@ fn main() {
         };
         std::process::exit(code);
     }
-    let tests: [(&str, fn()); 3] = [
+    let tests: [(&str, fn()); 5] = [
         (
             "an_embedded_registry_is_exact_over_processes",
             an_embedded_registry_is_exact_over_processes,
+        ),
+        (
+            "chaos_delays_on_every_pe_lose_nothing",
+            chaos_delays_on_every_pe_lose_nothing,
+        ),
+        (
+            "a_panic_on_a_pe_is_the_runs_error_naming_the_pe",
+            a_panic_on_a_pe_is_the_runs_error_naming_the_pe,
         ),
         (
             "a_pe_serving_another_registry_is_refused_with_its_reason",
