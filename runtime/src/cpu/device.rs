@@ -86,24 +86,17 @@ pub(crate) fn run_lane<R: TaskExecutor<TaskStruct>>(
     panicked: &super::panics::FirstPanic,
     abort: impl FnOnce(),
 ) {
-    let LaneRun {
-        method,
-        lane,
-        lanes,
-        group,
-        start,
-        chaos,
-    } = run;
+    let (method, group, start, chaos) = (run.method, run.group, run.start, run.chaos);
     panicked.contain(w, &group.barrier, abort, || {
         // SAFETY: the env describes live memory sized for its configuration, the lane group's
         // scratch holds the scratch layout's bytes, and every lane of worker w makes this same
         // call (this function's contract).
         unsafe {
-            if lanes == 1 {
+            if run.lanes == 1 {
                 let p = CpuPlatform::<true>::new(0, 1, group, start, chaos, w);
                 run_worker(method, p, env, registry, id);
             } else {
-                let p = CpuPlatform::<false>::new(lane, lanes, group, start, chaos, w);
+                let p = CpuPlatform::<false>::new(run.lane, run.lanes, group, start, chaos, w);
                 run_worker(method, p, env, registry, id);
             }
         }
