@@ -113,7 +113,13 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
             ),
             layout.total,
         )?;
+        let created = Instant::now();
         let heap = SharedHeap::create(layout.total as usize)?;
+        tracing::debug!(
+            bytes = layout.total,
+            seconds = created.elapsed().as_secs_f64(),
+            "shared heap created"
+        );
         let base = heap.base();
         let mut registry_name = [0u8; 64];
         let name = &R::NAME.as_bytes()[..R::NAME.len().min(63)];
@@ -161,6 +167,10 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
         }
         // SAFETY: the header was written just above and the heap holds its layout.
         let env = unsafe { layout.env(base, HeapLayout::header(base)) };
+        tracing::debug!(
+            seconds = created.elapsed().as_secs_f64(),
+            "initial tasks and data areas copied into the shared heap"
+        );
         Ok(ProcessPlaced { heap, layout, env })
     }
 
@@ -197,6 +207,7 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
             std::thread::sleep(Duration::from_micros(100));
         }
         self.launch_s = launched.elapsed().as_secs_f64();
+        tracing::debug!(seconds = self.launch_s, pes, "every PE started and ready");
         header.gate.open();
         let running = ProcessRunning {
             placed,
