@@ -91,6 +91,21 @@ fn run_fib(sched: &Scheduler, processes: u32, n: u64) -> mgws::Result<(u64, u64)
     Ok((counts.sum(), report.tasks_run))
 }
 
+fn empty_data_areas_are_placed_and_read_back() {
+    let sched = Scheduler::builder().workers(2).build().unwrap();
+    let mut counts = PerWorker::<u64>::new(2);
+    let mut empty_out: [u64; 0] = [];
+    let root = MyTasks::task(&Fib { n: 10 }).with_data(0, counts.descriptor(0));
+    let job = Job::new(std::slice::from_ref(&root))
+        .area(0, counts.area())
+        .input::<u64>(1, &[])
+        .output(2, &mut empty_out);
+    Backend::CpuProcesses { processes: 2 }
+        .run(&sched, &MyTasks, job)
+        .unwrap();
+    assert_eq!(counts.sum(), calls(10));
+}
+
 fn an_embedded_registry_is_exact_over_processes() {
     for (processes, workers, lanes) in [(1, 2, 1), (2, 4, 1), (3, 3, 2), (4, 8, 1)] {
         let sched = Scheduler::builder()
@@ -190,7 +205,11 @@ fn main() {
         };
         std::process::exit(code);
     }
-    let tests: [(&str, fn()); 5] = [
+    let tests: [(&str, fn()); 6] = [
+        (
+            "empty_data_areas_are_placed_and_read_back",
+            empty_data_areas_are_placed_and_read_back,
+        ),
         (
             "an_embedded_registry_is_exact_over_processes",
             an_embedded_registry_is_exact_over_processes,

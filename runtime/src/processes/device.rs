@@ -162,7 +162,10 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
                     AreaBytes::Read(b) => b,
                     AreaBytes::ReadWrite(b) => b,
                 };
-                std::ptr::copy_nonoverlapping(src.as_ptr(), at, len.min(src.len()));
+                // An empty area has no place in the heap (`at` is null).
+                if len > 0 {
+                    std::ptr::copy_nonoverlapping(src.as_ptr(), at, len.min(src.len()));
+                }
             }
         }
         // SAFETY: the header was written just above and the heap holds its layout.
@@ -250,6 +253,10 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
         for (index, bytes) in job.areas.iter_mut() {
             if let AreaBytes::ReadWrite(b) = bytes {
                 let (at, len) = placed.layout.area(base, *index as usize, &limits);
+                if len == 0 {
+                    // An empty area has no place in the heap (`at` is null).
+                    continue;
+                }
                 // SAFETY: the area lies in the heap (its layout) and every PE has finished.
                 b.copy_from_slice(unsafe { std::slice::from_raw_parts(at, len) });
             }
