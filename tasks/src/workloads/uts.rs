@@ -316,12 +316,7 @@ impl UtsNode {
     /// The node's random number: big-endian bytes 16..20, masked to 31 bits.
     #[inline]
     pub fn rand(&self) -> u32 {
-        u32::from_be_bytes([
-            self.state[16],
-            self.state[17],
-            self.state[18],
-            self.state[19],
-        ]) & 0x7fff_ffff
+        u32::from_be_bytes(state_word(&self.state, 4)) & 0x7fff_ffff
     }
 
     /// [`Self::rand`] as a probability in [0, 1).
@@ -353,6 +348,16 @@ impl UtsNode {
             depth: self.depth + 1,
         }
     }
+}
+
+/// Bytes `4k..4k + 4` of a node's state, read as one 4-byte access. Every read of the state goes
+/// through whole words: where a read took its bytes one by one, LLVM split the state into bytes,
+/// and the GPU reassembled each word from four (about ten instructions per word, per node).
+#[inline(always)]
+pub(crate) fn state_word(state: &[u8; 20], k: usize) -> [u8; 4] {
+    let mut word = [0u8; 4];
+    word.copy_from_slice(&state[4 * k..4 * k + 4]);
+    word
 }
 
 /// The tree parameters a task's descriptor 0 points at, read in place: each field is loaded where

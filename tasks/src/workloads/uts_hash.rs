@@ -24,14 +24,9 @@ const MESSAGE_BITS: u32 = 24 * 8;
 /// The SHA-1 digest of `parent || index.to_be_bytes()`.
 #[inline(always)]
 pub fn child_digest(parent: &[u8; 20], index: u32) -> [u8; 20] {
-    let word = |k: usize| {
-        u32::from_be_bytes([
-            parent[4 * k],
-            parent[4 * k + 1],
-            parent[4 * k + 2],
-            parent[4 * k + 3],
-        ])
-    };
+    // Four bytes at once (a word's access, not four bytes'), so that the node's state stays in
+    // 32-bit registers (see `UtsNode::rand`).
+    let word = |k: usize| u32::from_be_bytes(super::uts::state_word(parent, k));
     // The one padded block: the message, the 0x80 terminator, zeros, and the length.
     let mut w = [
         word(0),
