@@ -411,14 +411,21 @@ impl SchedArgs {
                     .into(),
             ));
         }
-        let cpu_loop = matches!(self.backend, BackendArg::Cpu | BackendArg::Auto);
-        if self.processes.is_some() && (!cpu_loop || self.cpu_domains != 1) {
-            return Err(Error::Config(
-                "--processes runs the workers of the mgws CPU loop in PE processes; it needs \
-                 --backend cpu (or auto, which it makes cpu) and excludes --cpu-domains (each process is a domain; one process \
-                 drives several GPUs with --devices)"
-                    .into(),
-            ));
+        if self.processes.is_some() {
+            if !matches!(self.backend, BackendArg::Cpu | BackendArg::Auto) {
+                return Err(Error::Config(
+                    "--processes runs the mgws CPU loop in PE processes; it needs --backend cpu \
+                     (or auto, which it makes cpu; one process drives several GPUs with \
+                     --devices)"
+                        .into(),
+                ));
+            }
+            if self.cpu_domains != 1 {
+                return Err(Error::Config(
+                    "--processes and --cpu-domains exclude each other: each process is a domain"
+                        .into(),
+                ));
+            }
         }
         let levels = self.backend == BackendArg::CpuLevels
             || self.gpu_kernel == GpuKernelArg::Levels
@@ -636,10 +643,7 @@ fn outcome_code(outcome: &Outcome) -> i32 {
 pub fn serve_pe(pe: mgws::processes::Pe) -> i32 {
     let name = match pe.registry_name() {
         Ok(name) => name,
-        Err(e) => {
-            eprintln!("mgws: PE {}: {e}", pe.index());
-            return mgws::processes::EXIT_PE_FAILED;
-        }
+        Err(e) => return pe.refuse(&e.to_string()),
     };
     match name.as_str() {
         MemsetTasks::NAME => pe.serve::<MemsetTasks>(),
@@ -649,11 +653,8 @@ pub fn serve_pe(pe: mgws::processes::Pe) -> i32 {
         SkewTasks::NAME => pe.serve::<SkewTasks>(),
         StallTasks::NAME => pe.serve::<StallTasks>(),
         other => {
-            eprintln!(
-                "mgws: PE {}: the run's registry `{other}` is none of this program's",
-                pe.index()
-            );
-            mgws::processes::EXIT_PE_FAILED
+            let reason = format!("the run's registry `{other}` is none of this program's");
+            pe.refuse(&reason)
         }
     }
 }

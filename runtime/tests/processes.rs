@@ -41,10 +41,32 @@ impl TaskFunctor for Boom {
     }
 }
 
+/// Fails if its PE's environment still names the heap (a program the PE started would take
+/// itself for the PE).
+#[derive(Clone, Copy, mgws::Pod, mgws::Zeroable)]
+#[bytemuck(crate = "mgws::bytemuck")]
+#[repr(C)]
+struct EnvCheck {
+    _unused: u64,
+}
+
+impl TaskFunctor for EnvCheck {
+    fn run(&self, _: &TaskStruct, _: &mut impl Ctx) -> TaskResult {
+        let named = [mgws::processes::HEAP_FD_VAR, mgws::processes::PE_VAR]
+            .iter()
+            .any(|v| std::env::var_os(v).is_some());
+        if named {
+            return Err(mgws::TaskError::Failed(1));
+        }
+        Ok(())
+    }
+}
+
 #[mgws::registry]
 enum MyTasks {
     Fib(Fib),
     Boom(Boom),
+    EnvCheck(EnvCheck),
 }
 
 /// A task of another registry.
@@ -123,6 +145,15 @@ fn an_embedded_registry_is_exact_over_processes() {
             );
         }
     }
+}
+
+fn a_pe_leaves_no_trace_of_the_heap_for_programs_it_starts() {
+    let sched = Scheduler::builder().workers(4).build().unwrap();
+    let tasks = vec![MyTasks::task(&EnvCheck { _unused: 0 }); 64];
+    let report = Backend::CpuProcesses { processes: 2 }
+        .run(&sched, &MyTasks, Job::new(&tasks))
+        .unwrap();
+    assert_eq!(report.tasks_run, 64);
 }
 
 fn chaos_delays_on_every_pe_lose_nothing() {
@@ -205,7 +236,11 @@ fn main() {
         };
         std::process::exit(code);
     }
-    let tests: [(&str, fn()); 6] = [
+    let tests: [(&str, fn()); 7] = [
+        (
+            "a_pe_leaves_no_trace_of_the_heap_for_programs_it_starts",
+            a_pe_leaves_no_trace_of_the_heap_for_programs_it_starts,
+        ),
         (
             "empty_data_areas_are_placed_and_read_back",
             empty_data_areas_are_placed_and_read_back,

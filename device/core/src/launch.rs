@@ -46,11 +46,12 @@ pub enum Go {
 }
 
 impl<W: AtomicWord> LaunchGate<W> {
-    /// PE side: counts this PE ready. AcqRel: the PE's set-up (its record's state) is published
-    /// with it, and the count stays one total order of arrivals.
+    /// PE side: counts this PE ready. Release: the PE's set-up (its record's state) is published
+    /// with it; the launcher's acquire of the final count synchronizes with every arrival, since
+    /// each increment continues the release sequence of the ones before.
     #[inline]
     pub fn arrive(&self) {
-        self.ready.fetch_add(1, Ordering::AcqRel, SCOPE);
+        self.ready.fetch_add(1, Ordering::Release, SCOPE);
     }
 
     /// PE side: waits for the launcher's decision, calling `wait` between looks (a sleep, a

@@ -29,8 +29,9 @@ pub struct Arena {
     pub stats: Vec<WorkerStats>,
 }
 
-/// One device's idle counter, alone on its cache lines (its device's workers hammer it).
-#[repr(align(128))]
+/// One device's idle counter, alone on its cache lines (its device's workers hammer it). `repr(C)`:
+/// the word sits at offset 0, where the multi-process heap's env points.
+#[repr(C, align(128))]
 pub struct DeviceIdle(pub HostWord);
 
 /// A value of `T` whose bytes are all zero.

@@ -3,8 +3,9 @@
 //! [`super::Pe`]), releases them together, supervises them through the heap like any run, and
 //! reads the results back.
 
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::Ordering as AtomicOrdering;
 use std::sync::Mutex;
@@ -36,6 +37,13 @@ pub struct ProcessDevice<'a, R> {
     elapsed_s: f64,
     launch_s: f64,
     _registry: std::marker::PhantomData<R>,
+}
+
+impl<R> ProcessDevice<'_, R> {
+    /// How long the launcher waits for every PE to be ready.
+    fn start_limit(&self) -> Duration {
+        self.sched.watchdog.max(MIN_START_TIMEOUT)
+    }
 }
 
 impl<'a, R: Registry> ProcessDevice<'a, R> {
@@ -75,6 +83,12 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
     }
 
     fn size_grid(&mut self, sched: &Scheduler) -> Result<Grid> {
+        if let (Ok(_), Ok(pe)) = (std::env::var(HEAP_FD_VAR), std::env::var(PE_VAR)) {
+            return Err(Error::Config(format!(
+                "this process is PE {pe} of a multi-process run, yet it runs a job itself: its \
+                 program must call mgws::processes::Pe::from_env() first in main and serve the PE"
+            )));
+        }
         let cfg = &sched.config;
         if self.processes == 0 || self.processes as usize > mgws_core::MAX_DEVICES {
             return Err(Error::Config(format!(
@@ -90,7 +104,14 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
                     .into(),
             ));
         }
-        let split = split_workers(cfg.workers, self.processes as usize, cfg.workers_per_queue)?;
+        let split = split_workers(cfg.workers, self.processes as usize, cfg.workers_per_queue)
+            .map_err(|_| {
+                Error::Config(format!(
+                    "{} workers cannot be split over {} processes in whole public queues of {} \
+                     workers: every process needs at least one queue's workers",
+                    cfg.workers, self.processes, cfg.workers_per_queue
+                ))
+            })?;
         Ok(Grid {
             config: *cfg,
             topology: Topology::split(&split, cfg.workers_per_queue),
@@ -143,6 +164,7 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
             }),
             chaos_on: u64::from(chaos.is_some()),
             initial_len: job.tasks.len() as u64,
+            start_limit_ms: self.start_limit().as_millis() as u64,
             area_limits: limits,
             // SAFETY: all-zero bytes are the handshake's initial state (integers and atomics).
             ..unsafe { std::mem::zeroed() }
@@ -183,16 +205,10 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
         placed: &ProcessPlaced,
         supervise: impl FnOnce(&dyn Running) -> T,
     ) -> Result<T> {
-        if let (Ok(_), Ok(pe)) = (std::env::var(HEAP_FD_VAR), std::env::var(PE_VAR)) {
-            return Err(Error::Config(format!(
-                "this process is PE {pe} of a multi-process run, yet it runs a job itself: its \
-                 program must call mgws::processes::Pe::from_env() first in main and serve the PE"
-            )));
-        }
         let launched = Instant::now();
         let mut children = Children::spawn(&self.program, placed, grid.topology.devices)?;
         let header = placed.header();
-        let limit = self.sched.watchdog.max(MIN_START_TIMEOUT);
+        let limit = self.start_limit();
         let pes = u64::from(grid.topology.devices);
         while !header.gate.all_ready(pes) {
             if let Some(e) = children.exited_early(placed)? {
@@ -296,16 +312,42 @@ fn first_panic(header: &Header) -> Option<(u32, u32, String)> {
 
 /// The PE processes of one run.
 struct Children {
-    /// Per PE, the process and, once reaped, how it exited.
-    pes: Vec<(Child, Option<ExitStatus>)>,
+    pes: Vec<PeProcess>,
     /// A PE that died early has been reported (later looks only reap).
     reported: bool,
 }
 
+/// One PE process.
+struct PeProcess {
+    child: Child,
+    /// How it exited, once reaped.
+    status: Option<ExitStatus>,
+    /// A descriptor that becomes readable when it exits (`pidfd_open`, Linux 5.3), to sleep on;
+    /// `None` where the kernel has none (then the launcher looks every millisecond).
+    exit_fd: Option<OwnedFd>,
+}
+
+impl PeProcess {
+    fn new(child: Child) -> PeProcess {
+        #[cfg(target_os = "linux")]
+        // SAFETY: pidfd_open with a pid and no flags; it returns a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id() as libc::pid_t, 0) };
+        #[cfg(not(target_os = "linux"))]
+        let fd = -1;
+        PeProcess {
+            child,
+            status: None,
+            // SAFETY: a descriptor pidfd_open just returned, owned by nothing else.
+            exit_fd: (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) }),
+        }
+    }
+}
+
 impl Children {
     /// Starts PE `0..count` as copies of `program`, each inheriting the heap's descriptor.
-    fn spawn(program: &PathBuf, placed: &ProcessPlaced, count: u32) -> Result<Children> {
+    fn spawn(program: &Path, placed: &ProcessPlaced, count: u32) -> Result<Children> {
         let fd = placed.heap.inherit_fd();
+        let launcher = std::process::id() as i32;
         let mut children = Children {
             pes: Vec::new(),
             reported: false,
@@ -320,10 +362,10 @@ impl Children {
             // SAFETY: the closure runs in the child between fork and exec and calls only
             // async-signal-safe functions (fcntl, prctl) on values copied into it.
             unsafe {
-                command.pre_exec(move || inherit_and_follow_parent(fd));
+                command.pre_exec(move || inherit_and_follow_parent(fd, launcher));
             }
             match command.spawn() {
-                Ok(child) => children.pes.push((child, None)),
+                Ok(child) => children.pes.push(PeProcess::new(child)),
                 Err(e) => {
                     children.kill_all();
                     return Err(Error::Process(format!(
@@ -340,13 +382,16 @@ impl Children {
     /// done is an error, returned once.
     fn exited_early(&mut self, placed: &ProcessPlaced) -> Result<Option<Error>> {
         let header = placed.header();
-        for (pe, (child, status)) in self.pes.iter_mut().enumerate() {
-            if status.is_none() {
-                *status = child.try_wait().map_err(|e| {
-                    Error::Process(format!("cannot wait for PE {pe} (pid {}): {e}", child.id()))
+        for (pe, p) in self.pes.iter_mut().enumerate() {
+            if p.status.is_none() {
+                p.status = p.child.try_wait().map_err(|e| {
+                    Error::Process(format!(
+                        "cannot wait for PE {pe} (pid {}): {e}",
+                        p.child.id()
+                    ))
                 })?;
             }
-            let Some(status) = *status else { continue };
+            let Some(status) = p.status else { continue };
             if self.reported {
                 continue;
             }
@@ -356,11 +401,16 @@ impl Children {
                 continue;
             }
             self.reported = true;
-            let pid = child.id();
+            let pid = p.child.id();
             return Ok(Some(Error::Process(if state == PE_FAILED {
                 format!(
                     "PE {pe} (pid {pid}) could not join the run: {}",
                     header.pes[pe].panic_message()
+                )
+            } else if state == 0 && status.code() == Some(super::pe::EXIT_PE_FAILED) {
+                format!(
+                    "PE {pe} (pid {pid}) could not join the run ({status}); it printed why on \
+                     stderr"
                 )
             } else if state == 0 {
                 format!(
@@ -380,16 +430,39 @@ impl Children {
 
     /// Whether every PE has exited (as reaped by [`Self::exited_early`]).
     fn all_exited(&self) -> bool {
-        self.pes.iter().all(|(_, status)| status.is_some())
+        self.pes.iter().all(|p| p.status.is_some())
+    }
+
+    /// Sleeps until a PE that was running exits, or `timeout` passes (at most a millisecond
+    /// where a PE has no exit descriptor).
+    fn sleep_until_an_exit(&self, timeout: Duration) {
+        let running: Vec<&PeProcess> = self.pes.iter().filter(|p| p.status.is_none()).collect();
+        let mut fds: Vec<libc::pollfd> = running
+            .iter()
+            .filter_map(|p| p.exit_fd.as_ref())
+            .map(|fd| libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        if fds.len() < running.len() {
+            std::thread::sleep(timeout.min(Duration::from_millis(1)));
+            return;
+        }
+        let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as libc::c_int;
+        // SAFETY: `fds` holds `fds.len()` initialised pollfds of open descriptors (owned by
+        // `self`, which outlives the call).
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
     }
 
     /// Kills and reaps every PE still running.
     fn kill_all(&mut self) {
-        for (child, status) in &mut self.pes {
-            if status.is_none() {
+        for p in &mut self.pes {
+            if p.status.is_none() {
                 // A PE that exited meanwhile makes kill fail; wait reaps it either way.
-                let _ = child.kill();
-                *status = child.wait().ok();
+                let _ = p.child.kill();
+                p.status = p.child.wait().ok();
             }
         }
     }
@@ -402,8 +475,9 @@ impl Drop for Children {
 }
 
 /// In a PE process before exec: keep the heap's descriptor open across exec, and die with the
-/// launching thread (a PE must not outlive its launcher).
-fn inherit_and_follow_parent(fd: i32) -> std::io::Result<()> {
+/// launching thread (a PE must not outlive its launcher; `launcher` is its pid, to catch a
+/// launcher that died before the request took effect).
+fn inherit_and_follow_parent(fd: i32, launcher: i32) -> std::io::Result<()> {
     // SAFETY: fcntl on a descriptor number with plain integer arguments.
     if unsafe { libc::fcntl(fd, libc::F_SETFD, 0) } != 0 {
         return Err(std::io::Error::last_os_error());
@@ -412,6 +486,10 @@ fn inherit_and_follow_parent(fd: i32) -> std::io::Result<()> {
     // SAFETY: prctl with integer arguments only.
     if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) } != 0 {
         return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: getppid has no arguments and cannot fail.
+    if unsafe { libc::getppid() } != launcher {
+        return Err(std::io::Error::other("the launcher exited"));
     }
     Ok(())
 }
@@ -440,12 +518,13 @@ impl Running for ProcessRunning<'_> {
             if children.all_exited() {
                 return Ok(true);
             }
-            drop(children);
             let now = Instant::now();
             if now >= deadline {
                 return Ok(false);
             }
-            std::thread::sleep((deadline - now).min(Duration::from_micros(500)));
+            // Only the supervisor's thread uses the PEs: holding the lock while asleep blocks
+            // no one.
+            children.sleep_until_an_exit(deadline - now);
         }
     }
 

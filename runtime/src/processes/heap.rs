@@ -34,7 +34,7 @@ fn os_error(what: &str) -> Error {
 
 /// `MAP_POPULATE` where the OS has it: a PE maps every page of the heap before it runs, since a
 /// fault per 4 KiB page in the run made MEMSET's PEs a third slower (docs/results.md).
-fn populate() -> libc::c_int {
+fn populate_flag() -> libc::c_int {
     #[cfg(target_os = "linux")]
     return libc::MAP_POPULATE;
     #[cfg(not(target_os = "linux"))]
@@ -60,7 +60,7 @@ impl SharedHeap {
             )));
         }
         let heap = Self::map(fd, len, 0)?;
-        heap.populate();
+        heap.back_pages();
         Ok(heap)
     }
 
@@ -69,7 +69,7 @@ impl SharedHeap {
     /// job's copy would otherwise fault on each. `MADV_POPULATE_WRITE` (Linux 5.14) where the
     /// kernel has it, else a write of zero into each page (the heap's bytes are zero already).
     #[cfg(target_os = "linux")]
-    fn populate(&self) {
+    fn back_pages(&self) {
         const PAGE: usize = 4096;
         const MIN_SHARE: usize = 64 << 20;
         let threads = std::thread::available_parallelism()
@@ -107,7 +107,11 @@ impl SharedHeap {
     }
 
     /// The heap whose descriptor this process inherited as `fd` (a PE process), mapped here.
-    pub fn attach(fd: RawFd) -> Result<SharedHeap> {
+    /// The descriptor is closed on exec again, so that programs a PE starts do not inherit it.
+    ///
+    /// # Safety
+    /// `fd` is owned by nothing else in this process: the returned heap closes it.
+    pub unsafe fn attach(fd: RawFd) -> Result<SharedHeap> {
         // SAFETY: fstat writes at most a `stat`; a bad descriptor makes it fail, not misbehave.
         let mut stat: libc::stat = unsafe { std::mem::zeroed() };
         // SAFETY: as above.
@@ -116,11 +120,13 @@ impl SharedHeap {
                 "descriptor {fd} named by the launcher is not open"
             )));
         }
-        // SAFETY: the descriptor is open (fstat succeeded) and this process owns it from here
-        // on: the launcher passed it to this process alone.
+        // SAFETY: the descriptor is open (fstat succeeded) and nothing else owns it (the
+        // caller's guarantee).
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: fcntl on an open descriptor with integer arguments.
+        unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
         // The launcher backed every page: mapping them all now keeps page faults out of the run.
-        Self::map(fd, stat.st_size as usize, populate())
+        Self::map(fd, stat.st_size as usize, populate_flag())
     }
 
     /// Maps `len` bytes of `fd` with the extra mmap `flags`.
@@ -188,9 +194,10 @@ mod tests {
     fn a_second_mapping_sees_the_first_ones_writes() {
         let heap = SharedHeap::create(1 << 16).unwrap();
         assert_eq!(heap.len(), 1 << 16);
-        // SAFETY: dup of an open descriptor; the copy is owned by the attached heap.
+        // SAFETY: dup of an open descriptor; the copy is owned by the attached heap alone.
         let copy = unsafe { libc::dup(heap.inherit_fd()) };
-        let other = SharedHeap::attach(copy).unwrap();
+        // SAFETY: nothing else owns the copy.
+        let other = unsafe { SharedHeap::attach(copy) }.unwrap();
         assert_eq!(other.len(), heap.len());
         assert_ne!(other.base(), heap.base());
         // SAFETY: both mappings are 64 KiB of the same file; the writes and reads are in bounds.
@@ -203,7 +210,8 @@ mod tests {
 
     #[test]
     fn attaching_a_closed_descriptor_is_an_error() {
-        let e = SharedHeap::attach(-1).err().unwrap().to_string();
+        // SAFETY: -1 is no descriptor; attach refuses it before taking ownership.
+        let e = unsafe { SharedHeap::attach(-1) }.err().unwrap().to_string();
         assert!(e.contains("not open"), "{e}");
     }
 }

@@ -48,6 +48,9 @@ pub struct Header {
     /// Per data area, its length with [`AREA_WRITABLE`] where tasks may write it (0: none), as
     /// `Env::area_limits` holds them.
     pub area_limits: [u64; DATA_AREAS],
+    /// How long the launcher waits for every PE to be ready, in milliseconds (a PE waits for
+    /// the gate a little longer).
+    pub start_limit_ms: u64,
     /// The launch handshake (`mgws_core::launch`).
     pub gate: LaunchGate<HostWord>,
     /// One record per PE.

@@ -3,7 +3,7 @@
 //! how it ended in its [`PeRecord`](super::layout::PeRecord). The launcher supervises, reads the
 //! results back and reports errors; a PE only prints what it cannot report through the heap.
 
-use std::sync::atomic::Ordering as AtomicOrdering;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::time::{Duration, Instant};
 
 use mgws_core::launch::Go;
@@ -27,9 +27,12 @@ pub const PE_VAR: &str = "MGWS_PE";
 /// The exit code of a PE process that could not take part in its run (it printed why).
 pub const EXIT_PE_FAILED: i32 = 70;
 
-/// How long a PE waits for the launcher's go before it gives up (the launcher decides long before:
-/// it waits for every PE at most its own start-up limit, then writes the go or the cancel).
-const GO_TIMEOUT: Duration = Duration::from_secs(600);
+/// How much longer than the launcher's own start-up limit (`Header::start_limit_ms`) a PE waits
+/// for the gate before it gives up: the launcher opens or cancels it within its limit.
+const GATE_MARGIN: Duration = Duration::from_secs(10);
+
+/// Set by the first [`Pe::from_env`] that found a PE: the heap's descriptor is taken once.
+static TAKEN: AtomicBool = AtomicBool::new(false);
 
 /// This process as a PE of a multi-process run, when the launcher started it as one.
 ///
@@ -69,17 +72,34 @@ impl Pe {
     pub fn from_env() -> Option<Pe> {
         let fd = std::env::var(HEAP_FD_VAR).ok()?;
         let index = std::env::var(PE_VAR).ok().and_then(|i| i.parse().ok());
+        // A program this PE starts must not take itself for the PE too.
+        std::env::remove_var(HEAP_FD_VAR);
+        std::env::remove_var(PE_VAR);
         let heap = match (fd.parse(), index) {
-            (Ok(fd), Some(_)) => SharedHeap::attach(fd),
+            _ if TAKEN.swap(true, AtomicOrdering::Relaxed) => Err(Error::Config(
+                "this process's PE was taken already (Pe::from_env is called once)".into(),
+            )),
+            // SAFETY: the launcher passed this descriptor to this process for the heap alone,
+            // and the flag above lets only the first call take it.
+            (Ok(fd), Some(_)) => unsafe { SharedHeap::attach(fd) },
             _ => Err(Error::Config(format!(
-                "{HEAP_FD_VAR}={fd:?} and {PE_VAR}={:?} do not name a descriptor and a PE index",
-                std::env::var(PE_VAR).unwrap_or_default()
+                "{HEAP_FD_VAR}={fd:?} and {PE_VAR} do not name a descriptor and a PE index"
             ))),
         };
         Some(Pe {
             index: index.unwrap_or(0),
             heap,
         })
+    }
+
+    /// Refuses to serve this PE, with `reason` (a program that cannot serve the run's registry,
+    /// for example); the launcher's error quotes it. Returns the process's exit code.
+    pub fn refuse(self, reason: &str) -> i32 {
+        let e = Error::Config(reason.into());
+        if let Ok(heap) = &self.heap {
+            report_failure(heap, self.index, &e);
+        }
+        failed(self.index, &e)
     }
 
     /// This PE's index (0-based).
@@ -109,15 +129,19 @@ impl Pe {
         match serve::<R>(&heap, index) {
             Ok(()) => 0,
             Err(e) => {
-                // Tell the launcher why, where the heap names this PE.
-                if let Ok(header) = checked_header(&heap) {
-                    if let Some(record) = header.pes.get(index as usize) {
-                        record.set_panic_message(&e.to_string());
-                        record.state.fail();
-                    }
-                }
+                report_failure(&heap, index, &e);
                 failed(index, &e)
             }
+        }
+    }
+}
+
+/// Tells the launcher why PE `index` cannot take part, where the heap names the PE.
+fn report_failure(heap: &SharedHeap, index: u32, e: &Error) {
+    if let Ok(header) = checked_header(heap) {
+        if let Some(record) = header.pes.get(index as usize) {
+            record.set_panic_message(&e.to_string());
+            record.state.fail();
         }
     }
 }
@@ -157,13 +181,14 @@ fn name_of(header: &Header) -> String {
 }
 
 /// Binds this process to its PE's share of the CPUs it may use, so that the thread sets of all
-/// PEs bind to different CPUs, as one process's would (`cpu_binding`); nothing when the run does
-/// not bind threads or has more threads than CPUs.
+/// PEs bind to different CPUs, as one process's would (`cpu_binding`). Returns whether it did:
+/// not when the run has more threads than CPUs (then no thread is bound, as in one process) or
+/// the OS refused.
 #[cfg(target_os = "linux")]
-fn bind_to_share(first_thread: usize, threads: usize, total_threads: usize) {
+fn bind_to_share(first_thread: usize, threads: usize, total_threads: usize) -> bool {
     let cpus = crate::cpu::threads::cpu_binding(total_threads, true);
     let Some(share) = cpus.get(first_thread..first_thread + threads) else {
-        return;
+        return false;
     };
     // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET stays within it for ids below
     // CPU_SETSIZE (they came from sched_getaffinity); pid 0 is this thread, whose set the
@@ -173,12 +198,14 @@ fn bind_to_share(first_thread: usize, threads: usize, total_threads: usize) {
         for &cpu in share {
             libc::CPU_SET(cpu, &mut set);
         }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
     }
 }
 
 #[cfg(not(target_os = "linux"))]
-fn bind_to_share(_first_thread: usize, _threads: usize, _total_threads: usize) {}
+fn bind_to_share(_first_thread: usize, _threads: usize, _total_threads: usize) -> bool {
+    false
+}
 
 fn serve<R: Registry>(heap: &SharedHeap, pe: u32) -> Result<()> {
     let header = checked_header(heap)?;
@@ -216,14 +243,13 @@ fn serve<R: Registry>(heap: &SharedHeap, pe: u32) -> Result<()> {
     let first = topology.first_worker[pe as usize];
     let workers = topology.workers_on(pe as usize);
     let threads = (workers * lanes) as usize;
-    let pin = header.pin_threads != 0;
-    if pin {
-        bind_to_share(
+    // Bound to the PE's share, each thread then to one CPU of it; else none is bound.
+    let pin = header.pin_threads != 0
+        && bind_to_share(
             (first * lanes) as usize,
             threads,
             (topology.workers() * lanes) as usize,
         );
-    }
     let set = ThreadSet::new(threads, &format!("mgws-pe{pe}"), pin)?;
     let scratch = ScratchLayout::new(
         header.config.local_capacity,
@@ -245,16 +271,17 @@ fn serve<R: Registry>(heap: &SharedHeap, pe: u32) -> Result<()> {
     record.state.attach();
     header.gate.arrive();
     let waiting = Instant::now();
+    let patience = Duration::from_millis(header.start_limit_ms) + GATE_MARGIN;
     let go = header.gate.wait(|| {
         std::thread::sleep(Duration::from_micros(50));
-        waiting.elapsed() < GO_TIMEOUT
+        waiting.elapsed() < patience
     });
     match go {
         Go::Run => {}
         Go::Cancel => return Ok(()),
         Go::GaveUp => {
             return Err(Error::Config(format!(
-                "the launcher gave no go within {GO_TIMEOUT:?}"
+                "the launcher neither opened nor cancelled the run within {patience:?}"
             )))
         }
     }
