@@ -28,13 +28,18 @@ pub struct ResultRow(*mut u64);
 /// area's base, the worker's id) issue together with a task's other loads.
 #[inline(always)]
 pub fn row(ctx: &impl Ctx, table: DataDescriptor) -> Result<ResultRow, TaskError> {
+    try_row(ctx, table).ok_or(TaskError::Failed(NO_RESULT_ROW))
+}
+
+/// [`row`] without the error value: `None` where the table has no row for this worker. A task
+/// that checks several descriptors tests them together and builds its error off the hot path.
+#[inline(always)]
+pub fn try_row(ctx: &impl Ctx, table: DataDescriptor) -> Option<ResultRow> {
     let w = ctx.worker_id() as u64;
     let base = table.resolve(ctx.area(table.area as usize)) as *mut u64;
     let row = base.wrapping_add(w as usize * ROW_WORDS);
-    if (w + 1) * ROW_BYTES as u64 > table.size as u64 || table.offset & 7 != 0 {
-        return Err(TaskError::Failed(NO_RESULT_ROW));
-    }
-    Ok(ResultRow(row))
+    let fits = (w + 1) * ROW_BYTES as u64 <= table.size as u64 && table.offset & 7 == 0;
+    fits.then_some(ResultRow(row))
 }
 
 impl ResultRow {

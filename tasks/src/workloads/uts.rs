@@ -363,25 +363,42 @@ pub(crate) fn state_word(state: &[u8; 20], k: usize) -> [u8; 4] {
 /// The tree parameters a task's descriptor 0 points at, read in place: each field is loaded where
 /// it is used (a copy of the whole struct went through local memory on the GPU, once per node).
 ///
-/// The address is computed before the check, without a branch, so that its load issues with the
-/// result row's (see `rows::row`).
+/// The address is computed without a branch, so that its load issues with the result row's
+/// (see `rows::try_row`); the flag says whether the descriptor holds the parameters (large
+/// enough, aligned), and the caller tests it with the row's.
 #[inline(always)]
-fn params<'a>(ctx: &impl Ctx, d: DataDescriptor) -> Result<&'a UtsParams, TaskError> {
+fn params(ctx: &impl Ctx, d: DataDescriptor) -> (*const UtsParams, bool) {
     let params = d.resolve(ctx.area(d.area as usize)) as *const UtsParams;
-    if (d.size as usize) < core::mem::size_of::<UtsParams>() || d.offset & 7 != 0 {
-        return Err(TaskError::Failed(UTS_BAD_PARAMS));
-    }
-    // SAFETY: in bounds and aligned (checked above); UtsParams is plain data valid for any bits;
-    // the area is read-only and outlives every task of the run, so the reference does too.
-    Ok(unsafe { &*params })
+    let fits = (d.size as usize) >= core::mem::size_of::<UtsParams>() && d.offset & 7 == 0;
+    (params, fits)
+}
+
+/// The error of a node whose descriptors failed their checks: the parameters' first. Out of
+/// line, so that the hot path tests both descriptors with one branch and builds no error value.
+#[cold]
+#[inline(never)]
+fn descriptor_error(params_ok: bool) -> TaskError {
+    TaskError::Failed(if params_ok {
+        rows::NO_RESULT_ROW
+    } else {
+        UTS_BAD_PARAMS
+    })
 }
 
 impl TaskFunctor for UtsNode {
     #[inline(always)]
     fn run(&self, task: &TaskStruct, ctx: &mut impl Ctx) -> Result<(), TaskError> {
-        // Both addresses before either check, so that their loads issue together.
-        let (params, row) = (params(ctx, task.data[0]), rows::row(ctx, task.data[1]));
-        let (params, row) = (params?, row?);
+        // Both addresses before either check, so that their loads issue together; one branch
+        // for both checks.
+        let ((params, params_fit), row) =
+            (params(ctx, task.data[0]), rows::try_row(ctx, task.data[1]));
+        let (params, row) = match (params_fit, row) {
+            // SAFETY: the descriptor holds the parameters, in bounds and aligned; UtsParams is
+            // plain data valid for any bits; the area is read-only and outlives every task of
+            // the run.
+            (true, Some(row)) => (unsafe { &*params }, row),
+            _ => return Err(descriptor_error(params_fit)),
+        };
         // The same count on every lane, so every lane returns the same result.
         if ctx.tasks_run() > params.max_nodes {
             return Err(TaskError::Failed(UTS_NODE_LIMIT));
