@@ -38,18 +38,9 @@
 //! }
 //! use mgws_tasks::Registry;
 //! assert_eq!(Light::MAX_REGISTERS, Some(64));
-//! assert_eq!(Light::LEVEL_MAX_REGISTERS, None); // the level kernel shares it
-//!
-//! // A kernel-per-level baseline that runs best at another cap gets its own.
-//! #[mgws_tasks::registry(max_registers = 96, level_max_registers = 88)]
-//! enum Tree {
-//!     Fib(mgws_tasks::workloads::fib::FibTask),
-//! }
-//! assert_eq!(Tree::LEVEL_MAX_REGISTERS, Some(88));
 //! ```
 //!
-//! Arguments other than `ptx = EXPR`, `kernel = "name"`, `max_registers = N`,
-//! `level_max_registers = N` and `crate = PATH`
+//! Arguments other than `ptx = EXPR`, `kernel = "name"`, `max_registers = N` and `crate = PATH`
 //! are compile errors, and so is a cap outside 16..=255:
 //!
 //! ```compile_fail
@@ -62,13 +53,6 @@
 //! ```compile_fail
 //! #[mgws_tasks::registry(max_registers = 8)]
 //! enum TooFew {
-//!     Fib(mgws_tasks::workloads::fib::FibTask),
-//! }
-//! ```
-//!
-//! ```compile_fail
-//! #[mgws_tasks::registry(level_max_registers = 300)]
-//! enum TooMany {
 //!     Fib(mgws_tasks::workloads::fib::FibTask),
 //! }
 //! ```
@@ -106,11 +90,6 @@ pub trait Registry: TaskExecutor<TaskStruct> + Copy + Default + Send + Sync + 's
     /// gains more from those than it loses to spills (MEMSET: 64, docs/results.md). Blocks of
     /// more threads still get the lower cap that lets one of them fit.
     const MAX_REGISTERS: Option<u32> = None;
-    /// The register cap of the kernel-per-level baseline's entry (`mgws_<KERNEL>_level`) where
-    /// it runs best at another than [`Self::MAX_REGISTERS`]
-    /// (`#[registry(level_max_registers = N)]`; `None`: the same). A baseline runs at its own
-    /// best cap, so that the ratios against it are honest.
-    const LEVEL_MAX_REGISTERS: Option<u32> = None;
 
     /// The variant name of `tag`, if this registry knows it.
     fn name_of(tag: u32) -> Option<&'static str> {

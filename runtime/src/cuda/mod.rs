@@ -229,15 +229,10 @@ impl CudaBackend {
     }
 
     /// The register limit registry `R`'s PTX is compiled with for blocks of `lanes` threads:
-    /// the backend's `max_registers`, else the registry's [`Registry::MAX_REGISTERS`] (for the
-    /// level kernel [`Registry::LEVEL_MAX_REGISTERS`] first; lowered where a block of `lanes`
-    /// threads would not fit), else [`plan::default_register_cap`].
+    /// the backend's `max_registers`, else the registry's [`Registry::MAX_REGISTERS`] (lowered
+    /// where a block of `lanes` threads would not fit), else [`plan::default_register_cap`].
     pub fn register_cap<R: Registry>(&self, lanes: u32) -> Option<u32> {
-        let registry = match self.kernel {
-            GpuKernel::Levels => R::LEVEL_MAX_REGISTERS.or(R::MAX_REGISTERS),
-            GpuKernel::Mgws | GpuKernel::Static => R::MAX_REGISTERS,
-        };
-        plan::register_cap(self.max_registers, registry, lanes)
+        plan::register_cap(self.max_registers, R::MAX_REGISTERS, lanes)
     }
 
     /// The entry of this backend's kernel that runs registry `R` with `cfg`, on these GPUs with
@@ -475,29 +470,6 @@ pub(crate) fn on_each_thread<I: Sync, R: Send>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_level_kernel_gets_its_own_register_cap_unless_the_run_names_one() {
-        use mgws_tasks::{FibTasks, UtsTasks};
-        let mgws = CudaBackend::new();
-        let levels = mgws.with_kernel(GpuKernel::Levels);
-        let stat = mgws.with_kernel(GpuKernel::Static);
-        assert_eq!(mgws.register_cap::<UtsTasks>(32), Some(96));
-        assert_eq!(stat.register_cap::<UtsTasks>(32), Some(96));
-        assert_eq!(levels.register_cap::<UtsTasks>(32), Some(88));
-        // A registry without a level cap shares its cap with the level kernel.
-        assert_eq!(
-            levels.register_cap::<FibTasks>(32),
-            mgws.register_cap::<FibTasks>(32)
-        );
-        // A cap the run names wins; blocks too large for the level cap lower it.
-        let named = CudaBackend {
-            max_registers: Some(72),
-            ..levels.clone()
-        };
-        assert_eq!(named.register_cap::<UtsTasks>(32), Some(72));
-        assert!(levels.register_cap::<UtsTasks>(1024).unwrap() <= 64);
-    }
 
     #[test]
     fn without_libcuda_the_backend_is_unavailable_with_a_reason() {

@@ -48,31 +48,6 @@ struct Args {
     krate: Option<Path>,
     kernel: Option<syn::LitStr>,
     max_registers: Option<syn::LitInt>,
-    level_max_registers: Option<syn::LitInt>,
-}
-
-/// A register cap argument (`max_registers = N`, `level_max_registers = N`): a count per thread
-/// from 16 to 255, given once.
-fn parse_cap(
-    meta: &syn::meta::ParseNestedMeta<'_>,
-    slot: &mut Option<syn::LitInt>,
-    name: &str,
-) -> syn::Result<()> {
-    if slot.is_some() {
-        return Err(meta.error(format!("`{name}` is given twice")));
-    }
-    let n: syn::LitInt = meta.value()?.parse()?;
-    let ok = n
-        .base10_parse::<u32>()
-        .is_ok_and(|v| (16..=255).contains(&v));
-    if !ok {
-        return Err(syn::Error::new_spanned(
-            &n,
-            format!("`{name}` is a register count per thread from 16 to 255, like 64"),
-        ));
-    }
-    *slot = Some(n);
-    Ok(())
 }
 
 impl Args {
@@ -103,9 +78,21 @@ impl Args {
                 args.kernel = Some(name);
                 Ok(())
             } else if meta.path.is_ident("max_registers") {
-                parse_cap(&meta, &mut args.max_registers, "max_registers")
-            } else if meta.path.is_ident("level_max_registers") {
-                parse_cap(&meta, &mut args.level_max_registers, "level_max_registers")
+                if args.max_registers.is_some() {
+                    return Err(meta.error("`max_registers` is given twice"));
+                }
+                let n: syn::LitInt = meta.value()?.parse()?;
+                let ok = n
+                    .base10_parse::<u32>()
+                    .is_ok_and(|v| (16..=255).contains(&v));
+                if !ok {
+                    return Err(syn::Error::new_spanned(
+                        &n,
+                        "`max_registers` is a register count per thread from 16 to 255, like 64",
+                    ));
+                }
+                args.max_registers = Some(n);
+                Ok(())
             } else if meta.path.is_ident("crate") {
                 if args.krate.is_some() {
                     return Err(meta.error("`crate` is given twice"));
@@ -119,9 +106,7 @@ impl Args {
                     "unknown #[registry] argument `{name}`; expected `ptx = EXPR` (the kernel's \
                      PTX text, e.g. `include_str!(concat!(env!(\"OUT_DIR\"), \"/kernel.ptx\"))`), \
                      `kernel = \"name\"` (the name its kernel entries carry), `max_registers = N` \
-                     (the CUDA backend's default register cap for its kernels), \
-                     `level_max_registers = N` (the cap of its kernel-per-level baseline, where \
-                     that differs) or `crate = PATH`"
+                     (the CUDA backend's default register cap for its kernels) or `crate = PATH`"
                 )))
             }
         });
@@ -145,10 +130,7 @@ pub fn registry(attr: TokenStream, item: TokenStream) -> TokenStream {
         input,
         args.ptx.as_ref(),
         args.kernel.as_ref(),
-        Caps {
-            all: args.max_registers.as_ref(),
-            level: args.level_max_registers.as_ref(),
-        },
+        args.max_registers.as_ref(),
         krate,
     ) {
         Ok(ts) => ts.into(),
@@ -256,19 +238,11 @@ fn screaming_snake(name: &str) -> String {
     out
 }
 
-/// The register caps `#[registry]` names.
-struct Caps<'a> {
-    /// `max_registers`: every entry's.
-    all: Option<&'a syn::LitInt>,
-    /// `level_max_registers`: the kernel-per-level entry's.
-    level: Option<&'a syn::LitInt>,
-}
-
 fn expand(
     input: ItemEnum,
     ptx: Option<&Expr>,
     kernel: Option<&syn::LitStr>,
-    caps: Caps<'_>,
+    max_registers: Option<&syn::LitInt>,
     krate: proc_macro2::TokenStream,
 ) -> syn::Result<proc_macro2::TokenStream> {
     let vis = &input.vis;
@@ -356,15 +330,9 @@ fn expand(
                 ::core::option::Option::Some(#ptx);
         }
     });
-    let max_registers = caps.all.map(|n| {
+    let max_registers = max_registers.map(|n| {
         quote! {
             const MAX_REGISTERS: ::core::option::Option<u32> = ::core::option::Option::Some(#n);
-        }
-    });
-    let level_max_registers = caps.level.map(|n| {
-        quote! {
-            const LEVEL_MAX_REGISTERS: ::core::option::Option<u32> =
-                ::core::option::Option::Some(#n);
         }
     });
     let name_str = name.to_string();
@@ -412,7 +380,6 @@ fn expand(
             const TAGS: &'static [(u32, &'static str)] = &#name::TAGS;
             #kernel_ptx
             #max_registers
-            #level_max_registers
         }
 
         impl #krate::__core::TaskExecutor<#krate::TaskStruct> for #name {

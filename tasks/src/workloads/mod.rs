@@ -36,10 +36,8 @@ pub enum ContainsTasks {
 /// The UTS registry. Its kernels are capped at 96 registers (20 blocks of 32 threads per H100 SM),
 /// where the worker spills nothing (commit b7af30b and later). On an H200 at 1499967's worker, 80
 /// ran T1L 4% faster but T3 6% slower, 72 T1L 5% faster and T3 15% slower, 128 T1L 11% slower
-/// (docs/results.md). The kernel-per-level baseline runs at 88, where it spills nothing either
-/// and ran T1L 3-6% faster than at 96 on an H100 at 81d2e45 (the worker: no faster at 88, and its
-/// bridged entries spill there).
-#[crate::registry(kernel = "uts", max_registers = 96, level_max_registers = 88)]
+/// (docs/results.md); the kernel-per-level baseline shares the cap.
+#[crate::registry(kernel = "uts", max_registers = 96)]
 pub enum UtsTasks {
     Uts(UtsNode),
 }
