@@ -339,3 +339,31 @@ fn bad_process_settings_are_refused() {
         );
     }
 }
+
+#[test]
+fn bench_runs_its_mgws_method_over_processes() {
+    let out = std::env::temp_dir().join(format!("mgws-pe-bench-{}", std::process::id()));
+    let out = out.display().to_string();
+    let o = mgws(&[
+        "bench",
+        "fib",
+        "-n",
+        "20",
+        "--workers",
+        "2",
+        "--reps",
+        "1",
+        "--warmup",
+        "0",
+        "--methods",
+        "mgws,static",
+        "--processes",
+        "2",
+        "--out",
+        &out,
+    ]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(text.contains("mgws over 2 PE processes"), "{text}");
+    std::fs::remove_dir_all(&out).ok();
+}

@@ -311,15 +311,18 @@ impl Prepared {
     /// One verified run; returns its time in seconds. `sched` must have `workers` workers.
     ///
     /// `level_capacity` sizes the levels baseline's frontier buffers (`None`: from the memory
-    /// available).
+    /// available); `processes` runs the mgws method over that many PE processes.
     pub fn run(
         &self,
         method: Method,
         workers: u32,
         sched: &Scheduler,
         pool: &rayon::ThreadPool,
-        level_capacity: Option<u64>,
+        (level_capacity, processes): (Option<u64>, Option<u32>),
     ) -> Result<Timing> {
+        let cpu_mgws = processes.map_or(mgws::Backend::Cpu, |processes| {
+            mgws::Backend::CpuProcesses { processes }
+        });
         let cpu_levels = mgws::Backend::CpuLevels { level_capacity };
         let mismatch = |what: String| {
             Err(Error::Verification(format!(
@@ -338,8 +341,7 @@ impl Prepared {
                 let t = Instant::now();
                 let (got, report) = match method {
                     Method::Mgws => {
-                        let (m, r) =
-                            contains::run_once(sched, &mgws::Backend::Cpu, corpus, word, tasks)?;
+                        let (m, r) = contains::run_once(sched, &cpu_mgws, corpus, word, tasks)?;
                         (m, Some(r))
                     }
                     Method::Static => {
@@ -367,7 +369,7 @@ impl Prepared {
                 let t = Instant::now();
                 let (got, report) = match method {
                     Method::Mgws => {
-                        let (c, r) = uts::run_once(sched, &mgws::Backend::Cpu, params)?;
+                        let (c, r) = uts::run_once(sched, &cpu_mgws, params)?;
                         (c, Some(r))
                     }
                     Method::Static => {
@@ -391,7 +393,7 @@ impl Prepared {
                 let t = Instant::now();
                 let (got, report) = match method {
                     Method::Mgws => {
-                        let (c, r) = fib::run_once(sched, &mgws::Backend::Cpu, *n)?;
+                        let (c, r) = fib::run_once(sched, &cpu_mgws, *n)?;
                         (c, Some(r))
                     }
                     Method::Static => {
@@ -632,7 +634,8 @@ pub fn measure(work: &Prepared, opts: &BenchOpts, sched_args: &SchedArgs) -> Res
                 } else {
                     sched
                 };
-                let timing = match work.run(method, w, sched, pool, sched_args.level_capacity) {
+                let sizes = (sched_args.level_capacity, sched_args.processes);
+                let timing = match work.run(method, w, sched, pool, sizes) {
                     Ok(t) => t,
                     // A baseline that cannot hold this workload (the levels baseline's frontier
                     // buffers, sized from the memory there is) is left out, with the reason;
@@ -677,7 +680,10 @@ pub fn measure(work: &Prepared, opts: &BenchOpts, sched_args: &SchedArgs) -> Res
     let summary = summarize(&samples);
     Ok(BenchResult {
         name: opts.name.clone().unwrap_or_else(|| work.name()),
-        title: work.describe(),
+        title: match sched_args.processes {
+            Some(p) => format!("{}, mgws over {p} PE processes", work.describe()),
+            None => work.describe(),
+        },
         lanes,
         samples,
         summary,
