@@ -25,7 +25,7 @@ const MESSAGE_BITS: u32 = 24 * 8;
 #[inline(always)]
 pub fn child_digest(parent: &[u8; 20], index: u32) -> [u8; 20] {
     // Four bytes at once (a word's access, not four bytes'), so that the node's state stays in
-    // 32-bit registers (see `UtsNode::rand`).
+    // 32-bit registers (see `uts::state_word`).
     let word = |k: usize| u32::from_be_bytes(super::uts::state_word(parent, k));
     // The one padded block: the message, the 0x80 terminator, zeros, and the length.
     let mut w = [
