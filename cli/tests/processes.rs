@@ -206,7 +206,7 @@ fn alive(pid: u32) -> bool {
 
 #[test]
 fn a_pe_that_dies_stops_the_run_with_a_process_error_and_no_pe_is_left() {
-    let child = Command::new(env!("CARGO_BIN_EXE_mgws"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mgws"))
         .args([
             "run",
             "fib",
@@ -229,10 +229,10 @@ fn a_pe_that_dies_stops_the_run_with_a_process_error_and_no_pe_is_left() {
         if pes.len() == 2 {
             break pes;
         }
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "PEs never started"
-        );
+        if start.elapsed() > Duration::from_secs(20) {
+            child.kill().ok();
+            panic!("PEs never started");
+        }
         std::thread::sleep(Duration::from_millis(20));
     };
     std::thread::sleep(Duration::from_millis(300));
@@ -241,9 +241,21 @@ fn a_pe_that_dies_stops_the_run_with_a_process_error_and_no_pe_is_left() {
         .args(["-KILL", &pes[1].to_string()])
         .status()
         .unwrap();
-    assert!(kill.success());
-    let o = child.wait_with_output().unwrap();
+    if !kill.success() {
+        child.kill().ok();
+        panic!("could not kill PE 1 (pid {})", pes[1]);
+    }
+    // The run must end on its own; if it does not, end it here rather than hang the suite (its
+    // FIB would run for days).
+    while child.try_wait().unwrap().is_none() {
+        if killed.elapsed() > Duration::from_secs(30) {
+            child.kill().ok();
+            panic!("the run went on for 30 s after PE 1 was killed");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let ended = killed.elapsed();
+    let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(EXIT_ERROR));
     let v = json(&o);
     assert_eq!(v["kind"], "process", "{v}");
