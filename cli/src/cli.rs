@@ -466,6 +466,15 @@ impl SchedArgs {
         })
     }
 
+    /// The CPU backend of the mgws loop these flags select: over PE processes with
+    /// `--processes`, else in this process.
+    pub fn cpu_mgws_backend(&self) -> Backend {
+        match self.processes {
+            Some(processes) => Backend::CpuProcesses { processes },
+            None => Backend::Cpu,
+        }
+    }
+
     /// The backend these flags select. `auto` takes the GPU when libcuda loads, the GPU exists
     /// and the kernel PTX is found, else the CPU, and says which on stderr (once).
     pub fn backend<R: Registry>(&self) -> Result<Backend> {
@@ -488,10 +497,7 @@ impl SchedArgs {
                         .into(),
                 ))
             }
-            BackendArg::Cpu => Ok(match self.processes {
-                Some(processes) => Backend::CpuProcesses { processes },
-                None => Backend::Cpu,
-            }),
+            BackendArg::Cpu => Ok(self.cpu_mgws_backend()),
             BackendArg::CpuStatic => Ok(Backend::CpuStatic),
             BackendArg::CpuLevels => Ok(Backend::CpuLevels {
                 level_capacity: self.level_capacity,

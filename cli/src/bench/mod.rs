@@ -311,18 +311,16 @@ impl Prepared {
     /// One verified run; returns its time in seconds. `sched` must have `workers` workers.
     ///
     /// `level_capacity` sizes the levels baseline's frontier buffers (`None`: from the memory
-    /// available); `processes` runs the mgws method over that many PE processes.
+    /// available); `cpu_mgws` is the backend of the mgws method (`SchedArgs::cpu_mgws_backend`).
     pub fn run(
         &self,
         method: Method,
         workers: u32,
         sched: &Scheduler,
         pool: &rayon::ThreadPool,
-        (level_capacity, processes): (Option<u64>, Option<u32>),
+        level_capacity: Option<u64>,
+        cpu_mgws: &mgws::Backend,
     ) -> Result<Timing> {
-        let cpu_mgws = processes.map_or(mgws::Backend::Cpu, |processes| {
-            mgws::Backend::CpuProcesses { processes }
-        });
         let cpu_levels = mgws::Backend::CpuLevels { level_capacity };
         let mismatch = |what: String| {
             Err(Error::Verification(format!(
@@ -341,7 +339,7 @@ impl Prepared {
                 let t = Instant::now();
                 let (got, report) = match method {
                     Method::Mgws => {
-                        let (m, r) = contains::run_once(sched, &cpu_mgws, corpus, word, tasks)?;
+                        let (m, r) = contains::run_once(sched, cpu_mgws, corpus, word, tasks)?;
                         (m, Some(r))
                     }
                     Method::Static => {
@@ -369,7 +367,7 @@ impl Prepared {
                 let t = Instant::now();
                 let (got, report) = match method {
                     Method::Mgws => {
-                        let (c, r) = uts::run_once(sched, &cpu_mgws, params)?;
+                        let (c, r) = uts::run_once(sched, cpu_mgws, params)?;
                         (c, Some(r))
                     }
                     Method::Static => {
@@ -393,7 +391,7 @@ impl Prepared {
                 let t = Instant::now();
                 let (got, report) = match method {
                     Method::Mgws => {
-                        let (c, r) = fib::run_once(sched, &cpu_mgws, *n)?;
+                        let (c, r) = fib::run_once(sched, cpu_mgws, *n)?;
                         (c, Some(r))
                     }
                     Method::Static => {
@@ -578,6 +576,7 @@ pub fn measure(work: &Prepared, opts: &BenchOpts, sched_args: &SchedArgs) -> Res
     // per CPU worker).
     let mut sched_args = sched_args.clone();
     sched_args.backend = crate::cli::BackendArg::Cpu;
+    let cpu_mgws = sched_args.cpu_mgws_backend();
     let mut setups = Vec::new();
     for &w in &opts.workers {
         let mut a = sched_args.clone();
@@ -634,8 +633,8 @@ pub fn measure(work: &Prepared, opts: &BenchOpts, sched_args: &SchedArgs) -> Res
                 } else {
                     sched
                 };
-                let sizes = (sched_args.level_capacity, sched_args.processes);
-                let timing = match work.run(method, w, sched, pool, sizes) {
+                let capacity = sched_args.level_capacity;
+                let timing = match work.run(method, w, sched, pool, capacity, &cpu_mgws) {
                     Ok(t) => t,
                     // A baseline that cannot hold this workload (the levels baseline's frontier
                     // buffers, sized from the memory there is) is left out, with the reason;

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::time::Duration;
 
 use mgws_core::{
-    AtomicWord, Env, HostWord, LeanStatic, Ordering, RunError, Scope, ScratchLayout, TaskExecutor,
+    AtomicWord, Env, HostWord, LeanStatic, Ordering, RunError, Scope, TaskExecutor,
     TerminationMode, Topology, Worker, WorkerProgress,
 };
 use mgws_tasks::TaskStruct;
@@ -316,15 +316,12 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
             "mgws-cpu",
             self.sched.pin_threads,
         )?;
-        let layout = ScratchLayout::new(
-            grid.config.local_capacity,
-            std::mem::size_of::<TaskStruct>(),
+        let groups = LaneGroup::for_workers(
+            total,
             grid.lanes,
+            grid.config.local_capacity,
             grid.topology.queues(),
         );
-        let groups = (0..total)
-            .map(|_| LaneGroup::new(grid.lanes, layout.total))
-            .collect();
         Ok(CpuPlaced {
             sides,
             groups,
@@ -455,12 +452,7 @@ impl Running for CpuRunning<'_> {
     }
 
     fn aborted(&self) -> bool {
-        self.sides.iter().any(|side| {
-            // SAFETY: the shared state lives in the arena for the whole run.
-            let shared = unsafe { side.env.0.shared() };
-            // Relaxed: a hint for the supervisor; the abort it triggers is a release store.
-            shared.abort.load(Ordering::Relaxed, Scope::System) != 0
-        })
+        self.sides.iter().any(|side| abort_requested(&side.env.0))
     }
 
     fn progress(&self) -> Vec<WorkerProgress> {
@@ -491,12 +483,26 @@ impl Running for CpuRunning<'_> {
 /// Asks the workers of every side to stop (a panic or a failure on one side stops all).
 fn abort_sides(sides: &[CpuSide]) {
     for side in sides {
-        // SAFETY: the shared state lives in the arena for the whole run.
-        let shared = unsafe { side.env.0.shared() };
-        // Release: the workers poll the flag with acquire loads; nothing else is published by
-        // it, so release only keeps the hang report's reads before it.
-        shared.abort.store(1, Ordering::Release, Scope::System);
+        request_abort(&side.env.0);
     }
+}
+
+/// Asks the workers of `env` to stop (`SharedState::abort = 1`).
+pub(crate) fn request_abort(env: &Env<HostWord, TaskStruct>) {
+    // SAFETY: the env's shared state lives as long as the run's memory, which outlives every
+    // caller (the devices hold it until their workers have exited).
+    let shared = unsafe { env.shared() };
+    // Release: the workers poll the flag with acquire loads; nothing else is published by it,
+    // so release only keeps the hang report's reads before it.
+    shared.abort.store(1, Ordering::Release, Scope::System);
+}
+
+/// Whether a worker of `env` (or the host) asked the run to stop.
+pub(crate) fn abort_requested(env: &Env<HostWord, TaskStruct>) -> bool {
+    // SAFETY: as in `request_abort`.
+    let shared = unsafe { env.shared() };
+    // Relaxed: a hint for the supervisor; the abort it triggers is a release store.
+    shared.abort.load(Ordering::Relaxed, Scope::System) != 0
 }
 
 /// The progress records of one side's workers.

@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::time::{Duration, Instant};
 
 use mgws_core::{
-    AtomicWord, Env, HostWord, LevelSink, LevelWorker, Ordering, RunError, Scope, ScratchLayout,
-    TaskExecutor, Topology, WorkerProgress, DATA_AREAS,
+    AtomicWord, Env, HostWord, LevelSink, LevelWorker, Ordering, RunError, Scope, TaskExecutor,
+    Topology, WorkerProgress, DATA_AREAS,
 };
 use mgws_tasks::TaskStruct;
 
@@ -114,12 +114,6 @@ impl<R: TaskExecutor<TaskStruct> + Sync> LevelDevice for CpuLevels<'_, R> {
         let mut first = crate::memory::try_with_capacity(what, capacity)?;
         first.extend_from_slice(job.tasks);
         let second = crate::memory::try_with_capacity(what, capacity)?;
-        let layout = ScratchLayout::new(
-            config.local_capacity,
-            std::mem::size_of::<TaskStruct>(),
-            grid.lanes,
-            workers,
-        );
         self.placed = Some(Placed {
             grid,
             capacity,
@@ -127,9 +121,7 @@ impl<R: TaskExecutor<TaskStruct> + Sync> LevelDevice for CpuLevels<'_, R> {
             counters: std::array::from_fn(|_| HostWord::new(0)),
             progress: vec![WorkerProgress::default(); workers as usize].into_boxed_slice(),
             task_tags: vec![0; workers as usize].into_boxed_slice(),
-            groups: (0..workers)
-                .map(|_| LaneGroup::new(grid.lanes, layout.total))
-                .collect(),
+            groups: LaneGroup::for_workers(workers, grid.lanes, config.local_capacity, workers),
             areas: (job.host_area_pointers(), job.area_limits()),
             tasks_run: vec![0; workers as usize],
             idle_ns: vec![0; workers as usize],

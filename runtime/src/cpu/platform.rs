@@ -24,6 +24,20 @@ impl LaneGroup {
             scratch: vec![0u128; scratch_bytes.div_ceil(16)].into_boxed_slice(),
         }
     }
+
+    /// One group for each of `workers` workers of `lanes` lanes, each with the scratch a local
+    /// queue of `local_capacity` tasks and `queues` public queues need.
+    pub fn for_workers(workers: u32, lanes: u32, local_capacity: u32, queues: u32) -> Vec<Self> {
+        let scratch = mgws_core::ScratchLayout::new(
+            local_capacity,
+            std::mem::size_of::<mgws_tasks::TaskStruct>(),
+            lanes,
+            queues,
+        );
+        (0..workers)
+            .map(|_| LaneGroup::new(lanes, scratch.total))
+            .collect()
+    }
 }
 
 /// One lane of a CPU worker. `SINGLE_LANE` is the one-lane case, fixed at compile time: the lane

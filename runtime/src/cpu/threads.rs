@@ -250,20 +250,31 @@ fn allowed_cpus() -> Vec<usize> {
 /// periodic load balancing (milliseconds) on a busy CPU while another CPU idles; on a 2-CPU
 /// virtual machine that delayed one worker of every short run by 1.5-5 ms. A failure leaves the
 /// thread unbound, which is only slower.
-#[cfg(target_os = "linux")]
 pub fn pin_current_thread(cpu: usize) {
-    // SAFETY: the set is a local, initialised by zeroing and CPU_SET; pid 0 is this thread.
+    if !bind_current_thread(&[cpu]) {
+        tracing::debug!(cpu, "could not bind a CPU worker thread");
+    }
+}
+
+/// Binds the calling thread to `cpus` (ids the process may use, as `allowed_cpus` lists them);
+/// threads it starts later inherit the set. Returns whether the OS accepted it.
+#[cfg(target_os = "linux")]
+pub fn bind_current_thread(cpus: &[usize]) -> bool {
+    // SAFETY: the set is a local, initialised by zeroing and CPU_SET, which stays within it for
+    // ids below CPU_SETSIZE (those sched_getaffinity reports); pid 0 is this thread.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            tracing::debug!(cpu, "could not bind a CPU worker thread");
+        for &cpu in cpus {
+            libc::CPU_SET(cpu, &mut set);
         }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
     }
 }
 
 #[cfg(not(target_os = "linux"))]
-pub fn pin_current_thread(_cpu: usize) {}
+pub fn bind_current_thread(_cpus: &[usize]) -> bool {
+    false
+}
 
 /// Thread `index`'s loop: run each generation's job once, sleep in between.
 fn serve(inner: &Inner, index: usize) {

@@ -18,7 +18,7 @@ use mgws_tasks::{Registry, TaskStruct};
 use super::heap::SharedHeap;
 use super::layout::{Header, HeapLayout, MAGIC};
 use super::pe::{HEAP_FD_VAR, PE_VAR};
-use crate::cpu::device::{side_live_state, side_progress};
+use crate::cpu::device::{abort_requested, request_abort, side_live_state, side_progress};
 use crate::device::{split_workers, Device, Grid, LiveState, ReadBack, Running};
 use crate::error::{Error, Result};
 use crate::job::{AreaBytes, Job};
@@ -34,7 +34,6 @@ pub struct ProcessDevice<'a, R> {
     sched: &'a Scheduler,
     processes: u32,
     program: PathBuf,
-    elapsed_s: f64,
     launch_s: f64,
     _registry: std::marker::PhantomData<R>,
 }
@@ -54,7 +53,6 @@ impl<'a, R: Registry> ProcessDevice<'a, R> {
             sched,
             processes,
             program,
-            elapsed_s: 0.0,
             launch_s: 0.0,
             _registry: std::marker::PhantomData,
         }
@@ -258,17 +256,18 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
             .map(|r| r.elapsed_ns.load(AtomicOrdering::Relaxed))
             .max()
             .unwrap_or(0);
-        self.elapsed_s = elapsed_ns as f64 * 1e-9;
+
         // SAFETY: every PE has finished; the shared state is the launcher's alone.
         let shared = unsafe { placed.env.shared() };
         // Acquire: pairs with the workers' release of the error word (the PEs' done states
         // already order it).
         let error = RunError::unpack(shared.error.load(Ordering::Acquire, Scope::System));
         let base = placed.heap.base();
-        let limits = job.area_limits();
         for (index, bytes) in job.areas.iter_mut() {
             if let AreaBytes::ReadWrite(b) = bytes {
-                let (at, len) = placed.layout.area(base, *index as usize, &limits);
+                let (at, len) = placed
+                    .layout
+                    .area(base, *index as usize, &header.area_limits);
                 if len == 0 {
                     // An empty area has no place in the heap (`at` is null).
                     continue;
@@ -279,7 +278,7 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
         }
         let workers = grid.config.workers as usize;
         Ok(ReadBack {
-            elapsed_s: self.elapsed_s,
+            elapsed_s: elapsed_ns as f64 * 1e-9,
             launch_s: self.launch_s,
             error,
             exited_workers: None,
@@ -360,7 +359,7 @@ impl Children {
                 .stdin(Stdio::null())
                 .stdout(Stdio::null());
             // SAFETY: the closure runs in the child between fork and exec and calls only
-            // async-signal-safe functions (fcntl, prctl) on values copied into it.
+            // async-signal-safe functions (fcntl, prctl, getppid) on values copied into it.
             unsafe {
                 command.pre_exec(move || inherit_and_follow_parent(fd, launcher));
             }
@@ -537,10 +536,7 @@ impl Running for ProcessRunning<'_> {
     }
 
     fn abort(&self) {
-        // SAFETY: the shared state lives in the heap for the whole run.
-        let shared = unsafe { self.placed.env.shared() };
-        // Release: as every abort; the workers of all PEs poll the flag with acquire loads.
-        shared.abort.store(1, Ordering::Release, Scope::System);
+        request_abort(&self.placed.env);
     }
 
     fn exit_grace(&self, watchdog: Duration) -> Option<Duration> {
@@ -555,9 +551,6 @@ impl Running for ProcessRunning<'_> {
     }
 
     fn aborted(&self) -> bool {
-        // SAFETY: the shared state lives in the heap for the whole run.
-        let shared = unsafe { self.placed.env.shared() };
-        // Relaxed: a hint for the supervisor.
-        shared.abort.load(Ordering::Relaxed, Scope::System) != 0
+        abort_requested(&self.placed.env)
     }
 }

@@ -7,12 +7,11 @@ use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::time::{Duration, Instant};
 
 use mgws_core::launch::Go;
-use mgws_core::{AtomicWord, Ordering, Scope, ScratchLayout};
-use mgws_tasks::{Registry, TaskStruct};
+use mgws_tasks::Registry;
 
 use super::heap::SharedHeap;
 use super::layout::{Header, HeapLayout, MAGIC};
-use crate::cpu::device::{run_lane, CpuMethod, LaneRun};
+use crate::cpu::device::{request_abort, run_lane, CpuMethod, LaneRun};
 use crate::cpu::panics::FirstPanic;
 use crate::cpu::platform::LaneGroup;
 use crate::cpu::threads::{RunClock, ThreadSet};
@@ -184,27 +183,10 @@ fn name_of(header: &Header) -> String {
 /// PEs bind to different CPUs, as one process's would (`cpu_binding`). Returns whether it did:
 /// not when the run has more threads than CPUs (then no thread is bound, as in one process) or
 /// the OS refused.
-#[cfg(target_os = "linux")]
 fn bind_to_share(first_thread: usize, threads: usize, total_threads: usize) -> bool {
     let cpus = crate::cpu::threads::cpu_binding(total_threads, true);
-    let Some(share) = cpus.get(first_thread..first_thread + threads) else {
-        return false;
-    };
-    // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET stays within it for ids below
-    // CPU_SETSIZE (they came from sched_getaffinity); pid 0 is this thread, whose set the
-    // threads started later inherit.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &cpu in share {
-            libc::CPU_SET(cpu, &mut set);
-        }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn bind_to_share(_first_thread: usize, _threads: usize, _total_threads: usize) -> bool {
-    false
+    cpus.get(first_thread..first_thread + threads)
+        .is_some_and(crate::cpu::threads::bind_current_thread)
 }
 
 fn serve<R: Registry>(heap: &SharedHeap, pe: u32) -> Result<()> {
@@ -251,15 +233,12 @@ fn serve<R: Registry>(heap: &SharedHeap, pe: u32) -> Result<()> {
             (topology.workers() * lanes) as usize,
         );
     let set = ThreadSet::new(threads, &format!("mgws-pe{pe}"), pin)?;
-    let scratch = ScratchLayout::new(
-        header.config.local_capacity,
-        std::mem::size_of::<TaskStruct>(),
+    let groups = LaneGroup::for_workers(
+        workers,
         lanes,
+        header.config.local_capacity,
         topology.queues(),
     );
-    let groups: Vec<LaneGroup> = (0..workers)
-        .map(|_| LaneGroup::new(lanes, scratch.total))
-        .collect();
     let chaos = (header.chaos_on != 0).then(|| Chaos {
         seed: header.chaos[0],
         yield_per_1024: header.chaos[1] as u32,
@@ -289,10 +268,6 @@ fn serve<R: Registry>(heap: &SharedHeap, pe: u32) -> Result<()> {
     let clock = RunClock::start();
     let start = clock.started_at();
     let panicked = FirstPanic::default();
-    let shared = || {
-        // SAFETY: the shared state lives in the heap for the whole run.
-        unsafe { env.shared() }
-    };
     set.broadcast(|i| {
         let (w, lane) = (first + i as u32 / lanes, i as u32 % lanes);
         run_lane(
@@ -308,8 +283,7 @@ fn serve<R: Registry>(heap: &SharedHeap, pe: u32) -> Result<()> {
             &R::default(),
             (w, w),
             &panicked,
-            // Release: as every abort; the workers of all PEs poll the flag with acquire loads.
-            || shared().abort.store(1, Ordering::Release, Scope::System),
+            || request_abort(&env),
         );
         clock.finished();
     });
