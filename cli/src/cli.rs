@@ -256,10 +256,11 @@ pub struct SchedArgs {
     /// counter under --termination hierarchical, seen by the same-device victim policies).
     #[arg(long, default_value_t = 1, help_heading = "Scheduler")]
     pub cpu_domains: u32,
-    /// CPU: run the workers in this many processes on this machine, one PE each (the CPU twin
-    /// of one process per GPU): each PE is a domain of its own (own public queues, own idle
-    /// counter under --termination hierarchical, the default then), and the processes share
-    /// one memory file. Needs --backend cpu.
+    /// Run the workers in this many processes on this machine, one PE each: each PE is a domain
+    /// of its own (own public queues, own idle counter under --termination hierarchical, the
+    /// default then). With --backend cpu (or auto) the processes share one memory file (the CPU
+    /// twin); with --backend cuda each PE runs the mgws kernel on one GPU (--devices in turn,
+    /// else every visible GPU in turn) and the PEs join through NVSHMEM.
     #[arg(long, help_heading = "Scheduler")]
     pub processes: Option<u32>,
     /// Print one JSON object on stdout instead of text.
@@ -357,7 +358,7 @@ impl SchedArgs {
             defaults.local_capacity,
             defaults.queue_sharing,
         );
-        if lanes > 1 && !matches!(backend, Backend::Cuda(_)) {
+        if lanes > 1 && !backend.on_gpu() {
             tracing::warn!(lanes, "--lanes above 1 on the CPU");
             eprintln!(
                 "mgws: warning: --lanes {lanes} on the CPU runs about 40x slower: the lanes of a \
@@ -412,17 +413,26 @@ impl SchedArgs {
             ));
         }
         if self.processes.is_some() {
-            if !matches!(self.backend, BackendArg::Cpu | BackendArg::Auto) {
+            if !matches!(
+                self.backend,
+                BackendArg::Cpu | BackendArg::Auto | BackendArg::Cuda
+            ) {
                 return Err(Error::Config(
-                    "--processes runs the mgws CPU loop in PE processes; it needs --backend cpu \
-                     (or auto, which it makes cpu; one process drives several GPUs with \
-                     --devices)"
+                    "--processes runs the mgws loop in PE processes; it needs --backend cpu (or \
+                     auto, which it makes cpu) or --backend cuda"
                         .into(),
                 ));
             }
             if self.cpu_domains != 1 {
                 return Err(Error::Config(
                     "--processes and --cpu-domains exclude each other: each process is a domain"
+                        .into(),
+                ));
+            }
+            if self.placement != PlacementArg::Global || self.tasks_in != TasksInArg::Device {
+                return Err(Error::Config(
+                    "--processes keeps each PE's queues in NVSHMEM's symmetric heap and its \
+                     tasks on its GPU: --placement and --tasks-in do not apply"
                         .into(),
                 ));
             }
@@ -504,8 +514,25 @@ impl SchedArgs {
             }),
             BackendArg::Cuda => {
                 let cuda = self.cuda()?;
-                cuda.probe::<R>()?;
-                Ok(Backend::Cuda(cuda))
+                match self.processes {
+                    Some(processes) => Ok(Backend::CudaProcesses {
+                        processes,
+                        // PEs take the visible GPUs in turn unless --device(s) name them.
+                        cuda: mgws::cuda::CudaBackend {
+                            devices: if self.device.is_none() && self.devices.is_none() {
+                                Vec::new()
+                            } else {
+                                cuda.devices.clone()
+                            },
+                            placement: mgws::cuda::Placement::Symmetric,
+                            ..cuda
+                        },
+                    }),
+                    None => {
+                        cuda.probe::<R>()?;
+                        Ok(Backend::Cuda(cuda))
+                    }
+                }
             }
             BackendArg::Auto => {
                 let cuda = self.cuda()?;
@@ -753,7 +780,7 @@ impl WorkloadCmd {
             WorkloadCmd::Skew { sched, .. } => sched.backend::<SkewTasks>()?,
             WorkloadCmd::Stall { sched, .. } => sched.backend::<StallTasks>()?,
         };
-        Ok(matches!(backend, Backend::Cuda(_)))
+        Ok(backend.on_gpu())
     }
 }
 

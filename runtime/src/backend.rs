@@ -32,6 +32,17 @@ pub enum Backend {
     },
     /// NVIDIA GPUs: one persistent kernel per GPU (or a GPU baseline kernel).
     Cuda(crate::cuda::CudaBackend),
+    /// NVIDIA GPUs in `processes` processes on this machine, one PE and one GPU each, joined by
+    /// NVSHMEM (see [`crate::processes`] and [`crate::nvshmem`]): copies of the running program,
+    /// which must serve their PE first thing in `main` ([`crate::processes::Pe`]). PE `p` runs
+    /// on `cuda.devices[p % len]`, or GPU `p % visible` when `cuda.devices` is empty; the mgws
+    /// kernel only, with its queues in the symmetric heap.
+    CudaProcesses {
+        /// PE processes, 1 to `mgws_core::MAX_DEVICES`; the workers are split over them.
+        processes: u32,
+        /// The kernel's settings (GPUs, PTX, register cap).
+        cuda: crate::cuda::CudaBackend,
+    },
 }
 
 /// What a backend runs when the caller leaves a setting open: the device reports its own
@@ -65,7 +76,10 @@ impl Backend {
                 crate::cpu::run_levels(sched, registry, job, *level_capacity)
             }
             Backend::CpuProcesses { processes } => {
-                crate::processes::run::<R>(sched, job, *processes)
+                crate::processes::run::<R>(sched, job, *processes, None)
+            }
+            Backend::CudaProcesses { processes, cuda } => {
+                crate::processes::run::<R>(sched, job, *processes, Some(cuda))
             }
             Backend::Cuda(cuda) => cuda.run(sched, registry, job),
         };
@@ -93,7 +107,32 @@ impl Backend {
                 options.workers_per_queue,
             )),
             Backend::Cuda(cuda) => cuda.defaults::<R>(lanes, local_capacity, workers, options),
+            Backend::CudaProcesses { processes, cuda } => {
+                // One PE's GPU sizes each PE's share: as many workers as fit on it, per PE.
+                let pe = crate::cuda::CudaBackend {
+                    devices: vec![cuda.devices.first().copied().unwrap_or(0)],
+                    placement: crate::cuda::Placement::Symmetric,
+                    cpu_workers: 0,
+                    ..cuda.clone()
+                };
+                let options = crate::cuda::KernelOptions {
+                    // Unshared unless asked: shared queues have not run over processes.
+                    workers_per_queue: Some(options.workers_per_queue.unwrap_or(1)),
+                    ..options
+                };
+                let per_pe = workers.map(|w| w / (*processes).max(1));
+                let d = pe.defaults::<R>(lanes, local_capacity, per_pe, options)?;
+                Ok(Defaults {
+                    workers: workers.unwrap_or(d.workers * processes),
+                    ..d
+                })
+            }
         }
+    }
+
+    /// Whether the workers run on GPUs (in this process or in PE processes).
+    pub fn on_gpu(&self) -> bool {
+        matches!(self, Backend::Cuda(_) | Backend::CudaProcesses { .. })
     }
 
     /// The name runs on this backend report.
@@ -104,6 +143,7 @@ impl Backend {
             Backend::CpuLevels { .. } => "cpu-levels",
             Backend::CpuProcesses { .. } => "cpu-processes",
             Backend::Cuda(cuda) => cuda.kernel.backend_name(),
+            Backend::CudaProcesses { .. } => "cuda-processes",
         }
     }
 }

@@ -71,6 +71,8 @@ pub mod levels;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod memory;
 #[cfg(not(target_arch = "nvptx64"))]
+pub mod nvshmem;
+#[cfg(not(target_arch = "nvptx64"))]
 pub mod pipeline;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod processes;

@@ -215,13 +215,13 @@ fn a_program_that_does_not_serve_its_pe_is_refused() {
     let sched = Scheduler::builder().workers(2).build().unwrap();
     let mut counts = PerWorker::<u64>::new(2);
     let root = MyTasks::task(&Fib { n: 5 }).with_data(0, counts.descriptor(0));
-    let mut device = ProcessDevice::<MyTasks>::new(&sched, 2, "true".into());
+    let mut device = ProcessDevice::<MyTasks>::new(&sched, 2, "true".into(), None);
     let job = Job::new(std::slice::from_ref(&root)).area(0, counts.area());
     let e = mgws::pipeline::run(&mut device, &sched, job, Instant::now()).unwrap_err();
     let message = e.to_string();
     assert!(message.contains("before it joined the run"), "{message}");
     // And a program that cannot be started at all.
-    let mut device = ProcessDevice::<MyTasks>::new(&sched, 2, "/nonexistent/mgws".into());
+    let mut device = ProcessDevice::<MyTasks>::new(&sched, 2, "/nonexistent/mgws".into(), None);
     let job = Job::new(std::slice::from_ref(&root)).area(0, counts.area());
     let e = mgws::pipeline::run(&mut device, &sched, job, Instant::now()).unwrap_err();
     assert!(e.to_string().contains("cannot start PE 0"), "{e}");

@@ -319,6 +319,8 @@ pub struct DeviceBuffer {
     pub ptr: u64,
     pub bytes: usize,
     ctx: sys::CUcontext,
+    /// Whether dropping the buffer frees it (false for [`DeviceBuffer::borrowed`]).
+    owned: bool,
 }
 
 impl DeviceBuffer {
@@ -349,7 +351,24 @@ impl DeviceBuffer {
             ptr,
             bytes,
             ctx: gpu.ctx,
+            owned: true,
         })
+    }
+
+    /// Memory another allocator owns (NVSHMEM's symmetric heap, or another PE's part of it
+    /// mapped into this process), `bytes` at `ptr`, used through `gpu`'s context; dropping the
+    /// buffer does not free it.
+    ///
+    /// # Safety
+    /// `ptr..ptr + bytes` is device memory `gpu`'s context can address, and stays allocated
+    /// while the buffer is used.
+    pub unsafe fn borrowed(gpu: &Gpu, ptr: u64, bytes: usize) -> DeviceBuffer {
+        DeviceBuffer {
+            ptr,
+            bytes,
+            ctx: gpu.ctx,
+            owned: false,
+        }
     }
 
     /// Sets every byte to zero (synchronously).
@@ -423,6 +442,9 @@ unsafe impl Send for DeviceBuffer {}
 
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         // SAFETY: frees what `alloc` allocated, once; errors are ignored (the context may be
         // dead).
         unsafe {

@@ -350,7 +350,7 @@ fn as_bytes(tasks: &[TaskStruct]) -> &[u8] {
 }
 
 /// The bytes of an env (which has no padding: see the test below).
-fn env_bytes(env: &Env<HostWord, TaskStruct>) -> &[u8] {
+pub(super) fn env_bytes(env: &Env<HostWord, TaskStruct>) -> &[u8] {
     // SAFETY: Env is repr(C) of integers and pointers without padding (tested below).
     unsafe {
         std::slice::from_raw_parts(

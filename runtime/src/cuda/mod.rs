@@ -29,6 +29,7 @@ mod grid;
 mod level;
 mod memory;
 mod mixed;
+pub(crate) mod pe;
 mod persistent;
 pub(crate) mod plan;
 mod poll;
@@ -209,6 +210,17 @@ impl CudaBackend {
         } else {
             self.devices.clone()
         }
+    }
+
+    /// How many GPUs the driver sees (at least one, else [`Error::BackendUnavailable`]).
+    pub fn visible_gpus(&self) -> Result<u32> {
+        guard(|| {
+            driver::init()?;
+            match driver::device_count()? {
+                0 => Err(Error::BackendUnavailable("no CUDA GPU is visible".into())),
+                n => Ok(n),
+            }
+        })
     }
 
     /// The number of SMs of the run's first GPU (opens it; the driver must load).
@@ -403,6 +415,12 @@ impl CudaBackend {
         registry: &R,
         job: Job<'_>,
     ) -> Result<RunReport> {
+        if self.placement == Placement::Symmetric {
+            return Err(Error::Config(
+                "placement symmetric (NVSHMEM's symmetric heap) is the placement of runs over GPU                  PE processes (Backend::CudaProcesses, --processes)"
+                    .into(),
+            ));
+        }
         guard(|| match self.kernel {
             GpuKernel::Mgws if self.cpu_workers > 0 => {
                 let opened = std::time::Instant::now();

@@ -21,6 +21,9 @@ pub enum Placement {
     Host,
     /// Another GPU's memory over NVLink (the thesis's P2P approximation); needs 2 GPUs.
     Remote,
+    /// NVSHMEM's symmetric heap, one part per PE process, each on its PE's GPU: the placement
+    /// of runs over GPU PE processes ([`crate::Backend::CudaProcesses`]), which set it.
+    Symmetric,
 }
 
 impl Placement {
@@ -30,6 +33,7 @@ impl Placement {
             Placement::Global => "global",
             Placement::Host => "host",
             Placement::Remote => "remote",
+            Placement::Symmetric => "symmetric",
         }
     }
 }
@@ -404,6 +408,8 @@ mod tests {
         assert_eq!(queue_scope(Placement::Global, 2), Scope::System);
         assert_eq!(queue_scope(Placement::Host, 1), Scope::System);
         assert_eq!(queue_scope(Placement::Remote, 1), Scope::System);
+        // Other processes' GPUs reach a PE's queues, even a PE's alone.
+        assert_eq!(queue_scope(Placement::Symmetric, 1), Scope::System);
     }
 
     #[test]

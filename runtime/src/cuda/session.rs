@@ -149,7 +149,8 @@ impl Session {
             }
         }
         match placement {
-            Placement::Global => {}
+            // A PE's session has its one GPU; NVSHMEM maps the other PEs' parts of the heap.
+            Placement::Global | Placement::Symmetric => {}
             Placement::Host => {
                 for g in &self.gpus[..n] {
                     if g.attr(Attr::CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY)? == 0 {

@@ -12,13 +12,16 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use mgws_core::launch::{PE_DONE, PE_FAILED};
-use mgws_core::{AtomicWord, Env, HostWord, Ordering, RunError, Scope, Topology, WorkerProgress};
+use mgws_core::{
+    AtomicWord, Env, HostWord, Ordering, RunError, Scope, Topology, WorkerProgress, MAX_DEVICES,
+};
 use mgws_tasks::{Registry, TaskStruct};
 
 use super::heap::SharedHeap;
-use super::layout::{Header, HeapLayout, MAGIC};
+use super::layout::{Header, HeapLayout, PeKind, MAGIC, PTX_PATH_BYTES};
 use super::pe::{HEAP_FD_VAR, PE_VAR};
 use crate::cpu::device::{abort_requested, request_abort, side_live_state, side_progress};
+use crate::cuda::{CudaBackend, GpuKernel, Placement, TasksIn};
 use crate::device::{split_workers, Device, Grid, LiveState, ReadBack, Running};
 use crate::error::{Error, Result};
 use crate::job::{AreaBytes, Job};
@@ -34,6 +37,10 @@ pub struct ProcessDevice<'a, R> {
     sched: &'a Scheduler,
     processes: u32,
     program: PathBuf,
+    /// GPU PEs: the CUDA settings (each PE runs the mgws kernel on one GPU); `None`: CPU PEs.
+    gpu: Option<CudaBackend>,
+    /// GPU PEs: the GPU ordinal of each PE (set by `size_grid`).
+    pe_gpus: [u32; MAX_DEVICES],
     launch_s: f64,
     _registry: std::marker::PhantomData<R>,
 }
@@ -47,15 +54,71 @@ impl<R> ProcessDevice<'_, R> {
 
 impl<'a, R: Registry> ProcessDevice<'a, R> {
     /// A launcher of `processes` copies of `program` (which must serve its PE first thing, see
-    /// [`super::Pe`]).
-    pub fn new(sched: &'a Scheduler, processes: u32, program: PathBuf) -> Self {
+    /// [`super::Pe`]): each PE runs its workers on host threads (`gpu` is `None`) or on one GPU
+    /// with `gpu`'s settings.
+    pub fn new(
+        sched: &'a Scheduler,
+        processes: u32,
+        program: PathBuf,
+        gpu: Option<CudaBackend>,
+    ) -> Self {
         ProcessDevice {
             sched,
             processes,
             program,
+            gpu,
+            pe_gpus: [0; MAX_DEVICES],
             launch_s: 0.0,
             _registry: std::marker::PhantomData,
         }
+    }
+
+    fn kind(&self) -> PeKind {
+        match self.gpu {
+            Some(_) => PeKind::Cuda,
+            None => PeKind::Cpu,
+        }
+    }
+
+    /// GPU PEs: checks the settings, that the GPUs, the PTX and NVSHMEM are there, and assigns
+    /// each PE its GPU (the backend's GPUs in turn; all visible ones when it names none).
+    fn prepare_gpus(&mut self, b: &CudaBackend) -> Result<()> {
+        if b.kernel != GpuKernel::Mgws {
+            return Err(Error::Config(
+                "runs over GPU PE processes run the mgws kernel; the baselines run in one                  process (--devices)"
+                    .into(),
+            ));
+        }
+        if b.cpu_workers > 0 || self.sched.cpu_domains > 1 || self.sched.cpu_bridge > 0 {
+            return Err(Error::Config(
+                "runs over GPU PE processes have no CPU workers beside the GPUs".into(),
+            ));
+        }
+        if !matches!(b.placement, Placement::Global | Placement::Symmetric)
+            || b.tasks_in != TasksIn::Device
+        {
+            return Err(Error::Config(
+                "runs over GPU PE processes keep their queues in NVSHMEM's symmetric heap and                  their tasks in each GPU's memory: --placement and --tasks-in do not apply"
+                    .into(),
+            ));
+        }
+        let visible = b.visible_gpus()?;
+        let list = if b.devices.is_empty() {
+            (0..visible).collect()
+        } else {
+            b.devices.clone()
+        };
+        for pe in 0..self.processes as usize {
+            self.pe_gpus[pe] = list[pe % list.len()];
+        }
+        let first = CudaBackend {
+            devices: vec![self.pe_gpus[0]],
+            ..b.clone()
+        };
+        first.probe::<R>()?;
+        let nvshmem = crate::nvshmem::Nvshmem::load()?;
+        tracing::debug!(library = %nvshmem.path().display(), "NVSHMEM found");
+        Ok(())
     }
 }
 
@@ -77,7 +140,10 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
     type Placed = ProcessPlaced;
 
     fn name(&self) -> &'static str {
-        "cpu-processes"
+        match self.kind() {
+            PeKind::Cpu => "cpu-processes",
+            PeKind::Cuda => "cuda-processes",
+        }
     }
 
     fn size_grid(&mut self, sched: &Scheduler) -> Result<Grid> {
@@ -102,6 +168,12 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
                     .into(),
             ));
         }
+        let mut config = *cfg;
+        if let Some(b) = self.gpu.clone() {
+            self.prepare_gpus(&b)?;
+            // Other processes' GPUs reach every PE's queues.
+            config.queue_scope = Scope::System as u32;
+        }
         let split = split_workers(cfg.workers, self.processes as usize, cfg.workers_per_queue)
             .map_err(|_| {
                 Error::Config(format!(
@@ -111,7 +183,7 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
                 ))
             })?;
         Ok(Grid {
-            config: *cfg,
+            config,
             topology: Topology::split(&split, cfg.workers_per_queue),
             lanes: sched.lanes,
         })
@@ -120,6 +192,7 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
     fn place(&mut self, grid: &Grid, job: &mut Job<'_>) -> Result<ProcessPlaced> {
         let limits = job.area_limits();
         let layout = HeapLayout::new(
+            self.kind(),
             &grid.config,
             &grid.topology,
             job.tasks.len() as u64,
@@ -164,6 +237,15 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
             initial_len: job.tasks.len() as u64,
             start_limit_ms: self.start_limit().as_millis() as u64,
             area_limits: limits,
+            kind: self.kind() as u32,
+            max_registers: self.gpu.as_ref().and_then(|b| b.max_registers).unwrap_or(0),
+            gpus: self.pe_gpus,
+            ptx_path: match self.gpu.as_ref().and_then(|b| b.ptx.as_deref()) {
+                Some(path) => Header::encode_ptx_path(&path.canonicalize().map_err(|e| {
+                    Error::BackendUnavailable(format!("the PTX {}: {e}", path.display()))
+                })?)?,
+                None => [0; PTX_PATH_BYTES],
+            },
             // SAFETY: all-zero bytes are the handshake's initial state (integers and atomics).
             ..unsafe { std::mem::zeroed() }
         };
@@ -204,7 +286,11 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
         supervise: impl FnOnce(&dyn Running) -> T,
     ) -> Result<T> {
         let launched = Instant::now();
-        let mut children = Children::spawn(&self.program, placed, grid.topology.devices)?;
+        let env = match self.kind() {
+            PeKind::Cpu => Vec::new(),
+            PeKind::Cuda => nvshmem_env(&grid.config, &grid.topology, &placed.header().area_limits),
+        };
+        let mut children = Children::spawn(&self.program, placed, grid.topology.devices, &env)?;
         let header = placed.header();
         let limit = self.start_limit();
         let pes = u64::from(grid.topology.devices);
@@ -250,10 +336,16 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
     ) -> Result<ReadBack> {
         let header = placed.header();
         let pes = &header.pes[..grid.topology.devices as usize];
+        // From the earliest PE's start to the latest PE's end. Relaxed: every PE's state was
+        // read with acquire before the run was done.
+        let span = |r: &super::layout::PeRecord| {
+            let start = r.started_ns.load(AtomicOrdering::Relaxed);
+            (start, start + r.elapsed_ns.load(AtomicOrdering::Relaxed))
+        };
+        let first = pes.iter().map(|r| span(r).0).min().unwrap_or(0);
         let elapsed_ns = pes
             .iter()
-            // Relaxed: every PE's state was read with acquire before the run was done.
-            .map(|r| r.elapsed_ns.load(AtomicOrdering::Relaxed))
+            .map(|r| span(r).1.saturating_sub(first))
             .max()
             .unwrap_or(0);
 
@@ -289,6 +381,34 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
             idle_ns: None,
         })
     }
+}
+
+/// NVSHMEM's settings for the GPU PEs of one node: NVLink multicast off always (these are
+/// shared machines), and, where the caller's environment does not say otherwise, the unique-ID
+/// bootstrap over the loopback interface, no transport to other nodes, no NCCL, and a symmetric
+/// heap that holds the run (its queues, with room to spare).
+pub(crate) fn nvshmem_env(
+    config: &mgws_core::SchedConfig,
+    topology: &Topology,
+    area_limits: &[u64; mgws_core::DATA_AREAS],
+) -> Vec<(String, String)> {
+    let need = crate::cuda::pe::SymmetricLayout::new(topology, config.public_capacity, area_limits)
+        .total as u64;
+    // NVSHMEM reserves some of the heap for itself: half again, and at least its default 1 GiB.
+    let heap = (need + need / 2 + (64 << 20)).max(1 << 30);
+    let defaults = [
+        ("NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME", "lo".to_string()),
+        ("NVSHMEM_REMOTE_TRANSPORT", "none".to_string()),
+        ("NVSHMEM_DISABLE_NCCL", "1".to_string()),
+        ("NVSHMEM_SYMMETRIC_SIZE", heap.to_string()),
+    ];
+    let mut env: Vec<(String, String)> = defaults
+        .into_iter()
+        .filter(|(k, _)| std::env::var_os(k).is_none())
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    env.push(("NVSHMEM_DISABLE_NVLS".into(), "1".into()));
+    env
 }
 
 /// The first panic any PE reported: the PE, the worker and the message.
@@ -343,8 +463,14 @@ impl PeProcess {
 }
 
 impl Children {
-    /// Starts PE `0..count` as copies of `program`, each inheriting the heap's descriptor.
-    fn spawn(program: &Path, placed: &ProcessPlaced, count: u32) -> Result<Children> {
+    /// Starts PE `0..count` as copies of `program`, each inheriting the heap's descriptor, with
+    /// `env` added to their environment.
+    fn spawn(
+        program: &Path,
+        placed: &ProcessPlaced,
+        count: u32,
+        env: &[(String, String)],
+    ) -> Result<Children> {
         let fd = placed.heap.inherit_fd();
         let launcher = std::process::id() as i32;
         let mut children = Children {
@@ -354,6 +480,7 @@ impl Children {
         for pe in 0..count {
             let mut command = Command::new(program);
             command
+                .envs(env.iter().map(|(k, v)| (k, v)))
                 .env(HEAP_FD_VAR, fd.to_string())
                 .env(PE_VAR, pe.to_string())
                 .stdin(Stdio::null())

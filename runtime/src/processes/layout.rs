@@ -17,7 +17,32 @@ use crate::cpu::arena::{DeviceIdle, Sections};
 use crate::error::{Error, Result};
 
 /// `b"mgwsPE"` and the layout's version: a PE refuses a heap of another version.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"mgwsPE\x00\x01");
+pub const MAGIC: u64 = u64::from_le_bytes(*b"mgwsPE\x00\x02");
+
+/// What a PE runs its workers on: [`Header::kind`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum PeKind {
+    /// Host threads over the orchestration memory in the heap (the CPU twin).
+    Cpu = 0,
+    /// One GPU per PE: the orchestration memory in NVSHMEM's symmetric heap, the heap only the
+    /// control plane (settings, handshake, progress, results).
+    Cuda = 1,
+}
+
+impl PeKind {
+    /// The kind a header's word names, if any.
+    pub fn from_word(word: u32) -> Option<PeKind> {
+        match word {
+            0 => Some(PeKind::Cpu),
+            1 => Some(PeKind::Cuda),
+            _ => None,
+        }
+    }
+}
+
+/// Bytes of [`Header::ptx_path`].
+pub const PTX_PATH_BYTES: usize = 512;
 
 /// Every section starts on its own 128-byte line (two cache lines: no false sharing between
 /// them, as the arena's counters have).
@@ -40,6 +65,14 @@ pub struct Header {
     pub lanes: u32,
     /// Whether PEs bind their threads to CPUs (1) or not (0).
     pub pin_threads: u32,
+    /// [`PeKind`] of every PE.
+    pub kind: u32,
+    /// GPU PEs: the register cap of the kernel's JIT compile (0: the backend's default).
+    pub max_registers: u32,
+    /// GPU PEs: the GPU ordinal each PE runs on.
+    pub gpus: [u32; MAX_DEVICES],
+    /// GPU PEs: the PTX file to load, UTF-8, zero-padded (empty: the usual search).
+    pub ptx_path: [u8; PTX_PATH_BYTES],
     /// `[seed, yield_per_1024, sleep_per_1024, max_sleep_us]` of the run's chaos; `chaos_on`
     /// says whether there is any.
     pub chaos: [u64; 4],
@@ -53,8 +86,87 @@ pub struct Header {
     pub start_limit_ms: u64,
     /// The launch handshake (`mgws_core::launch`).
     pub gate: LaunchGate<HostWord>,
+    /// GPU PEs: NVSHMEM's unique ID, which PE 0 makes and the others join with (the unique-ID
+    /// bootstrap), and whether it is there yet (1, stored with release after the ID).
+    pub unique_id_ready: AtomicU64,
+    pub unique_id: [AtomicU64; 16],
     /// One record per PE.
     pub pes: [PeRecord; MAX_DEVICES],
+}
+
+impl Header {
+    /// The kind of PE this run has; an error for a word no kind has.
+    pub fn kind(&self) -> Result<PeKind> {
+        PeKind::from_word(self.kind).ok_or_else(|| {
+            Error::Config(format!(
+                "the shared heap names PE kind {}, which is none",
+                self.kind
+            ))
+        })
+    }
+
+    /// The PTX file GPU PEs load, if the launcher named one.
+    pub fn ptx_path(&self) -> Option<std::path::PathBuf> {
+        let bytes = self.ptx_path.split(|&b| b == 0).next().unwrap_or(&[]);
+        (!bytes.is_empty()).then(|| {
+            use std::os::unix::ffi::OsStrExt;
+            std::path::PathBuf::from(std::ffi::OsStr::from_bytes(bytes))
+        })
+    }
+
+    /// Encodes `path` for [`Header::ptx_path`]; an error when it does not fit.
+    pub fn encode_ptx_path(path: &std::path::Path) -> Result<[u8; PTX_PATH_BYTES]> {
+        use std::os::unix::ffi::OsStrExt;
+        let bytes = path.as_os_str().as_bytes();
+        if bytes.len() >= PTX_PATH_BYTES || bytes.contains(&0) {
+            return Err(Error::Config(format!(
+                "the PTX path {} is longer than the {} bytes a multi-process run passes to its PEs",
+                path.display(),
+                PTX_PATH_BYTES - 1
+            )));
+        }
+        let mut out = [0u8; PTX_PATH_BYTES];
+        out[..bytes.len()].copy_from_slice(bytes);
+        Ok(out)
+    }
+
+    /// PE 0: hands NVSHMEM's unique ID to the other PEs.
+    pub fn publish_unique_id(&self, id: &[u8; 128]) {
+        for (word, chunk) in self.unique_id.iter().zip(id.chunks_exact(8)) {
+            // Relaxed: published by the release store below.
+            word.store(
+                u64::from_le_bytes(chunk.try_into().expect("8 bytes")),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+        }
+        // Release: a PE that acquires the flag reads the whole ID.
+        self.unique_id_ready
+            .store(1, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The unique ID PE 0 published, once it is there; `None` if `keep_waiting` says to stop
+    /// first (it is called between looks).
+    pub fn wait_unique_id(&self, mut keep_waiting: impl FnMut() -> bool) -> Option<[u8; 128]> {
+        // Acquire: pairs with the release in `publish_unique_id`.
+        while self
+            .unique_id_ready
+            .load(std::sync::atomic::Ordering::Acquire)
+            == 0
+        {
+            if !keep_waiting() {
+                return None;
+            }
+        }
+        let mut id = [0u8; 128];
+        for (chunk, word) in id.chunks_exact_mut(8).zip(&self.unique_id) {
+            chunk.copy_from_slice(
+                &word
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                    .to_le_bytes(),
+            );
+        }
+        Some(id)
+    }
 }
 
 /// What one PE reports to the launcher.
@@ -65,6 +177,10 @@ pub struct PeRecord {
     pub state: PeState<HostWord>,
     /// Nanoseconds from the PE's start (the gate opened) until its last worker left its loop.
     pub elapsed_ns: AtomicU64,
+    /// When the PE started, on the machine's monotonic clock (`CLOCK_MONOTONIC`, which every
+    /// process of the machine shares), in nanoseconds: the run spans from the earliest start to
+    /// the latest end.
+    pub started_ns: AtomicU64,
     /// The worker whose task panicked first on this PE, plus one (0: none; the message field
     /// then holds a failed PE's reason, if any).
     pub panic_worker: AtomicU64,
@@ -133,14 +249,17 @@ fn section<T>(end: &mut u64, count: u64) -> Option<u64> {
 
 impl HeapLayout {
     /// The layout of a run of `config` over `topology` with `initial_len` initial tasks and data
-    /// areas of `area_limits` (lengths, with [`AREA_WRITABLE`] bits). An error when the size does
-    /// not fit 64 bits.
+    /// areas of `area_limits` (lengths, with [`AREA_WRITABLE`] bits), for PEs of `kind` (GPU PEs
+    /// keep their queue slots and overflow stacks in GPU memory: the heap has none). An error
+    /// when the size does not fit 64 bits.
     pub fn new(
+        kind: PeKind,
         config: &SchedConfig,
         topology: &Topology,
         initial_len: u64,
         area_limits: &[u64; DATA_AREAS],
     ) -> Result<HeapLayout> {
+        let on_cpu = u64::from(kind == PeKind::Cpu);
         let queues = u64::from(topology.queues());
         let workers = u64::from(topology.workers());
         let tree = Env::<HostWord, TaskStruct>::tree_words(topology.workers(), topology.devices);
@@ -150,13 +269,13 @@ impl HeapLayout {
             let headers = section::<QueueHeader<HostWord>>(&mut end, queues)?;
             let slots = section::<TaskStruct>(
                 &mut end,
-                queues.checked_mul(u64::from(config.public_capacity))?,
+                on_cpu * queues.checked_mul(u64::from(config.public_capacity))?,
             )?;
             let tree = section::<HostWord>(&mut end, tree as u64)?;
             let device_idle = section::<DeviceIdle>(&mut end, u64::from(topology.devices))?;
             let spill = section::<TaskStruct>(
                 &mut end,
-                workers.checked_mul(u64::from(config.spill_capacity))?,
+                on_cpu * workers.checked_mul(u64::from(config.spill_capacity))?,
             )?;
             let progress = section::<WorkerProgress>(&mut end, workers)?;
             let task_tags = section::<u64>(&mut end, workers)?;
@@ -279,7 +398,7 @@ mod tests {
         let mut limits = [0; DATA_AREAS];
         limits[0] = 1000;
         limits[3] = 24 | AREA_WRITABLE;
-        let l = HeapLayout::new(&config, &topology, 5, &limits).unwrap();
+        let l = HeapLayout::new(PeKind::Cpu, &config, &topology, 5, &limits).unwrap();
         let offsets = [
             l.shared,
             l.headers,
@@ -302,7 +421,14 @@ mod tests {
         assert_eq!(l.areas[1], 0);
         assert!(l.areas[3] + 24 <= l.total);
         // The same values give the same layout (what every PE relies on).
-        assert_eq!(HeapLayout::new(&config, &topology, 5, &limits).unwrap(), l);
+        assert_eq!(
+            HeapLayout::new(PeKind::Cpu, &config, &topology, 5, &limits).unwrap(),
+            l
+        );
+        // GPU PEs keep queue slots and overflow stacks on their GPUs.
+        let g = HeapLayout::new(PeKind::Cuda, &config, &topology, 5, &limits).unwrap();
+        assert_eq!(g.slots, g.tree);
+        assert!(g.total < l.total);
     }
 
     #[test]
@@ -310,7 +436,13 @@ mod tests {
         let mut config = SchedConfig::new(4);
         config.spill_capacity = u32::MAX;
         let limits = [u64::MAX >> 2; DATA_AREAS];
-        let e = HeapLayout::new(&config, &Topology::single(4, 1), u64::MAX / 2, &limits);
+        let e = HeapLayout::new(
+            PeKind::Cpu,
+            &config,
+            &Topology::single(4, 1),
+            u64::MAX / 2,
+            &limits,
+        );
         assert!(e.unwrap_err().to_string().contains("does not fit"));
     }
 }

@@ -19,11 +19,12 @@
 //! [`Error::Process`]: crate::Error::Process
 
 mod device;
-mod heap;
-mod layout;
+pub(crate) mod heap;
+pub(crate) mod layout;
 mod pe;
 
 pub use device::{ProcessDevice, ProcessPlaced};
+pub(crate) use pe::monotonic_ns;
 pub use pe::{Pe, EXIT_PE_FAILED, HEAP_FD_VAR, PE_VAR};
 
 use mgws_tasks::Registry;
@@ -34,14 +35,20 @@ use crate::report::RunReport;
 use crate::scheduler::Scheduler;
 
 /// Runs `job` over `processes` PE processes, copies of this program (the pipeline with a
-/// [`ProcessDevice`]). The program must serve its PE first thing in `main` (see [`Pe`]).
-pub fn run<R: Registry>(sched: &Scheduler, job: Job<'_>, processes: u32) -> Result<RunReport> {
+/// [`ProcessDevice`]), on host threads or, with `gpu`, one GPU per PE. The program must serve
+/// its PE first thing in `main` (see [`Pe`]).
+pub fn run<R: Registry>(
+    sched: &Scheduler,
+    job: Job<'_>,
+    processes: u32,
+    gpu: Option<&crate::cuda::CudaBackend>,
+) -> Result<RunReport> {
     let opened = std::time::Instant::now();
     let program = std::env::current_exe().map_err(|e| {
         Error::Process(format!(
             "cannot find this program's executable to start its PEs: {e}"
         ))
     })?;
-    let mut device = ProcessDevice::<R>::new(sched, processes, program);
+    let mut device = ProcessDevice::<R>::new(sched, processes, program, gpu.cloned());
     crate::pipeline::run(&mut device, sched, job, opened)
 }

@@ -10,7 +10,7 @@ use mgws_core::launch::Go;
 use mgws_tasks::Registry;
 
 use super::heap::SharedHeap;
-use super::layout::{Header, HeapLayout, MAGIC};
+use super::layout::{Header, HeapLayout, PeKind, MAGIC};
 use crate::cpu::device::{request_abort, run_lane, CpuMethod, LaneRun};
 use crate::cpu::panics::FirstPanic;
 use crate::cpu::platform::LaneGroup;
@@ -135,6 +135,18 @@ impl Pe {
     }
 }
 
+/// The monotonic clock every process of the machine shares (`CLOCK_MONOTONIC`), in
+/// nanoseconds: PEs record their start on it.
+pub(crate) fn monotonic_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
 /// Tells the launcher why PE `index` cannot take part, where the heap names the PE.
 fn report_failure(heap: &SharedHeap, index: u32, e: &Error) {
     if let Ok(header) = checked_header(heap) {
@@ -205,7 +217,9 @@ fn serve<R: Registry>(heap: &SharedHeap, pe: u32) -> Result<()> {
             topology.devices
         )));
     }
+    let kind = header.kind()?;
     let layout = HeapLayout::new(
+        kind,
         &header.config,
         &topology,
         header.initial_len,
@@ -217,6 +231,10 @@ fn serve<R: Registry>(heap: &SharedHeap, pe: u32) -> Result<()> {
             heap.len(),
             layout.total
         )));
+    }
+    let patience = Duration::from_millis(header.start_limit_ms) + GATE_MARGIN;
+    if kind == PeKind::Cuda {
+        return crate::cuda::pe::serve::<R>(heap.base(), header, &layout, pe, patience);
     }
     // SAFETY: the heap holds the layout (checked above), made from the header's values, and
     // outlives every use of the env below.
@@ -250,7 +268,6 @@ fn serve<R: Registry>(heap: &SharedHeap, pe: u32) -> Result<()> {
     record.state.attach();
     header.gate.arrive();
     let waiting = Instant::now();
-    let patience = Duration::from_millis(header.start_limit_ms) + GATE_MARGIN;
     let go = header.gate.wait(|| {
         std::thread::sleep(Duration::from_micros(50));
         waiting.elapsed() < patience
@@ -265,6 +282,9 @@ fn serve<R: Registry>(heap: &SharedHeap, pe: u32) -> Result<()> {
         }
     }
 
+    record
+        .started_ns
+        .store(monotonic_ns(), AtomicOrdering::Relaxed);
     let clock = RunClock::start();
     let start = clock.started_at();
     let panicked = FirstPanic::default();

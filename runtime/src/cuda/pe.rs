@@ -1,0 +1,652 @@
+//! A GPU PE of a multi-process run ([`crate::Backend::CudaProcesses`]): one process, one GPU,
+//! one persistent kernel, joined to the other PEs through NVSHMEM.
+//!
+//! The launcher's shared heap is the control plane (settings, the launch gate, progress records
+//! for the watchdog, results); the orchestration memory lives in NVSHMEM's symmetric heap:
+//!
+//! - each PE's part holds its public queues, its idle counter, and (used on PE 0 only) the
+//!   run-wide shared state, the voting tree and the writable data areas;
+//! - every PE maps every other PE's part (`nvshmem_ptr`) and builds the same env a
+//!   single-process multi-GPU run builds from peer pointers: a steal from another PE is the same
+//!   system-scope fetch-add on the victim's queue word, over NVLink (or PCIe peer access);
+//! - progress records, statistics, task tags and overflow stacks are the PE's own, in its GPU's
+//!   memory; its main thread copies the records into the control heap every few milliseconds
+//!   and forwards the launcher's abort request to the shared state.
+//!
+//! Read-only data areas and the initial tasks are copied to every PE's GPU.
+
+use std::mem::{offset_of, size_of};
+use std::sync::atomic::Ordering as AtomicOrdering;
+use std::time::{Duration, Instant};
+
+use mgws_core::launch::Go;
+use mgws_core::{
+    AtomicWord, Env, HostWord, Ordering, QueueHeader, RunFlags, Scope, SharedState, Topology,
+    WorkerProgress, WorkerStats, AREA_WRITABLE, DATA_AREAS, MAX_DEVICES,
+};
+use mgws_tasks::{Registry, TaskStruct};
+
+use super::driver::{self, DeviceBuffer, Event, Stream};
+use super::plan::{self, shared_field, QueueArea, RunArea};
+use super::session::Session;
+use super::{CudaBackend, GpuKernel, Placement};
+use crate::error::{Error, Result};
+use crate::nvshmem::{Nvshmem, UniqueId};
+use crate::processes::layout::{Header, HeapLayout};
+use crate::processes::monotonic_ns;
+
+/// How often the PE copies its progress records into the control heap and looks for an abort.
+const MIRROR_EVERY: Duration = Duration::from_millis(5);
+
+/// The CUDA backend a GPU PE runs with: its one GPU, the symmetric placement, the mgws kernel,
+/// the launcher's PTX and register cap.
+pub(crate) fn pe_backend(header: &Header, pe: u32) -> CudaBackend {
+    CudaBackend {
+        devices: vec![header.gpus[pe as usize]],
+        placement: Placement::Symmetric,
+        ptx: header.ptx_path(),
+        kernel: GpuKernel::Mgws,
+        max_registers: (header.max_registers != 0).then_some(header.max_registers),
+        ..CudaBackend::new()
+    }
+}
+
+/// The byte layout of one PE's part of the symmetric heap (the same on every PE: NVSHMEM's
+/// allocations are collective and equal in size).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SymmetricLayout {
+    /// The public queues of the PE with the most (a PE uses the first of them).
+    pub queues: QueueArea,
+    pub queues_at: usize,
+    /// The shared state and voting tree (PE 0's are the run's).
+    pub run: RunArea,
+    pub run_at: usize,
+    /// The PE's idle counter (hierarchical termination).
+    pub idle_at: usize,
+    /// Writable data areas (PE 0's are the run's): offset per area, 0 where absent.
+    pub areas_at: [usize; DATA_AREAS],
+    pub total: usize,
+}
+
+impl SymmetricLayout {
+    pub fn new(topology: &Topology, public_capacity: u32, area_limits: &[u64; DATA_AREAS]) -> Self {
+        let most = (0..topology.devices as usize)
+            .map(|d| topology.first_queue[d + 1] - topology.first_queue[d])
+            .max()
+            .unwrap_or(0);
+        let queues = QueueArea::new(most, public_capacity);
+        let run = RunArea::new(topology);
+        let align = |x: usize| x.next_multiple_of(256);
+        let queues_at = 0;
+        let run_at = align(queues_at + queues.total);
+        let idle_at = align(run_at + run.total);
+        let mut end = align(idle_at + 8);
+        let mut areas_at = [0; DATA_AREAS];
+        for (at, &limit) in areas_at.iter_mut().zip(area_limits) {
+            if limit & AREA_WRITABLE != 0 && limit & !AREA_WRITABLE != 0 {
+                *at = end;
+                end = align(end + (limit & !AREA_WRITABLE) as usize);
+            }
+        }
+        SymmetricLayout {
+            queues,
+            queues_at,
+            run,
+            run_at,
+            idle_at,
+            areas_at,
+            total: end,
+        }
+    }
+}
+
+/// What a GPU PE allocated on its GPU, besides the symmetric heap.
+struct Local {
+    progress: DeviceBuffer,
+    stats: Option<DeviceBuffer>,
+    task_tags: DeviceBuffer,
+    _spill: DeviceBuffer,
+    _initial: DeviceBuffer,
+    _read_only: Vec<DeviceBuffer>,
+    env: DeviceBuffer,
+}
+
+/// Serves GPU PE `pe` of the run the control heap at `base` describes (its header checked by the
+/// caller), until its kernel and every other PE's are done.
+pub(crate) fn serve<R: Registry>(
+    base: *mut u8,
+    header: &Header,
+    layout: &HeapLayout,
+    pe: u32,
+    patience: Duration,
+) -> Result<()> {
+    let topology = header.topology;
+    let config = header.config;
+    let lanes = header.lanes;
+    let (p, pes) = (pe as usize, topology.devices);
+    let backend = pe_backend(header, pe);
+    let entry = GpuKernel::Mgws.entry::<R>(&config);
+    let s = Session::open::<R>(&backend, lanes, &entry)?;
+    let function = s
+        .functions(&entry, &super::persistent::WORKER_PARAMS)?
+        .remove(0);
+    let gpu = s.gpus[0].clone();
+    let workers = topology.workers_on(p);
+    let smem = plan::scratch_bytes(config.local_capacity, lanes, topology.queues());
+    let per_sm =
+        super::grid::blocks_per_sm_for(&gpu, &function, lanes, smem, config.local_capacity)?;
+    let what = format!("GPU {} ({}) of PE {pe}", gpu.ordinal, gpu.name);
+    plan::fit_workers(
+        Some(workers),
+        per_sm,
+        gpu.sms,
+        config.workers_per_queue,
+        &what,
+    )?;
+
+    // Join the other PEs: PE 0 makes the unique ID and hands it over through the heap.
+    let mut nvshmem = Nvshmem::load()?;
+    gpu.make_current()?;
+    let id = if pe == 0 {
+        let id = nvshmem.unique_id()?;
+        header.publish_unique_id(&id.0);
+        id
+    } else {
+        let waiting = Instant::now();
+        let id = header.wait_unique_id(|| {
+            std::thread::sleep(Duration::from_micros(100));
+            waiting.elapsed() < patience
+        });
+        UniqueId(id.ok_or_else(|| {
+            Error::Process(format!(
+                "PE 0 did not hand out NVSHMEM's unique ID within {patience:?}"
+            ))
+        })?)
+    };
+    nvshmem.init(pe, pes, &id)?;
+    let sym = SymmetricLayout::new(&topology, config.public_capacity, &header.area_limits);
+    let symmetric = Symmetric {
+        nvshmem: &nvshmem,
+        at: nvshmem.malloc(sym.total, "the public queues and termination state")?,
+    };
+    let result = Joined {
+        base,
+        header,
+        layout,
+        pe,
+        s: &s,
+        function,
+        smem,
+        symmetric: &symmetric,
+        sym: &sym,
+        patience,
+    }
+    .serve();
+    if result.is_ok() {
+        // Collective, and only once every PE's kernel is done with this memory.
+        drop(symmetric);
+        drop(nvshmem);
+    } else {
+        // Another PE's kernel may still use the memory, and the collective free and finalize
+        // would wait for PEs that may never come: the process ends without either.
+        std::mem::forget(symmetric);
+        std::mem::forget(nvshmem);
+    }
+    result
+}
+
+/// A symmetric allocation, freed (collectively) when dropped.
+struct Symmetric<'n> {
+    nvshmem: &'n Nvshmem,
+    at: u64,
+}
+
+impl Drop for Symmetric<'_> {
+    fn drop(&mut self) {
+        // SAFETY: allocated by `malloc`; dropped only after the barrier that follows every PE's
+        // kernel (see `serve_joined`).
+        unsafe { self.nvshmem.free(self.at) }
+    }
+}
+
+/// A GPU PE that joined the others, with its symmetric allocation.
+struct Joined<'a> {
+    base: *mut u8,
+    header: &'a Header,
+    layout: &'a HeapLayout,
+    pe: u32,
+    s: &'a Session,
+    function: driver::Function,
+    /// Dynamic shared memory per block (the scratch layout of the whole run's queues).
+    smem: usize,
+    symmetric: &'a Symmetric<'a>,
+    sym: &'a SymmetricLayout,
+    /// How long to wait for the launcher's gate.
+    patience: Duration,
+}
+
+impl Joined<'_> {
+    /// Fills this PE's memory, waits for the gate, runs the kernel while mirroring its records,
+    /// and reports the results once every PE's kernel is done.
+    fn serve(self) -> Result<()> {
+        let Joined {
+            base,
+            header,
+            layout,
+            pe,
+            s,
+            function,
+            smem,
+            symmetric,
+            sym,
+            patience,
+        } = self;
+        let topology = header.topology;
+        let p = pe as usize;
+        let pes = topology.devices as usize;
+        let gpu = &s.gpus[0];
+        let nvshmem = symmetric.nvshmem;
+        // Every PE's part of the heap, as this process reaches it.
+        let mut parts = [0u64; MAX_DEVICES];
+        for (e, part) in parts.iter_mut().enumerate().take(pes) {
+            *part = nvshmem.peer_ptr(symmetric.at, e as u32).ok_or_else(|| {
+                Error::Config(format!(
+                    "PE {e} is not reachable by loads and stores from PE {pe} (NVSHMEM gives no \
+                 mapping: another node, or no peer access between their GPUs); mgws runs PEs of \
+                 one node whose GPUs have peer access"
+                ))
+            })?;
+        }
+        // SAFETY: this PE's own part, `sym.total` bytes on its GPU, allocated until the end.
+        let own = unsafe { DeviceBuffer::borrowed(gpu, symmetric.at, sym.total) };
+        own.zero()?;
+        // SAFETY: the heap holds the layout and the header's data areas (checked by the caller).
+        let heap_env = unsafe { layout.env(base, header) };
+        if pe == 0 {
+            for (i, &at) in sym.areas_at.iter().enumerate() {
+                let (src, len) = layout.area(base, i, &header.area_limits);
+                if at != 0 && len > 0 {
+                    // SAFETY: the area lies in the heap (its layout), which the launcher filled.
+                    own.write(at, unsafe { std::slice::from_raw_parts(src, len) })?;
+                }
+            }
+        }
+
+        let local = allocate_local(header, layout, base, pe, gpu, &parts, sym)?;
+        gpu.synchronize()?;
+        let stream = Stream::new(gpu)?;
+        let (start, end) = (Event::new(gpu)?, Event::new(gpu)?);
+        let record = &header.pes[p];
+
+        // Ready: every PE's memory is zeroed and filled before any kernel starts (the gate).
+        record.state.attach();
+        header.gate.arrive();
+        let waiting = Instant::now();
+        match header.gate.wait(|| {
+            std::thread::sleep(Duration::from_micros(50));
+            waiting.elapsed() < patience
+        }) {
+            Go::Run => {}
+            Go::Cancel => return Ok(()),
+            Go::GaveUp => {
+                return Err(Error::Process(format!(
+                    "the launcher neither opened nor cancelled the run within {patience:?}"
+                )))
+            }
+        }
+        let started_ns = monotonic_ns();
+        let mut env_ptr = local.env.ptr;
+        let mut scratch = smem as u32;
+        let mut device = pe;
+        let mut params = [
+            &mut env_ptr as *mut u64 as *mut std::ffi::c_void,
+            &mut scratch as *mut u32 as *mut std::ffi::c_void,
+            &mut device as *mut u32 as *mut std::ffi::c_void,
+        ];
+        start.record(&stream)?;
+        let workers = topology.workers_on(p);
+        // SAFETY: the parameters match WORKER_PARAMS (checked by `Session::functions`); the env and
+        // everything it points to (this PE's buffers, every PE's symmetric part) stay allocated until
+        // every PE's kernel has exited (the barrier below; a PE that fails leaks its part).
+        let r = unsafe {
+            function.launch(
+                true,
+                workers,
+                header.lanes,
+                smem as u32,
+                &stream,
+                &mut params,
+            )
+        };
+        driver::check(r, || {
+            format!(
+                "launching {workers} blocks of {} threads cooperatively on GPU {} (PE {pe})",
+                header.lanes, gpu.ordinal
+            )
+        })?;
+        end.record(&stream)?;
+        record.started_ns.store(started_ns, AtomicOrdering::Relaxed);
+
+        // Supervise: mirror the records, forward an abort, until the kernel is done.
+        let shared_of_pe0 = parts[0] + (sym.run_at + sym.run.shared) as u64;
+        // SAFETY: PE 0's shared state, mapped into this process, allocated until the barrier.
+        let shared = unsafe {
+            DeviceBuffer::borrowed(gpu, shared_of_pe0, size_of::<SharedState<HostWord>>())
+        };
+        let mirror = Mirror {
+            s,
+            header,
+            heap_env: &heap_env,
+            local: &local,
+            own: &own,
+            shared: &shared,
+            sym,
+            pe,
+        };
+        let mut forwarded = false;
+        loop {
+            match stream.query() {
+                Ok(true) => break,
+                Ok(false) => {}
+                Err(code) => {
+                    return Err(Error::Cuda(format!(
+                        "the kernel on GPU {} ({}) of PE {pe} stopped with {}",
+                        gpu.ordinal,
+                        gpu.name,
+                        driver::describe(code)
+                    )))
+                }
+            }
+            mirror.copy();
+            // SAFETY: the heap's shared state lives as long as the heap.
+            let heap_shared = unsafe { heap_env.shared() };
+            // Relaxed: a request; the abort store below is what the kernels act on.
+            if !forwarded && heap_shared.abort.load(Ordering::Relaxed, Scope::System) != 0 {
+                shared.write_async(shared_field::ABORT, &1u64.to_ne_bytes(), &s.controls[0])?;
+                forwarded = true;
+            }
+            std::thread::sleep(MIRROR_EVERY);
+        }
+        let elapsed_ns = (start.seconds_until(&end)? * 1e9) as u64;
+        mirror.copy();
+        mirror.final_records()?;
+        // Every PE's kernel is done: PE 0's shared state and data areas are final, and no kernel
+        // reads any part of the symmetric heap any more.
+        nvshmem.barrier_all();
+        if pe == 0 {
+            mirror.results()?;
+        }
+        record.elapsed_ns.store(elapsed_ns, AtomicOrdering::Relaxed);
+        // Release: publishes the records, results and times above to the launcher.
+        record.state.finish();
+        Ok(())
+    }
+}
+
+/// Allocates and fills PE `pe`'s own buffers and its env.
+fn allocate_local(
+    header: &Header,
+    layout: &HeapLayout,
+    base: *mut u8,
+    pe: u32,
+    gpu: &driver::Gpu,
+    parts: &[u64; MAX_DEVICES],
+    sym: &SymmetricLayout,
+) -> Result<Local> {
+    let topology = header.topology;
+    let config = header.config;
+    let p = pe as usize;
+    let workers = topology.workers_on(p) as usize;
+    let first = u64::from(topology.first_worker[p]);
+    let zeroed = |bytes: usize, what: &str| -> Result<DeviceBuffer> {
+        let b = DeviceBuffer::alloc(gpu, bytes, what)?;
+        b.zero()?;
+        Ok(b)
+    };
+    let progress = zeroed(
+        workers * size_of::<WorkerProgress>(),
+        "worker progress records",
+    )?;
+    let stats = if config.run_flags().contains(RunFlags::STATS) {
+        Some(zeroed(
+            workers * size_of::<WorkerStats>(),
+            "worker statistics",
+        )?)
+    } else {
+        None
+    };
+    let task_tags = zeroed(workers * 8, "the task-tag words")?;
+    let task = size_of::<TaskStruct>();
+    let spill_per_worker = config.spill_capacity as usize * task;
+    let spill = DeviceBuffer::alloc(
+        gpu,
+        workers * spill_per_worker,
+        &format!(
+            "the overflow stacks (--spill-capacity {} x {workers} workers)",
+            config.spill_capacity
+        ),
+    )?;
+    let initial_len = header.initial_len as usize;
+    let initial = DeviceBuffer::alloc(gpu, initial_len * task, "the initial tasks")?;
+    // SAFETY: the heap holds `initial_len` initial tasks (its layout), plain 64-byte structs.
+    let initial_bytes = unsafe {
+        std::slice::from_raw_parts(layout.initial(base) as *const u8, initial_len * task)
+    };
+    initial.write(0, initial_bytes)?;
+    let mut read_only = Vec::new();
+    let mut areas = [0u64; DATA_AREAS];
+    for (i, area) in areas.iter_mut().enumerate() {
+        let (src, len) = layout.area(base, i, &header.area_limits);
+        if len == 0 {
+            continue;
+        }
+        if sym.areas_at[i] != 0 {
+            // Writable: PE 0's copy in the symmetric heap, shared by all.
+            *area = parts[0] + sym.areas_at[i] as u64;
+        } else {
+            let buf = DeviceBuffer::alloc(gpu, len, &format!("data area {i}"))?;
+            // SAFETY: the area lies in the heap (its layout), which the launcher filled.
+            buf.write(0, unsafe { std::slice::from_raw_parts(src, len) })?;
+            *area = buf.ptr;
+            read_only.push(buf);
+        }
+    }
+    let mut queue_headers = [std::ptr::null(); MAX_DEVICES];
+    let mut queue_slots = [std::ptr::null_mut(); MAX_DEVICES];
+    let mut device_idle = [std::ptr::null(); MAX_DEVICES];
+    for e in 0..topology.devices as usize {
+        let queues = parts[e] + sym.queues_at as u64;
+        queue_headers[e] = (queues + sym.queues.headers as u64) as *const QueueHeader<HostWord>;
+        queue_slots[e] = (queues + sym.queues.slots as u64) as *mut TaskStruct;
+        device_idle[e] = (parts[e] + sym.idle_at as u64) as *const HostWord;
+    }
+    let run = parts[0] + sym.run_at as u64;
+    // Indexed by global worker id: offset by this PE's first worker.
+    let by_worker = |buf: &DeviceBuffer, size: usize| buf.ptr.wrapping_sub(first * size as u64);
+    let env: Env<HostWord, TaskStruct> = Env {
+        config,
+        topology,
+        shared: (run + sym.run.shared as u64) as *const SharedState<HostWord>,
+        queue_headers,
+        queue_slots,
+        tree: (run + sym.run.tree as u64) as *const HostWord,
+        device_idle,
+        bridge: std::ptr::null(),
+        bridge_slots: [std::ptr::null_mut(); 2],
+        bridge_side: 0,
+        bridge_worker: 0,
+        worker_base: 0,
+        spill: by_worker(&spill, spill_per_worker) as *mut TaskStruct,
+        initial: initial.ptr as *const TaskStruct,
+        initial_len: initial_len as u64,
+        progress: by_worker(&progress, size_of::<WorkerProgress>()) as *mut WorkerProgress,
+        stats: stats.as_ref().map_or(std::ptr::null_mut(), |b| {
+            by_worker(b, size_of::<WorkerStats>()) as *mut WorkerStats
+        }),
+        task_tags: by_worker(&task_tags, 8) as *mut u64,
+        areas,
+        area_limits: header.area_limits,
+    };
+    let env_buf = DeviceBuffer::alloc(gpu, size_of::<Env<HostWord, TaskStruct>>(), "env")?;
+    env_buf.write(0, super::memory::env_bytes(&env))?;
+    Ok(Local {
+        progress,
+        stats,
+        task_tags,
+        _spill: spill,
+        _initial: initial,
+        _read_only: read_only,
+        env: env_buf,
+    })
+}
+
+/// Copies what the launcher watches from a PE's GPU into the control heap.
+struct Mirror<'a> {
+    s: &'a Session,
+    header: &'a Header,
+    heap_env: &'a Env<HostWord, TaskStruct>,
+    local: &'a Local,
+    own: &'a DeviceBuffer,
+    shared: &'a DeviceBuffer,
+    sym: &'a SymmetricLayout,
+    pe: u32,
+}
+
+impl Mirror<'_> {
+    fn first_worker(&self) -> usize {
+        self.header.topology.first_worker[self.pe as usize] as usize
+    }
+
+    fn workers(&self) -> usize {
+        self.header.topology.workers_on(self.pe as usize) as usize
+    }
+
+    /// Reads `buf` (while the kernel may run) into `count` records of `T` in the heap at
+    /// `dst`, this PE's workers' slots; a failed read leaves the heap as it was (the watchdog
+    /// then sees no progress from this PE, and the kernel's fault is reported by the stream).
+    fn records<T: bytemuck::Pod>(&self, buf: &DeviceBuffer, dst: *mut T) {
+        let n = self.workers();
+        let mut bytes = vec![0u8; n * size_of::<T>()];
+        if buf.read_async(0, &mut bytes, &self.s.controls[0]).is_err() {
+            return;
+        }
+        let at = dst.wrapping_add(self.first_worker());
+        for (i, chunk) in bytes.chunks_exact(size_of::<T>()).enumerate() {
+            // SAFETY: the heap holds one record per worker of the run; this PE writes only its
+            // own workers' slots, with volatile stores (the launcher reads them volatile).
+            unsafe {
+                at.add(i)
+                    .write_volatile(bytemuck::pod_read_unaligned(chunk))
+            };
+        }
+    }
+
+    /// One word of the PE's symmetric part at `offset`, or `None` when it cannot be read.
+    fn own_word(&self, offset: usize) -> Option<u64> {
+        let mut b = [0u8; 8];
+        self.own
+            .read_async(offset, &mut b, &self.s.controls[0])
+            .ok()?;
+        Some(u64::from_ne_bytes(b))
+    }
+
+    /// Progress records, task tags, the idle counter and queue words (and on PE 0 the shared
+    /// counters the hang report prints).
+    fn copy(&self) {
+        self.records(&self.local.progress, self.heap_env.progress);
+        self.records(&self.local.task_tags, self.heap_env.task_tags);
+        let topology = &self.header.topology;
+        let p = self.pe as usize;
+        // Relaxed stores below: diagnostics the launcher prints; nothing is read through them.
+        if let Some(idle) = self.own_word(self.sym.idle_at) {
+            // SAFETY: the heap holds one counter per PE.
+            unsafe { &*self.heap_env.device_idle[p] }.store(idle, Ordering::Relaxed, Scope::System);
+        }
+        let first = topology.first_queue[p];
+        let count = topology.first_queue[p + 1] - first;
+        let word = offset_of!(QueueHeader<HostWord>, word);
+        for local in 0..count {
+            let at = self.sym.queues_at + self.sym.queues.header_offset(local) + word;
+            if let Some(w) = self.own_word(at) {
+                // SAFETY: `first + local` is a queue of this PE, whose header the heap holds.
+                let header = unsafe { self.heap_env.header(first + local) };
+                header.word.store(w, Ordering::Relaxed, Scope::System);
+            }
+        }
+        if self.pe == 0 {
+            // SAFETY: the heap's shared state lives as long as the heap.
+            let heap = unsafe { self.heap_env.shared() };
+            let mut bytes = [0u8; size_of::<SharedState<HostWord>>()];
+            if self
+                .shared
+                .read_async(0, &mut bytes, &self.s.controls[0])
+                .is_ok()
+            {
+                let word =
+                    |off: usize| u64::from_ne_bytes(bytes[off..off + 8].try_into().expect("8"));
+                heap.idle_workers.store(
+                    word(shared_field::IDLE_WORKERS),
+                    Ordering::Relaxed,
+                    Scope::System,
+                );
+                heap.initial_ranges_done.store(
+                    word(shared_field::INITIAL_RANGES_DONE),
+                    Ordering::Relaxed,
+                    Scope::System,
+                );
+            }
+        }
+    }
+
+    /// After the kernel: the statistics, if collected.
+    fn final_records(&self) -> Result<()> {
+        if let Some(stats) = &self.local.stats {
+            self.records(stats, self.heap_env.stats);
+        }
+        Ok(())
+    }
+
+    /// PE 0, after every kernel: the run's error word and the writable data areas.
+    fn results(&self) -> Result<()> {
+        let mut b = [0u8; 8];
+        self.shared.read(shared_field::ERROR, &mut b)?;
+        // SAFETY: the heap's shared state lives as long as the heap.
+        let heap = unsafe { self.heap_env.shared() };
+        // Relaxed: published by the PE's finished state (a release store).
+        heap.error
+            .store(u64::from_ne_bytes(b), Ordering::Relaxed, Scope::System);
+        for (i, &at) in self.sym.areas_at.iter().enumerate() {
+            if at == 0 {
+                continue;
+            }
+            let dst = self.heap_env.areas[i] as *mut u8;
+            let len = (self.header.area_limits[i] & !AREA_WRITABLE) as usize;
+            let mut bytes = vec![0u8; len];
+            self.own.read(at, &mut bytes)?;
+            // SAFETY: the heap holds the area (its layout); every kernel is done with it.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, len) };
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_symmetric_layout_fits_the_pe_with_most_queues_and_writable_areas_only() {
+        let topology = Topology::split(&[4, 8], 2);
+        let mut limits = [0; DATA_AREAS];
+        limits[0] = 100;
+        limits[2] = 24 | AREA_WRITABLE;
+        let l = SymmetricLayout::new(&topology, 16, &limits);
+        assert_eq!(l.queues.queues, 4);
+        assert!(l.run_at >= l.queues.total);
+        assert!(l.idle_at >= l.run_at + l.run.total);
+        assert_eq!(l.areas_at[0], 0, "read-only areas are copied to every PE");
+        assert!(l.areas_at[2] > l.idle_at);
+        assert!(l.total >= l.areas_at[2] + 24);
+        assert_eq!(SymmetricLayout::new(&topology, 16, &limits), l);
+    }
+}
