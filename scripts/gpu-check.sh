@@ -34,6 +34,11 @@
 #                    CONTAINS on --devices 0,1 in every termination mode, --placement remote,
 #                    same-device bias, compute-sanitizer on a 2-GPU run (needs 2 GPUs joined by
 #                    NVLink; not in the default list)
+#         pes        GPU PE processes over NVSHMEM (`--processes 2`, one PE per GPU, both on GPU 0
+#                    on a one-GPU machine, where they take turns): MEMSET, UTS T1L, T3, FIB
+#                    against one process on the same GPUs, every termination mode, 3 PEs, a
+#                    hang and an unknown tag over PEs, compute-sanitizer on every PE (not in the
+#                    default list)
 #       GPU_CHECK_BUDGET (seconds, default 560) bounds the whole call: cases that would start
 #       after it are listed as skipped, so a 600 s device command always ends with the table.
 #       GPU_CHECK_MEMSET_TASKS overrides the MEMSET size (default 67108864).
@@ -290,6 +295,50 @@ PY
                 case_run "san-$tool-uts-cpu-workers" 180 run uts "${S[@]}" --cpu-workers 2
                 SAN=()
             done
+            ;;
+        pes)
+            # One process per GPU over NVSHMEM against one process driving the same GPUs. With
+            # one GPU both PEs share it (their kernels take turns in time slices): a check of
+            # the protocol, not of speed; the smaller sizes keep the section in budget.
+            local P=("${G[@]}" --processes 2) ONE=("${G[@]}")
+            local pm=16777216 pf=30
+            if [ "$GPUS" -ge 2 ]; then
+                P+=(--devices 0,1); ONE+=(--devices 0,1); pm=134217728; pf=34
+            fi
+            case_run pes-memset-1proc 180 run memset --tasks "$pm" "${ONE[@]}" --termination hierarchical
+            for t in hierarchical counter tree; do
+                case_run "pes-memset-2pe-$t" 180 run memset --tasks "$pm" "${P[@]}" --termination "$t"
+            done
+            case_run pes-T1L-1proc 240 run uts --preset T1L "${ONE[@]}" --termination hierarchical
+            case_run pes-T1L-2pe 240 run uts --preset T1L "${P[@]}"
+            case_run pes-fib-1proc 120 run fib -n "$pf" "${ONE[@]}" --termination hierarchical
+            case_run pes-fib-2pe 120 run fib -n "$pf" "${P[@]}"
+            case_run pes-T3-2pe 120 run uts --preset T3 "${P[@]}"
+            case_run pes-memset-3pe 120 run memset --tasks 1048576 "${G[@]}" --processes 3
+            local flog="$LOGS/pes-fault-hang.log" frc=0 t0=$SECONDS
+            timeout 60 "$BIN" run stall --nanos 3000000000 --watchdog-ms 500 "${P[@]}" > "$flog" 2>&1 || frc=$?
+            sed 's/^/    /' "$flog" | head -8
+            if [ "$frc" = 1 ] && grep -q "watchdog aborted it" "$flog" && grep -q "worker    0" "$flog"; then
+                row pes-fault-hang stall PASS - 1 $((SECONDS - t0)) - "watchdog fired; per-worker state reported"
+            else
+                row pes-fault-hang stall FAIL - - - - "rc=$frc; see pes-fault-hang.log"
+            fi
+            flog="$LOGS/pes-fault-unknown-tag.log"; frc=0
+            timeout 60 "$BIN" run memset --tasks 1000000 --corrupt-tag-of 500000 "${P[@]}" > "$flog" 2>&1 || frc=$?
+            sed 's/^/    /' "$flog" | head -4
+            if [ "$frc" = 1 ] && grep -q "tag 57005" "$flog"; then
+                row pes-fault-unknown-tag memset PASS - 1000000 - - "error names tag 57005"
+            else
+                row pes-fault-unknown-tag memset FAIL - - - - "rc=$frc; see pes-fault-unknown-tag.log"
+            fi
+            if [ -n "$SANITIZER" ]; then
+                for tool in memcheck racecheck; do
+                    SAN=("$SANITIZER" --tool "$tool" --target-processes all --error-exitcode 99)
+                    case_run "pes-san-$tool-memset" 180 run memset --tasks 4096 "${P[@]}" --workers 16 --watchdog-ms 600000
+                    case_run "pes-san-$tool-fib" 180 run fib -n 12 "${P[@]}" --workers 16 --watchdog-ms 600000
+                    SAN=()
+                done
+            fi
             ;;
         multi)
             if [ "$GPUS" -lt 2 ]; then

@@ -4,10 +4,6 @@ use clap::Parser;
 use mgws_cli::output;
 
 fn main() {
-    // A PE process of a multi-process run (`--processes`) serves its PE and nothing else.
-    if let Some(pe) = mgws::processes::Pe::from_env() {
-        std::process::exit(mgws_cli::cli::serve_pe(pe));
-    }
     // Colour only on a terminal, and never when NO_COLOR is set (https://no-color.org).
     let colour = std::io::stderr().is_terminal()
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
@@ -16,6 +12,10 @@ fn main() {
         .with_writer(std::io::stderr)
         .with_ansi(colour)
         .init();
+    // A PE process of a multi-process run (`--processes`) serves its PE and nothing else.
+    if let Some(pe) = mgws::processes::Pe::from_env() {
+        std::process::exit(mgws_cli::cli::serve_pe(pe));
+    }
     // Known before parsing, so that a usage error under --json is JSON too.
     let json = std::env::args_os().any(|a| a == "--json");
     output::set_json(json);

@@ -32,6 +32,21 @@ fn mock_dir() -> &'static Path {
             ok,
             "building the mock libcuda with the C compiler {cc:?} failed"
         );
+        // The stand-in NVSHMEM, where NVSHMEM_HOME finds it (`<home>/lib`).
+        let lib = dir.join("nvshmem/lib");
+        std::fs::create_dir_all(&lib).expect("creating the mock NVSHMEM's directory");
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cuda_mock/mocknvshmem.c");
+        let ok = Command::new(&cc)
+            .args(["-shared", "-fPIC", "-O1", "-o"])
+            .arg(lib.join("libnvshmem_host.so.3"))
+            .arg(&src)
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(
+            ok,
+            "building the mock NVSHMEM with the C compiler {cc:?} failed"
+        );
         // A PTX file with the entries the host checks and the built-in registry's fingerprint
         // (the mock never compiles it), and one with another registry's fingerprint.
         std::fs::write(dir.join("mock.ptx"), mock_ptx(MemsetTasks::FINGERPRINT))
@@ -47,7 +62,8 @@ fn mock_dir() -> &'static Path {
 
 /// The mock's PTX text, declaring `fingerprint` as `worker_kernel!` does, with the MEMSET
 /// worker entries of one and of two GPUs (device and system scope) with unshared and shared queues
-/// (a GPU run's default), and the level entry, but no static entry.
+/// (a GPU run's default), the hierarchical entry of GPU PEs, and the level entry, but no static
+/// entry.
 fn mock_ptx(fingerprint: u64) -> String {
     let worker = |suffix: &str| {
         format!(
@@ -58,13 +74,15 @@ fn mock_ptx(fingerprint: u64) -> String {
     format!(
         ".version 8.0\n.target sm_90\n.address_size 64\n\
          .visible .global .align 8 .u64 mgws_memset_fingerprint = {fingerprint};\n\
-         {}{}{}{}\
+         {}{}{}{}{}\
          .visible .entry mgws_memset_level(\n\t.param .u64 .ptr .align 1 q0,\n\t.param .u32 q1\n)\n\
          {{\n\tret;\n}}\n",
         worker("counter_damping_single_device"),
         worker("counter_damping_single_system"),
         worker("counter_damping_shared_device"),
         worker("counter_damping_shared_system"),
+        // GPU PE processes: hierarchical termination by default, system scope.
+        worker("hierarchical_damping_single_system"),
     )
 }
 
@@ -538,4 +556,129 @@ fn kernels_wait_behind_the_launch_gate_until_every_launch_is_queued() {
         "{t}"
     );
     assert!(!t.contains("mock: launch"), "{t}");
+}
+
+/// `mgws run memset` over `pes` GPU PE processes, with the mock libcuda (`gpus` GPUs) and the
+/// mock NVSHMEM, and `env` besides.
+fn pes(mode: &str, gpus: u32, pes: u32, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let home = mock_dir().join("nvshmem");
+    let home = home.to_str().expect("a UTF-8 path");
+    // The mock's heap and barrier files, apart from the machine's /dev/shm.
+    let shm = mock_dir().join("shm");
+    std::fs::create_dir_all(&shm).expect("creating the mock NVSHMEM's file directory");
+    let shm = shm.to_str().expect("a UTF-8 path");
+    let pes = pes.to_string();
+    let mut all = vec!["--backend", "cuda", "--processes", &pes];
+    all.extend_from_slice(args);
+    let mut with = vec![("NVSHMEM_HOME", home), ("MOCK_NVSHMEM_DIR", shm)];
+    with.extend_from_slice(env);
+    mgws_with_env(mode, gpus, "mock.ptx", &all, &with)
+}
+
+#[test]
+fn gpu_pes_join_through_the_unique_id_and_run_over_the_symmetric_heap() {
+    for (gpus, count) in [(2, 2), (1, 3)] {
+        let o = pes(
+            "memset",
+            gpus,
+            count,
+            &["--workers", "6", "--tasks", "5000", "--json"],
+            &[],
+        );
+        let t = text(&o);
+        // PE 0's mock kernel ran every task through its env, whose area 0 is PE 0's part of the
+        // symmetric heap; PE 0 copied it back through the control heap.
+        assert!(o.status.success(), "{t}");
+        assert!(
+            t.contains(r#""lost":0"#) && t.contains(r#""duplicated":0"#),
+            "{t}"
+        );
+        assert!(t.contains(r#""backend":"cuda-processes""#), "{t}");
+        for pe in 0..count {
+            assert!(
+                t.contains(&format!("mock-nvshmem: PE {pe} of {count} joined")),
+                "{t}"
+            );
+            // Each PE launched its share (6 / count workers) on its GPU (PEs take the visible
+            // GPUs in turn) as device `pe` of the run's topology.
+            assert!(
+                t.contains(&format!("grid={} block=32 smem=", 6 / count))
+                    && t.contains(&format!("device={pe} workers=6")),
+                "{t}"
+            );
+            assert!(
+                t.contains(&format!("mock-nvshmem: PE {pe} finalized")),
+                "{t}"
+            );
+        }
+    }
+}
+
+#[test]
+fn gpu_pe_faults_end_the_run_with_the_cause() {
+    // A trapped kernel on the PEs: the first PE to report it names its GPU and the cause.
+    let o = pes("trap", 2, 2, &["--workers", "2"], &[]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("mgws: error: multi-process run: PE ")
+            && t.contains("failed: CUDA error: the kernel on GPU ")
+            && t.contains("CUDA_ERROR_LAUNCH_FAILED"),
+        "{t}"
+    );
+    // An error a kernel recorded in PE 0's shared state reaches the launcher.
+    let o = pes("error", 2, 2, &["--workers", "2"], &[]);
+    let t = text(&o);
+    assert!(t.contains("tag 57005") && t.contains("worker 3"), "{t}");
+    // A stall: the launcher's watchdog reads the mirrored progress records and aborts; every PE
+    // forwards the abort to PE 0's shared state, where its kernel sees it.
+    let o = pes(
+        "hang",
+        2,
+        2,
+        &["--workers", "4", "--watchdog-ms", "300"],
+        &[],
+    );
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("watchdog aborted it"), "{t}");
+    assert!(t.contains("worker    3: op=start"), "{t}");
+}
+
+#[test]
+fn gpu_pes_without_nvshmem_or_with_a_failed_init_say_why() {
+    // No NVSHMEM anywhere (python3 off the path, so no pip package either): what to install.
+    let o = mgws_with_env(
+        "memset",
+        1,
+        "mock.ptx",
+        &[
+            "--backend",
+            "cuda",
+            "--processes",
+            "2",
+            "--workers",
+            "2",
+            "--json",
+        ],
+        &[("NVSHMEM_HOME", "/nonexistent"), ("PATH", "/nonexistent")],
+    );
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("pip install nvidia-nvshmem-cu13") && t.contains("NVSHMEM_HOME"),
+        "{t}"
+    );
+    assert!(t.contains(r#""kind":"backend_unavailable""#), "{t}");
+    // NVSHMEM refuses to initialise: the PE's reason reaches the launcher's error.
+    let o = pes(
+        "memset",
+        1,
+        2,
+        &["--workers", "2"],
+        &[("MOCK_NVSHMEM_FAIL_INIT", "1")],
+    );
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("NVSHMEM did not initialise PE"), "{t}");
 }

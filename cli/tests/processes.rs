@@ -331,8 +331,19 @@ fn bad_process_settings_are_refused() {
             "cannot be split",
         ),
         (
-            vec!["--processes", "2", "--backend", "cuda"],
+            vec!["--processes", "2", "--backend", "cpu-static"],
             "needs --backend cpu",
+        ),
+        (
+            vec![
+                "--processes",
+                "2",
+                "--backend",
+                "cuda",
+                "--placement",
+                "host",
+            ],
+            "do not apply",
         ),
         (
             vec!["--processes", "2", "--backend", "cpu", "--cpu-domains", "2"],

@@ -8,8 +8,9 @@
 //! PTX has no NVSHMEM device call and no device library or shim is linked. CPU runs and
 //! single-process GPU runs never load it.
 //!
-//! Where it is found, in order: `$NVSHMEM_HOME/lib`, the loader's search path
-//! (`LD_LIBRARY_PATH`), and the `nvidia-nvshmem-cu13` (or `-cu12`) pip package of `python3`.
+//! Where it is found, in order: the file `$MGWS_NVSHMEM_LIBRARY` names (the launcher passes the
+//! one it found to its PEs), `$NVSHMEM_HOME/lib`, the loader's search path (`LD_LIBRARY_PATH`),
+//! and the `nvidia-nvshmem-cu13` pip package of `python3`.
 
 use std::ffi::{c_int, c_void};
 use std::path::{Path, PathBuf};
@@ -18,6 +19,10 @@ use crate::error::{Error, Result};
 
 /// The environment variable naming an NVSHMEM installation (its `lib/` holds the host library).
 pub const HOME_VAR: &str = "NVSHMEM_HOME";
+
+/// The environment variable naming the host library's file itself: the launcher sets it for its
+/// PEs to the library it found, so that they do not search again.
+pub const LIBRARY_VAR: &str = "MGWS_NVSHMEM_LIBRARY";
 
 /// The host library's file name (NVSHMEM 3).
 pub const LIBRARY: &str = "libnvshmem_host.so.3";
@@ -97,10 +102,18 @@ impl std::fmt::Debug for Nvshmem {
     }
 }
 
-/// Where to look for the host library, in order (see the module's documentation); `python`
-/// gives the pip package's directory, if any.
-pub fn candidates(home: Option<&Path>, python: Option<PathBuf>) -> Vec<PathBuf> {
+/// Where to look for the host library, in order (see the module's documentation): `library`
+/// (the file [`LIBRARY_VAR`] names), `home` ([`HOME_VAR`]), the loader's search, and `python`,
+/// the pip package's directory, if any.
+pub fn candidates(
+    library: Option<&Path>,
+    home: Option<&Path>,
+    python: Option<PathBuf>,
+) -> Vec<PathBuf> {
     let mut out = Vec::new();
+    if let Some(library) = library {
+        out.push(library.to_path_buf());
+    }
     if let Some(home) = home {
         out.push(home.join("lib").join(LIBRARY));
     }
@@ -133,10 +146,11 @@ impl Nvshmem {
     /// Loads the host library from the first place [`candidates`] names that has it; a clear
     /// [`Error::BackendUnavailable`] saying what to install when none has.
     pub fn load() -> Result<Nvshmem> {
+        let library = std::env::var_os(LIBRARY_VAR).map(PathBuf::from);
         let home = std::env::var_os(HOME_VAR).map(PathBuf::from);
         let mut tried = Vec::new();
         // The pip package is looked up only when the cheaper places fail.
-        for path in candidates(home.as_deref(), None)
+        for path in candidates(library.as_deref(), home.as_deref(), None)
             .into_iter()
             .chain(pip_package().map(|d| d.join("lib").join(LIBRARY)))
         {
@@ -318,20 +332,22 @@ mod tests {
     }
 
     #[test]
-    fn the_search_goes_home_then_the_loader_then_pip() {
+    fn the_search_goes_to_the_named_file_home_the_loader_then_pip() {
         let c = candidates(
+            Some(Path::new("/x/libnvshmem_host.so.3")),
             Some(Path::new("/opt/nv")),
             Some(PathBuf::from("/py/nvshmem")),
         );
         assert_eq!(
             c,
             [
+                PathBuf::from("/x/libnvshmem_host.so.3"),
                 PathBuf::from("/opt/nv/lib/libnvshmem_host.so.3"),
                 PathBuf::from("libnvshmem_host.so.3"),
                 PathBuf::from("/py/nvshmem/lib/libnvshmem_host.so.3"),
             ]
         );
-        assert_eq!(candidates(None, None), [PathBuf::from(LIBRARY)]);
+        assert_eq!(candidates(None, None, None), [PathBuf::from(LIBRARY)]);
     }
 
     #[test]

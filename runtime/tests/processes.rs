@@ -204,7 +204,8 @@ fn a_pe_serving_another_registry_is_refused_with_its_reason() {
     let message = e.to_string();
     assert!(matches!(e, Error::Process(_)), "{message}");
     assert!(
-        message.contains("could not join the run")
+        message.contains("PE 0 (pid")
+            && message.contains("failed: ")
             && message.contains("MyTasks")
             && message.contains("OtherTasks"),
         "{message}"

@@ -100,7 +100,8 @@ pub struct PeState<W>(pub W);
 pub const PE_ATTACHED: u64 = 1;
 /// `PeState`: every worker of the PE has left its loop; its results are final.
 pub const PE_DONE: u64 = 2;
-/// `PeState`: the PE could not join the run; its record says why.
+/// `PeState`: the PE could not join the run, or its part of the run failed (a GPU PE's kernel
+/// fault); its record says why.
 pub const PE_FAILED: u64 = 3;
 
 impl<W: AtomicWord> PeState<W> {
@@ -118,7 +119,8 @@ impl<W: AtomicWord> PeState<W> {
         self.0.store(PE_DONE, Ordering::Release, SCOPE);
     }
 
-    /// PE side: the PE cannot take part. Release: publishes the reason written before it.
+    /// PE side: the PE cannot take part, or its part failed. Release: publishes the reason
+    /// written before it.
     #[inline]
     pub fn fail(&self) {
         self.0.store(PE_FAILED, Ordering::Release, SCOPE);

@@ -120,6 +120,7 @@ pub(crate) fn serve<R: Registry>(
     pe: u32,
     patience: Duration,
 ) -> Result<()> {
+    let began = Instant::now();
     let topology = header.topology;
     let config = header.config;
     let lanes = header.lanes;
@@ -144,6 +145,11 @@ pub(crate) fn serve<R: Registry>(
         &what,
     )?;
 
+    tracing::debug!(
+        pe,
+        seconds = began.elapsed().as_secs_f64(),
+        "GPU open, kernel loaded"
+    );
     // Join the other PEs: PE 0 makes the unique ID and hands it over through the heap.
     let mut nvshmem = Nvshmem::load()?;
     gpu.make_current()?;
@@ -164,6 +170,11 @@ pub(crate) fn serve<R: Registry>(
         })?)
     };
     nvshmem.init(pe, pes, &id)?;
+    tracing::debug!(
+        pe,
+        seconds = began.elapsed().as_secs_f64(),
+        "NVSHMEM initialised"
+    );
     let sym = SymmetricLayout::new(&topology, config.public_capacity, &header.area_limits);
     let symmetric = Symmetric {
         nvshmem: &nvshmem,
@@ -278,6 +289,7 @@ impl Joined<'_> {
         let (start, end) = (Event::new(gpu)?, Event::new(gpu)?);
         let record = &header.pes[p];
 
+        tracing::debug!(pe, "memory allocated and filled; ready");
         // Ready: every PE's memory is zeroed and filled before any kernel starts (the gate).
         record.state.attach();
         header.gate.arrive();

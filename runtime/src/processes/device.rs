@@ -41,6 +41,8 @@ pub struct ProcessDevice<'a, R> {
     gpu: Option<CudaBackend>,
     /// GPU PEs: the GPU ordinal of each PE (set by `size_grid`).
     pe_gpus: [u32; MAX_DEVICES],
+    /// GPU PEs: NVSHMEM's host library, as the launcher found it (passed on to the PEs).
+    nvshmem_library: Option<PathBuf>,
     launch_s: f64,
     _registry: std::marker::PhantomData<R>,
 }
@@ -68,6 +70,7 @@ impl<'a, R: Registry> ProcessDevice<'a, R> {
             program,
             gpu,
             pe_gpus: [0; MAX_DEVICES],
+            nvshmem_library: None,
             launch_s: 0.0,
             _registry: std::marker::PhantomData,
         }
@@ -118,6 +121,7 @@ impl<'a, R: Registry> ProcessDevice<'a, R> {
         first.probe::<R>()?;
         let nvshmem = crate::nvshmem::Nvshmem::load()?;
         tracing::debug!(library = %nvshmem.path().display(), "NVSHMEM found");
+        self.nvshmem_library = Some(nvshmem.path().to_path_buf());
         Ok(())
     }
 }
@@ -286,10 +290,16 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
         supervise: impl FnOnce(&dyn Running) -> T,
     ) -> Result<T> {
         let launched = Instant::now();
-        let env = match self.kind() {
-            PeKind::Cpu => Vec::new(),
-            PeKind::Cuda => nvshmem_env(&grid.config, &grid.topology, &placed.header().area_limits),
-        };
+        let mut env = Vec::new();
+        if self.kind() == PeKind::Cuda {
+            env = nvshmem_env(&grid.config, &grid.topology, &placed.header().area_limits);
+            if let Some(library) = &self.nvshmem_library {
+                env.push((
+                    crate::nvshmem::LIBRARY_VAR.into(),
+                    library.display().to_string(),
+                ));
+            }
+        }
         let mut children = Children::spawn(&self.program, placed, grid.topology.devices, &env)?;
         let header = placed.header();
         let limit = self.start_limit();
@@ -530,7 +540,7 @@ impl Children {
             let pid = p.child.id();
             return Ok(Some(Error::Process(if state == PE_FAILED {
                 format!(
-                    "PE {pe} (pid {pid}) could not join the run: {}",
+                    "PE {pe} (pid {pid}) failed: {}",
                     header.pes[pe].panic_message()
                 )
             } else if state == 0 && status.code() == Some(super::pe::EXIT_PE_FAILED) {
