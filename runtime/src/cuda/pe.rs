@@ -574,15 +574,23 @@ impl Mirror<'_> {
             // SAFETY: the heap holds one counter per PE.
             unsafe { &*self.heap_env.device_idle[p] }.store(idle, Ordering::Relaxed, Scope::System);
         }
+        // Every header of the PE's queues in one copy, then their words.
         let first = topology.first_queue[p];
         let count = topology.first_queue[p + 1] - first;
+        let size = size_of::<QueueHeader<HostWord>>();
         let word = offset_of!(QueueHeader<HostWord>, word);
-        for local in 0..count {
-            let at = self.sym.queues_at + self.sym.queues.header_offset(local) + word;
-            if let Some(w) = self.own_word(at) {
+        let mut headers = vec![0u8; count as usize * size];
+        let at = self.sym.queues_at + self.sym.queues.header_offset(0);
+        if self
+            .own
+            .read_async(at, &mut headers, &self.s.controls[0])
+            .is_ok()
+        {
+            for (local, header) in headers.chunks_exact(size).enumerate() {
+                let w = u64::from_ne_bytes(header[word..word + 8].try_into().expect("8 bytes"));
                 // SAFETY: `first + local` is a queue of this PE, whose header the heap holds.
-                let header = unsafe { self.heap_env.header(first + local) };
-                header.word.store(w, Ordering::Relaxed, Scope::System);
+                let heap_header = unsafe { self.heap_env.header(first + local as u32) };
+                heap_header.word.store(w, Ordering::Relaxed, Scope::System);
             }
         }
         if self.pe == 0 {
@@ -606,6 +614,10 @@ impl Mirror<'_> {
                     Ordering::Relaxed,
                     Scope::System,
                 );
+                // A worker's abort (a task error) shows in the launcher's `aborted` too.
+                if word(shared_field::ABORT) != 0 {
+                    heap.abort.store(1, Ordering::Relaxed, Scope::System);
+                }
             }
         }
     }
