@@ -427,11 +427,13 @@ case_run() {
     rows=$(awk -v name="$name" -v rc="$rc" -v wall="$wall" '
         / backend: [0-9]+ workers x [0-9]+ lanes, / {
             backend = $3; workers = $5; lanes = $8; tasks = $10; secs = $13; rate = $16
+            setup = ""
+            if (match($0, /set-up before it [0-9.]+ s/)) setup = "set-up " substr($0, RSTART + 17, RLENGTH - 19) " s"
             have = 1; next
         }
         /^verified: / && have {
             v = ($2 == "yes") ? "PASS" : "FAIL"
-            printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, backend, v, workers "x" lanes, tasks, secs, rate
+            printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, backend, v, workers "x" lanes, tasks, secs, rate, setup
             have = 0
         }' "$log")
     local note=""
@@ -442,7 +444,9 @@ case_run() {
         local errs
         errs=$(grep -E "^mgws: (error|baseline)" "$log" | head -3 | tr '\n' ' ' | cut -c1-160)
         while IFS= read -r row; do
-            printf '%s\t%s\n' "$row" "$note" >> "$TABLE.rows"
+            # The set-up (last field) goes into the notes unless a sanitizer's summary does.
+            local setup=${row##*$'\t'}
+            printf '%s\t%s\n' "${row%$'\t'*}" "${note:-$setup}" >> "$TABLE.rows"
         done <<< "$rows"
         [ -n "$errs" ] && row "$name" - NOTE - - - - "$errs"
         if [ ${#SAN[@]} -gt 0 ] && { [ "$rc" = 99 ] || ! grep -qE "ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards displayed \(0 errors" "$log"; }; then
