@@ -429,7 +429,9 @@ impl SchedArgs {
                         .into(),
                 ));
             }
-            if self.placement != PlacementArg::Global || self.tasks_in != TasksInArg::Device {
+            if self.backend == BackendArg::Cuda
+                && (self.placement != PlacementArg::Global || self.tasks_in != TasksInArg::Device)
+            {
                 return Err(Error::Config(
                     "--processes keeps each PE's queues in NVSHMEM's symmetric heap and its \
                      tasks on its GPU: --placement and --tasks-in do not apply"

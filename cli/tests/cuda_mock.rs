@@ -626,7 +626,8 @@ fn gpu_pe_faults_end_the_run_with_the_cause() {
             && t.contains("CUDA_ERROR_LAUNCH_FAILED"),
         "{t}"
     );
-    // An error a kernel recorded in PE 0's shared state reaches the launcher.
+    // An error PE 1's kernel recorded in PE 0's shared state (through its mapping) reaches the
+    // launcher.
     let o = pes("error", 2, 2, &["--workers", "2"], &[]);
     let t = text(&o);
     assert!(t.contains("tag 57005") && t.contains("worker 3"), "{t}");
@@ -643,6 +644,23 @@ fn gpu_pe_faults_end_the_run_with_the_cause() {
     assert_eq!(o.status.code(), Some(1), "{t}");
     assert!(t.contains("watchdog aborted it"), "{t}");
     assert!(t.contains("worker    3: op=start"), "{t}");
+    // PE d's kernel added 1 to every PE's idle counter and d + 1 steals to every PE's first
+    // queue word, through its env's pointers into the symmetric heap; each PE mirrored its own.
+    // So each first queue shows 1 + 2 steals only if every PE reached every PE's block.
+    assert!(t.contains("idle counter 4,"), "{t}");
+    let queue_of = |w: u32| {
+        t.lines()
+            .find(|l| l.contains(&format!("worker {w:>4}:")))
+            .and_then(|l| l.split("queue[").nth(1))
+            .unwrap_or_default()
+            .to_string()
+    };
+    for (w, steals) in [(0, 3), (1, 0), (2, 3), (3, 0)] {
+        assert!(
+            queue_of(w).starts_with(&format!("steals={steals} ")),
+            "worker {w}: {t}"
+        );
+    }
 }
 
 #[test]
@@ -670,15 +688,25 @@ fn gpu_pes_without_nvshmem_or_with_a_failed_init_say_why() {
         "{t}"
     );
     assert!(t.contains(r#""kind":"backend_unavailable""#), "{t}");
-    // NVSHMEM refuses to initialise: the PE's reason reaches the launcher's error.
-    let o = pes(
-        "memset",
-        1,
-        2,
-        &["--workers", "2"],
-        &[("MOCK_NVSHMEM_FAIL_INIT", "1")],
-    );
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains("NVSHMEM did not initialise PE"), "{t}");
+    // NVSHMEM refuses to initialise one PE, or to allocate its block, while the other waits:
+    // that PE's reason reaches the launcher's error at once, and the waiting PE is ended.
+    for (var, needle) in [
+        ("MOCK_NVSHMEM_FAIL_INIT", "PE 1 (pid "),
+        ("MOCK_NVSHMEM_FAIL_MALLOC", "PE 1 (pid "),
+    ] {
+        let start = Instant::now();
+        let o = pes("memset", 2, 2, &["--workers", "2"], &[(var, "1")]);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{var}: {t}");
+        assert!(t.contains(needle) && t.contains(") failed: "), "{var}: {t}");
+        assert!(
+            t.contains(if var.ends_with("INIT") {
+                "NVSHMEM did not initialise PE 1 of 2"
+            } else {
+                "NVSHMEM's symmetric heap"
+            }),
+            "{var}: {t}"
+        );
+        assert!(start.elapsed() < Duration::from_secs(10), "{var}: {t}");
+    }
 }

@@ -33,7 +33,7 @@ pub enum Backend {
     /// NVIDIA GPUs: one persistent kernel per GPU (or a GPU baseline kernel).
     Cuda(crate::cuda::CudaBackend),
     /// NVIDIA GPUs in `processes` processes on this machine, one PE and one GPU each, joined by
-    /// NVSHMEM (see [`crate::processes`] and [`crate::nvshmem`]): copies of the running program,
+    /// NVSHMEM (see [`crate::processes`]): copies of the running program,
     /// which must serve their PE first thing in `main` ([`crate::processes::Pe`]). PE `p` runs
     /// on `cuda.devices[p % len]`, or GPU `p % visible` when `cuda.devices` is empty; the mgws
     /// kernel only, with its queues in the symmetric heap.

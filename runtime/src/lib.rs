@@ -71,7 +71,7 @@ pub mod levels;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod memory;
 #[cfg(not(target_arch = "nvptx64"))]
-pub mod nvshmem;
+pub(crate) mod nvshmem;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod pipeline;
 #[cfg(not(target_arch = "nvptx64"))]

@@ -92,8 +92,9 @@ pub struct Nvshmem {
     barrier_all: BarrierAll,
     finalize: Finalize,
     initialised: bool,
-    /// Keeps the entry points above valid; never unloaded before them.
-    _library: libloading::Library,
+    /// Keeps the entry points above valid. Unloaded on drop only if NVSHMEM was never
+    /// initialised: an initialised library has threads and state of its own.
+    library: std::mem::ManuallyDrop<libloading::Library>,
 }
 
 impl std::fmt::Debug for Nvshmem {
@@ -152,7 +153,11 @@ impl Nvshmem {
         // The pip package is looked up only when the cheaper places fail.
         for path in candidates(library.as_deref(), home.as_deref(), None)
             .into_iter()
-            .chain(pip_package().map(|d| d.join("lib").join(LIBRARY)))
+            .chain(
+                std::iter::once_with(pip_package)
+                    .flatten()
+                    .map(|d| d.join("lib").join(LIBRARY)),
+            )
         {
             match Self::load_from(&path) {
                 Ok(n) => return Ok(n),
@@ -194,7 +199,7 @@ impl Nvshmem {
                 barrier_all: entry!("nvshmem_barrier_all"),
                 finalize: entry!("nvshmemx_hostlib_finalize"),
                 initialised: false,
-                _library: library,
+                library: std::mem::ManuallyDrop::new(library),
             })
         }
     }
@@ -221,6 +226,7 @@ impl Nvshmem {
     /// Joins the `pes` PEs that initialise with `id`, as PE `pe` (collective: returns once every
     /// PE has called it). The calling thread's current CUDA context is the GPU this PE uses.
     pub fn init(&mut self, pe: u32, pes: u32, id: &UniqueId) -> Result<()> {
+        assert!(!self.initialised, "NVSHMEM is initialised once");
         let mut attr = InitAttr {
             version: version_of::<InitAttr>(),
             mpi_comm: std::ptr::null_mut(),
@@ -235,8 +241,9 @@ impl Nvshmem {
                 content: [0; 96],
             },
         };
-        // SAFETY: `attr` is a versioned nvshmemx_init_attr_t and `id` a unique ID; NVSHMEM
-        // copies what it needs during the init call below, before both go out of scope.
+        // SAFETY: `attr` is a versioned nvshmemx_init_attr_t and `id` a unique ID; `attr` keeps
+        // a pointer to `id`, and both outlive the init call below, which is the last to use
+        // them.
         let rc = unsafe { (self.set_unique_id_args)(pe as c_int, pes as c_int, id, &mut attr) };
         if rc != 0 {
             return Err(Error::Process(format!(
@@ -294,6 +301,7 @@ impl Nvshmem {
     /// The address at which this process reaches PE `pe`'s copy of the symmetric allocation
     /// `addr`, or `None` where that PE is not reachable by loads and stores (another node).
     pub fn peer_ptr(&self, addr: u64, pe: u32) -> Option<u64> {
+        assert!(self.initialised, "NVSHMEM is initialised before it maps");
         // SAFETY: NVSHMEM is initialised and `addr` is a symmetric address; the call only looks
         // the mapping up.
         let p = unsafe { (self.ptr)(addr as *const c_void, pe as c_int) };
@@ -302,17 +310,30 @@ impl Nvshmem {
 
     /// Waits until every PE got here.
     pub fn barrier_all(&self) {
+        assert!(self.initialised, "NVSHMEM is initialised before a barrier");
         // SAFETY: NVSHMEM is initialised (a collective every PE calls).
         unsafe { (self.barrier_all)() }
+    }
+
+    /// Leaves NVSHMEM (collective: every PE calls it, after freeing its symmetric
+    /// allocations). A PE that fails does not call it, since the others may never come; it
+    /// drops its `Nvshmem` instead, which leaves the library loaded and exits with the process.
+    pub fn finalize(self) {
+        if self.initialised {
+            // SAFETY: initialised once and finalised once (this consumes self); the caller freed
+            // its allocations after every PE's last use.
+            unsafe { (self.finalize)() };
+        }
+        // `initialised` stays set: the library stays loaded (drop).
     }
 }
 
 impl Drop for Nvshmem {
     fn drop(&mut self) {
-        if self.initialised {
-            // SAFETY: initialised once, finalised once; every symmetric allocation is freed or
-            // no longer used.
-            unsafe { (self.finalize)() }
+        if !self.initialised {
+            // SAFETY: never initialised: nothing of NVSHMEM runs, and the entry points die with
+            // `self`.
+            unsafe { std::mem::ManuallyDrop::drop(&mut self.library) }
         }
     }
 }

@@ -6,9 +6,14 @@
  *   exit      (default) the kernel marks every worker exited and returns
  *   memset    as exit, and first runs MEMSET tasks itself: slot x of area 0 += x + 1
  *   trap      the kernel faults: the stream reports CUDA_ERROR_LAUNCH_FAILED
- *   hang      the kernel makes no progress until the abort flag is set, then exits
+ *   hang      the kernel of device d adds 1 to every device's idle counter and d + 1 steals
+ *             (STEAL_INCREMENT) to the word of every device's first queue (through the env's
+ *             pointers: a multi-process run shows whether each PE reaches each PE's memory),
+ *             then makes no progress until the abort flag is set, and exits
  *   stuck     the kernel never exits, whatever the host writes
- *   error     the kernel records an unknown-tag RunError in SharedState.error and exits
+ *   error     the last device's kernel records an unknown-tag RunError in SharedState.error
+ *             (through its env's pointer, PE 0's memory in a multi-process run); every kernel
+ *             exits
  *
  * MOCK_CUDA_GPUS sets the number of GPUs (default 1); MOCK_CUDA_HOST_ATOMICS the value of
  * HOST_NATIVE_ATOMIC_SUPPORTED (default 0), MOCK_CUDA_P2P_ATOMICS the P2P native-atomic attribute
@@ -44,6 +49,8 @@ enum {
 /* mgws_core::Env offsets (runtime/src/cuda/memory.rs's layout test asserts them). */
 #define ENV_WORKERS 0
 #define ENV_SHARED 136
+#define ENV_QUEUE_HEADERS 144
+#define ENV_DEVICE_IDLE 280
 #define ENV_PROGRESS 408
 #define ENV_STATS 416
 #define ENV_AREAS 424
@@ -223,6 +230,7 @@ CUresult cuEventElapsedTime(float *ms, void *a, void *b) {
     *ms = (float)((y->tv_sec - x->tv_sec) * 1e3 + (y->tv_nsec - x->tv_nsec) / 1e6);
     return OK;
 }
+CUresult cuEventQuery(void *e) { (void)e; return OK; }
 CUresult cuEventDestroy_v2(void *e) { free(e); return OK; }
 
 struct launch {
@@ -253,13 +261,22 @@ static void *kernel(void *arg) {
         l->st->busy = 0;
         return NULL;
     }
+    /* The run's devices: those whose idle counter the env points to. */
+    unsigned devices = 0;
+    while (devices < 8 && rd(l->env + ENV_DEVICE_IDLE + 8 * devices)) devices++;
     if (!strcmp(m, "hang")) {
+        for (unsigned e = 0; e < devices; e++) {
+            uint64_t *idle = (uint64_t *)rd(l->env + ENV_DEVICE_IDLE + 8 * e);
+            uint64_t *word = (uint64_t *)rd(l->env + ENV_QUEUE_HEADERS + 8 * e);
+            __atomic_fetch_add(idle, 1, __ATOMIC_SEQ_CST);
+            __atomic_fetch_add(word, (l->device + 1ull) << 40, __ATOMIC_SEQ_CST);
+        }
         while (!*abort_flag) usleep(1000);
     }
     if (!strcmp(m, "stuck")) {
         for (;;) pause();
     }
-    if (!strcmp(m, "error")) {
+    if (!strcmp(m, "error") && l->device + 1 == (devices ? devices : 1)) {
         uint64_t e = (1ull << 60) | (3ull << 42) | 0xdead; /* RunError::pack(UnknownTag { worker: 3, tag }) */
         __atomic_store_n((uint64_t *)(shared + SHARED_ERROR), e, __ATOMIC_SEQ_CST);
         *abort_flag = 1;

@@ -5,8 +5,9 @@
  * token that names the files. The struct versions mgws passes are checked against NVSHMEM 3's
  * (a wrong layout fails the init with status 7).
  *
- * The files live in $MOCK_NVSHMEM_DIR (default /dev/shm). MOCK_NVSHMEM_FAIL_INIT=1 makes the init
- * fail. Calls are printed to stderr as "mock-nvshmem: ...".
+ * The files live in $MOCK_NVSHMEM_DIR (default /dev/shm). MOCK_NVSHMEM_FAIL_INIT=k makes the init
+ * of PE k fail, MOCK_NVSHMEM_FAIL_MALLOC=k the allocation of PE k; the other PEs go on, as far
+ * as they can. Calls are printed to stderr as "mock-nvshmem: ...".
  */
 #include <fcntl.h>
 #include <stdint.h>
@@ -63,7 +64,7 @@ int nvshmemx_set_attr_uniqueid_args(int rank, int nranks, const uniqueid_t *id, 
 int nvshmemx_hostlib_init_attr(unsigned flags, init_attr_t *attr) {
     (void)attr;
     const char *fail = getenv("MOCK_NVSHMEM_FAIL_INIT");
-    if (flags != (1u << 3) || me < 0 || (fail && *fail == '1')) return 7;
+    if (flags != (1u << 3) || me < 0 || (fail && atoi(fail) == me)) return 7;
     fprintf(stderr, "mock-nvshmem: PE %d of %d joined\n", me, npes);
     return 0;
 }
@@ -72,7 +73,8 @@ int nvshmem_my_pe(void) { return me; }
 int nvshmem_n_pes(void) { return npes; }
 
 void *nvshmem_malloc(size_t size) {
-    if (allocs >= 16) return NULL;
+    const char *fail = getenv("MOCK_NVSHMEM_FAIL_MALLOC");
+    if (allocs >= 16 || (fail && atoi(fail) == me)) return NULL;
     char name[512];
     name_of(name, sizeof name, me, allocs);
     int fd = open(name, O_RDWR | O_CREAT | O_EXCL, 0600);

@@ -89,6 +89,13 @@ impl<W: AtomicWord> LaunchGate<W> {
     pub fn cancel(&self) {
         self.go.store(GATE_CANCEL, Ordering::Relaxed, SCOPE);
     }
+
+    /// PE side: whether the launcher cancelled the run (a PE waiting for something else before
+    /// the gate stops waiting). Relaxed: a hint; [`Self::wait`] acquires the decision.
+    #[inline]
+    pub fn cancelled(&self) -> bool {
+        self.go.load(Ordering::Relaxed, SCOPE) == GATE_CANCEL
+    }
 }
 
 /// One PE's state as the launcher sees it: 0, then [`PE_ATTACHED`], then [`PE_DONE`] or

@@ -380,6 +380,8 @@ mod tests {
         // The offsets the stand-in libcuda of the CLI's tests reads (cli/tests/cuda_mock).
         type E = Env<HostWord, TaskStruct>;
         assert_eq!(std::mem::offset_of!(E, shared), 136);
+        assert_eq!(std::mem::offset_of!(E, queue_headers), 144);
+        assert_eq!(std::mem::offset_of!(E, device_idle), 280);
         assert_eq!(std::mem::offset_of!(E, initial), 392);
         assert_eq!(std::mem::offset_of!(E, initial_len), 400);
         assert_eq!(std::mem::offset_of!(E, progress), 408);

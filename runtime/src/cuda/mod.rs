@@ -417,7 +417,8 @@ impl CudaBackend {
     ) -> Result<RunReport> {
         if self.placement == Placement::Symmetric {
             return Err(Error::Config(
-                "placement symmetric (NVSHMEM's symmetric heap) is the placement of runs over GPU                  PE processes (Backend::CudaProcesses, --processes)"
+                "placement symmetric (NVSHMEM's symmetric heap) is the placement of runs over GPU \
+                 PE processes (Backend::CudaProcesses, --processes)"
                     .into(),
             ));
         }

@@ -19,7 +19,6 @@ use std::mem::{offset_of, size_of};
 use std::sync::atomic::Ordering as AtomicOrdering;
 use std::time::{Duration, Instant};
 
-use mgws_core::launch::Go;
 use mgws_core::{
     AtomicWord, Env, HostWord, Ordering, QueueHeader, RunFlags, Scope, SharedState, Topology,
     WorkerProgress, WorkerStats, AREA_WRITABLE, DATA_AREAS, MAX_DEVICES,
@@ -161,13 +160,17 @@ pub(crate) fn serve<R: Registry>(
         let waiting = Instant::now();
         let id = header.wait_unique_id(|| {
             std::thread::sleep(Duration::from_micros(100));
-            waiting.elapsed() < patience
+            waiting.elapsed() < patience && !header.gate.cancelled()
         });
-        UniqueId(id.ok_or_else(|| {
-            Error::Process(format!(
-                "PE 0 did not hand out NVSHMEM's unique ID within {patience:?}"
-            ))
-        })?)
+        match id {
+            Some(id) => UniqueId(id),
+            None if header.gate.cancelled() => return Ok(()),
+            None => {
+                return Err(Error::Process(format!(
+                    "PE 0 did not hand out NVSHMEM's unique ID within {patience:?}"
+                )))
+            }
+        }
     };
     nvshmem.init(pe, pes, &id)?;
     tracing::debug!(
@@ -176,48 +179,48 @@ pub(crate) fn serve<R: Registry>(
         "NVSHMEM initialised"
     );
     let sym = SymmetricLayout::new(&topology, config.public_capacity, &header.area_limits);
-    let symmetric = Symmetric {
-        nvshmem: &nvshmem,
-        at: nvshmem.malloc(sym.total, "the public queues and termination state")?,
-    };
-    let result = Joined {
-        base,
-        header,
-        layout,
-        pe,
-        s: &s,
-        function,
-        smem,
-        symmetric: &symmetric,
-        sym: &sym,
-        patience,
+    let served = nvshmem
+        .malloc(sym.total, "the public queues and termination state")
+        .and_then(|at| {
+            Joined {
+                base,
+                header,
+                layout,
+                pe,
+                s: &s,
+                function,
+                smem,
+                nvshmem: &nvshmem,
+                symmetric: at,
+                sym: &sym,
+                patience,
+            }
+            .serve()
+            .map(|served| (at, served))
+        });
+    match served {
+        Ok((at, Served::Finished)) => {
+            // Collective, and only once every PE's kernel is done with the memory (the
+            // barrier in `serve`).
+            // SAFETY: allocated above; no kernel of any PE uses it after that barrier.
+            unsafe { nvshmem.free(at) };
+            nvshmem.finalize();
+            Ok(())
+        }
+        // The collective free and finalize would wait for PEs that may never come (a PE that
+        // failed, a launcher that gave up): the process ends without them, and its memory
+        // with it. Dropping `nvshmem` leaves the library loaded.
+        Ok((_, Served::Cancelled)) => Ok(()),
+        Err(e) => Err(e),
     }
-    .serve();
-    if result.is_ok() {
-        // Collective, and only once every PE's kernel is done with this memory.
-        drop(symmetric);
-        drop(nvshmem);
-    } else {
-        // Another PE's kernel may still use the memory, and the collective free and finalize
-        // would wait for PEs that may never come: the process ends without either.
-        std::mem::forget(symmetric);
-        std::mem::forget(nvshmem);
-    }
-    result
 }
 
-/// A symmetric allocation, freed (collectively) when dropped.
-struct Symmetric<'n> {
-    nvshmem: &'n Nvshmem,
-    at: u64,
-}
-
-impl Drop for Symmetric<'_> {
-    fn drop(&mut self) {
-        // SAFETY: allocated by `malloc`; dropped only after the barrier that follows every PE's
-        // kernel (see `serve_joined`).
-        unsafe { self.nvshmem.free(self.at) }
-    }
+/// How a PE's part of a run ended.
+enum Served {
+    /// Its kernel ran and every PE passed the final barrier.
+    Finished,
+    /// The launcher cancelled the run before the gate opened.
+    Cancelled,
 }
 
 /// A GPU PE that joined the others, with its symmetric allocation.
@@ -230,7 +233,9 @@ struct Joined<'a> {
     function: driver::Function,
     /// Dynamic shared memory per block (the scratch layout of the whole run's queues).
     smem: usize,
-    symmetric: &'a Symmetric<'a>,
+    nvshmem: &'a Nvshmem,
+    /// This PE's symmetric block (`sym.total` bytes).
+    symmetric: u64,
     sym: &'a SymmetricLayout,
     /// How long to wait for the launcher's gate.
     patience: Duration,
@@ -239,7 +244,7 @@ struct Joined<'a> {
 impl Joined<'_> {
     /// Fills this PE's memory, waits for the gate, runs the kernel while mirroring its records,
     /// and reports the results once every PE's kernel is done.
-    fn serve(self) -> Result<()> {
+    fn serve(self) -> Result<Served> {
         let Joined {
             base,
             header,
@@ -248,6 +253,7 @@ impl Joined<'_> {
             s,
             function,
             smem,
+            nvshmem,
             symmetric,
             sym,
             patience,
@@ -256,20 +262,20 @@ impl Joined<'_> {
         let p = pe as usize;
         let pes = topology.devices as usize;
         let gpu = &s.gpus[0];
-        let nvshmem = symmetric.nvshmem;
         // Every PE's part of the heap, as this process reaches it.
         let mut parts = [0u64; MAX_DEVICES];
         for (e, part) in parts.iter_mut().enumerate().take(pes) {
-            *part = nvshmem.peer_ptr(symmetric.at, e as u32).ok_or_else(|| {
+            *part = nvshmem.peer_ptr(symmetric, e as u32).ok_or_else(|| {
                 Error::Config(format!(
                     "PE {e} is not reachable by loads and stores from PE {pe} (NVSHMEM gives no \
-                 mapping: another node, or no peer access between their GPUs); mgws runs PEs of \
-                 one node whose GPUs have peer access"
+                     mapping: another node, or no peer access between their GPUs); mgws runs \
+                     PEs of one node whose GPUs have peer access"
                 ))
             })?;
         }
-        // SAFETY: this PE's own part, `sym.total` bytes on its GPU, allocated until the end.
-        let own = unsafe { DeviceBuffer::borrowed(gpu, symmetric.at, sym.total) };
+        // SAFETY: this PE's own block, `sym.total` bytes on its GPU; it is freed only after the
+        // final barrier (`serve`'s caller) or never.
+        let own = unsafe { DeviceBuffer::borrowed(gpu, symmetric, sym.total) };
         own.zero()?;
         // SAFETY: the heap holds the layout and the header's data areas (checked by the caller).
         let heap_env = unsafe { layout.env(base, header) };
@@ -293,20 +299,9 @@ impl Joined<'_> {
         // Ready: every PE's memory is zeroed and filled before any kernel starts (the gate).
         record.state.attach();
         header.gate.arrive();
-        let waiting = Instant::now();
-        match header.gate.wait(|| {
-            std::thread::sleep(Duration::from_micros(50));
-            waiting.elapsed() < patience
-        }) {
-            Go::Run => {}
-            Go::Cancel => return Ok(()),
-            Go::GaveUp => {
-                return Err(Error::Process(format!(
-                    "the launcher neither opened nor cancelled the run within {patience:?}"
-                )))
-            }
+        if !crate::processes::wait_for_gate(header, patience)? {
+            return Ok(Served::Cancelled);
         }
-        let started_ns = monotonic_ns();
         let mut env_ptr = local.env.ptr;
         let mut scratch = smem as u32;
         let mut device = pe;
@@ -317,9 +312,11 @@ impl Joined<'_> {
         ];
         start.record(&stream)?;
         let workers = topology.workers_on(p);
-        // SAFETY: the parameters match WORKER_PARAMS (checked by `Session::functions`); the env and
-        // everything it points to (this PE's buffers, every PE's symmetric part) stay allocated until
-        // every PE's kernel has exited (the barrier below; a PE that fails leaks its part).
+        // SAFETY: the parameters match WORKER_PARAMS (checked by `Session::functions`); the env
+        // and everything it points to (this PE's buffers, every PE's block) stay allocated
+        // until every PE's kernel has exited: the blocks until after the final barrier, this
+        // PE's buffers until then too, or for ever if the kernel's end is not seen (they are
+        // leaked below).
         let r = unsafe {
             function.launch(
                 true,
@@ -336,12 +333,10 @@ impl Joined<'_> {
                 header.lanes, gpu.ordinal
             )
         })?;
-        end.record(&stream)?;
-        record.started_ns.store(started_ns, AtomicOrdering::Relaxed);
-
-        // Supervise: mirror the records, forward an abort, until the kernel is done.
+        // PE 0's shared state, mapped into this process.
         let shared_of_pe0 = parts[0] + (sym.run_at + sym.run.shared) as u64;
-        // SAFETY: PE 0's shared state, mapped into this process, allocated until the barrier.
+        // SAFETY: PE 0's block is allocated until after the final barrier (PE 0 frees its own
+        // block only after it, and PE 0 alone reads `shared` after it).
         let shared = unsafe {
             DeviceBuffer::borrowed(gpu, shared_of_pe0, size_of::<SharedState<HostWord>>())
         };
@@ -355,44 +350,86 @@ impl Joined<'_> {
             sym,
             pe,
         };
-        let mut forwarded = false;
-        loop {
-            match stream.query() {
-                Ok(true) => break,
-                Ok(false) => {}
-                Err(code) => {
-                    return Err(Error::Cuda(format!(
-                        "the kernel on GPU {} ({}) of PE {pe} stopped with {}",
-                        gpu.ordinal,
-                        gpu.name,
-                        driver::describe(code)
-                    )))
-                }
+        let ran = supervise(&mirror, &stream, &start, &end, gpu, pe);
+        let (started_ns, elapsed_ns) = match ran {
+            Ok(times) => times,
+            Err(e) => {
+                // The kernel may still run: its memory must outlive it, and a free would wait
+                // for it. The process ends soon (the PE reports the error and exits).
+                std::mem::forget(local);
+                std::mem::forget(stream);
+                return Err(e);
             }
-            mirror.copy();
-            // SAFETY: the heap's shared state lives as long as the heap.
-            let heap_shared = unsafe { heap_env.shared() };
-            // Relaxed: a request; the abort store below is what the kernels act on.
-            if !forwarded && heap_shared.abort.load(Ordering::Relaxed, Scope::System) != 0 {
-                shared.write_async(shared_field::ABORT, &1u64.to_ne_bytes(), &s.controls[0])?;
-                forwarded = true;
-            }
-            std::thread::sleep(MIRROR_EVERY);
-        }
-        let elapsed_ns = (start.seconds_until(&end)? * 1e9) as u64;
+        };
         mirror.copy();
         mirror.final_records()?;
         // Every PE's kernel is done: PE 0's shared state and data areas are final, and no kernel
-        // reads any part of the symmetric heap any more.
+        // reads any block any more.
         nvshmem.barrier_all();
         if pe == 0 {
             mirror.results()?;
         }
+        // Relaxed: published by the release store of the state below.
+        record.started_ns.store(started_ns, AtomicOrdering::Relaxed);
         record.elapsed_ns.store(elapsed_ns, AtomicOrdering::Relaxed);
         // Release: publishes the records, results and times above to the launcher.
         record.state.finish();
-        Ok(())
+        Ok(Served::Finished)
     }
+}
+
+/// Watches a launched kernel until it exits: mirrors the records into the control heap and
+/// forwards the launcher's abort. Returns when the kernel started (the start event completed,
+/// on the monotonic clock) and how long it ran (between the events), in nanoseconds.
+fn supervise(
+    mirror: &Mirror<'_>,
+    stream: &Stream,
+    start: &Event,
+    end: &Event,
+    gpu: &driver::Gpu,
+    pe: u32,
+) -> Result<(u64, u64)> {
+    end.record(stream)?;
+    // The start event completes when the stream reaches it, right before the kernel: its
+    // moment on the shared clock is the PE's start (the launch call itself left out).
+    while !start.is_complete()? {
+        std::hint::spin_loop();
+    }
+    let started_ns = monotonic_ns();
+    let mut forwarded = false;
+    loop {
+        match stream.query() {
+            Ok(true) => break,
+            Ok(false) => {}
+            Err(code) => {
+                return Err(Error::Cuda(format!(
+                    "the kernel on GPU {} ({}) of PE {pe} stopped with {}",
+                    gpu.ordinal,
+                    gpu.name,
+                    driver::describe(code)
+                )))
+            }
+        }
+        mirror.copy();
+        // SAFETY: the heap's shared state lives as long as the heap.
+        let heap_shared = unsafe { mirror.heap_env.shared() };
+        // Relaxed: a request; the abort store below is what the kernels act on.
+        if !forwarded && heap_shared.abort.load(Ordering::Relaxed, Scope::System) != 0 {
+            let copied = mirror.shared.write_async(
+                shared_field::ABORT,
+                &1u64.to_ne_bytes(),
+                &mirror.s.controls[0],
+            );
+            match copied {
+                Ok(()) => forwarded = true,
+                // Tried again at the next poll; the launcher's grace ends a PE that never
+                // gets it through.
+                Err(e) => tracing::warn!(pe, error = %e, "forwarding the abort failed"),
+            }
+        }
+        std::thread::sleep(MIRROR_EVERY);
+    }
+    Ok((started_ns, (start.seconds_until(end)? * 1e9) as u64))
 }
 
 /// Allocates and fills PE `pe`'s own buffers and its env.
@@ -533,15 +570,12 @@ impl Mirror<'_> {
         self.header.topology.workers_on(self.pe as usize) as usize
     }
 
-    /// Reads `buf` (while the kernel may run) into `count` records of `T` in the heap at
-    /// `dst`, this PE's workers' slots; a failed read leaves the heap as it was (the watchdog
-    /// then sees no progress from this PE, and the kernel's fault is reported by the stream).
-    fn records<T: bytemuck::Pod>(&self, buf: &DeviceBuffer, dst: *mut T) {
+    /// Reads `buf` (while the kernel may run) into the records of `T` in the heap at `dst`, this
+    /// PE's workers' slots; a failed read leaves the heap as it was.
+    fn records<T: bytemuck::Pod>(&self, buf: &DeviceBuffer, dst: *mut T) -> Result<()> {
         let n = self.workers();
         let mut bytes = vec![0u8; n * size_of::<T>()];
-        if buf.read_async(0, &mut bytes, &self.s.controls[0]).is_err() {
-            return;
-        }
+        buf.read_async(0, &mut bytes, &self.s.controls[0])?;
         let at = dst.wrapping_add(self.first_worker());
         for (i, chunk) in bytes.chunks_exact(size_of::<T>()).enumerate() {
             // SAFETY: the heap holds one record per worker of the run; this PE writes only its
@@ -551,6 +585,7 @@ impl Mirror<'_> {
                     .write_volatile(bytemuck::pod_read_unaligned(chunk))
             };
         }
+        Ok(())
     }
 
     /// One word of the PE's symmetric part at `offset`, or `None` when it cannot be read.
@@ -565,8 +600,10 @@ impl Mirror<'_> {
     /// Progress records, task tags, the idle counter and queue words (and on PE 0 the shared
     /// counters the hang report prints).
     fn copy(&self) {
-        self.records(&self.local.progress, self.heap_env.progress);
-        self.records(&self.local.task_tags, self.heap_env.task_tags);
+        // A failed read leaves the records as they were: the watchdog then sees no progress from
+        // this PE, and a kernel fault is reported by its stream.
+        let _ = self.records(&self.local.progress, self.heap_env.progress);
+        let _ = self.records(&self.local.task_tags, self.heap_env.task_tags);
         let topology = &self.header.topology;
         let p = self.pe as usize;
         // Relaxed stores below: diagnostics the launcher prints; nothing is read through them.
@@ -624,21 +661,27 @@ impl Mirror<'_> {
 
     /// After the kernel: the statistics, if collected.
     fn final_records(&self) -> Result<()> {
-        if let Some(stats) = &self.local.stats {
-            self.records(stats, self.heap_env.stats);
+        self.records(&self.local.progress, self.heap_env.progress)?;
+        match &self.local.stats {
+            Some(stats) => self.records(stats, self.heap_env.stats),
+            None => Ok(()),
         }
-        Ok(())
     }
 
-    /// PE 0, after every kernel: the run's error word and the writable data areas.
+    /// PE 0, after every kernel: the run's error word, how many workers left the loop, and the
+    /// writable data areas.
     fn results(&self) -> Result<()> {
-        let mut b = [0u8; 8];
-        self.shared.read(shared_field::ERROR, &mut b)?;
         // SAFETY: the heap's shared state lives as long as the heap.
         let heap = unsafe { self.heap_env.shared() };
-        // Relaxed: published by the PE's finished state (a release store).
-        heap.error
-            .store(u64::from_ne_bytes(b), Ordering::Relaxed, Scope::System);
+        for (field, word) in [
+            (shared_field::ERROR, &heap.error),
+            (shared_field::EXITED_WORKERS, &heap.exited_workers),
+        ] {
+            let mut b = [0u8; 8];
+            self.shared.read(field, &mut b)?;
+            // Relaxed: published by the PE's finished state (a release store).
+            word.store(u64::from_ne_bytes(b), Ordering::Relaxed, Scope::System);
+        }
         for (i, &at) in self.sym.areas_at.iter().enumerate() {
             if at == 0 {
                 continue;

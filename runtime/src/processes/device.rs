@@ -88,7 +88,8 @@ impl<'a, R: Registry> ProcessDevice<'a, R> {
     fn prepare_gpus(&mut self, b: &CudaBackend) -> Result<()> {
         if b.kernel != GpuKernel::Mgws {
             return Err(Error::Config(
-                "runs over GPU PE processes run the mgws kernel; the baselines run in one                  process (--devices)"
+                "runs over GPU PE processes run the mgws kernel; the baselines run in one \
+                 process (--devices)"
                     .into(),
             ));
         }
@@ -101,7 +102,8 @@ impl<'a, R: Registry> ProcessDevice<'a, R> {
             || b.tasks_in != TasksIn::Device
         {
             return Err(Error::Config(
-                "runs over GPU PE processes keep their queues in NVSHMEM's symmetric heap and                  their tasks in each GPU's memory: --placement and --tasks-in do not apply"
+                "runs over GPU PE processes keep their queues in NVSHMEM's symmetric heap and \
+                 their tasks in each GPU's memory: --placement and --tasks-in do not apply"
                     .into(),
             ));
         }
@@ -114,11 +116,30 @@ impl<'a, R: Registry> ProcessDevice<'a, R> {
         for pe in 0..self.processes as usize {
             self.pe_gpus[pe] = list[pe % list.len()];
         }
-        let first = CudaBackend {
-            devices: vec![self.pe_gpus[0]],
-            ..b.clone()
-        };
-        first.probe::<R>()?;
+        let mut distinct = self.pe_gpus[..self.processes as usize].to_vec();
+        distinct.sort_unstable();
+        distinct.dedup();
+        for &ordinal in &distinct {
+            CudaBackend {
+                devices: vec![ordinal],
+                ..b.clone()
+            }
+            .probe::<R>()?;
+        }
+        if distinct.len() < self.processes as usize {
+            tracing::warn!(
+                pes = self.processes,
+                gpus = distinct.len(),
+                "several PEs share a GPU: their kernels take turns in time slices"
+            );
+            eprintln!(
+                "mgws: warning: {} PEs on {} GPU{}: PEs that share a GPU take turns on it (time \
+                 slices), which checks the protocol but is no measure of speed",
+                self.processes,
+                distinct.len(),
+                if distinct.len() == 1 { "" } else { "s" }
+            );
+        }
         let nvshmem = crate::nvshmem::Nvshmem::load()?;
         tracing::debug!(library = %nvshmem.path().display(), "NVSHMEM found");
         self.nvshmem_library = Some(nvshmem.path().to_path_buf());
@@ -379,13 +400,20 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
             }
         }
         let workers = grid.config.workers as usize;
+        let on_gpus = self.kind() == PeKind::Cuda;
+        // GPU PEs copy their statistics only when the run collects them (CPU PEs' workers
+        // always write theirs).
+        let stats = !on_gpus || grid.config.run_flags().contains(mgws_core::RunFlags::STATS);
         Ok(ReadBack {
             elapsed_s: elapsed_ns as f64 * 1e-9,
             launch_s: self.launch_s,
             error,
-            exited_workers: None,
+            // PE 0 copied the kernels' count of workers that left their loop.
+            exited_workers: on_gpus
+                .then(|| shared.exited_workers.load(Ordering::Relaxed, Scope::System)),
             // SAFETY: one statistics block per worker in the heap; every PE has finished.
-            stats: Some(unsafe { std::slice::from_raw_parts(placed.env.stats, workers) }.to_vec()),
+            stats: stats
+                .then(|| unsafe { std::slice::from_raw_parts(placed.env.stats, workers) }.to_vec()),
             progress: side_progress(&placed.env),
             tasks_run: None,
             idle_ns: None,
@@ -527,39 +555,51 @@ impl Children {
                     ))
                 })?;
             }
-            let Some(status) = p.status else { continue };
             if self.reported {
                 continue;
             }
             // Acquired: a finished or failed state publishes the PE's record.
             let state = header.pes[pe].state.load();
-            if state == PE_DONE && status.success() {
+            let pid = p.child.id();
+            // A PE that failed is reported at once, exited or not (a GPU PE may still be in
+            // its driver's teardown, and the other PEs would wait for it).
+            if state == PE_FAILED {
+                self.reported = true;
+                return Ok(Some(Error::Process(format!(
+                    "PE {pe} (pid {pid}) failed: {}",
+                    header.pes[pe].panic_message()
+                ))));
+            }
+            let Some(status) = p.status else { continue };
+            if state == PE_DONE {
+                if !status.success() {
+                    // Its results were final when it finished (a GPU PE ends with NVSHMEM's
+                    // collective teardown, after its results).
+                    tracing::warn!(pe, pid, %status, "a PE exited abnormally after finishing");
+                }
                 continue;
             }
             self.reported = true;
-            let pid = p.child.id();
-            return Ok(Some(Error::Process(if state == PE_FAILED {
-                format!(
-                    "PE {pe} (pid {pid}) failed: {}",
-                    header.pes[pe].panic_message()
-                )
-            } else if state == 0 && status.code() == Some(super::pe::EXIT_PE_FAILED) {
-                format!(
-                    "PE {pe} (pid {pid}) could not join the run ({status}); it printed why on \
-                     stderr"
-                )
-            } else if state == 0 {
-                format!(
-                    "PE {pe} (pid {pid}) exited ({status}) before it joined the run: a program \
-                     that runs jobs over processes must call mgws::processes::Pe::from_env() \
-                     first in main and serve the PE it returns"
-                )
-            } else {
-                format!(
-                    "PE {pe} (pid {pid}) exited ({status}) before its workers finished; its \
-                     tasks are lost, so the run stopped"
-                )
-            })));
+            return Ok(Some(Error::Process(
+                if state == 0 && status.code() == Some(super::pe::EXIT_PE_FAILED) {
+                    format!(
+                        "PE {pe} (pid {pid}) could not join the run ({status}); it printed why \
+                         on stderr"
+                    )
+                } else if state == 0 {
+                    format!(
+                        "PE {pe} (pid {pid}) exited ({status}) before it joined the run: a \
+                         program that runs jobs over processes must call \
+                         mgws::processes::Pe::from_env() first in main and serve the PE it \
+                         returns"
+                    )
+                } else {
+                    format!(
+                        "PE {pe} (pid {pid}) exited ({status}) before its workers finished; its \
+                         tasks are lost, so the run stopped"
+                    )
+                },
+            )));
         }
         Ok(None)
     }

@@ -24,7 +24,7 @@ pub(crate) mod layout;
 mod pe;
 
 pub use device::{ProcessDevice, ProcessPlaced};
-pub(crate) use pe::monotonic_ns;
+pub(crate) use pe::{monotonic_ns, wait_for_gate};
 pub use pe::{Pe, EXIT_PE_FAILED, HEAP_FD_VAR, PE_VAR};
 
 use mgws_tasks::Registry;

@@ -135,6 +135,22 @@ impl Pe {
     }
 }
 
+/// Waits for the launcher to open the gate (true) or cancel the run (false), at most
+/// `patience`: the launcher opens or cancels it within its own start-up limit.
+pub(crate) fn wait_for_gate(header: &Header, patience: Duration) -> Result<bool> {
+    let waiting = Instant::now();
+    match header.gate.wait(|| {
+        std::thread::sleep(Duration::from_micros(50));
+        waiting.elapsed() < patience
+    }) {
+        Go::Run => Ok(true),
+        Go::Cancel => Ok(false),
+        Go::GaveUp => Err(Error::Process(format!(
+            "the launcher neither opened nor cancelled the run within {patience:?}"
+        ))),
+    }
+}
+
 /// The monotonic clock every process of the machine shares (`CLOCK_MONOTONIC`), in
 /// nanoseconds: PEs record their start on it.
 pub(crate) fn monotonic_ns() -> u64 {
@@ -267,21 +283,11 @@ fn serve<R: Registry>(heap: &SharedHeap, pe: u32) -> Result<()> {
     let record = &header.pes[pe as usize];
     record.state.attach();
     header.gate.arrive();
-    let waiting = Instant::now();
-    let go = header.gate.wait(|| {
-        std::thread::sleep(Duration::from_micros(50));
-        waiting.elapsed() < patience
-    });
-    match go {
-        Go::Run => {}
-        Go::Cancel => return Ok(()),
-        Go::GaveUp => {
-            return Err(Error::Config(format!(
-                "the launcher neither opened nor cancelled the run within {patience:?}"
-            )))
-        }
+    if !wait_for_gate(header, patience)? {
+        return Ok(());
     }
 
+    // Relaxed: published by the release store of the state at the end.
     record
         .started_ns
         .store(monotonic_ns(), AtomicOrdering::Relaxed);
