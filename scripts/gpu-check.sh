@@ -22,7 +22,7 @@
 #         fib        FIB(30), kernel-per-level baseline
 #         faults     a stalled task under a short watchdog (hang error) and an unknown tag
 #         custom     the custom-task example: a user registry with its own kernel (Collatz),
-#                    embedded in the example's binary
+#                    embedded in the example's binary, in one process and over 2 GPU PEs
 #         sweep      MEMSET, UTS T1L and T3 at 132..2112 workers with their baselines (not in
 #                    the default list)
 #         gpu-bench  `mgws bench gpu` over 4..32 workers per SM (mgws, lean static, levels, the
@@ -274,6 +274,15 @@ PY
                 row custom-collatz custom-task FAIL - - - - "rc=$crc; see custom-collatz.log"
             fi
             echo "    rc=$crc wall=$((SECONDS - t0))s"
+            # The same program over 2 GPU PE processes (its main serves its PE first).
+            clog="$LOGS/custom-collatz-2pe.log"; t0=$SECONDS; crc=0
+            timeout 120 "$CARRY/custom-task" 4194304 --backend cuda --processes 2 > "$clog" 2>&1 || crc=$?
+            sed 's/^/    /' "$clog"
+            if [ "$crc" = 0 ] && grep -q "on cuda-processes: .* 0 of 4194304 slots wrong" "$clog"; then
+                row custom-collatz-2pe custom-task PASS - 4194304 - - "2 GPU PEs; all slots equal a sequential computation"
+            else
+                row custom-collatz-2pe custom-task FAIL - - - - "rc=$crc; see custom-collatz-2pe.log"
+            fi
             ;;
         sanitizer)
             if [ -z "$SANITIZER" ]; then

@@ -2,11 +2,13 @@
 //! slot against a sequential computation.
 //!
 //! ```text
-//! custom-task [N] [--backend cpu|cuda] [--workers W] [--lanes L]
+//! custom-task [N] [--backend cpu|cuda] [--workers W] [--lanes L] [--processes P]
 //! ```
 //! The CPU is the default. On a GPU the kernel is the one the registry embeds
 //! (`CustomTasks::KERNEL_PTX`, built by `build.rs`); a build without the GPU tools embeds the
-//! reason instead, and `--backend cuda` prints it.
+//! reason instead, and `--backend cuda` prints it. `--processes P` runs the workers in P copies
+//! of this program, one PE each (on the CPU, sharing one memory file; with `--backend cuda`, one
+//! GPU each, joined by NVSHMEM): `main` serves its PE first when it is one.
 
 use std::process::ExitCode;
 
@@ -21,6 +23,15 @@ struct Args {
     lanes: Option<u32>,
 }
 
+/// `backend` over `processes` PE processes.
+fn over_processes(backend: Backend, processes: u32) -> Result<Backend, String> {
+    match backend {
+        Backend::Cpu => Ok(Backend::CpuProcesses { processes }),
+        Backend::Cuda(cuda) => Ok(Backend::CudaProcesses { processes, cuda }),
+        other => Err(format!("--processes does not apply to {}", other.name())),
+    }
+}
+
 fn parse() -> Result<Args, String> {
     let mut args = Args {
         n: 1 << 20,
@@ -28,6 +39,7 @@ fn parse() -> Result<Args, String> {
         workers: None,
         lanes: None,
     };
+    let mut processes = None;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
@@ -40,11 +52,15 @@ fn parse() -> Result<Args, String> {
             },
             "--workers" => args.workers = Some(number("--workers", value("--workers")?)?),
             "--lanes" => args.lanes = Some(number("--lanes", value("--lanes")?)?),
+            "--processes" => processes = Some(number("--processes", value("--processes")?)?),
             n => args.n = n.parse().map_err(|_| format!("not a task count: {n:?}"))?,
         }
     }
     if args.n == 0 || args.n > (u32::MAX / 8) as u64 {
         return Err(format!("N must be between 1 and {}", u32::MAX / 8));
+    }
+    if let Some(p) = processes {
+        args.backend = over_processes(args.backend, p)?;
     }
     Ok(args)
 }
@@ -88,6 +104,10 @@ fn run(args: &Args) -> mgws::Result<usize> {
 }
 
 fn main() -> ExitCode {
+    // A copy of this program that a run over processes started serves its PE, nothing else.
+    if let Some(pe) = mgws::processes::Pe::from_env() {
+        std::process::exit(pe.serve::<CustomTasks>());
+    }
     let args = match parse() {
         Ok(a) => a,
         Err(e) => {
