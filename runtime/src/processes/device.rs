@@ -3,6 +3,7 @@
 //! [`super::Pe`]), releases them together, supervises them through the heap like any run, and
 //! reads the results back.
 
+use std::ffi::OsString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -315,10 +316,7 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
         if self.kind() == PeKind::Cuda {
             env = nvshmem_env(&grid.config, &grid.topology, &placed.header().area_limits);
             if let Some(library) = &self.nvshmem_library {
-                env.push((
-                    crate::nvshmem::LIBRARY_VAR.into(),
-                    library.display().to_string(),
-                ));
+                env.push((crate::nvshmem::LIBRARY_VAR.into(), library.into()));
             }
         }
         let mut children = Children::spawn(&self.program, placed, grid.topology.devices, &env)?;
@@ -429,10 +427,11 @@ pub(crate) fn nvshmem_env(
     config: &mgws_core::SchedConfig,
     topology: &Topology,
     area_limits: &[u64; mgws_core::DATA_AREAS],
-) -> Vec<(String, String)> {
+) -> Vec<(OsString, OsString)> {
     let need = crate::cuda::pe::SymmetricLayout::new(topology, config.public_capacity, area_limits)
         .total as u64;
-    // NVSHMEM reserves some of the heap for itself: half again, and at least its default 1 GiB.
+    // NVSHMEM reserves some of the heap for itself: half again and 64 MiB, at least its
+    // default 1 GiB.
     let heap = (need + need / 2 + (64 << 20)).max(1 << 30);
     let defaults = [
         ("NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME", "lo".to_string()),
@@ -440,10 +439,10 @@ pub(crate) fn nvshmem_env(
         ("NVSHMEM_DISABLE_NCCL", "1".to_string()),
         ("NVSHMEM_SYMMETRIC_SIZE", heap.to_string()),
     ];
-    let mut env: Vec<(String, String)> = defaults
+    let mut env: Vec<(OsString, OsString)> = defaults
         .into_iter()
         .filter(|(k, _)| std::env::var_os(k).is_none())
-        .map(|(k, v)| (k.to_string(), v))
+        .map(|(k, v)| (k.into(), v.into()))
         .collect();
     env.push(("NVSHMEM_DISABLE_NVLS".into(), "1".into()));
     env
@@ -507,7 +506,7 @@ impl Children {
         program: &Path,
         placed: &ProcessPlaced,
         count: u32,
-        env: &[(String, String)],
+        env: &[(OsString, OsString)],
     ) -> Result<Children> {
         let fd = placed.heap.inherit_fd();
         let launcher = std::process::id() as i32;

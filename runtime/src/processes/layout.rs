@@ -71,7 +71,7 @@ pub struct Header {
     pub max_registers: u32,
     /// GPU PEs: the GPU ordinal each PE runs on.
     pub gpus: [u32; MAX_DEVICES],
-    /// GPU PEs: the PTX file to load, UTF-8, zero-padded (empty: the usual search).
+    /// GPU PEs: the PTX file to load, its path's bytes, zero-padded (empty: the usual search).
     pub ptx_path: [u8; PTX_PATH_BYTES],
     /// `[seed, yield_per_1024, sleep_per_1024, max_sleep_us]` of the run's chaos; `chaos_on`
     /// says whether there is any.
