@@ -176,11 +176,8 @@ pub(super) fn allocate(
             }
             None => (std::ptr::null(), [std::ptr::null_mut(); 2]),
         };
-        // Workers index the overflow stacks by their global id: offset this GPU's allocation
-        // by its first worker (the kernel only ever adds ids of this GPU's workers).
-        let spill_base = spill_d
-            .ptr
-            .wrapping_sub(topology.first_worker[d] as u64 * spill_per_worker as u64);
+        // Workers index the overflow stacks by their global id.
+        let spill_base = by_worker(spill_d.ptr, topology.first_worker[d], spill_per_worker);
         let initial = match (&initial_host, initial_dev.get(d)) {
             (Some(h), _) => h.device_ptr(&s.gpus[d])?,
             (None, Some(buf)) => buf.ptr,
@@ -308,7 +305,7 @@ impl<R: bytemuck::Pod> WorkerRecords<R> {
         d: usize,
     ) -> Result<*mut R> {
         let base = per_gpu[d].device_ptr(s, d)?;
-        Ok(base.wrapping_sub(topology.first_worker[d] as u64 * size_of::<R>() as u64) as *mut R)
+        Ok(by_worker(base, topology.first_worker[d], size_of::<R>()) as *mut R)
     }
 
     /// GPU `d`'s records, in worker order (a copy on its control stream, usable while the kernel
@@ -341,6 +338,13 @@ impl<R: bytemuck::Pod> WorkerRecords<R> {
         }
         Ok(all)
     }
+}
+
+/// The address a kernel indexes by global worker id for a device whose records (`size` bytes
+/// each) start at `base` with worker `first_worker`'s: `base` offset back by the workers before
+/// it (the kernel only ever adds ids of that device's workers).
+pub(super) fn by_worker(base: u64, first_worker: u32, size: usize) -> u64 {
+    base.wrapping_sub(u64::from(first_worker) * size as u64)
 }
 
 /// The bytes of the initial tasks.

@@ -446,7 +446,6 @@ fn allocate_local(
     let config = header.config;
     let p = pe as usize;
     let workers = topology.workers_on(p) as usize;
-    let first = u64::from(topology.first_worker[p]);
     let zeroed = |bytes: usize, what: &str| -> Result<DeviceBuffer> {
         let b = DeviceBuffer::alloc(gpu, bytes, what)?;
         b.zero()?;
@@ -511,7 +510,9 @@ fn allocate_local(
     }
     let run = parts[0] + sym.run_at as u64;
     // Indexed by global worker id: offset by this PE's first worker.
-    let by_worker = |buf: &DeviceBuffer, size: usize| buf.ptr.wrapping_sub(first * size as u64);
+    let by_worker = |buf: &DeviceBuffer, size: usize| {
+        super::memory::by_worker(buf.ptr, topology.first_worker[p], size)
+    };
     let env: Env<HostWord, TaskStruct> = Env {
         config,
         topology,
