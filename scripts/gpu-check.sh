@@ -36,9 +36,9 @@
 #                    NVLink; not in the default list)
 #         pes        GPU PE processes over NVSHMEM (`--processes 2`, one PE per GPU, both on GPU 0
 #                    on a one-GPU machine, where they take turns): MEMSET, UTS T1L, T3, FIB
-#                    against one process on the same GPUs, every termination mode, 3 PEs, a
-#                    hang and an unknown tag over PEs, compute-sanitizer on every PE (not in the
-#                    default list)
+#                    against one process on the same GPUs, every termination mode, 3 PEs on one
+#                    GPU or 4 on two, a hang and an unknown tag over PEs, compute-sanitizer on
+#                    every PE (not in the default list)
 #       GPU_CHECK_BUDGET (seconds, default 560) bounds the whole call: cases that would start
 #       after it are listed as skipped, so a 600 s device command always ends with the table.
 #       GPU_CHECK_MEMSET_TASKS overrides the MEMSET size (default 67108864).
@@ -310,9 +310,11 @@ PY
             # one GPU both PEs share it (their kernels take turns in time slices): a check of
             # the protocol, not of speed; the smaller sizes keep the section in budget.
             local P=("${G[@]}" --processes 2) ONE=("${G[@]}")
-            local pm=16777216 pf=30
+            # Several PEs per GPU: 3 on one GPU; on two, 4 (NVSHMEM joins PEs that share GPUs
+            # only evenly, and 3 PEs on 2 GPUs are refused before any PE starts).
+            local pm=16777216 pf=30 shared=3
             if [ "$GPUS" -ge 2 ]; then
-                P+=(--devices 0,1); ONE+=(--devices 0,1); pm=134217728; pf=34
+                P+=(--devices 0,1); ONE+=(--devices 0,1); pm=134217728; pf=34; shared=4
             fi
             case_run pes-memset-1proc 180 run memset --tasks "$pm" "${ONE[@]}" --termination hierarchical
             for t in hierarchical counter tree; do
@@ -323,7 +325,7 @@ PY
             case_run pes-fib-1proc 120 run fib -n "$pf" "${ONE[@]}" --termination hierarchical
             case_run pes-fib-2pe 120 run fib -n "$pf" "${P[@]}"
             case_run pes-T3-2pe 120 run uts --preset T3 "${P[@]}"
-            case_run pes-memset-3pe 120 run memset --tasks 1048576 "${G[@]}" --processes 3
+            case_run "pes-memset-${shared}pe" 120 run memset --tasks 1048576 "${G[@]}" --processes "$shared"
             local flog="$LOGS/pes-fault-hang.log" frc=0 t0=$SECONDS
             timeout 60 "$BIN" run stall --nanos 3000000000 --watchdog-ms 500 "${P[@]}" > "$flog" 2>&1 || frc=$?
             sed 's/^/    /' "$flog" | head -8

@@ -263,6 +263,11 @@ pub struct SchedArgs {
     /// else every visible GPU in turn) and the PEs join through NVSHMEM.
     #[arg(long, help_heading = "Scheduler")]
     pub processes: Option<u32>,
+    /// With --processes: how long to wait for every PE to be ready (started, GPU opened, NVSHMEM
+    /// joined, memory allocated), in milliseconds; at least --watchdog-ms. A late PE ends the
+    /// run with an error saying where each late PE was.
+    #[arg(long, default_value_t = 30_000, help_heading = "Scheduler")]
+    pub start_timeout_ms: u64,
     /// Print one JSON object on stdout instead of text.
     #[arg(long, help_heading = "Output")]
     pub json: bool,
@@ -387,6 +392,7 @@ impl SchedArgs {
             .victims(victims)
             .seed(self.seed)
             .watchdog(Duration::from_millis(self.watchdog_ms))
+            .start_timeout(Duration::from_millis(self.start_timeout_ms))
             .pin_threads(!self.no_pin_threads)
             .cpu_domains(self.cpu_domains)
             .on_stuck_workers(output::exit_on_stuck_workers)

@@ -710,3 +710,68 @@ fn gpu_pes_without_nvshmem_or_with_a_failed_init_say_why() {
         assert!(start.elapsed() < Duration::from_secs(10), "{var}: {t}");
     }
 }
+
+#[test]
+fn gpu_pes_that_are_late_are_named_with_their_start_up_stage() {
+    // PE 1's NVSHMEM bootstrap never returns: after the start-up timeout the launcher's error
+    // says where each late PE is (PE 1 joining NVSHMEM, PE 0 too: the bootstrap is collective,
+    // so it waits in its allocation or its init), leaves out PEs that were ready, and the PEs
+    // are ended.
+    let start = Instant::now();
+    let o = pes(
+        "memset",
+        2,
+        2,
+        &[
+            "--workers",
+            "2",
+            "--watchdog-ms",
+            "500",
+            "--start-timeout-ms",
+            "1500",
+        ],
+        &[("MOCK_NVSHMEM_HANG_INIT", "1")],
+    );
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("not every one of the 2 PE processes of ") && t.contains("ready after 1.5s"),
+        "{t}"
+    );
+    assert!(
+        t.contains("PE 1 (pid ") && t.contains(", GPU 1) joining NVSHMEM"),
+        "{t}"
+    );
+    assert!(!t.contains("Pe::from_env() first"), "{t}");
+    assert!(start.elapsed() < Duration::from_secs(15), "{t}");
+}
+
+#[test]
+fn gpu_pes_that_would_share_gpus_unevenly_are_refused() {
+    // 3 PEs on 2 GPUs: NVSHMEM cannot join them (two share GPU 0, one has GPU 1); refused
+    // before any PE starts, with the shares and what would run.
+    let o = pes("memset", 2, 3, &["--workers", "6", "--json"], &[]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains(r#""kind":"config""#), "{t}");
+    assert!(
+        t.contains("3 PEs on 2 GPUs share them unevenly (PEs per GPU: GPU 0: 2, GPU 1: 1)")
+            && t.contains("a multiple of 2 PEs"),
+        "{t}"
+    );
+    assert!(!t.contains("mock-nvshmem: PE"), "{t}");
+    // 4 PEs on the same 2 GPUs share them evenly and run.
+    let o = pes(
+        "memset",
+        2,
+        4,
+        &["--workers", "8", "--tasks", "4000", "--json"],
+        &[],
+    );
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(
+        t.contains(r#""lost":0"#) && t.contains(r#""duplicated":0"#),
+        "{t}"
+    );
+}

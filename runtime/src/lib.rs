@@ -103,7 +103,10 @@ pub use {
     mgws_core::{OverflowMode, TerminationMode},
     report::{RunReport, WorkerReport},
     rows::PerWorker,
-    scheduler::{Chaos, Scheduler, SchedulerBuilder, VictimPolicy, DEFAULT_MAX_INITIAL_CHUNK},
+    scheduler::{
+        Chaos, Scheduler, SchedulerBuilder, VictimPolicy, DEFAULT_MAX_INITIAL_CHUNK,
+        DEFAULT_START_TIMEOUT,
+    },
 };
 
 // The task model and the kernel macros, on the host and in kernels alike.

@@ -37,6 +37,9 @@ pub struct Scheduler {
     pub(crate) config: SchedConfig,
     pub(crate) lanes: u32,
     pub(crate) watchdog: Duration,
+    /// How long a multi-process run's launcher waits for its PEs to be ready (see
+    /// [`SchedulerBuilder::start_timeout`]).
+    pub(crate) start_timeout: Duration,
     pub(crate) chaos: Option<Chaos>,
     /// Whether CPU worker threads are bound to CPUs (round robin).
     pub(crate) pin_threads: bool,
@@ -62,6 +65,7 @@ pub struct SchedulerBuilder {
     victims: VictimPolicy,
     stats: bool,
     watchdog: Duration,
+    start_timeout: Duration,
     chaos: Option<Chaos>,
     flags: RunFlags,
     pin_threads: bool,
@@ -102,6 +106,11 @@ impl std::fmt::Debug for ProgressHook {
     }
 }
 
+/// How long the launcher of a run over processes waits for its PEs by default
+/// ([`SchedulerBuilder::start_timeout`]): a GPU PE opens its GPU, loads its kernel and joins
+/// NVSHMEM in about a second (docs/results.md), a PE under compute-sanitizer in tens of seconds.
+pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// How long after an abort workers that cannot be given up may take to exit before
 /// [`SchedulerBuilder::on_stuck_workers`]'s hook is called.
 pub const STUCK_GRACE: Duration = Duration::from_secs(1);
@@ -118,6 +127,7 @@ impl Default for SchedulerBuilder {
             victims: VictimPolicy::Uniform,
             stats: true,
             watchdog: Duration::from_secs(10),
+            start_timeout: DEFAULT_START_TIMEOUT,
             chaos: None,
             flags: RunFlags::empty(),
             pin_threads: true,
@@ -210,6 +220,15 @@ impl SchedulerBuilder {
     /// Abort a run that makes no progress for this long (default 10 s).
     pub fn watchdog(mut self, timeout: Duration) -> Self {
         self.watchdog = timeout;
+        self
+    }
+    /// How long the launcher of a run over processes ([`crate::Backend::CpuProcesses`],
+    /// [`crate::Backend::CudaProcesses`]) waits for every PE to be ready: started, its GPU
+    /// opened, NVSHMEM joined, its memory allocated (default [`DEFAULT_START_TIMEOUT`]; never
+    /// less than the watchdog's timeout). A PE that is late then ends the run with an error
+    /// saying where each late PE was in its start-up.
+    pub fn start_timeout(mut self, timeout: Duration) -> Self {
+        self.start_timeout = timeout;
         self
     }
     /// Whether the CPU backend binds its threads to CPUs, round robin over the CPUs the process
@@ -323,10 +342,16 @@ impl SchedulerBuilder {
                 "the watchdog timeout must be positive".into(),
             ));
         }
+        if self.start_timeout.is_zero() {
+            return Err(Error::Config(
+                "the start-up timeout of runs over processes must be positive".into(),
+            ));
+        }
         Ok(Scheduler {
             config,
             lanes: self.lanes,
             watchdog: self.watchdog,
+            start_timeout: self.start_timeout,
             chaos: self.chaos,
             pin_threads: self.pin_threads,
             cpu_domains: self.cpu_domains,
@@ -358,6 +383,11 @@ impl Scheduler {
     /// How long a run may go without progress before it is stopped.
     pub fn watchdog(&self) -> Duration {
         self.watchdog
+    }
+    /// How long a run over processes waits for its PEs to be ready (see
+    /// [`SchedulerBuilder::start_timeout`]).
+    pub fn start_timeout(&self) -> Duration {
+        self.start_timeout.max(self.watchdog)
     }
     /// Whether the CPU backend binds its threads to CPUs (see [`SchedulerBuilder::pin_threads`]).
     pub fn pin_threads(&self) -> bool {
@@ -427,6 +457,10 @@ mod tests {
                 "probability",
             ),
             (Scheduler::builder().watchdog(Duration::ZERO), "watchdog"),
+            (
+                Scheduler::builder().start_timeout(Duration::ZERO),
+                "start-up timeout",
+            ),
             (
                 Scheduler::builder().workers(4).cpu_domains(0),
                 "CPU domains",

@@ -6,8 +6,9 @@
  * (a wrong layout fails the init with status 7).
  *
  * The files live in $MOCK_NVSHMEM_DIR (default /dev/shm). MOCK_NVSHMEM_FAIL_INIT=k makes the init
- * of PE k fail, MOCK_NVSHMEM_FAIL_MALLOC=k the allocation of PE k; the other PEs go on, as far
- * as they can. Calls are printed to stderr as "mock-nvshmem: ...".
+ * of PE k fail, MOCK_NVSHMEM_FAIL_MALLOC=k the allocation of PE k, MOCK_NVSHMEM_HANG_INIT=k the
+ * init of PE k never return (a bootstrap that waits for a peer forever); the other PEs go on, as
+ * far as they can. Calls are printed to stderr as "mock-nvshmem: ...".
  */
 #include <fcntl.h>
 #include <stdint.h>
@@ -65,6 +66,11 @@ int nvshmemx_hostlib_init_attr(unsigned flags, init_attr_t *attr) {
     (void)attr;
     const char *fail = getenv("MOCK_NVSHMEM_FAIL_INIT");
     if (flags != (1u << 3) || me < 0 || (fail && atoi(fail) == me)) return 7;
+    const char *hang = getenv("MOCK_NVSHMEM_HANG_INIT");
+    if (hang && atoi(hang) == me) {
+        fprintf(stderr, "mock-nvshmem: PE %d of %d waits for its bootstrap forever\n", me, npes);
+        for (;;) pause();
+    }
     fprintf(stderr, "mock-nvshmem: PE %d of %d joined\n", me, npes);
     return 0;
 }

@@ -31,7 +31,7 @@ use super::session::Session;
 use super::{CudaBackend, GpuKernel, Placement};
 use crate::error::{Error, Result};
 use crate::nvshmem::{Nvshmem, UniqueId};
-use crate::processes::layout::{Header, HeapLayout};
+use crate::processes::layout::{Header, HeapLayout, StartStage};
 use crate::processes::monotonic_ns;
 
 /// How often the PE copies its progress records into the control heap and looks for an abort.
@@ -120,6 +120,8 @@ pub(crate) fn serve<R: Registry>(
     patience: Duration,
 ) -> Result<()> {
     let began = Instant::now();
+    let record = &header.pes[pe as usize];
+    record.enter(StartStage::OpeningGpu);
     let topology = header.topology;
     let config = header.config;
     let lanes = header.lanes;
@@ -150,6 +152,7 @@ pub(crate) fn serve<R: Registry>(
         "GPU open, kernel loaded"
     );
     // Join the other PEs: PE 0 makes the unique ID and hands it over through the heap.
+    record.enter(StartStage::JoiningNvshmem);
     let mut nvshmem = Nvshmem::load()?;
     gpu.make_current()?;
     let id = if pe == 0 {
@@ -173,6 +176,7 @@ pub(crate) fn serve<R: Registry>(
         }
     };
     nvshmem.init(pe, pes, &id)?;
+    record.enter(StartStage::Allocating);
     tracing::debug!(
         pe,
         seconds = began.elapsed().as_secs_f64(),
@@ -297,6 +301,7 @@ impl Joined<'_> {
 
         tracing::debug!(pe, "memory allocated and filled; ready");
         // Ready: every PE's memory is zeroed and filled before any kernel starts (the gate).
+        record.enter(StartStage::Ready);
         record.state.attach();
         header.gate.arrive();
         if !crate::processes::wait_for_gate(header, patience)? {

@@ -19,7 +19,7 @@ use mgws_core::{
 use mgws_tasks::{Registry, TaskStruct};
 
 use super::heap::SharedHeap;
-use super::layout::{Header, HeapLayout, PeKind, MAGIC, PTX_PATH_BYTES};
+use super::layout::{Header, HeapLayout, PeKind, StartStage, MAGIC, PTX_PATH_BYTES};
 use super::pe::{HEAP_FD_VAR, PE_VAR};
 use crate::cpu::device::{abort_requested, request_abort, side_live_state, side_progress};
 use crate::cuda::{CudaBackend, GpuKernel, Placement, TasksIn};
@@ -28,10 +28,6 @@ use crate::error::{Error, Result};
 use crate::job::{AreaBytes, Job};
 use crate::memory::check_host;
 use crate::scheduler::Scheduler;
-
-/// How long the launcher waits for every PE to map the heap, at least (the watchdog timeout, if
-/// longer): a process start, a program's start-up and one thread per lane.
-const MIN_START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The launcher of a run over `processes` PE processes, running tasks of registry `R`.
 pub struct ProcessDevice<'a, R> {
@@ -51,7 +47,7 @@ pub struct ProcessDevice<'a, R> {
 impl<R> ProcessDevice<'_, R> {
     /// How long the launcher waits for every PE to be ready.
     fn start_limit(&self) -> Duration {
-        self.sched.watchdog.max(MIN_START_TIMEOUT)
+        self.sched.start_timeout()
     }
 }
 
@@ -117,9 +113,26 @@ impl<'a, R: Registry> ProcessDevice<'a, R> {
         for pe in 0..self.processes as usize {
             self.pe_gpus[pe] = list[pe % list.len()];
         }
-        let mut distinct = self.pe_gpus[..self.processes as usize].to_vec();
+        let pe_gpus = &self.pe_gpus[..self.processes as usize];
+        let mut distinct = pe_gpus.to_vec();
         distinct.sort_unstable();
         distinct.dedup();
+        let on = |gpu: u32| pe_gpus.iter().filter(|&&g| g == gpu).count();
+        if distinct.iter().any(|&g| on(g) != on(distinct[0])) {
+            let shares: Vec<String> = distinct
+                .iter()
+                .map(|&g| format!("GPU {g}: {}", on(g)))
+                .collect();
+            return Err(Error::Config(format!(
+                "{} PEs on {} GPUs share them unevenly (PEs per GPU: {}); NVSHMEM joins PEs \
+                 that share GPUs only when every GPU has as many as the others: run a multiple \
+                 of {} PEs, or name each PE's GPU with --devices",
+                self.processes,
+                distinct.len(),
+                shares.join(", "),
+                distinct.len()
+            )));
+        }
         for &ordinal in &distinct {
             CudaBackend {
                 devices: vec![ordinal],
@@ -331,9 +344,9 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
             if launched.elapsed() > limit {
                 header.gate.cancel();
                 return Err(Error::Process(format!(
-                    "not every one of the {pes} PE processes of {} was ready after {limit:?}; \
-                     does the program call mgws::processes::Pe::from_env() first in main?",
-                    self.program.display()
+                    "not every one of the {pes} PE processes of {} was ready after {limit:?}: {}",
+                    self.program.display(),
+                    children.late_report(header, self.kind())
                 )));
             }
             std::thread::sleep(Duration::from_micros(100));
@@ -601,6 +614,27 @@ impl Children {
             )));
         }
         Ok(None)
+    }
+
+    /// What each PE that is not ready is doing (its [`StartStage`]), for the error of a start-up
+    /// that did not finish in time; a PE that is ready is left out.
+    fn late_report(&self, header: &Header, kind: PeKind) -> String {
+        let late: Vec<String> = self
+            .pes
+            .iter()
+            .enumerate()
+            .filter_map(|(pe, p)| {
+                let stage = header.pes[pe].stage();
+                (stage != StartStage::Ready).then(|| {
+                    let gpu = match kind {
+                        PeKind::Cuda => format!(", GPU {}", header.gpus[pe]),
+                        PeKind::Cpu => String::new(),
+                    };
+                    format!("PE {pe} (pid {}{gpu}) {}", p.child.id(), stage.describe())
+                })
+            })
+            .collect();
+        late.join("; ")
     }
 
     /// Whether every PE has exited (as reaped by [`Self::exited_early`]).

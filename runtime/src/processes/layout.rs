@@ -17,7 +17,7 @@ use crate::cpu::arena::{DeviceIdle, Sections};
 use crate::error::{Error, Result};
 
 /// `b"mgwsPE"` and the layout's version: a PE refuses a heap of another version.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"mgwsPE\x00\x02");
+pub const MAGIC: u64 = u64::from_le_bytes(*b"mgwsPE\x00\x03");
 
 /// What a PE runs its workers on: [`Header::kind`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,12 +169,68 @@ impl Header {
     }
 }
 
+/// Where a PE is in its start-up ([`PeRecord::stage`]): what the launcher reports of a PE that
+/// was not ready within its start-up limit. Each step may wait on others (NVSHMEM's bootstrap is
+/// collective), so the stage says where a PE waits, not which PE is at fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u64)]
+pub enum StartStage {
+    /// The PE has not read the run's heap: the program did not call `Pe::from_env()` first, or
+    /// has not got there yet.
+    NotStarted = 0,
+    /// The PE attached the heap and checks the run against its registry.
+    Checking = 1,
+    /// A GPU PE opens its GPU and loads its kernel entry.
+    OpeningGpu = 2,
+    /// A GPU PE waits for NVSHMEM's unique ID (PE 0 makes it) or joins NVSHMEM with it.
+    JoiningNvshmem = 3,
+    /// A GPU PE allocates and maps the symmetric heap and fills its buffers.
+    Allocating = 4,
+    /// The PE is set up and waits at the gate.
+    Ready = 5,
+}
+
+impl StartStage {
+    /// The stage a record's word names (a word no stage has reads as `NotStarted`).
+    pub fn from_word(word: u64) -> StartStage {
+        match word {
+            1 => StartStage::Checking,
+            2 => StartStage::OpeningGpu,
+            3 => StartStage::JoiningNvshmem,
+            4 => StartStage::Allocating,
+            5 => StartStage::Ready,
+            _ => StartStage::NotStarted,
+        }
+    }
+
+    /// What the PE is doing in this stage, for the launcher's report.
+    pub fn describe(self) -> &'static str {
+        match self {
+            StartStage::NotStarted => {
+                "never read the run's heap (does the program call \
+                 mgws::processes::Pe::from_env() first in main?)"
+            }
+            StartStage::Checking => "checking the run against its registry",
+            StartStage::OpeningGpu => "opening its GPU and loading the kernel",
+            StartStage::JoiningNvshmem => {
+                "joining NVSHMEM (its bootstrap; NVSHMEM prints why it fails on stderr, \
+                 NVSHMEM_DEBUG=INFO tells more)"
+            }
+            StartStage::Allocating => "allocating and mapping NVSHMEM's symmetric heap",
+            StartStage::Ready => "ready, at the gate",
+        }
+    }
+}
+
 /// What one PE reports to the launcher.
 #[repr(C)]
 pub struct PeRecord {
     /// The PE's state (`mgws_core::launch::PeState`): the fields below are final once it is
     /// `PE_DONE` or `PE_FAILED`.
     pub state: PeState<HostWord>,
+    /// Its [`StartStage`], for the launcher's report of a start-up that did not finish in time;
+    /// see [`Self::enter`].
+    pub stage: AtomicU64,
     /// Nanoseconds from the PE's start (the gate opened) until its last worker left its loop.
     pub elapsed_ns: AtomicU64,
     /// When the PE started, on the machine's monotonic clock (`CLOCK_MONOTONIC`, which every
@@ -192,6 +248,18 @@ pub struct PeRecord {
 }
 
 impl PeRecord {
+    /// Records that the PE entered `stage`. Relaxed: a diagnostic the launcher reads only to
+    /// describe a PE that is late; nothing is published with it.
+    pub fn enter(&self, stage: StartStage) {
+        self.stage
+            .store(stage as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The stage the PE last entered (relaxed, as written).
+    pub fn stage(&self) -> StartStage {
+        StartStage::from_word(self.stage.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
     /// Stores `message` (cut to the record's size) and its length, relaxed: the state's
     /// release store publishes them.
     pub fn set_panic_message(&self, message: &str) {

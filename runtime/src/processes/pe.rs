@@ -10,7 +10,7 @@ use mgws_core::launch::Go;
 use mgws_tasks::Registry;
 
 use super::heap::SharedHeap;
-use super::layout::{Header, HeapLayout, PeKind, MAGIC};
+use super::layout::{Header, HeapLayout, PeKind, StartStage, MAGIC};
 use crate::cpu::device::{request_abort, run_lane, CpuMethod, LaneRun};
 use crate::cpu::panics::FirstPanic;
 use crate::cpu::platform::LaneGroup;
@@ -233,6 +233,8 @@ fn serve<R: Registry>(heap: &SharedHeap, pe: u32) -> Result<()> {
             topology.devices
         )));
     }
+    let record = &header.pes[pe as usize];
+    record.enter(StartStage::Checking);
     let kind = header.kind()?;
     let layout = HeapLayout::new(
         kind,
@@ -280,7 +282,7 @@ fn serve<R: Registry>(heap: &SharedHeap, pe: u32) -> Result<()> {
         max_sleep_us: header.chaos[3] as u32,
     });
 
-    let record = &header.pes[pe as usize];
+    record.enter(StartStage::Ready);
     record.state.attach();
     header.gate.arrive();
     if !wait_for_gate(header, patience)? {
