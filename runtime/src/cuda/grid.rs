@@ -23,7 +23,9 @@ pub struct Grid {
 
 /// Sizes the grid: `total` workers split over the run's GPUs (refused if they do not all fit at
 /// once), or, for `None`, the most workers that are co-resident on each GPU with `lanes` threads
-/// and the scratch layout's shared memory.
+/// and the scratch layout's shared memory. The scratch holds a bit per public queue of the whole
+/// run: where the session's GPUs are `copies` of a run's equal parts (one PE's GPU of a run over
+/// `copies` PEs), `None` sizes them for the queues of all parts.
 pub fn size_grid(
     s: &Session,
     funcs: &[Function],
@@ -31,6 +33,7 @@ pub fn size_grid(
     workers_per_queue: u32,
     lanes: u32,
     total: Option<u32>,
+    copies: u32,
 ) -> Result<Grid> {
     let wpq = workers_per_queue;
     let gpus = &s.gpus[..s.run_devices];
@@ -39,10 +42,13 @@ pub fn size_grid(
         .transpose()?;
     let queues_ub: u32 = match (total, &requested) {
         (Some(t), Some(_)) => t / wpq,
-        _ => gpus
-            .iter()
-            .map(|g| plan::worker_upper_bound(g.sms).div_ceil(wpq))
-            .sum(),
+        _ => {
+            copies
+                * gpus
+                    .iter()
+                    .map(|g| plan::worker_upper_bound(g.sms).div_ceil(wpq))
+                    .sum::<u32>()
+        }
     };
     let smem_ub = plan::scratch_bytes(local_capacity, lanes, queues_ub);
     let mut workers = Vec::new();
@@ -55,7 +61,8 @@ pub fn size_grid(
         blocks_per_sm.push(per_sm);
     }
     let topology = Topology::split(&workers, wpq);
-    // The real queue count is at most the bound, so this needs at most `smem_ub`: it fits.
+    // The real queue count (times `copies`) is at most the bound, so this needs at most
+    // `smem_ub`: it fits.
     let smem = plan::scratch_bytes(local_capacity, lanes, topology.queues());
     debug_assert!(smem <= smem_ub);
     Ok(Grid {

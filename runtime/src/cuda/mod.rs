@@ -325,6 +325,19 @@ impl CudaBackend {
         local_capacity: u32,
         options: KernelOptions,
     ) -> Result<u32> {
+        self.max_workers_of::<R>(lanes, local_capacity, options, 1)
+    }
+
+    /// [`Self::max_workers`] for a run whose public queues are `copies` times this backend's:
+    /// one PE's GPU of a run over `copies` GPU PEs (every worker's scratch holds a bit per queue
+    /// of the whole run, so more queues can fit fewer blocks).
+    pub(crate) fn max_workers_of<R: Registry>(
+        &self,
+        lanes: u32,
+        local_capacity: u32,
+        options: KernelOptions,
+        copies: u32,
+    ) -> Result<u32> {
         let workers_per_queue = options
             .workers_per_queue
             .unwrap_or_else(|| self.default_queue_sharing(None));
@@ -341,6 +354,7 @@ impl CudaBackend {
                         workers_per_queue,
                         lanes,
                         None,
+                        copies,
                     )?;
                     Ok(grid.topology.workers())
                 }
@@ -349,7 +363,7 @@ impl CudaBackend {
                     let g = &s.gpus[0];
                     // The kernel's scratch grows with the grid (one damping bit per block):
                     // size the occupancy query for the largest grid it could get.
-                    let ub = plan::worker_upper_bound(g.sms);
+                    let ub = copies * plan::worker_upper_bound(g.sms);
                     let smem = plan::scratch_bytes(local_capacity, lanes, ub);
                     let per_sm = grid::blocks_per_sm_for(g, &f, lanes, smem, local_capacity)?;
                     let what = format!("GPU {} ({})", g.ordinal, g.name);
@@ -369,6 +383,19 @@ impl CudaBackend {
         workers: Option<u32>,
         options: KernelOptions,
     ) -> Result<Defaults> {
+        self.defaults_of::<R>(lanes, local_capacity, workers, options, 1)
+    }
+
+    /// [`Self::defaults`] for a run whose public queues are `copies` times this backend's (see
+    /// [`Self::max_workers_of`]).
+    pub(crate) fn defaults_of<R: Registry>(
+        &self,
+        lanes: Option<u32>,
+        local_capacity: Option<u32>,
+        workers: Option<u32>,
+        options: KernelOptions,
+        copies: u32,
+    ) -> Result<Defaults> {
         let lanes = lanes.unwrap_or(DEFAULT_LANES);
         check_lanes(lanes)?;
         let local_capacity = local_capacity.unwrap_or(DEFAULT_LOCAL_CAPACITY);
@@ -381,7 +408,7 @@ impl CudaBackend {
         };
         let workers = match workers {
             Some(w) => w,
-            None => self.max_workers::<R>(lanes, local_capacity, options)?,
+            None => self.max_workers_of::<R>(lanes, local_capacity, options, copies)?,
         };
         Ok(Defaults {
             lanes,
