@@ -3,7 +3,7 @@
 //! test is such a program (`harness = false`: its `main` is ours, so the copies of it that the
 //! launcher starts serve their PE instead of running the tests again).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use mgws::processes::{Pe, ProcessDevice};
 use mgws::{Backend, Ctx, Error, Job, PerWorker, Scheduler, TaskFunctor, TaskResult, TaskStruct};
@@ -204,7 +204,8 @@ fn a_pe_serving_another_registry_is_refused_with_its_reason() {
     let message = e.to_string();
     assert!(matches!(e, Error::Process(_)), "{message}");
     assert!(
-        message.contains("PE 0 (pid")
+        // Both PEs refuse; whichever the launcher sees first is reported.
+        (message.contains("PE 0 (pid") || message.contains("PE 1 (pid"))
             && message.contains("failed: ")
             && message.contains("MyTasks")
             && message.contains("OtherTasks"),
@@ -221,6 +222,31 @@ fn a_program_that_does_not_serve_its_pe_is_refused() {
     let e = mgws::pipeline::run(&mut device, &sched, job, Instant::now()).unwrap_err();
     let message = e.to_string();
     assert!(message.contains("before it joined the run"), "{message}");
+    // A program that neither serves nor exits: after the start-up timeout, each PE is named as
+    // one that never read the run's heap.
+    let script = std::env::temp_dir().join(format!("mgws-no-serve-{}.sh", std::process::id()));
+    std::fs::write(&script, "#!/bin/sh\nexec sleep 30\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let quick = Scheduler::builder()
+        .workers(2)
+        .watchdog(Duration::from_millis(200))
+        .start_timeout(Duration::from_millis(400))
+        .build()
+        .unwrap();
+    let mut device = ProcessDevice::<MyTasks>::new(&quick, 2, script.clone(), None);
+    let job = Job::new(std::slice::from_ref(&root)).area(0, counts.area());
+    let started = Instant::now();
+    let e = mgws::pipeline::run(&mut device, &quick, job, Instant::now()).unwrap_err();
+    std::fs::remove_file(&script).unwrap();
+    let message = e.to_string();
+    assert!(
+        message.contains("ready after 400ms")
+            && message.contains("PE 0 (pid ")
+            && message.contains("PE 1 (pid ")
+            && message.contains("never read the run's heap"),
+        "{message}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10), "{message}");
     // And a program that cannot be started at all.
     let mut device = ProcessDevice::<MyTasks>::new(&sched, 2, "/nonexistent/mgws".into(), None);
     let job = Job::new(std::slice::from_ref(&root)).area(0, counts.area());
