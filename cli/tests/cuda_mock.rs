@@ -775,3 +775,60 @@ fn gpu_pes_that_would_share_gpus_unevenly_are_refused() {
         "{t}"
     );
 }
+
+#[test]
+fn a_gpu_pe_that_dies_in_its_start_up_is_named_with_its_stage() {
+    // NVSHMEM ends PE 1's process inside its init: the launcher says where it died, at once,
+    // and does not blame the program for not serving its PE.
+    let start = Instant::now();
+    let o = pes(
+        "memset",
+        2,
+        2,
+        &["--workers", "2"],
+        &[("MOCK_NVSHMEM_EXIT_INIT", "1")],
+    );
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("PE 1 (pid ") && t.contains("exited (exit status: 3) while joining NVSHMEM"),
+        "{t}"
+    );
+    assert!(!t.contains("Pe::from_env() first"), "{t}");
+    assert!(start.elapsed() < Duration::from_secs(8), "{t}");
+}
+
+#[test]
+fn gpu_pes_that_hang_in_their_teardown_after_finishing_do_not_fail_the_run() {
+    // Every PE finished (its results final), then PE 1 waits in NVSHMEM's finalize forever: the
+    // run is exact and succeeds once the teardown grace (the watchdog's timeout, at least 1 s)
+    // has passed, instead of ending in a hang report when the records stop changing.
+    let start = Instant::now();
+    let o = pes(
+        "memset",
+        2,
+        2,
+        &[
+            "--workers",
+            "2",
+            "--tasks",
+            "3000",
+            "--watchdog-ms",
+            "300",
+            "--json",
+        ],
+        &[("MOCK_NVSHMEM_HANG_FINALIZE", "1")],
+    );
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(
+        t.contains("mock-nvshmem: PE 1 waits in its finalize forever"),
+        "{t}"
+    );
+    assert!(
+        t.contains(r#""lost":0"#) && t.contains(r#""duplicated":0"#),
+        "{t}"
+    );
+    assert!(!t.contains("watchdog"), "{t}");
+    assert!(start.elapsed() < Duration::from_secs(10), "{t}");
+}

@@ -92,8 +92,11 @@ pub struct Nvshmem {
     barrier_all: BarrierAll,
     finalize: Finalize,
     initialised: bool,
-    /// Keeps the entry points above valid. Unloaded on drop only if NVSHMEM was never
-    /// initialised: an initialised library has threads and state of its own.
+    /// Whether a call may have started state of the library's own: the unique ID (whose
+    /// bootstrap may listen for the other PEs) or an init, even a failed one.
+    touched: std::cell::Cell<bool>,
+    /// Keeps the entry points above valid. Unloaded on drop only if no call touched NVSHMEM's
+    /// state ([`Self::touched`]): a library with threads and state of its own stays loaded.
     library: std::mem::ManuallyDrop<libloading::Library>,
 }
 
@@ -199,6 +202,7 @@ impl Nvshmem {
                 barrier_all: entry!("nvshmem_barrier_all"),
                 finalize: entry!("nvshmemx_hostlib_finalize"),
                 initialised: false,
+                touched: std::cell::Cell::new(false),
                 library: std::mem::ManuallyDrop::new(library),
             })
         }
@@ -213,6 +217,7 @@ impl Nvshmem {
     pub fn unique_id(&self) -> Result<UniqueId> {
         let mut id = UniqueId([0; UNIQUE_ID_BYTES]);
         id.0[..4].copy_from_slice(&version_of::<UniqueId>().to_ne_bytes());
+        self.touched.set(true);
         // SAFETY: `id` is a valid, versioned nvshmemx_uniqueid_t the call fills in.
         let rc = unsafe { (self.get_unique_id)(&mut id) };
         if rc != 0 {
@@ -250,6 +255,7 @@ impl Nvshmem {
                 "nvshmemx_set_attr_uniqueid_args(PE {pe} of {pes}) failed ({rc})"
             )));
         }
+        self.touched.set(true);
         // SAFETY: as above; the flag says the attributes carry a unique ID.
         let rc = unsafe { (self.hostlib_init_attr)(INIT_WITH_UNIQUEID, &mut attr) };
         if rc != 0 {
@@ -330,9 +336,9 @@ impl Nvshmem {
 
 impl Drop for Nvshmem {
     fn drop(&mut self) {
-        if !self.initialised {
-            // SAFETY: never initialised: nothing of NVSHMEM runs, and the entry points die with
-            // `self`.
+        if !self.touched.get() {
+            // SAFETY: no call made a unique ID or an init: nothing of NVSHMEM runs, and the
+            // entry points die with `self`.
             unsafe { std::mem::ManuallyDrop::drop(&mut self.library) }
         }
     }

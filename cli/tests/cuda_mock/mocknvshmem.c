@@ -7,8 +7,10 @@
  *
  * The files live in $MOCK_NVSHMEM_DIR (default /dev/shm). MOCK_NVSHMEM_FAIL_INIT=k makes the init
  * of PE k fail, MOCK_NVSHMEM_FAIL_MALLOC=k the allocation of PE k, MOCK_NVSHMEM_HANG_INIT=k the
- * init of PE k never return (a bootstrap that waits for a peer forever); the other PEs go on, as
- * far as they can. Calls are printed to stderr as "mock-nvshmem: ...".
+ * init of PE k never return (a bootstrap that waits for a peer forever), MOCK_NVSHMEM_EXIT_INIT=k
+ * PE k exit with status 3 in its init (as NVSHMEM does on some fatal errors), and
+ * MOCK_NVSHMEM_HANG_FINALIZE=k the finalize of PE k never return (a collective teardown whose
+ * peer is gone); the other PEs go on, as far as they can. Calls are printed to stderr as "mock-nvshmem: ...".
  */
 #include <fcntl.h>
 #include <stdint.h>
@@ -66,6 +68,11 @@ int nvshmemx_hostlib_init_attr(unsigned flags, init_attr_t *attr) {
     (void)attr;
     const char *fail = getenv("MOCK_NVSHMEM_FAIL_INIT");
     if (flags != (1u << 3) || me < 0 || (fail && atoi(fail) == me)) return 7;
+    const char *quit = getenv("MOCK_NVSHMEM_EXIT_INIT");
+    if (quit && atoi(quit) == me) {
+        fprintf(stderr, "mock-nvshmem: PE %d of %d exits in its init\n", me, npes);
+        _exit(3);
+    }
     const char *hang = getenv("MOCK_NVSHMEM_HANG_INIT");
     if (hang && atoi(hang) == me) {
         fprintf(stderr, "mock-nvshmem: PE %d of %d waits for its bootstrap forever\n", me, npes);
@@ -147,6 +154,11 @@ void nvshmemx_hostlib_finalize(void) {
     for (int k = 0; k + 1 < barriers; k++) {
         barrier_name(name, sizeof name, k, me);
         unlink(name);
+    }
+    const char *hang = getenv("MOCK_NVSHMEM_HANG_FINALIZE");
+    if (hang && atoi(hang) == me) {
+        fprintf(stderr, "mock-nvshmem: PE %d waits in its finalize forever\n", me);
+        for (;;) pause();
     }
     fprintf(stderr, "mock-nvshmem: PE %d finalized\n", me);
 }

@@ -822,17 +822,6 @@ impl Event {
         )
     }
 
-    /// Whether the work before the event on its stream has completed.
-    pub fn is_complete(&self) -> Result<bool> {
-        set_current(self.ctx)?;
-        // SAFETY: the event is live.
-        match unsafe { result::event::query(self.raw) } {
-            Ok(()) => Ok(true),
-            Err(DriverError(sys::CUresult::CUDA_ERROR_NOT_READY)) => Ok(false),
-            Err(DriverError(code)) => check(code, || "cuEventQuery".into()).map(|()| false),
-        }
-    }
-
     /// Seconds from `self` to `end` (both recorded and complete).
     pub fn seconds_until(&self, end: &Event) -> Result<f64> {
         set_current(self.ctx)?;

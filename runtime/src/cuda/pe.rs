@@ -183,25 +183,28 @@ pub(crate) fn serve<R: Registry>(
         "NVSHMEM initialised"
     );
     let sym = SymmetricLayout::new(&topology, config.public_capacity, &header.area_limits);
-    let served = nvshmem
-        .malloc(sym.total, "the public queues and termination state")
-        .and_then(|at| {
-            Joined {
-                base,
-                header,
-                layout,
-                pe,
-                s: &s,
-                function,
-                smem,
-                nvshmem: &nvshmem,
-                symmetric: at,
-                sym: &sym,
-                patience,
-            }
-            .serve()
-            .map(|served| (at, served))
-        });
+    let allocation = if sym.areas_at.iter().any(|&at| at != 0) {
+        "the public queues, the termination state and the writable data areas"
+    } else {
+        "the public queues and the termination state"
+    };
+    let served = nvshmem.malloc(sym.total, allocation).and_then(|at| {
+        Joined {
+            base,
+            header,
+            layout,
+            pe,
+            s: &s,
+            function,
+            smem,
+            nvshmem: &nvshmem,
+            symmetric: at,
+            sym: &sym,
+            patience,
+        }
+        .serve()
+        .map(|served| (at, served))
+    });
     match served {
         Ok((at, Served::Finished)) => {
             // Collective, and only once every PE's kernel is done with the memory (the
@@ -215,7 +218,16 @@ pub(crate) fn serve<R: Registry>(
         // failed, a launcher that gave up): the process ends without them, and its memory
         // with it. Dropping `nvshmem` leaves the library loaded.
         Ok((_, Served::Cancelled)) => Ok(()),
-        Err(e) => Err(e),
+        Err(e) => {
+            // Tell the launcher now, before the session is dropped: releasing the GPU under a
+            // kernel that may still run can block, and the launcher would then see a hang
+            // instead of this error. The session stays for the same reason; the process ends
+            // soon (its caller reports the error again, the same, and exits).
+            record.set_panic_message(&e.to_string());
+            record.state.fail();
+            std::mem::forget(s);
+            Err(e)
+        }
     }
 }
 
@@ -315,6 +327,13 @@ impl Joined<'_> {
             &mut scratch as *mut u32 as *mut std::ffi::c_void,
             &mut device as *mut u32 as *mut std::ffi::c_void,
         ];
+        // The PE's start on the shared clock, right before its start event: the stream is
+        // empty, so the event completes at once, and the window between the events holds the
+        // launch call as well as the kernel. The start is taken here so that the run's span
+        // (earliest start to latest start plus window) counts each PE's launch call once.
+        // A single-process run holds its streams behind a launch gate and leaves the launch
+        // call out; a PE's cooperative launch takes about 0.1-0.2 ms on an H100.
+        let started_ns = monotonic_ns();
         start.record(&stream)?;
         let workers = topology.workers_on(p);
         // SAFETY: the parameters match WORKER_PARAMS (checked by `Session::functions`); the env
@@ -356,8 +375,8 @@ impl Joined<'_> {
             pe,
         };
         let ran = supervise(&mirror, &stream, &start, &end, gpu, pe);
-        let (started_ns, elapsed_ns) = match ran {
-            Ok(times) => times,
+        let elapsed_ns = match ran {
+            Ok(elapsed_ns) => elapsed_ns,
             Err(e) => {
                 // The kernel may still run: its memory must outlive it, and a free would wait
                 // for it. The process ends soon (the PE reports the error and exits).
@@ -384,8 +403,8 @@ impl Joined<'_> {
 }
 
 /// Watches a launched kernel until it exits: mirrors the records into the control heap and
-/// forwards the launcher's abort. Returns when the kernel started (the start event completed,
-/// on the monotonic clock) and how long it ran (between the events), in nanoseconds.
+/// forwards the launcher's abort. Returns the time between the start and end events, in
+/// nanoseconds.
 fn supervise(
     mirror: &Mirror<'_>,
     stream: &Stream,
@@ -393,14 +412,8 @@ fn supervise(
     end: &Event,
     gpu: &driver::Gpu,
     pe: u32,
-) -> Result<(u64, u64)> {
+) -> Result<u64> {
     end.record(stream)?;
-    // The start event completes when the stream reaches it, right before the kernel: its
-    // moment on the shared clock is the PE's start (the launch call itself left out).
-    while !start.is_complete()? {
-        std::hint::spin_loop();
-    }
-    let started_ns = monotonic_ns();
     let mut forwarded = false;
     loop {
         match stream.query() {
@@ -434,7 +447,7 @@ fn supervise(
         }
         std::thread::sleep(MIRROR_EVERY);
     }
-    Ok((started_ns, (start.seconds_until(end)? * 1e9) as u64))
+    Ok((start.seconds_until(end)? * 1e9) as u64)
 }
 
 /// Allocates and fills PE `pe`'s own buffers and its env.

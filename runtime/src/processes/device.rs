@@ -357,6 +357,7 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
         let running = ProcessRunning {
             placed,
             children: Mutex::new(children),
+            teardown_grace: exit_grace(self.sched.watchdog),
         };
         let out = supervise(&running);
         // Whatever the supervisor decided, no PE outlives the run.
@@ -484,6 +485,9 @@ struct Children {
     pes: Vec<PeProcess>,
     /// A PE that died early has been reported (later looks only reap).
     reported: bool,
+    /// When the launcher first saw every PE finished (its results final), while some PEs were
+    /// still tearing down.
+    all_finished_at: Option<Instant>,
 }
 
 /// One PE process.
@@ -526,6 +530,7 @@ impl Children {
         let mut children = Children {
             pes: Vec::new(),
             reported: false,
+            all_finished_at: None,
         };
         for pe in 0..count {
             let mut command = Command::new(program);
@@ -598,6 +603,13 @@ impl Children {
                         "PE {pe} (pid {pid}) could not join the run ({status}); it printed why \
                          on stderr"
                     )
+                } else if state == 0 && header.pes[pe].stage() != StartStage::NotStarted {
+                    // It read the heap, so it is a PE: it died in its set-up (a signal, or a
+                    // library that exits on a fatal error).
+                    format!(
+                        "PE {pe} (pid {pid}) exited ({status}) while {}, before it was ready",
+                        header.pes[pe].stage().describe()
+                    )
                 } else if state == 0 {
                     format!(
                         "PE {pe} (pid {pid}) exited ({status}) before it joined the run: a \
@@ -640,6 +652,11 @@ impl Children {
     /// Whether every PE has exited (as reaped by [`Self::exited_early`]).
     fn all_exited(&self) -> bool {
         self.pes.iter().all(|p| p.status.is_some())
+    }
+
+    /// Whether every PE has reported its part finished (acquired: its results are final).
+    fn all_finished(&self, header: &Header) -> bool {
+        (0..self.pes.len()).all(|pe| header.pes[pe].state.is_finished())
     }
 
     /// Sleeps until a PE that was running exits, or `timeout` passes (at most a millisecond
@@ -696,9 +713,11 @@ fn inherit_and_follow_parent(fd: i32, launcher: i32) -> std::io::Result<()> {
     if unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) } != 0 {
         return Err(std::io::Error::last_os_error());
     }
+    // An error from the OS's number: building one with a message would allocate, which is not
+    // async-signal-safe here (the parent learns only the number anyway).
     // SAFETY: getppid has no arguments and cannot fail.
     if unsafe { libc::getppid() } != launcher {
-        return Err(std::io::Error::other("the launcher exited"));
+        return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
     }
     Ok(())
 }
@@ -707,6 +726,19 @@ fn inherit_and_follow_parent(fd: i32, launcher: i32) -> std::io::Result<()> {
 struct ProcessRunning<'a> {
     placed: &'a ProcessPlaced,
     children: Mutex<Children>,
+    /// How long PEs may take to exit once every PE has finished (see [`exit_grace`]).
+    teardown_grace: Duration,
+}
+
+/// How long a PE may take to exit once it should: after an abort (aborted workers leave their
+/// loop at their next check), or once every PE has finished its part (a GPU PE then frees its
+/// symmetric memory and leaves NVSHMEM, both collective, and releases its GPU). The watchdog's
+/// timeout, between 1 and 10 seconds. A PE still running after it is ended: after an abort by
+/// `give_up`; after every PE finished with a warning, and the run stands, its results final
+/// (say, a PE waiting in a collective for a PE that died after finishing). While PEs tear
+/// down, the watchdog does not look at their records, which no longer change.
+fn exit_grace(watchdog: Duration) -> Duration {
+    watchdog.clamp(Duration::from_secs(1), Duration::from_secs(10))
 }
 
 impl ProcessRunning<'_> {
@@ -726,6 +758,25 @@ impl Running for ProcessRunning<'_> {
             }
             if children.all_exited() {
                 return Ok(true);
+            }
+            if children.all_finished(self.placed.header()) {
+                // The run is over; only teardown remains (the supervisor's watchdog is not
+                // consulted again).
+                let since = *children.all_finished_at.get_or_insert_with(Instant::now);
+                let waited = since.elapsed();
+                if waited >= self.teardown_grace {
+                    let left = children.pes.iter().filter(|p| p.status.is_none()).count();
+                    tracing::warn!(
+                        pes = left,
+                        grace = ?self.teardown_grace,
+                        "PEs still tearing down after every PE finished; ended (the results \
+                         are final)"
+                    );
+                    children.kill_all();
+                    return Ok(true);
+                }
+                children.sleep_until_an_exit(self.teardown_grace - waited);
+                continue;
             }
             let now = Instant::now();
             if now >= deadline {
@@ -750,9 +801,7 @@ impl Running for ProcessRunning<'_> {
     }
 
     fn exit_grace(&self, watchdog: Duration) -> Option<Duration> {
-        // Aborted workers leave their loop at their next check; a PE that does not exit within
-        // this is killed (`give_up`).
-        Some(watchdog.clamp(Duration::from_secs(1), Duration::from_secs(10)))
+        Some(exit_grace(watchdog))
     }
 
     fn give_up(&self) -> bool {
