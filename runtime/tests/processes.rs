@@ -247,6 +247,19 @@ fn a_program_that_does_not_serve_its_pe_is_refused() {
         "{message}"
     );
     assert!(started.elapsed() < Duration::from_secs(10), "{message}");
+    // A program killed by a signal before it read the heap is not blamed for not serving.
+    std::fs::write(&script, "#!/bin/sh\nkill -9 $$\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut device = ProcessDevice::<MyTasks>::new(&quick, 2, script.clone(), None);
+    let job = Job::new(std::slice::from_ref(&root)).area(0, counts.area());
+    let e = mgws::pipeline::run(&mut device, &quick, job, Instant::now()).unwrap_err();
+    std::fs::remove_file(&script).unwrap();
+    let message = e.to_string();
+    assert!(
+        message.contains("was ended (signal: 9 (SIGKILL)) before it read the run's heap")
+            && !message.contains("Pe::from_env()"),
+        "{message}"
+    );
     // And a program that cannot be started at all.
     let mut device = ProcessDevice::<MyTasks>::new(&sched, 2, "/nonexistent/mgws".into(), None);
     let job = Job::new(std::slice::from_ref(&root)).area(0, counts.area());

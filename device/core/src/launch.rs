@@ -90,6 +90,12 @@ impl<W: AtomicWord> LaunchGate<W> {
         self.go.store(GATE_CANCEL, Ordering::Relaxed, SCOPE);
     }
 
+    /// Launcher side: whether it opened the gate. Relaxed: the launcher reads its own store.
+    #[inline]
+    pub fn opened(&self) -> bool {
+        self.go.load(Ordering::Relaxed, SCOPE) == GATE_RUN
+    }
+
     /// PE side: whether the launcher cancelled the run (a PE waiting for something else before
     /// the gate stops waiting). Relaxed: a hint; [`Self::wait`] acquires the decision.
     #[inline]

@@ -178,12 +178,13 @@ impl Sections {
         let mut queue_slots = [std::ptr::null_mut(); MAX_DEVICES];
         for d in 0..topology.devices as usize {
             let q = topology.first_queue[d] as usize;
-            // SAFETY: q is a queue of the topology, so both offsets lie within their sections
-            // (the caller's guarantee).
-            unsafe {
-                queue_headers[d] = self.headers.add(q);
-                queue_slots[d] = self.slots.add(q * config.public_capacity as usize);
-            }
+            // SAFETY: q is a queue of the topology, so the offset lies within the headers'
+            // section (the caller's guarantee).
+            unsafe { queue_headers[d] = self.headers.add(q) };
+            // Not `add`: a heap laid out for GPU PEs has no slot section (their slots live in
+            // NVSHMEM's heap), and there the pointer, never dereferenced, may lie past the
+            // mapping. Elsewhere the offset lies within the slots' section.
+            queue_slots[d] = self.slots.wrapping_add(q * config.public_capacity as usize);
         }
         Env {
             config,

@@ -480,6 +480,9 @@ fn first_panic(header: &Header) -> Option<(u32, u32, String)> {
         })
 }
 
+/// How long the launcher waits for killed PEs to exit ([`Children::kill_all`]).
+const KILL_WAIT: Duration = Duration::from_secs(5);
+
 /// The PE processes of one run.
 struct Children {
     pes: Vec<PeProcess>,
@@ -610,12 +613,23 @@ impl Children {
                         "PE {pe} (pid {pid}) exited ({status}) while {}, before it was ready",
                         header.pes[pe].stage().describe()
                     )
+                } else if state == 0 && status.code().is_none() {
+                    // Ended by a signal before it read the heap: no sign the program is wrong.
+                    format!(
+                        "PE {pe} (pid {pid}) was ended ({status}) before it read the run's heap"
+                    )
                 } else if state == 0 {
                     format!(
                         "PE {pe} (pid {pid}) exited ({status}) before it joined the run: a \
                          program that runs jobs over processes must call \
                          mgws::processes::Pe::from_env() first in main and serve the PE it \
                          returns"
+                    )
+                } else if !header.gate.opened() {
+                    // Ready, but the gate is closed: no worker of any PE ran.
+                    format!(
+                        "PE {pe} (pid {pid}) exited ({status}) at the launch gate, before the run \
+                         started"
                     )
                 } else {
                     format!(
@@ -682,14 +696,42 @@ impl Children {
         unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };
     }
 
-    /// Kills and reaps every PE still running.
-    fn kill_all(&mut self) {
+    /// Kills every PE still running and reaps them, waiting at most [`KILL_WAIT`]: a process
+    /// in an uninterruptible wait (a hung file system, a GPU driver's teardown) dies only when
+    /// that ends, and the launcher must not wait on it forever. True when every PE is reaped.
+    fn kill_all(&mut self) -> bool {
         for p in &mut self.pes {
             if p.status.is_none() {
-                // A PE that exited meanwhile makes kill fail; wait reaps it either way.
+                // A PE that exited meanwhile makes kill fail; it is reaped below either way.
                 let _ = p.child.kill();
-                p.status = p.child.wait().ok();
             }
+        }
+        let deadline = Instant::now() + KILL_WAIT;
+        loop {
+            for p in &mut self.pes {
+                if p.status.is_none() {
+                    p.status = p.child.try_wait().ok().flatten();
+                }
+            }
+            if self.all_exited() {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                let left: Vec<u32> = self
+                    .pes
+                    .iter()
+                    .filter(|p| p.status.is_none())
+                    .map(|p| p.child.id())
+                    .collect();
+                tracing::error!(
+                    pids = ?left,
+                    "PE processes killed {KILL_WAIT:?} ago have not exited (an uninterruptible \
+                     wait); left behind"
+                );
+                return false;
+            }
+            self.sleep_until_an_exit(deadline - now);
         }
     }
 }
@@ -805,8 +847,7 @@ impl Running for ProcessRunning<'_> {
     }
 
     fn give_up(&self) -> bool {
-        self.lock().kill_all();
-        true
+        self.lock().kill_all()
     }
 
     fn aborted(&self) -> bool {

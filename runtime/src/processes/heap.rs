@@ -32,15 +32,6 @@ fn os_error(what: &str) -> Error {
     ))
 }
 
-/// `MAP_POPULATE` where the OS has it: a PE maps every page of the heap before it runs, since a
-/// fault per 4 KiB page in the run made MEMSET's PEs a third slower (docs/results.md).
-fn populate_flag() -> libc::c_int {
-    #[cfg(target_os = "linux")]
-    return libc::MAP_POPULATE;
-    #[cfg(not(target_os = "linux"))]
-    return 0;
-}
-
 impl SharedHeap {
     /// A new heap of `len` bytes, all zero, mapped here. Its descriptor is closed on exec: a PE
     /// process gets it through [`SharedHeap::inherit_fd`] only.
@@ -53,6 +44,21 @@ impl SharedHeap {
         }
         // SAFETY: fd is a descriptor we just opened and own alone.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // A host that started with a standard descriptor closed (an embedding C or Python
+        // program) may get 0, 1 or 2 here: each PE's stdin and stdout are replaced, and anything
+        // written to standard error would land in the heap. Keep it at 3 or above.
+        let fd = if fd.as_raw_fd() <= 2 {
+            // SAFETY: fcntl duplicates an open descriptor to the lowest free one >= 3.
+            let moved = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+            if moved < 0 {
+                return Err(os_error("cannot move the shared heap's descriptor above 2"));
+            }
+            // SAFETY: a descriptor fcntl just returned, owned by nothing else; the original
+            // one is closed when `fd` drops here.
+            unsafe { OwnedFd::from_raw_fd(moved) }
+        } else {
+            fd
+        };
         // SAFETY: fd is an open memory file; ftruncate only sets its size (new bytes read zero).
         if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
             return Err(os_error(&format!(
@@ -125,8 +131,25 @@ impl SharedHeap {
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
         // SAFETY: fcntl on an open descriptor with integer arguments.
         unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
-        // The launcher backed every page: mapping them all now keeps page faults out of the run.
-        Self::map(fd, stat.st_size as usize, populate_flag())
+        Self::map(fd, stat.st_size as usize, 0)
+    }
+
+    /// Maps every page of an attached heap into this process now (the launcher backed them
+    /// all), so that no page faults in the run: a fault per 4 KiB page made MEMSET's PEs a
+    /// third slower (docs/results.md). `MADV_POPULATE_READ` (Linux 5.14) maps the file's pages
+    /// as `MAP_POPULATE` did on a shared mapping; where the kernel lacks it the pages fault in
+    /// as they are touched. A PE calls it after it has recorded that it is mapping the heap, so
+    /// that a PE that dies or is slow here is not taken for a program that never read the heap.
+    pub fn populate(&self) {
+        #[cfg(target_os = "linux")]
+        // SAFETY: the range is this heap's whole mapping; the advice only maps its pages.
+        unsafe {
+            libc::madvise(
+                self.base as *mut libc::c_void,
+                self.len,
+                libc::MADV_POPULATE_READ,
+            )
+        };
     }
 
     /// Maps `len` bytes of `fd` with the extra mmap `flags`.

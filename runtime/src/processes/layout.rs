@@ -180,14 +180,16 @@ pub enum StartStage {
     NotStarted = 0,
     /// The PE attached the heap and checks the run against its registry.
     Checking = 1,
+    /// The PE maps every page of the heap into its address space.
+    MappingHeap = 2,
     /// A GPU PE opens its GPU and loads its kernel entry.
-    OpeningGpu = 2,
+    OpeningGpu = 3,
     /// A GPU PE waits for NVSHMEM's unique ID (PE 0 makes it) or joins NVSHMEM with it.
-    JoiningNvshmem = 3,
+    JoiningNvshmem = 4,
     /// A GPU PE allocates and maps the symmetric heap and fills its buffers.
-    Allocating = 4,
+    Allocating = 5,
     /// The PE is set up and waits at the gate.
-    Ready = 5,
+    Ready = 6,
 }
 
 impl StartStage {
@@ -195,10 +197,11 @@ impl StartStage {
     pub fn from_word(word: u64) -> StartStage {
         match word {
             1 => StartStage::Checking,
-            2 => StartStage::OpeningGpu,
-            3 => StartStage::JoiningNvshmem,
-            4 => StartStage::Allocating,
-            5 => StartStage::Ready,
+            2 => StartStage::MappingHeap,
+            3 => StartStage::OpeningGpu,
+            4 => StartStage::JoiningNvshmem,
+            5 => StartStage::Allocating,
+            6 => StartStage::Ready,
             _ => StartStage::NotStarted,
         }
     }
@@ -211,6 +214,7 @@ impl StartStage {
                  mgws::processes::Pe::from_env() first in main?)"
             }
             StartStage::Checking => "checking the run against its registry",
+            StartStage::MappingHeap => "mapping the run's heap",
             StartStage::OpeningGpu => "opening its GPU and loading the kernel",
             StartStage::JoiningNvshmem => {
                 "joining NVSHMEM (its bootstrap; NVSHMEM prints why it fails on stderr, \
@@ -441,8 +445,9 @@ impl HeapLayout {
             stats: at(self.stats) as *mut WorkerStats,
         };
         // SAFETY: each section was laid out by `new` for this configuration and topology, inside
-        // the heap (the caller's guarantee); the heap's zero bytes are every word's initial
-        // state.
+        // the heap (the caller's guarantee; a GPU PE's heap has empty slot and spill sections,
+        // whose pointers `Sections::env` forms without dereferencing); the heap's zero bytes are
+        // every word's initial state.
         unsafe {
             sections.env(
                 header.config,

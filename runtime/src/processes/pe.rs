@@ -250,6 +250,8 @@ fn serve<R: Registry>(heap: &SharedHeap, pe: u32) -> Result<()> {
             layout.total
         )));
     }
+    record.enter(StartStage::MappingHeap);
+    heap.populate();
     let patience = Duration::from_millis(header.start_limit_ms) + GATE_MARGIN;
     if kind == PeKind::Cuda {
         return crate::cuda::pe::serve::<R>(heap.base(), header, &layout, pe, patience);
