@@ -86,7 +86,7 @@ pub trait Context {
     /// Adds `value` to the `u64` at `target`, a word that only this worker writes during the run
     /// (its row of a result table): call it on one lane. Returns nothing, so that the worker
     /// does not wait for the word: a GPU issues a fire-and-forget reduction, a CPU a plain load
-    /// and store ([`AtomicWord::add_single_writer`](crate::AtomicWord::add_single_writer)).
+    /// and store ([`crate::AtomicWord::add_single_writer`]).
     ///
     /// # Safety
     /// As for [`Context::atomic_add`]; in addition no other worker writes the word during the

@@ -454,9 +454,9 @@ fn area_entry(table: &[u64; DATA_AREAS], index: usize) -> u64 {
 }
 
 impl<W, T> Env<W, T> {
-    /// Data area `index`'s base address, 0 past [`DATA_AREAS`]. Branch-free (see
-    /// [`area_entry`]), so that a task may compute its data's addresses before it checks
-    /// anything, and the loads of several areas issue together.
+    /// Data area `index`'s base address, 0 past [`DATA_AREAS`]. Branch-free (a load at the
+    /// masked index and a select), so that a task may compute its data's addresses before it
+    /// checks anything, and the loads of several areas issue together.
     #[inline(always)]
     pub fn area(&self, index: usize) -> u64 {
         area_entry(&self.areas, index)

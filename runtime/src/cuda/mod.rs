@@ -242,7 +242,8 @@ impl CudaBackend {
 
     /// The register limit registry `R`'s PTX is compiled with for blocks of `lanes` threads:
     /// the backend's `max_registers`, else the registry's [`Registry::MAX_REGISTERS`] (lowered
-    /// where a block of `lanes` threads would not fit), else [`plan::default_register_cap`].
+    /// where a block of `lanes` threads would not fit), else the default cap (128 registers,
+    /// lowered where one block of `lanes` threads would not fit on an SM).
     pub fn register_cap<R: Registry>(&self, lanes: u32) -> Option<u32> {
         plan::register_cap(self.max_registers, R::MAX_REGISTERS, lanes)
     }
