@@ -292,11 +292,7 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
         // process maps it yet.
         unsafe {
             (base as *mut Header).write(header);
-            std::ptr::copy_nonoverlapping(
-                job.tasks.as_ptr(),
-                layout.initial(base),
-                job.tasks.len(),
-            );
+            super::heap::copy_in_parallel(job.tasks, layout.initial(base));
             for (index, bytes) in &job.areas {
                 let (at, len) = layout.area(base, *index as usize, &limits);
                 let src: &[u8] = match bytes {
@@ -305,7 +301,7 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
                 };
                 // An empty area has no place in the heap (`at` is null).
                 if len > 0 {
-                    std::ptr::copy_nonoverlapping(src.as_ptr(), at, len.min(src.len()));
+                    super::heap::copy_in_parallel(&src[..len.min(src.len())], at);
                 }
             }
         }
