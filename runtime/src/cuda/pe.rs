@@ -223,8 +223,7 @@ pub(crate) fn serve<R: Registry>(
             // kernel that may still run can block, and the launcher would then see a hang
             // instead of this error. The session stays for the same reason; the process ends
             // soon (its caller reports the error again, the same, and exits).
-            record.set_panic_message(&e.to_string());
-            record.state.fail();
+            record.fail_with(&e.to_string());
             std::mem::forget(s);
             Err(e)
         }

@@ -32,39 +32,46 @@ fn os_error(what: &str) -> Error {
     ))
 }
 
+/// The smallest share of the heap's memory work (backing pages, copying the job in) worth a
+/// thread of its own.
+const MIN_SHARE_BYTES: usize = 64 << 20;
+
+/// Runs `work(start, len)` over `0..total` in contiguous, disjoint shares, each of at least
+/// `min_share` and a multiple of `granule` (but the last), from as many threads as the process
+/// may use; one share runs on this thread.
+fn in_shares(total: usize, min_share: usize, granule: usize, work: impl Fn(usize, usize) + Sync) {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(total.div_ceil(min_share.max(1)))
+        .max(1);
+    if threads == 1 {
+        if total > 0 {
+            work(0, total);
+        }
+        return;
+    }
+    let share = total.div_ceil(threads).next_multiple_of(granule.max(1));
+    let work = &work;
+    std::thread::scope(|scope| {
+        for start in (0..total).step_by(share) {
+            scope.spawn(move || work(start, share.min(total - start)));
+        }
+    });
+}
+
 /// Copies `src` to `dst` from several threads where it is large (8 GiB of tasks took 0.8 s on
-/// one core of the GPU machine): a share of at least 64 MiB per thread, as many threads as the
-/// process may use.
+/// one core of the GPU machine), in shares of at least 64 MiB.
 ///
 /// # Safety
 /// `dst` is valid for writes of `src.len()` values and does not overlap `src`.
 pub unsafe fn copy_in_parallel<T: Copy + Sync>(src: &[T], dst: *mut T) {
-    const MIN_SHARE_BYTES: usize = 64 << 20;
-    let min_share = (MIN_SHARE_BYTES / std::mem::size_of::<T>().max(1)).max(1);
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(src.len().div_ceil(min_share))
-        .max(1);
-    if threads == 1 {
-        // SAFETY: the caller's guarantee.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
-        return;
-    }
-    let share = src.len().div_ceil(threads);
+    let min_share = MIN_SHARE_BYTES / std::mem::size_of::<T>().max(1);
     let dst = dst as usize;
-    std::thread::scope(|scope| {
-        for (i, part) in src.chunks(share).enumerate() {
-            scope.spawn(move || {
-                // SAFETY: part `i` goes to the same offset of `dst`, inside the caller's range;
-                // the parts are disjoint, so no two threads write the same value.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        part.as_ptr(),
-                        (dst as *mut T).add(i * share),
-                        part.len(),
-                    )
-                }
-            });
+    in_shares(src.len(), min_share, 1, |start, len| {
+        // SAFETY: `start..start + len` lies in `src` and, by the caller's guarantee, in `dst`;
+        // the shares are disjoint, so no two threads write the same value.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src.as_ptr().add(start), (dst as *mut T).add(start), len)
         }
     });
 }
@@ -114,30 +121,18 @@ impl SharedHeap {
     #[cfg(target_os = "linux")]
     fn back_pages(&self) {
         const PAGE: usize = 4096;
-        const MIN_SHARE: usize = 64 << 20;
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(self.len.div_ceil(MIN_SHARE))
-            .max(1);
-        let share = self.len.div_ceil(threads).next_multiple_of(PAGE);
         let base = self.base as usize;
-        std::thread::scope(|scope| {
-            for start in (0..self.len).step_by(share) {
-                let len = share.min(self.len - start);
-                scope.spawn(move || {
-                    let at = (base + start) as *mut u8;
-                    // SAFETY: at..at + len lies within the mapping, page-aligned at its start.
-                    let advised = unsafe {
-                        libc::madvise(at as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE)
-                    };
-                    if advised != 0 {
-                        for page in (0..len).step_by(PAGE) {
-                            // SAFETY: within the mapping, which no one else uses yet; the byte
-                            // is zero and stays zero.
-                            unsafe { at.add(page).write_volatile(0) };
-                        }
-                    }
-                });
+        in_shares(self.len, MIN_SHARE_BYTES, PAGE, |start, len| {
+            let at = (base + start) as *mut u8;
+            // SAFETY: at..at + len lies within the mapping, page-aligned at its start.
+            let advised =
+                unsafe { libc::madvise(at as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE) };
+            if advised != 0 {
+                for page in (0..len).step_by(PAGE) {
+                    // SAFETY: within the mapping, which no one else uses yet; the byte is zero
+                    // and stays zero.
+                    unsafe { at.add(page).write_volatile(0) };
+                }
             }
         });
     }

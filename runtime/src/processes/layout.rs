@@ -277,6 +277,13 @@ impl PeRecord {
             .store(bytes.len() as u64, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Reports the PE failed, with `reason`: the message, then the failed state, whose release
+    /// store publishes it to the launcher.
+    pub fn fail_with(&self, reason: &str) {
+        self.set_panic_message(reason);
+        self.state.fail();
+    }
+
     /// The message [`Self::set_panic_message`] stored (read after an acquire load of the
     /// state).
     pub fn panic_message(&self) -> String {

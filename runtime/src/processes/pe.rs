@@ -167,8 +167,7 @@ pub(crate) fn monotonic_ns() -> u64 {
 fn report_failure(heap: &SharedHeap, index: u32, e: &Error) {
     if let Ok(header) = checked_header(heap) {
         if let Some(record) = header.pes.get(index as usize) {
-            record.set_panic_message(&e.to_string());
-            record.state.fail();
+            record.fail_with(&e.to_string());
         }
     }
 }
