@@ -155,7 +155,23 @@ pub struct KernelBuilder {
     target_dir: Option<PathBuf>,
     ptxas: Ptxas,
     quiet: bool,
+    nvshmem: bool,
 }
+
+/// The functions a kernel built with [`KernelBuilder::nvshmem`] calls and leaves undefined: the
+/// non-inline wrappers over NVSHMEM's device API that the host compiles with NVRTC and links in at
+/// load time (`mgws-kernel-support`'s `nvshmem` feature).
+pub const NVSHMEM_FUNCTIONS: &[&str] = &[
+    "mgws_nvshmem_fetch_add",
+    "mgws_nvshmem_add",
+    "mgws_nvshmem_fetch",
+    "mgws_nvshmem_set",
+    "mgws_nvshmem_fetch_or",
+    "mgws_nvshmem_fetch_and",
+    "mgws_nvshmem_compare_swap",
+    "mgws_nvshmem_get",
+    "mgws_nvshmem_release",
+];
 
 impl KernelBuilder {
     /// A builder for the kernel crate (or the workspace, with [`KernelBuilder::package`]) whose
@@ -169,7 +185,17 @@ impl KernelBuilder {
             target_dir: None,
             ptxas: Ptxas::IfConfigured,
             quiet: false,
+            nvshmem: false,
         }
+    }
+
+    /// Builds the kernel for GPU PEs over NVSHMEM's device API: with the kernel crate's
+    /// `nvshmem` feature (which must enable `mgws-kernel-support/nvshmem`), into
+    /// `<lib>.<arch>.nvshmem.ptx` by default. Its PTX calls [`NVSHMEM_FUNCTIONS`], which mgws
+    /// links in when it loads the module; ptxas then assembles it as relocatable code (`-c`).
+    pub fn nvshmem(mut self, on: bool) -> Self {
+        self.nvshmem = on;
+        self
     }
 
     /// The package to build, where the manifest is a workspace's.
@@ -385,6 +411,9 @@ impl KernelBuilder {
         if let Some(p) = &self.package {
             cargo.args(["--package", p]);
         }
+        if self.nvshmem {
+            cargo.args(["--features", "nvshmem"]);
+        }
         // `--crate-type cdylib`: the PTX module is one LTO'd cdylib, and only that crate type, or
         // rustc's `.s` would not be the LTO'd module. The crate may list `rlib` too for the host.
         cargo
@@ -439,7 +468,11 @@ impl KernelBuilder {
                 .parent()
                 .unwrap_or(&target_dir)
                 .join("ptx")
-                .join(format!("{lib}.{}.ptx", self.arch))
+                .join(if self.nvshmem {
+                    format!("{lib}.{}.nvshmem.ptx", self.arch)
+                } else {
+                    format!("{lib}.{}.ptx", self.arch)
+                })
         });
         if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
             fs::create_dir_all(dir)
@@ -450,7 +483,13 @@ impl KernelBuilder {
         let text = normalize_fingerprint(&text);
         fs::write(&out, &text)
             .map_err(|e| BuildError::Failed(format!("cannot write {}: {e}", out.display())))?;
-        let check = check_ptx(&text);
+        let mut check = check_ptx(&text);
+        if self.nvshmem {
+            // The device-API wrappers are linked in at load time; nothing else may be missing.
+            check
+                .unresolved
+                .retain(|f| !NVSHMEM_FUNCTIONS.contains(&f.as_str()));
+        }
         check.result()?;
 
         let run_ptxas = match self.ptxas {
@@ -461,7 +500,7 @@ impl KernelBuilder {
         let ptxas = if run_ptxas {
             let program: Vec<OsString> = ptx::find_ptxas(&self.manifest_dir)?;
             let cubin = out.with_extension("cubin");
-            let report = ptx::run_ptxas(&program, &self.arch, &out, &cubin)?;
+            let report = ptx::run_ptxas(&program, &self.arch, &out, &cubin, self.nvshmem)?;
             Some((cubin, report))
         } else {
             None

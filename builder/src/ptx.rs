@@ -193,15 +193,21 @@ pub struct PtxasReport {
     pub warnings: Vec<String>,
 }
 
-/// Assembles `ptx` for `arch` with `ptxas -v` into `cubin`.
+/// Assembles `ptx` for `arch` with `ptxas -v` into `cubin`; `relocatable` (`-c`) for a module
+/// whose calls are linked in at load time.
 pub(crate) fn run_ptxas(
     program: &[OsString],
     arch: &str,
     ptx: &Path,
     cubin: &Path,
+    relocatable: bool,
 ) -> Result<PtxasReport, BuildError> {
-    let out = Command::new(&program[0])
-        .args(&program[1..])
+    let mut command = Command::new(&program[0]);
+    command.args(&program[1..]);
+    if relocatable {
+        command.arg("-c");
+    }
+    let out = command
         .arg(format!("-arch={arch}"))
         .arg("-v")
         .arg(ptx)

@@ -36,13 +36,16 @@ fn main() -> ExitCode {
 }
 
 const USAGE: &str = "\
-usage: cargo xtask ptx [--arch sm_XX] [--crate PACKAGE] [--out PATH]
+usage: cargo xtask ptx [--arch sm_XX] [--crate PACKAGE] [--out PATH] [--nvshmem]
 
 Builds a GPU kernel crate to PTX with the nightly toolchain and checks it with ptxas.
   --arch sm_XX     GPU architecture (default sm_90; sm_70 or newer)
   --crate PACKAGE  kernel crate to build (default mgws-kernel)
   --out PATH       where to write the PTX (default target/ptx/<lib>.<arch>.ptx); the cubin
                    ptxas produced goes next to it with the extension .cubin
+  --nvshmem        the entries for GPU PEs over NVSHMEM's device API (the crate's `nvshmem`
+                   feature; default out target/ptx/<lib>.<arch>.nvshmem.ptx), assembled by
+                   ptxas as relocatable code: mgws links NVSHMEM in when it loads them
 Environment: MGWS_NIGHTLY (toolchain directory), MGWS_NVPTX_SYSROOT, MGWS_PTXAS.";
 
 fn command(args: &[String]) -> Result<()> {
@@ -63,6 +66,7 @@ struct PtxOptions {
     arch: String,
     package: String,
     out: Option<PathBuf>,
+    nvshmem: bool,
 }
 
 impl PtxOptions {
@@ -71,6 +75,7 @@ impl PtxOptions {
             arch: DEFAULT_ARCH.into(),
             package: DEFAULT_CRATE.into(),
             out: None,
+            nvshmem: false,
         };
         let mut it = args.iter();
         while let Some(arg) = it.next() {
@@ -88,6 +93,7 @@ impl PtxOptions {
                 "--arch" => opts.arch = value()?,
                 "--crate" | "-p" | "--package" => opts.package = value()?,
                 "--out" | "-o" => opts.out = Some(PathBuf::from(value()?)),
+                "--nvshmem" if inline.is_none() => opts.nvshmem = true,
                 _ => return Err(format!("unknown argument `{arg}`\n{USAGE}")),
             }
         }
@@ -120,7 +126,8 @@ fn ptx(opts: &PtxOptions) -> Result<()> {
         // Its own target directory: the kernel's linker and rustflags must not clash with host
         // builds.
         .target_dir(target_base.join("nvptx"))
-        .ptxas(Ptxas::Required);
+        .ptxas(Ptxas::Required)
+        .nvshmem(opts.nvshmem);
     if let Some(out) = &opts.out {
         builder = builder.out(out);
     }

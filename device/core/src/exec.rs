@@ -386,9 +386,13 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         if P::SINGLE_LANE {
             // One lane copies whole tasks (decided at compile time: a GPU kernel has no such
             // branch).
+            let words = core::mem::size_of::<T>() / 8;
             for task in 0..count {
-                // SAFETY: as below.
-                unsafe { dst(task).write(src(task).read()) };
+                let (from, to) = (src(task) as *const u64, dst(task) as *mut u64);
+                for word in 0..words {
+                    // SAFETY: as below.
+                    unsafe { to.add(word).write(self.p.load_word(from.add(word))) };
+                }
             }
             return;
         }
@@ -409,7 +413,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                     let (task, word) = word_at(at);
                     // SAFETY: callers pass task addresses that are valid for `count` tasks and
                     // owned by this worker under the queue protocol (claimed, locked, or local).
-                    *v = unsafe { (src(task) as *const u64).add(word).read() };
+                    *v = unsafe { self.p.load_word((src(task) as *const u64).add(word)) };
                 }
             }
             for (k, v) in batch.iter().enumerate() {

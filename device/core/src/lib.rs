@@ -36,6 +36,7 @@ pub mod share;
 pub mod spec;
 pub mod termination;
 pub mod victim;
+pub mod window;
 pub mod word;
 pub mod worker;
 
@@ -64,5 +65,6 @@ pub use spec::{
     bridge_entry_error, entry_suffix, scope_suffix, Fixed, FromConfig, ScopeOnly, Spec,
     BRIDGED_ENTRY_SUFFIXES, STATIC_ENTRY_SUFFIXES, WORKER_ENTRY_SUFFIXES,
 };
+pub use window::{PeWindow, Remote, WindowPlatform, WindowWord};
 pub use word::{QueueWord, WordFlags, MAX_FIELD};
 pub use worker::Worker;

@@ -105,6 +105,17 @@ fn fence_sc(scope: Scope) {
     by_scope!(scope, fence_sc!())
 }
 
+/// A memory fence of this thread with the given ordering and scope (`Platform::fence` of a block:
+/// nothing for `Relaxed`, `fence.sc` for `SeqCst`, else `fence.acq_rel`).
+#[inline(always)]
+pub fn fence(order: Ordering, scope: Scope) {
+    match order {
+        Ordering::Relaxed => {}
+        Ordering::SeqCst => fence_sc(scope),
+        _ => by_scope!(scope, fence_acq_rel!()),
+    }
+}
+
 /// The opening of every word access below: a scoped register `g` holding the global-space
 /// address of the operand `{p}` (the access itself then reads `[g]` and closes the scope).
 macro_rules! global_address {
@@ -441,11 +452,7 @@ unsafe impl Platform for GpuBlockPlatform {
 
     #[inline(always)]
     fn fence(&self, order: Ordering, scope: Scope) {
-        match order {
-            Ordering::Relaxed => {}
-            Ordering::SeqCst => fence_sc(scope),
-            _ => by_scope!(scope, fence_acq_rel!()),
-        }
+        fence(order, scope)
     }
 
     #[inline(always)]

@@ -161,6 +161,18 @@ pub unsafe trait Platform {
     /// every cache line of it; a GPU's lanes copy the chunk together and need no hint.
     #[inline(always)]
     fn prefetch(&self, _address: *const u8, _bytes: usize) {}
+    /// Reads the 8-byte word at `word` that another worker wrote before a synchronising atomic
+    /// (a task in a public queue slot the caller claimed, or its own). The core's copies of
+    /// other workers' tasks read through it, so that a platform whose memory of other processes
+    /// is reached by calls rather than loads ([`crate::window::WindowPlatform`]) can route them.
+    ///
+    /// # Safety
+    /// `word` is 8-byte aligned and valid for reads, and no one writes it during the call.
+    #[inline(always)]
+    unsafe fn load_word(&self, word: *const u64) -> u64 {
+        // SAFETY: the caller's guarantee.
+        unsafe { word.read() }
+    }
     /// A hook at each protocol step; a no-op except on test platforms that inject chaos.
     #[inline(always)]
     fn protocol_step(&self, _step: ProtocolStep) {}

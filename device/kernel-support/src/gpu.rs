@@ -9,6 +9,32 @@ use mgws_core::{
 };
 use mgws_tasks::TaskStruct;
 
+/// The platform of the persistent entries: a thread block, and with the `nvshmem` feature its
+/// orchestration words routed through NVSHMEM's device API ([`crate::nvshmem`]).
+#[cfg(not(feature = "nvshmem"))]
+pub type KernelPlatform = GpuBlockPlatform;
+/// The platform of the persistent entries (see above).
+#[cfg(feature = "nvshmem")]
+pub type KernelPlatform =
+    mgws_core::WindowPlatform<GpuBlockPlatform, crate::nvshmem::NvshmemRemote>;
+/// The atomic word of the persistent entries' env.
+pub type KernelWord = <KernelPlatform as Platform>::Word;
+
+/// The calling block's platform, with `scratch_len` bytes of dynamic shared memory, and its
+/// index in the grid.
+///
+/// # Safety
+/// As for [`GpuBlockPlatform::new`].
+#[inline(always)]
+unsafe fn block_platform(scratch_len: u32) -> (KernelPlatform, u32) {
+    // SAFETY: the caller's guarantee.
+    let p = unsafe { GpuBlockPlatform::new(scratch_len as usize) };
+    let block = p.block_index();
+    #[cfg(feature = "nvshmem")]
+    let p = mgws_core::WindowPlatform::new(p);
+    (p, block)
+}
+
 /// Runs the calling block as one worker of `env` with `exec` as the task executor, compiled for
 /// the hot-loop options `S` (a worker whose configuration names others stops the run with
 /// `RunError::WrongEntry`).
@@ -20,15 +46,15 @@ use mgws_tasks::TaskStruct;
 #[inline(always)]
 pub unsafe fn run_worker<X: TaskExecutor<TaskStruct>, S: Spec>(
     exec: &X,
-    env: *const Env<NvptxWord, TaskStruct>,
+    env: *const Env<KernelWord, TaskStruct>,
     scratch_len: u32,
     device: u32,
 ) {
     // SAFETY: guaranteed by the caller.
-    let (p, env) = unsafe { (GpuBlockPlatform::new(scratch_len as usize), &*env) };
+    let ((p, block), env) = unsafe { (block_platform(scratch_len), &*env) };
     let topology = &env.topology;
     let d = device as usize;
-    let id = topology.first_worker[d] + p.block_index();
+    let id = topology.first_worker[d] + block;
     if id >= topology.first_worker[d + 1] {
         return;
     }
@@ -47,14 +73,14 @@ pub unsafe fn run_worker<X: TaskExecutor<TaskStruct>, S: Spec>(
 #[inline(always)]
 pub unsafe fn run_static<X: TaskExecutor<TaskStruct>, S: Spec>(
     exec: &X,
-    env: *const Env<NvptxWord, TaskStruct>,
+    env: *const Env<KernelWord, TaskStruct>,
     scratch_len: u32,
     device: u32,
 ) {
     // SAFETY: guaranteed by the caller.
-    let (p, env) = unsafe { (GpuBlockPlatform::new(scratch_len as usize), &*env) };
+    let ((p, block), env) = unsafe { (block_platform(scratch_len), &*env) };
     let d = device as usize;
-    let id = env.topology.first_worker[d] + p.block_index();
+    let id = env.topology.first_worker[d] + block;
     if id >= env.topology.first_worker[d + 1] {
         return;
     }
@@ -102,8 +128,8 @@ pub unsafe fn run_level<X: TaskExecutor<TaskStruct>, S: Spec>(
 /// Traps if the launch gave less shared memory than the scratch layout needs, a block of fewer
 /// than `GpuBlockPlatform::MIN_LANES` threads, or a local capacity that is not a power of two
 /// (the local ring reduces positions with a mask: any other capacity would reuse slots).
-fn check_scratch(p: &GpuBlockPlatform, local_capacity: u32, queues: u32) {
-    if p.lane_count() < GpuBlockPlatform::MIN_LANES || !local_capacity.is_power_of_two() {
+fn check_scratch<P: Platform>(p: &P, local_capacity: u32, queues: u32) {
+    if p.lane_count() < P::MIN_LANES || !local_capacity.is_power_of_two() {
         // SAFETY: aborts the kernel.
         unsafe { nvptx::trap() }
     }

@@ -29,7 +29,9 @@
 #[cfg(target_arch = "nvptx64")]
 mod gpu;
 #[cfg(target_arch = "nvptx64")]
-pub use gpu::{run_level, run_static, run_worker};
+pub use gpu::{run_level, run_static, run_worker, KernelPlatform, KernelWord};
+#[cfg(all(target_arch = "nvptx64", feature = "nvshmem"))]
+pub mod nvshmem;
 
 /// Defines the kernel entry points of one or more task registries, each under its kernel name
 /// (the registry's `Registry::KERNEL`, checked at compile time):
@@ -428,7 +430,7 @@ macro_rules! __persistent_entry {
             #[unsafe(export_name = concat!("mgws_", stringify!($name), $tail))]
             pub unsafe extern "ptx-kernel" fn entry(
                 env: *const $crate::__private::Env<
-                    $crate::__private::NvptxWord,
+                    $crate::__private::KernelWord,
                     $crate::__private::TaskStruct,
                 >,
                 scratch_len: u32,
@@ -470,7 +472,7 @@ macro_rules! kernel_ptx {
 #[doc(hidden)]
 pub mod __private {
     #[cfg(target_arch = "nvptx64")]
-    pub use mgws_core::nvptx::NvptxWord;
+    pub use crate::KernelWord;
     pub use mgws_core::{Env, Fixed, LevelArgs, ScopeOnly};
     pub use mgws_tasks::{Registry, TaskStruct};
 

@@ -1,0 +1,423 @@
+//! Orchestration words of other processes, reached through one-sided operations instead of loads
+//! and stores: the core's side of GPU PEs over NVSHMEM's device API.
+//!
+//! A run of several PEs (processes) keeps each PE's public queues and termination words in its
+//! part of a symmetric heap. Where a PE cannot map another PE's memory (another node), it reaches
+//! it only through calls (NVSHMEM's `nvshmem_uint64_atomic_fetch_add(addr, value, pe)`, ...) that
+//! take an address valid *on the caller* and the PE whose copy they act on. The core addresses
+//! every word by a plain pointer, so the PE must be in the pointer. A [`PeWindow`] does that
+//! without invalid pointers: every PE allocates `pes` parts of `1 << shift` bytes at the same
+//! symmetric address `base` and keeps its own data in part `me`; the address
+//! `base + (e << shift) + offset` names word `offset` of PE `e` (its part `e`, where PE `e` keeps
+//! its data). The other parts of a PE's window are never read or written locally: they exist so
+//! that every address of the window is one the caller owns, which the one-sided calls require.
+//!
+//! [`WindowWord`] is the atomic word of such a run: an operation on an address inside the window
+//! becomes the [`Remote`] call for the PE the address names (the own PE included: NVSHMEM's
+//! atomics are atomic only with respect to each other, so a word other PEs update remotely is
+//! updated remotely by its owner too); any other address (scratch, the PE's own buffers) takes the
+//! platform's plain word. [`WindowPlatform`] wraps a platform with that word, and routes the
+//! core's plain reads of other workers' memory (the task copies of a steal,
+//! [`Platform::load_word`]) the same way. The algorithm is unchanged: it is written once against
+//! [`Platform`].
+
+use core::marker::PhantomData;
+
+use crate::platform::{AtomicWord, Ordering, Platform, ProtocolStep, Scope};
+
+/// The window of a multi-PE run, as each PE's kernel sees it: `pes` parts of `1 << shift` bytes
+/// from `base`. All zero (no PE) routes nothing.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PeWindow {
+    /// The symmetric address of part 0.
+    pub base: u64,
+    /// log2 of a part's size in bytes.
+    pub shift: u32,
+    /// Parts (PEs) in the window.
+    pub pes: u32,
+}
+
+impl PeWindow {
+    /// The smallest window of `pes` parts of at least `part_bytes` bytes each, from `base`.
+    pub const fn new(base: u64, part_bytes: u64, pes: u32) -> PeWindow {
+        let shift = if part_bytes <= 1 {
+            0
+        } else {
+            64 - (part_bytes - 1).leading_zeros()
+        };
+        PeWindow { base, shift, pes }
+    }
+
+    /// Bytes of one part.
+    pub const fn part_bytes(&self) -> u64 {
+        1 << self.shift
+    }
+
+    /// Bytes of the whole window.
+    pub const fn bytes(&self) -> u64 {
+        (self.pes as u64) << self.shift
+    }
+
+    /// The address of PE `pe`'s part.
+    pub const fn part(&self, pe: u32) -> u64 {
+        self.base + ((pe as u64) << self.shift)
+    }
+
+    /// The PE whose memory `address` names, or `None` for an address outside the window.
+    #[inline(always)]
+    pub fn route(&self, address: u64) -> Option<u32> {
+        // One subtraction and one shift: an address below `base` wraps to a huge offset, which
+        // is past the last part too.
+        let part = address.wrapping_sub(self.base) >> self.shift;
+        (part < self.pes as u64).then_some(part as u32)
+    }
+}
+
+/// One-sided operations on the 64-bit word at `word` (an address of the caller's window) in PE
+/// `pe`'s memory: NVSHMEM's device API on a GPU, a software stand-in in tests.
+///
+/// # Safety
+/// Implementations must make every operation atomic with respect to every other operation of
+/// this trait on the same word and PE, and [`Remote::release`] / [`Remote::acquire`] must order
+/// the caller's memory operations as documented.
+pub unsafe trait Remote {
+    /// The window the calling process's kernel runs with.
+    fn window() -> PeWindow;
+    /// Atomically adds `value` and returns the previous value.
+    ///
+    /// # Safety (for this and every operation below)
+    /// `word` lies in [`Remote::window`], 8-byte aligned, `pe` is the PE it names, and the
+    /// memory stays allocated on every PE for the call.
+    unsafe fn fetch_add(word: *mut u64, value: u64, pe: u32) -> u64;
+    /// Atomically adds `value`, without waiting for the previous value.
+    unsafe fn add(word: *mut u64, value: u64, pe: u32);
+    /// Atomically reads the word.
+    unsafe fn fetch(word: *const u64, pe: u32) -> u64;
+    /// Atomically writes the word.
+    unsafe fn set(word: *mut u64, value: u64, pe: u32);
+    /// Atomically ORs `value` in and returns the previous value.
+    unsafe fn fetch_or(word: *mut u64, value: u64, pe: u32) -> u64;
+    /// Atomically ANDs `value` in and returns the previous value.
+    unsafe fn fetch_and(word: *mut u64, value: u64, pe: u32) -> u64;
+    /// Atomically writes `new` if the word holds `current`; returns the previous value.
+    unsafe fn compare_swap(word: *mut u64, current: u64, new: u64, pe: u32) -> u64;
+    /// Reads a word that no one writes concurrently (a task in a claimed queue slot).
+    unsafe fn get(word: *const u64, pe: u32) -> u64;
+    /// Every memory operation of the caller before it (loads, stores, remote operations to any
+    /// PE) is complete and visible to every PE before any operation after it.
+    fn release();
+    /// No memory operation of the caller after it is performed before the remote operations
+    /// before it returned (they are blocking: this is a fence for the caller's later loads).
+    fn acquire();
+}
+
+/// An ordering's "needs a release before" and "needs an acquire after".
+#[inline(always)]
+fn sides(order: Ordering) -> (bool, bool) {
+    match order {
+        Ordering::Relaxed => (false, false),
+        Ordering::Acquire => (false, true),
+        Ordering::Release => (true, false),
+        _ => (true, true),
+    }
+}
+
+/// The atomic word of a multi-PE run: [`Remote`] calls inside the window, the platform word `W`
+/// elsewhere (see the module documentation).
+#[repr(transparent)]
+pub struct WindowWord<W, R> {
+    local: W,
+    _remote: PhantomData<fn() -> R>,
+}
+
+// SAFETY: a `WindowWord` is only ever used through atomic operations (its own, `Remote`'s or
+// `W`'s), like `W`, which is `Sync` (the `AtomicWord` bound).
+unsafe impl<W: AtomicWord, R> Sync for WindowWord<W, R> {}
+
+impl<W: AtomicWord, R: Remote> WindowWord<W, R> {
+    /// The PE this word lives on, or `None` for a word outside the window.
+    #[inline(always)]
+    fn pe(&self) -> Option<u32> {
+        R::window().route(self as *const Self as u64)
+    }
+
+    #[inline(always)]
+    fn ptr(&self) -> *mut u64 {
+        self as *const Self as *mut u64
+    }
+
+    /// A read-modify-write `op` on PE `pe` with `order`'s fences around it.
+    #[inline(always)]
+    fn remote_rmw(&self, order: Ordering, op: impl FnOnce(*mut u64) -> u64) -> u64 {
+        let (release, acquire) = sides(order);
+        if release {
+            R::release();
+        }
+        let old = op(self.ptr());
+        if acquire {
+            R::acquire();
+        }
+        old
+    }
+}
+
+impl<W: AtomicWord, R: Remote> AtomicWord for WindowWord<W, R> {
+    #[inline(always)]
+    fn new(value: u64) -> Self {
+        WindowWord {
+            local: W::new(value),
+            _remote: PhantomData,
+        }
+    }
+
+    #[inline(always)]
+    fn load(&self, order: Ordering, scope: Scope) -> u64 {
+        match self.pe() {
+            // SAFETY (every `Remote` call below): the word lies in the window (routed), is
+            // aligned (a `u64`'s place) and lives as long as the run's heap.
+            Some(pe) => self.remote_rmw(order, |p| unsafe { R::fetch(p, pe) }),
+            None => self.local.load(order, scope),
+        }
+    }
+
+    #[inline(always)]
+    fn store(&self, value: u64, order: Ordering, scope: Scope) {
+        match self.pe() {
+            Some(pe) => {
+                let (release, sc) = (sides(order).0, order == Ordering::SeqCst);
+                if release {
+                    R::release();
+                }
+                // SAFETY: as in `load`.
+                unsafe { R::set(self.ptr(), value, pe) };
+                if sc {
+                    // A sequentially consistent store is also ordered before later loads.
+                    R::release();
+                }
+            }
+            None => self.local.store(value, order, scope),
+        }
+    }
+
+    #[inline(always)]
+    fn fetch_add(&self, value: u64, order: Ordering, scope: Scope) -> u64 {
+        match self.pe() {
+            // SAFETY: as in `load`.
+            Some(pe) => self.remote_rmw(order, |p| unsafe { R::fetch_add(p, value, pe) }),
+            None => self.local.fetch_add(value, order, scope),
+        }
+    }
+
+    #[inline(always)]
+    fn fetch_sub(&self, value: u64, order: Ordering, scope: Scope) -> u64 {
+        match self.pe() {
+            // SAFETY: as in `load`; subtraction is the wrapping addition of the negation.
+            Some(pe) => self.remote_rmw(order, |p| unsafe {
+                R::fetch_add(p, value.wrapping_neg(), pe)
+            }),
+            None => self.local.fetch_sub(value, order, scope),
+        }
+    }
+
+    #[inline(always)]
+    fn fetch_or(&self, value: u64, order: Ordering, scope: Scope) -> u64 {
+        match self.pe() {
+            // SAFETY: as in `load`.
+            Some(pe) => self.remote_rmw(order, |p| unsafe { R::fetch_or(p, value, pe) }),
+            None => self.local.fetch_or(value, order, scope),
+        }
+    }
+
+    #[inline(always)]
+    fn fetch_and(&self, value: u64, order: Ordering, scope: Scope) -> u64 {
+        match self.pe() {
+            // SAFETY: as in `load`.
+            Some(pe) => self.remote_rmw(order, |p| unsafe { R::fetch_and(p, value, pe) }),
+            None => self.local.fetch_and(value, order, scope),
+        }
+    }
+
+    #[inline(always)]
+    fn compare_exchange(
+        &self,
+        current: u64,
+        new: u64,
+        success: Ordering,
+        failure: Ordering,
+        scope: Scope,
+    ) -> Result<u64, u64> {
+        match self.pe() {
+            Some(pe) => {
+                // The union of both orderings, as the GPU word does: the operation is one call.
+                let order = match (sides(success), sides(failure)) {
+                    ((r1, a1), (r2, a2)) => match (r1 || r2, a1 || a2) {
+                        (false, false) => Ordering::Relaxed,
+                        (false, true) => Ordering::Acquire,
+                        (true, false) => Ordering::Release,
+                        (true, true) => Ordering::AcqRel,
+                    },
+                };
+                // SAFETY: as in `load`.
+                let old =
+                    self.remote_rmw(order, |p| unsafe { R::compare_swap(p, current, new, pe) });
+                if old == current {
+                    Ok(old)
+                } else {
+                    Err(old)
+                }
+            }
+            None => self
+                .local
+                .compare_exchange(current, new, success, failure, scope),
+        }
+    }
+
+    #[inline(always)]
+    fn add_single_writer(&self, value: u64, scope: Scope) {
+        match self.pe() {
+            // SAFETY: as in `load`.
+            Some(pe) => unsafe { R::add(self.ptr(), value, pe) },
+            None => self.local.add_single_writer(value, scope),
+        }
+    }
+
+    #[inline(always)]
+    fn max_single_writer(&self, value: u64, scope: Scope) {
+        match self.pe() {
+            // SAFETY: as in `load`; only the caller writes the word, so the read and the write
+            // need not be one operation.
+            Some(pe) => unsafe {
+                if value > R::fetch(self.ptr(), pe) {
+                    R::set(self.ptr(), value, pe);
+                }
+            },
+            None => self.local.max_single_writer(value, scope),
+        }
+    }
+}
+
+/// A platform whose orchestration words may live in other PEs' memory, reached through `R`
+/// (see the module documentation). Everything else is `P`'s.
+pub struct WindowPlatform<P, R> {
+    inner: P,
+    _remote: PhantomData<fn() -> R>,
+}
+
+impl<P, R> WindowPlatform<P, R> {
+    /// `inner` with its orchestration words routed through `R`.
+    #[inline(always)]
+    pub fn new(inner: P) -> Self {
+        WindowPlatform {
+            inner,
+            _remote: PhantomData,
+        }
+    }
+
+    /// The wrapped platform.
+    #[inline(always)]
+    pub fn inner(&self) -> &P {
+        &self.inner
+    }
+}
+
+// SAFETY: lanes, barriers, broadcast and scratch are `P`'s, which guarantees them.
+unsafe impl<P: Platform, R: Remote> Platform for WindowPlatform<P, R> {
+    type Word = WindowWord<P::Word, R>;
+    const SINGLE_LANE: bool = P::SINGLE_LANE;
+    const MIN_LANES: u32 = P::MIN_LANES;
+
+    #[inline(always)]
+    fn lane_id(&self) -> u32 {
+        self.inner.lane_id()
+    }
+    #[inline(always)]
+    fn lane_count(&self) -> u32 {
+        self.inner.lane_count()
+    }
+    #[inline(always)]
+    fn barrier(&self) {
+        self.inner.barrier()
+    }
+    #[inline(always)]
+    fn barrier_any(&self, value: bool) -> Option<bool> {
+        self.inner.barrier_any(value)
+    }
+    #[inline(always)]
+    fn broadcast(&self, value: u64) -> u64 {
+        self.inner.broadcast(value)
+    }
+    #[inline(always)]
+    fn scratch(&self) -> *mut u8 {
+        self.inner.scratch()
+    }
+    #[inline(always)]
+    fn scratch_len(&self) -> usize {
+        self.inner.scratch_len()
+    }
+    #[inline(always)]
+    fn fence(&self, order: Ordering, scope: Scope) {
+        self.inner.fence(order, scope);
+        if order != Ordering::Relaxed {
+            // A fence of the core orders its remote operations too (the termination checks
+            // order an idle announcement before reading the others' words).
+            R::release();
+        }
+    }
+    #[inline(always)]
+    fn relax(&self) {
+        self.inner.relax()
+    }
+    #[inline(always)]
+    fn idle_pause(&self, ns: u32) {
+        self.inner.idle_pause(ns)
+    }
+    #[inline(always)]
+    fn now_ns(&self) -> u64 {
+        self.inner.now_ns()
+    }
+    #[inline(always)]
+    fn prefetch(&self, address: *const u8, bytes: usize) {
+        self.inner.prefetch(address, bytes)
+    }
+    #[inline(always)]
+    fn protocol_step(&self, step: ProtocolStep) {
+        self.inner.protocol_step(step)
+    }
+    #[inline(always)]
+    fn is_leader(&self) -> bool {
+        self.inner.is_leader()
+    }
+    #[inline(always)]
+    unsafe fn load_word(&self, word: *const u64) -> u64 {
+        match R::window().route(word as u64) {
+            // SAFETY: in the window (routed); the caller guarantees the rest.
+            Some(pe) => unsafe { R::get(word, pe) },
+            // SAFETY: the caller's guarantee.
+            None => unsafe { self.inner.load_word(word) },
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_window_routes_each_part_to_its_pe_and_nothing_else() {
+        let w = PeWindow::new(0x1000_0000, 3000, 3);
+        assert_eq!(w.part_bytes(), 4096);
+        assert_eq!(w.bytes(), 3 * 4096);
+        assert_eq!(w.route(0x1000_0000), Some(0));
+        assert_eq!(w.route(0x1000_0fff), Some(0));
+        assert_eq!(w.route(0x1000_1000), Some(1));
+        assert_eq!(w.route(w.part(2) + 4095), Some(2));
+        assert_eq!(w.route(w.part(2) + 4096), None);
+        assert_eq!(w.route(0x0fff_ffff), None);
+        assert_eq!(w.route(0), None);
+        assert_eq!(w.route(u64::MAX), None);
+        assert_eq!(PeWindow::default().route(0), None);
+        assert_eq!(PeWindow::new(0, 4096, 1).shift, 12);
+        assert_eq!(PeWindow::new(0, 4097, 1).shift, 13);
+    }
+}
