@@ -86,23 +86,44 @@ pub unsafe trait Remote {
     fn window() -> PeWindow;
     /// Atomically adds `value` and returns the previous value.
     ///
-    /// # Safety (for this and every operation below)
-    /// `word` lies in [`Remote::window`], 8-byte aligned, `pe` is the PE it names, and the
-    /// memory stays allocated on every PE for the call.
+    /// # Safety
+    /// For this and every operation below: `word` lies in [`Remote::window`], 8-byte aligned,
+    /// `pe` is the PE it names, and the memory stays allocated on every PE for the call.
     unsafe fn fetch_add(word: *mut u64, value: u64, pe: u32) -> u64;
     /// Atomically adds `value`, without waiting for the previous value.
+    ///
+    /// # Safety
+    /// As for [`Remote::fetch_add`].
     unsafe fn add(word: *mut u64, value: u64, pe: u32);
     /// Atomically reads the word.
+    ///
+    /// # Safety
+    /// As for [`Remote::fetch_add`].
     unsafe fn fetch(word: *const u64, pe: u32) -> u64;
     /// Atomically writes the word.
+    ///
+    /// # Safety
+    /// As for [`Remote::fetch_add`].
     unsafe fn set(word: *mut u64, value: u64, pe: u32);
     /// Atomically ORs `value` in and returns the previous value.
+    ///
+    /// # Safety
+    /// As for [`Remote::fetch_add`].
     unsafe fn fetch_or(word: *mut u64, value: u64, pe: u32) -> u64;
     /// Atomically ANDs `value` in and returns the previous value.
+    ///
+    /// # Safety
+    /// As for [`Remote::fetch_add`].
     unsafe fn fetch_and(word: *mut u64, value: u64, pe: u32) -> u64;
     /// Atomically writes `new` if the word holds `current`; returns the previous value.
+    ///
+    /// # Safety
+    /// As for [`Remote::fetch_add`].
     unsafe fn compare_swap(word: *mut u64, current: u64, new: u64, pe: u32) -> u64;
     /// Reads a word that no one writes concurrently (a task in a claimed queue slot).
+    ///
+    /// # Safety
+    /// As for [`Remote::fetch_add`].
     unsafe fn get(word: *const u64, pe: u32) -> u64;
     /// Every memory operation of the caller before it (loads, stores, remote operations to any
     /// PE) is complete and visible to every PE before any operation after it.
@@ -250,13 +271,12 @@ impl<W: AtomicWord, R: Remote> AtomicWord for WindowWord<W, R> {
         match self.pe() {
             Some(pe) => {
                 // The union of both orderings, as the GPU word does: the operation is one call.
-                let order = match (sides(success), sides(failure)) {
-                    ((r1, a1), (r2, a2)) => match (r1 || r2, a1 || a2) {
-                        (false, false) => Ordering::Relaxed,
-                        (false, true) => Ordering::Acquire,
-                        (true, false) => Ordering::Release,
-                        (true, true) => Ordering::AcqRel,
-                    },
+                let ((r1, a1), (r2, a2)) = (sides(success), sides(failure));
+                let order = match (r1 || r2, a1 || a2) {
+                    (false, false) => Ordering::Relaxed,
+                    (false, true) => Ordering::Acquire,
+                    (true, false) => Ordering::Release,
+                    (true, true) => Ordering::AcqRel,
                 };
                 // SAFETY: as in `load`.
                 let old =
