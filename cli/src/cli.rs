@@ -169,6 +169,17 @@ pub enum PlacementArg {
     Remote,
 }
 
+/// How GPU PEs (`--backend cuda --processes N`) reach each other's queues and termination words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PeTransportArg {
+    /// Loads, stores and atomics through NVSHMEM's mappings of the other PEs (one node, GPUs
+    /// with peer access).
+    Mapped,
+    /// NVSHMEM's device API, which also reaches PEs it cannot map (other nodes): the kernel of
+    /// `cargo xtask ptx --nvshmem`, linked at start-up (needs NVRTC and NVSHMEM's device files).
+    DeviceApi,
+}
+
 /// Where a GPU run keeps the initial tasks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum TasksInArg {
@@ -268,6 +279,10 @@ pub struct SchedArgs {
     /// run with an error saying where each late PE was.
     #[arg(long, default_value_t = 30_000, help_heading = "Scheduler")]
     pub start_timeout_ms: u64,
+    /// With --backend cuda --processes: how the PEs reach each other's queues and termination
+    /// words (docs/design.md 5.7 and 5.8).
+    #[arg(long, value_enum, default_value = "mapped", help_heading = "CUDA")]
+    pub pe_transport: PeTransportArg,
     /// Print one JSON object on stdout instead of text.
     #[arg(long, help_heading = "Output")]
     pub json: bool,
@@ -418,6 +433,13 @@ impl SchedArgs {
                     .into(),
             ));
         }
+        if self.processes.is_none() && self.pe_transport != PeTransportArg::Mapped {
+            return Err(Error::Config(
+                "--pe-transport says how GPU PEs reach each other; it needs --backend cuda \
+                 --processes N"
+                    .into(),
+            ));
+        }
         if self.processes.is_some() {
             if !matches!(
                 self.backend,
@@ -432,6 +454,13 @@ impl SchedArgs {
             if self.cpu_domains != 1 {
                 return Err(Error::Config(
                     "--processes and --cpu-domains exclude each other: each process is a domain"
+                        .into(),
+                ));
+            }
+            if self.backend != BackendArg::Cuda && self.pe_transport != PeTransportArg::Mapped {
+                return Err(Error::Config(
+                    "--pe-transport device-api is how GPU PEs reach each other; it needs \
+                     --backend cuda"
                         .into(),
                 ));
             }
@@ -481,6 +510,10 @@ impl SchedArgs {
             level_capacity: self.level_capacity,
             max_registers: self.max_registers,
             cpu_workers: self.cpu_workers,
+            pe_transport: match self.pe_transport {
+                PeTransportArg::Mapped => mgws::cuda::PeTransport::Mapped,
+                PeTransportArg::DeviceApi => mgws::cuda::PeTransport::DeviceApi,
+            },
         })
     }
 

@@ -77,6 +77,7 @@ type Ptr = unsafe extern "C" fn(*const c_void, c_int) -> *mut c_void;
 type PeQuery = unsafe extern "C" fn() -> c_int;
 type BarrierAll = unsafe extern "C" fn();
 type Finalize = unsafe extern "C" fn();
+type CumoduleInit = unsafe extern "C" fn(*mut c_void) -> c_int;
 
 /// The host library, loaded, with the entry points mgws calls.
 pub struct Nvshmem {
@@ -91,6 +92,9 @@ pub struct Nvshmem {
     n_pes: PeQuery,
     barrier_all: BarrierAll,
     finalize: Finalize,
+    /// `nvshmemx_cumodule_init`: registers a module that calls NVSHMEM's device API (only
+    /// kernels over the device API need it; a library without it serves every other run).
+    cumodule_init: Option<CumoduleInit>,
     initialised: bool,
     /// Whether a call may have started state of the library's own: the unique ID (whose
     /// bootstrap may listen for the other PEs) or an init, even a failed one.
@@ -129,21 +133,27 @@ pub fn candidates(
     out
 }
 
-/// The NVSHMEM directory of the pip package `python3` sees, if any.
-fn pip_package() -> Option<PathBuf> {
+/// The `nvidia` directory of the pip packages `python3` sees (NVSHMEM's and CUDA's wheels
+/// install under it), if any.
+pub fn pip_nvidia() -> Option<PathBuf> {
     let out = std::process::Command::new("python3")
         .args([
             "-c",
-            "import importlib.util as u, os\n\
+            "import importlib.util as u\n\
              s = u.find_spec('nvidia')\n\
-             print(os.path.join(list(s.submodule_search_locations)[0], 'nvshmem') if s else '')",
+             print(list(s.submodule_search_locations)[0] if s else '')",
         ])
         .stderr(std::process::Stdio::null())
         .output()
         .ok()?;
     let dir = String::from_utf8(out.stdout).ok()?.trim().to_string();
-    (!dir.is_empty() && Path::new(&dir).join("lib").join(LIBRARY).exists())
-        .then(|| PathBuf::from(dir))
+    (!dir.is_empty() && Path::new(&dir).is_dir()).then(|| PathBuf::from(dir))
+}
+
+/// The NVSHMEM directory of the pip package `python3` sees, if any.
+fn pip_package() -> Option<PathBuf> {
+    let dir = pip_nvidia()?.join("nvshmem");
+    dir.join("lib").join(LIBRARY).exists().then_some(dir)
 }
 
 impl Nvshmem {
@@ -201,6 +211,10 @@ impl Nvshmem {
                 n_pes: entry!("nvshmem_n_pes"),
                 barrier_all: entry!("nvshmem_barrier_all"),
                 finalize: entry!("nvshmemx_hostlib_finalize"),
+                cumodule_init: library
+                    .get::<CumoduleInit>(b"nvshmemx_cumodule_init\0")
+                    .ok()
+                    .map(|f| *f),
                 initialised: false,
                 touched: std::cell::Cell::new(false),
                 library: std::mem::ManuallyDrop::new(library),
@@ -315,6 +329,31 @@ impl Nvshmem {
     }
 
     /// Waits until every PE got here.
+    /// Registers `module`, which calls NVSHMEM's device API, with the initialised library: it
+    /// sets the module's copy of NVSHMEM's device state, without which the device calls fail.
+    pub fn cumodule_init(&self, module: *mut c_void) -> Result<()> {
+        assert!(
+            self.initialised,
+            "NVSHMEM is initialised before a module is registered"
+        );
+        let init = self.cumodule_init.ok_or_else(|| {
+            Error::BackendUnavailable(format!(
+                "{} has no nvshmemx_cumodule_init, which kernels over NVSHMEM's device API need: \
+                 use NVSHMEM 3 (`pip install nvidia-nvshmem-cu13`)",
+                self.path.display()
+            ))
+        })?;
+        // SAFETY: a loaded module of the current context; NVSHMEM is initialised (asserted).
+        let rc = unsafe { init(module) };
+        if rc != 0 {
+            return Err(Error::Process(format!(
+                "nvshmemx_cumodule_init failed ({rc}): the kernel's module could not be \
+                 registered with NVSHMEM"
+            )));
+        }
+        Ok(())
+    }
+
     pub fn barrier_all(&self) {
         assert!(self.initialised, "NVSHMEM is initialised before a barrier");
         // SAFETY: NVSHMEM is initialised (a collective every PE calls).

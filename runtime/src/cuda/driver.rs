@@ -598,6 +598,161 @@ impl Module {
         Ok(Module { raw, ctx: gpu.ctx })
     }
 
+    /// Links `ptx` with the relocatable `cubin` and the device library `library` (an archive of
+    /// relocatable device code) with the driver's JIT linker and loads the result on `gpu`, with
+    /// at most `max_registers` registers per thread if given. This is how a kernel that calls
+    /// NVSHMEM's device API is loaded (`super::nvshmem_link`); a link error carries the log.
+    pub fn link(
+        gpu: &Gpu,
+        ptx: &str,
+        origin: &str,
+        max_registers: Option<u32>,
+        cubin: &[u8],
+        library: &std::path::Path,
+    ) -> Result<Module> {
+        gpu.make_current()?;
+        let image = CString::new(ptx)
+            .map_err(|_| Error::Input(format!("{origin} contains a NUL byte: not a PTX file")))?;
+        let library_c = CString::new(library.as_os_str().as_encoded_bytes()).map_err(|_| {
+            Error::Input(format!("{} contains a NUL byte", library.display()))
+        })?;
+        let mut log = vec![0u8; 16 * 1024];
+        let mut options = vec![
+            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
+            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+        ];
+        let mut values = vec![log.as_mut_ptr() as *mut c_void, log.len() as *mut c_void];
+        if let Some(n) = max_registers {
+            options.push(sys::CUjit_option::CU_JIT_MAX_REGISTERS);
+            values.push(n as usize as *mut c_void);
+        }
+        let failed = |what: &str, r: CUresult, log: &[u8]| {
+            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+            let log = String::from_utf8_lossy(&log[..end]);
+            Error::Cuda(format!(
+                "linking {origin} with NVSHMEM's device code on GPU {} ({}) failed at {what}: {}                  {}{}",
+                gpu.ordinal,
+                gpu.name,
+                error_name(r),
+                explain(r),
+                if log.trim().is_empty() {
+                    String::new()
+                } else {
+                    format!("\nJIT log:\n{}", log.trim())
+                }
+            ))
+        };
+        let mut state = std::ptr::null_mut();
+        // sys: the result layer has no linker.
+        // SAFETY: the options point to a live log buffer of the given size (the size option's
+        // value is passed by value in the pointer slot); both outlive the link state, which is
+        // destroyed below on every path.
+        let r = unsafe {
+            sys::cuLinkCreate_v2(
+                options.len() as u32,
+                options.as_mut_ptr(),
+                values.as_mut_ptr(),
+                &mut state,
+            )
+        };
+        if r != CUresult::CUDA_SUCCESS {
+            return Err(failed("cuLinkCreate", r, &log));
+        }
+        let linked = (|| {
+            // SAFETY: each input is a live buffer of the given size (the PTX NUL-terminated, its
+            // size counting the NUL) and the names are NUL-terminated; the driver copies them.
+            let r = unsafe {
+                sys::cuLinkAddData_v2(
+                    state,
+                    sys::CUjitInputType::CU_JIT_INPUT_PTX,
+                    image.as_ptr() as *mut c_void,
+                    image.as_bytes_with_nul().len(),
+                    c"mgws kernel".as_ptr(),
+                    0,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
+            };
+            if r != CUresult::CUDA_SUCCESS {
+                return Err(("the kernel's PTX", r));
+            }
+            // SAFETY: as above.
+            let r = unsafe {
+                sys::cuLinkAddData_v2(
+                    state,
+                    sys::CUjitInputType::CU_JIT_INPUT_CUBIN,
+                    cubin.as_ptr() as *mut c_void,
+                    cubin.len(),
+                    c"mgws NVSHMEM wrappers".as_ptr(),
+                    0,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
+            };
+            if r != CUresult::CUDA_SUCCESS {
+                return Err(("the NVSHMEM wrappers", r));
+            }
+            // SAFETY: a NUL-terminated path; the driver reads the file.
+            let r = unsafe {
+                sys::cuLinkAddFile_v2(
+                    state,
+                    sys::CUjitInputType::CU_JIT_INPUT_LIBRARY,
+                    library_c.as_ptr(),
+                    0,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
+            };
+            if r != CUresult::CUDA_SUCCESS {
+                return Err(("NVSHMEM's device library", r));
+            }
+            let (mut out, mut size) = (std::ptr::null_mut(), 0usize);
+            // SAFETY: the state holds every input; the image it returns lives until the state
+            // is destroyed, and is loaded (copied) before that.
+            let r = unsafe { sys::cuLinkComplete(state, &mut out, &mut size) };
+            if r != CUresult::CUDA_SUCCESS {
+                return Err(("cuLinkComplete", r));
+            }
+            let mut raw = std::ptr::null_mut();
+            // SAFETY: `out` is the linked cubin the driver just produced.
+            let r = unsafe { sys::cuModuleLoadData(&mut raw, out) };
+            if r != CUresult::CUDA_SUCCESS {
+                return Err(("loading the linked module", r));
+            }
+            Ok(raw)
+        })();
+        // SAFETY: created above, destroyed once; the module (if any) holds its own copy.
+        unsafe { sys::cuLinkDestroy(state) };
+        match linked {
+            Ok(raw) => Ok(Module { raw, ctx: gpu.ctx }),
+            Err((what, r)) => Err(failed(what, r, &log)),
+        }
+    }
+
+    /// The driver's handle, for libraries that register a module (`nvshmemx_cumodule_init`).
+    pub fn raw(&self) -> sys::CUmodule {
+        self.raw
+    }
+
+    /// The address and size of the module's global `name`, or `None` if it has none.
+    pub fn global(&self, name: &str) -> Result<Option<(u64, usize)>> {
+        let cname = CString::new(name).expect("global names have no NUL");
+        set_current(self.ctx)?;
+        let (mut ptr, mut bytes) = (0, 0);
+        // sys: the result layer's `module::get_global` does not give the size.
+        // SAFETY: the module is loaded; the name is NUL-terminated.
+        let r = unsafe { sys::cuModuleGetGlobal_v2(&mut ptr, &mut bytes, self.raw, cname.as_ptr()) };
+        match r {
+            CUresult::CUDA_SUCCESS => Ok(Some((ptr, bytes))),
+            CUresult::CUDA_ERROR_NOT_FOUND => Ok(None),
+            r => Err(Error::Cuda(format!(
+                "cuModuleGetGlobal({name}): {} {}",
+                error_name(r),
+                explain(r)
+            ))),
+        }
+    }
+
     /// The kernel `name`, or `None` if the module has no such entry.
     pub fn function(&self, name: &str) -> Result<Option<Function>> {
         let cname = CString::new(name).expect("kernel names have no NUL");

@@ -29,6 +29,8 @@ mod grid;
 mod level;
 mod memory;
 mod mixed;
+pub(crate) mod nvrtc;
+pub(crate) mod nvshmem_link;
 pub(crate) mod pe;
 mod persistent;
 pub(crate) mod plan;
@@ -48,6 +50,14 @@ use crate::error::{Error, Result};
 use crate::job::Job;
 use crate::report::RunReport;
 use crate::scheduler::Scheduler;
+
+/// The compute capability of GPU `ordinal` (opens it: the driver must load).
+pub(crate) fn gpu_cc(ordinal: u32) -> Result<(u32, u32)> {
+    guard(|| {
+        driver::init()?;
+        Ok(cache::gpu(ordinal)?.cc)
+    })
+}
 
 /// Which GPU kernel runs the job.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -125,6 +135,58 @@ pub struct CudaBackend {
     /// single-writer mailboxes in mapped host memory (`mgws_core::bridge`; the GPUs' atomics
     /// on host memory are not atomic against the CPU's). 0: a GPU-only run.
     pub cpu_workers: u32,
+    /// Runs over GPU PEs ([`crate::Backend::CudaProcesses`]) only: how the PEs reach each other's
+    /// queues and termination words.
+    pub pe_transport: PeTransport,
+}
+
+/// How GPU PEs ([`crate::Backend::CudaProcesses`]) reach each other's orchestration memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum PeTransport {
+    /// Loads, stores and atomics through NVSHMEM's mappings of the other PEs' memory
+    /// (`nvshmem_ptr`), the path NVSHMEM's own device calls take within a node: the PTX has no
+    /// NVSHMEM call. Every PE must map every other: PEs of one node with peer access.
+    #[default]
+    Mapped,
+    /// NVSHMEM's device API (one-sided atomics and gets named by PE), which also reaches PEs
+    /// that cannot be mapped (another node): a kernel built with `cargo xtask ptx --nvshmem`,
+    /// linked at load time with wrappers compiled by NVRTC and NVSHMEM's device library. Each PE
+    /// writes its own copy of the writable data areas; they are combined after the run (design
+    /// 5.8).
+    DeviceApi,
+}
+
+impl PeTransport {
+    /// Its name on the command line and in reports (`mapped`, `device-api`).
+    pub fn name(self) -> &'static str {
+        match self {
+            PeTransport::Mapped => "mapped",
+            PeTransport::DeviceApi => "device-api",
+        }
+    }
+
+    /// The transport of `name` (see [`PeTransport::name`]).
+    pub fn parse(name: &str) -> Result<PeTransport> {
+        match name {
+            "mapped" => Ok(PeTransport::Mapped),
+            "device-api" => Ok(PeTransport::DeviceApi),
+            other => Err(Error::Config(format!(
+                "unknown PE transport `{other}`: mapped or device-api"
+            ))),
+        }
+    }
+
+    /// Its word in the multi-process heap's header.
+    pub(crate) fn to_word(self) -> u32 {
+        self as u32
+    }
+
+    /// The transport a header word names, if any.
+    pub(crate) fn from_word(word: u32) -> Option<PeTransport> {
+        [PeTransport::Mapped, PeTransport::DeviceApi]
+            .into_iter()
+            .find(|t| t.to_word() == word)
+    }
 }
 
 /// The scheduler options that pick a kernel entry (and with it the kernel's registers, hence how
@@ -344,7 +406,7 @@ impl CudaBackend {
             .unwrap_or_else(|| self.default_queue_sharing(None));
         guard(|| {
             let entry = self.entry::<R>(&options.config(workers_per_queue));
-            let s = session::Session::open::<R>(self, lanes, &entry)?;
+            let s = session::Session::open_for_transport::<R>(self, lanes, &entry)?;
             match self.kernel {
                 GpuKernel::Mgws | GpuKernel::Static => {
                     let funcs = s.functions(&entry, &persistent::WORKER_PARAMS)?;

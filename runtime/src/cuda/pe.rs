@@ -20,15 +20,15 @@ use std::sync::atomic::Ordering as AtomicOrdering;
 use std::time::{Duration, Instant};
 
 use mgws_core::{
-    AtomicWord, Env, HostWord, Ordering, QueueHeader, RunFlags, Scope, SharedState, Topology,
-    WorkerProgress, WorkerStats, AREA_WRITABLE, DATA_AREAS, MAX_DEVICES,
+    AtomicWord, Env, HostWord, Ordering, PeWindow, QueueHeader, RunFlags, Scope, SharedState,
+    Topology, WorkerProgress, WorkerStats, AREA_WRITABLE, DATA_AREAS, MAX_DEVICES,
 };
 use mgws_tasks::{Registry, TaskStruct};
 
 use super::driver::{self, DeviceBuffer, Event, Stream};
 use super::plan::{self, shared_field, QueueArea, RunArea};
 use super::session::Session;
-use super::{CudaBackend, GpuKernel, Placement};
+use super::{CudaBackend, GpuKernel, PeTransport, Placement};
 use crate::error::{Error, Result};
 use crate::nvshmem::{Nvshmem, UniqueId};
 use crate::processes::layout::{Header, HeapLayout, StartStage};
@@ -39,14 +39,53 @@ const MIRROR_EVERY: Duration = Duration::from_millis(5);
 
 /// The CUDA backend a GPU PE runs with: its one GPU, the symmetric placement, the mgws kernel,
 /// the launcher's PTX and register cap.
-pub(crate) fn pe_backend(header: &Header, pe: u32) -> CudaBackend {
-    CudaBackend {
+pub(crate) fn pe_backend(header: &Header, pe: u32) -> Result<CudaBackend> {
+    Ok(CudaBackend {
         devices: vec![header.gpus[pe as usize]],
         placement: Placement::Symmetric,
         ptx: header.ptx_path(),
         kernel: GpuKernel::Mgws,
         max_registers: (header.max_registers != 0).then_some(header.max_registers),
+        pe_transport: header.pe_transport()?,
         ..CudaBackend::new()
+    })
+}
+
+/// The data areas' limits with the writable ones left out: what a PE's part of the symmetric
+/// heap holds over the device-API transport, where each PE writes its own copy of the writable
+/// areas instead ([`Replica`]).
+fn without_writable(area_limits: &[u64; DATA_AREAS]) -> [u64; DATA_AREAS] {
+    area_limits.map(|l| if l & AREA_WRITABLE != 0 { 0 } else { l })
+}
+
+/// How a run's PEs address each other's parts of the symmetric heap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Parts {
+    /// One block per PE, mapped into every PE (`nvshmem_ptr`).
+    Mapped,
+    /// A window of one part per PE on every PE ([`PeWindow`]): part `e` of the caller's window
+    /// names PE `e`'s memory in NVSHMEM's device calls.
+    Window(PeWindow),
+}
+
+/// The symmetric layout of one PE's part, and the bytes each PE allocates, for `transport`.
+pub(crate) fn symmetric_of(
+    transport: PeTransport,
+    topology: &Topology,
+    public_capacity: u32,
+    area_limits: &[u64; DATA_AREAS],
+) -> (SymmetricLayout, u64) {
+    match transport {
+        PeTransport::Mapped => {
+            let sym = SymmetricLayout::new(topology, public_capacity, area_limits);
+            (sym, sym.total as u64)
+        }
+        PeTransport::DeviceApi => {
+            let sym =
+                SymmetricLayout::new(topology, public_capacity, &without_writable(area_limits));
+            let window = PeWindow::new(0, sym.total as u64, topology.devices);
+            (sym, window.bytes())
+        }
     }
 }
 
@@ -107,7 +146,86 @@ struct Local {
     _spill: DeviceBuffer,
     _initial: DeviceBuffer,
     _read_only: Vec<DeviceBuffer>,
+    /// Over the device-API transport: this PE's copies of the writable data areas.
+    replicas: Vec<Replica>,
     env: DeviceBuffer,
+}
+
+/// A PE's copy of a writable data area (the device-API transport): its tasks write it, and after
+/// the run its changes are added into the launcher's area, where every PE adds its own.
+///
+/// Word `w` of the area ends as `initial[w] + sum over PEs of (copy[w] - initial[w])` (wrapping):
+/// exact for words only one PE changes (each of MEMSET's slots, each worker's result row, a
+/// task's own output) and for additions from any PEs (`Context::atomic_add`); two PEs storing
+/// different values into one word, a race in any run, add their changes. Bytes past the last
+/// whole word are taken from the PE that changed them.
+struct Replica {
+    area: usize,
+    buffer: DeviceBuffer,
+    /// The area's bytes before the run.
+    initial: Vec<u8>,
+}
+
+impl Replica {
+    /// Adds this PE's changes of the area into the launcher's copy in the heap at `base`.
+    fn merge_into(self, layout: &HeapLayout, base: *mut u8, header: &Header) -> Result<()> {
+        let (dst, len) = layout.area(base, self.area, &header.area_limits);
+        let mut copy = vec![0u8; len];
+        self.buffer.read(0, &mut copy)?;
+        let words = len / 8;
+        assert!(
+            (dst as usize).is_multiple_of(8),
+            "the heap aligns its data areas"
+        );
+        for w in 0..words {
+            let at = w * 8;
+            let now = u64::from_ne_bytes(copy[at..at + 8].try_into().expect("8 bytes"));
+            let was = u64::from_ne_bytes(self.initial[at..at + 8].try_into().expect("8 bytes"));
+            if now != was {
+                // SAFETY: the heap holds the area (its layout), 8-byte aligned (asserted), and
+                // every PE adds into it with atomic operations only, after every kernel ended.
+                let word = unsafe { &*(dst.add(at) as *const std::sync::atomic::AtomicU64) };
+                // Relaxed: the PE's finished state (a release store) publishes the sums.
+                word.fetch_add(now.wrapping_sub(was), AtomicOrdering::Relaxed);
+            }
+        }
+        for at in words * 8..len {
+            if copy[at] != self.initial[at] {
+                // SAFETY: in the area, as above; a byte no other PE changed in a well-formed
+                // run (see the type's documentation).
+                unsafe { dst.add(at).write_volatile(copy[at]) };
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Writes the run's window into the kernel's global `mgws_pe_window`, which its NVSHMEM calls
+/// route by.
+fn set_window(s: &Session, gpu: &driver::Gpu, window: &PeWindow) -> Result<()> {
+    let global = super::nvshmem_link::WINDOW_GLOBAL;
+    let (at, bytes) = s.modules[0].global(global)?.ok_or_else(|| {
+        Error::BackendUnavailable(format!(
+            "{} has no global `{global}`: it was not built with `cargo xtask ptx --nvshmem` from \
+             this version of mgws",
+            s.ptx.origin
+        ))
+    })?;
+    if bytes != size_of::<PeWindow>() {
+        return Err(Error::BackendUnavailable(format!(
+            "the kernel's `{global}` has {bytes} bytes, not {}: rebuild it with `cargo xtask ptx \
+             --nvshmem` from this version of mgws",
+            size_of::<PeWindow>()
+        )));
+    }
+    let raw = [
+        window.base.to_ne_bytes().as_slice(),
+        &window.shift.to_ne_bytes(),
+        &window.pes.to_ne_bytes(),
+    ]
+    .concat();
+    // SAFETY: the module's global, `bytes` bytes on this GPU, alive as long as the module.
+    unsafe { DeviceBuffer::borrowed(gpu, at, bytes) }.write(0, &raw)
 }
 
 /// Serves GPU PE `pe` of the run the control heap at `base` describes (its header checked by the
@@ -126,9 +244,10 @@ pub(crate) fn serve<R: Registry>(
     let config = header.config;
     let lanes = header.lanes;
     let (p, pes) = (pe as usize, topology.devices);
-    let backend = pe_backend(header, pe);
+    let backend = pe_backend(header, pe)?;
+    let transport = backend.pe_transport;
     let entry = GpuKernel::Mgws.entry::<R>(&config);
-    let s = Session::open::<R>(&backend, lanes, &entry)?;
+    let s = Session::open_for_transport::<R>(&backend, lanes, &entry)?;
     let function = s
         .functions(&entry, &super::persistent::WORKER_PARAMS)?
         .remove(0);
@@ -176,19 +295,32 @@ pub(crate) fn serve<R: Registry>(
         }
     };
     nvshmem.init(pe, pes, &id)?;
+    if transport == PeTransport::DeviceApi {
+        // The module's copy of NVSHMEM's device state, which its device calls read.
+        nvshmem.cumodule_init(s.modules[0].raw() as *mut std::ffi::c_void)?;
+    }
     record.enter(StartStage::Allocating);
     tracing::debug!(
         pe,
         seconds = began.elapsed().as_secs_f64(),
         "NVSHMEM initialised"
     );
-    let sym = SymmetricLayout::new(&topology, config.public_capacity, &header.area_limits);
-    let allocation = if sym.areas_at.iter().any(|&at| at != 0) {
-        "the public queues, the termination state and the writable data areas"
-    } else {
-        "the public queues and the termination state"
+    let (sym, bytes) = symmetric_of(
+        transport,
+        &topology,
+        config.public_capacity,
+        &header.area_limits,
+    );
+    let allocation = match transport {
+        PeTransport::Mapped if sym.areas_at.iter().any(|&at| at != 0) => {
+            "the public queues, the termination state and the writable data areas"
+        }
+        PeTransport::Mapped => "the public queues and the termination state",
+        PeTransport::DeviceApi => {
+            "the window of every PE's public queues and termination state (one part per PE)"
+        }
     };
-    let served = nvshmem.malloc(sym.total, allocation).and_then(|at| {
+    let served = nvshmem.malloc(bytes as usize, allocation).and_then(|at| {
         Joined {
             base,
             header,
@@ -277,20 +409,40 @@ impl Joined<'_> {
         let p = pe as usize;
         let pes = topology.devices as usize;
         let gpu = &s.gpus[0];
-        // Every PE's part of the heap, as this process reaches it.
+        // Every PE's part of the heap, as this process's kernel reaches it.
         let mut parts = [0u64; MAX_DEVICES];
+        let layout_of_parts = match header.pe_transport()? {
+            PeTransport::Mapped => Parts::Mapped,
+            PeTransport::DeviceApi => Parts::Window(PeWindow::new(
+                symmetric,
+                sym.total as u64,
+                topology.devices,
+            )),
+        };
         for (e, part) in parts.iter_mut().enumerate().take(pes) {
-            *part = nvshmem.peer_ptr(symmetric, e as u32).ok_or_else(|| {
-                Error::Config(format!(
-                    "PE {e} is not reachable by loads and stores from PE {pe} (NVSHMEM gives no \
-                     mapping: another node, or no peer access between their GPUs); mgws runs \
-                     PEs of one node whose GPUs have peer access"
-                ))
-            })?;
+            *part = match layout_of_parts {
+                Parts::Window(window) => window.part(e as u32),
+                Parts::Mapped => nvshmem.peer_ptr(symmetric, e as u32).ok_or_else(|| {
+                    Error::Config(format!(
+                        "PE {e} is not reachable by loads and stores from PE {pe} (NVSHMEM \
+                         gives no mapping: another node, or no peer access between their \
+                         GPUs); run the PEs with --pe-transport device-api, which reaches them \
+                         through NVSHMEM's device API"
+                    ))
+                })?,
+            };
         }
-        // SAFETY: this PE's own block, `sym.total` bytes on its GPU; it is freed only after the
-        // final barrier (`serve`'s caller) or never.
-        let own = unsafe { DeviceBuffer::borrowed(gpu, symmetric, sym.total) };
+        if let Parts::Window(window) = layout_of_parts {
+            set_window(s, gpu, &window)?;
+        }
+        // SAFETY: this PE's own part, `sym.total` bytes on its GPU (the block itself, or part
+        // `pe` of its window); it is freed only after the final barrier (`serve`'s caller) or
+        // never.
+        let own_at = match layout_of_parts {
+            Parts::Window(window) => window.part(pe),
+            Parts::Mapped => symmetric,
+        };
+        let own = unsafe { DeviceBuffer::borrowed(gpu, own_at, sym.total) };
         own.zero()?;
         // SAFETY: the heap holds the layout and the header's data areas (checked by the caller).
         let heap_env = unsafe { layout.env(base, header) };
@@ -304,7 +456,7 @@ impl Joined<'_> {
             }
         }
 
-        let local = allocate_local(header, layout, base, pe, gpu, &parts, sym)?;
+        let mut local = allocate_local(header, layout, base, pe, gpu, &parts, sym)?;
         gpu.synchronize()?;
         let stream = Stream::new(gpu)?;
         let (start, end) = (Event::new(gpu)?, Event::new(gpu)?);
@@ -372,6 +524,8 @@ impl Joined<'_> {
             shared: &shared,
             sym,
             pe,
+            // Over the window, part 0 of a PE's window is PE 0's memory only on PE 0.
+            forwards_abort: pe == 0 || layout_of_parts == Parts::Mapped,
         };
         let ran = supervise(&mirror, &stream, &start, &end, gpu, pe);
         let elapsed_ns = match ran {
@@ -391,6 +545,10 @@ impl Joined<'_> {
         nvshmem.barrier_all();
         if pe == 0 {
             mirror.results()?;
+        }
+        drop(mirror);
+        for replica in std::mem::take(&mut local.replicas) {
+            replica.merge_into(layout, base, header)?;
         }
         // Relaxed: published by the release store of the state below.
         record.started_ns.store(started_ns, AtomicOrdering::Relaxed);
@@ -431,7 +589,10 @@ fn supervise(
         // SAFETY: the heap's shared state lives as long as the heap.
         let heap_shared = unsafe { mirror.heap_env.shared() };
         // Relaxed: a request; the abort store below is what the kernels act on.
-        if !forwarded && heap_shared.abort.load(Ordering::Relaxed, Scope::System) != 0 {
+        if mirror.forwards_abort
+            && !forwarded
+            && heap_shared.abort.load(Ordering::Relaxed, Scope::System) != 0
+        {
             let copied = mirror.shared.write_async(
                 shared_field::ABORT,
                 &1u64.to_ne_bytes(),
@@ -499,6 +660,7 @@ fn allocate_local(
     };
     initial.write(0, initial_bytes)?;
     let mut read_only = Vec::new();
+    let mut replicas = Vec::new();
     let mut areas = [0u64; DATA_AREAS];
     for (i, area) in areas.iter_mut().enumerate() {
         let (src, len) = layout.area(base, i, &header.area_limits);
@@ -508,6 +670,19 @@ fn allocate_local(
         if sym.areas_at[i] != 0 {
             // Writable: PE 0's copy in the symmetric heap, shared by all.
             *area = parts[0] + sym.areas_at[i] as u64;
+        } else if header.area_limits[i] & AREA_WRITABLE != 0 {
+            // Writable, over the device-API transport: this PE's own copy.
+            let buf = DeviceBuffer::alloc(gpu, len, &format!("this PE's copy of data area {i}"))?;
+            // SAFETY: the area lies in the heap (its layout), which the launcher filled; no PE
+            // changes it before every kernel ended.
+            let initial = unsafe { std::slice::from_raw_parts(src, len) }.to_vec();
+            buf.write(0, &initial)?;
+            *area = buf.ptr;
+            replicas.push(Replica {
+                area: i,
+                buffer: buf,
+                initial,
+            });
         } else {
             let buf = DeviceBuffer::alloc(gpu, len, &format!("data area {i}"))?;
             // SAFETY: the area lies in the heap (its layout), which the launcher filled.
@@ -563,6 +738,7 @@ fn allocate_local(
         _spill: spill,
         _initial: initial,
         _read_only: read_only,
+        replicas,
         env: env_buf,
     })
 }
@@ -577,6 +753,9 @@ struct Mirror<'a> {
     shared: &'a DeviceBuffer,
     sym: &'a SymmetricLayout,
     pe: u32,
+    /// Whether this PE writes the launcher's abort request into PE 0's shared state (`shared`
+    /// is PE 0's on every PE over mappings, on PE 0 alone over the window).
+    forwards_abort: bool,
 }
 
 impl Mirror<'_> {

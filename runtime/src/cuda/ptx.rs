@@ -195,20 +195,29 @@ fn entry_name(line: &str) -> Option<&str> {
 /// File name of the built-in kernel's PTX that `cargo xtask ptx` writes.
 pub const DEFAULT_PTX: &str = "mgws_kernel.sm_90.ptx";
 
+/// File name of the built-in kernel's PTX for GPU PEs over NVSHMEM's device API, which `cargo
+/// xtask ptx --nvshmem` writes.
+pub const DEFAULT_NVSHMEM_PTX: &str = "mgws_kernel.sm_90.nvshmem.ptx";
+
 /// The places searched when no path is given, in order.
 pub fn candidates(exe: Option<&Path>, cwd: Option<&Path>) -> Vec<PathBuf> {
+    candidates_of(DEFAULT_PTX, exe, cwd)
+}
+
+/// The places searched for the PTX file named `file`, in order.
+fn candidates_of(file: &str, exe: Option<&Path>, cwd: Option<&Path>) -> Vec<PathBuf> {
     let mut out = Vec::new();
     if let Some(dir) = exe.and_then(Path::parent) {
-        out.push(dir.join(DEFAULT_PTX));
-        out.push(dir.join("ptx").join(DEFAULT_PTX));
+        out.push(dir.join(file));
+        out.push(dir.join("ptx").join(file));
         // target/release/mgws -> target/ptx/
         if let Some(target) = dir.parent() {
-            out.push(target.join("ptx").join(DEFAULT_PTX));
+            out.push(target.join("ptx").join(file));
         }
     }
     if let Some(cwd) = cwd {
-        out.push(cwd.join("target").join("ptx").join(DEFAULT_PTX));
-        out.push(cwd.join(DEFAULT_PTX));
+        out.push(cwd.join("target").join("ptx").join(file));
+        out.push(cwd.join(file));
     }
     let mut unique = Vec::new();
     for p in out {
@@ -217,6 +226,28 @@ pub fn candidates(exe: Option<&Path>, cwd: Option<&Path>) -> Vec<PathBuf> {
         }
     }
     unique
+}
+
+/// The PTX file of GPU PEs over NVSHMEM's device API: `explicit`, else `$MGWS_NVSHMEM_PTX`,
+/// else the first place of [`candidates`] that holds [`DEFAULT_NVSHMEM_PTX`].
+pub fn resolve_nvshmem(explicit: Option<&Path>) -> Result<PathBuf> {
+    let exe = std::env::current_exe().ok();
+    let cwd = std::env::current_dir().ok();
+    let candidates = candidates_of(DEFAULT_NVSHMEM_PTX, exe.as_deref(), cwd.as_deref());
+    resolve_with(
+        explicit,
+        std::env::var_os("MGWS_NVSHMEM_PTX").map(PathBuf::from),
+        &candidates,
+    )
+    .map_err(|e| match e {
+        Error::BackendUnavailable(m) => Error::BackendUnavailable(format!(
+            "{} (runs over GPU PEs with --pe-transport device-api load the kernel of `cargo \
+             xtask ptx --nvshmem`, target/ptx/{DEFAULT_NVSHMEM_PTX}; MGWS_NVSHMEM_PTX names it \
+             too)",
+            m.trim_end_matches('.')
+        )),
+        other => other,
+    })
 }
 
 /// The PTX file to load: `explicit`, else `$MGWS_PTX`, else the first candidate that exists.

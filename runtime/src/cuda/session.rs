@@ -36,6 +36,59 @@ impl Session {
     /// threads (see [`CudaBackend::register_cap`]). GPUs and modules come from the process's
     /// cache: each is opened and JIT-compiled once.
     pub fn open<R: Registry>(b: &CudaBackend, lanes: u32, entry: &str) -> Result<Session> {
+        Self::open_with::<R>(b, lanes, entry, false, |gpu, ptx, cap| {
+            cache::module(gpu, ptx, cap)
+        })
+    }
+
+    /// [`Session::open`] for a kernel that calls NVSHMEM's device API (built with `cargo xtask
+    /// ptx --nvshmem`): the entry is linked with the wrappers and NVSHMEM's device library of
+    /// `code` (see [`super::nvshmem_link`]) and loaded outside the process's module cache (each
+    /// module is registered with NVSHMEM once, by its PE).
+    pub fn open_linked<R: Registry>(
+        b: &CudaBackend,
+        lanes: u32,
+        entry: &str,
+        code: &super::nvshmem_link::DeviceCode,
+    ) -> Result<Session> {
+        Self::open_with::<R>(b, lanes, entry, true, |gpu, ptx, cap| {
+            Module::link(gpu, &ptx.text, &ptx.origin, cap, &code.wrappers, &code.library)
+                .map(Arc::new)
+        })
+    }
+
+    /// [`Session::open`] for `b`'s PE transport: [`Session::open_linked`] with the kernel of
+    /// `cargo xtask ptx --nvshmem` (`b.ptx`, else [`super::ptx::resolve_nvshmem`]) and NVSHMEM's
+    /// device code for the first GPU's architecture where it is
+    /// [`PeTransport::DeviceApi`](super::PeTransport), else [`Session::open`].
+    pub fn open_for_transport<R: Registry>(
+        b: &CudaBackend,
+        lanes: u32,
+        entry: &str,
+    ) -> Result<Session> {
+        if b.pe_transport == super::PeTransport::Mapped {
+            return Self::open::<R>(b, lanes, entry);
+        }
+        driver::init()?;
+        let b = CudaBackend {
+            ptx: Some(super::ptx::resolve_nvshmem(b.ptx.as_deref())?),
+            ..b.clone()
+        };
+        let gpu = cache::gpu(b.device_list()[0])?;
+        let nvshmem = crate::nvshmem::Nvshmem::load()?;
+        let code = super::nvshmem_link::device_code(nvshmem.path(), gpu.cc)?;
+        Self::open_linked::<R>(&b, lanes, entry, &code)
+    }
+
+    /// [`Session::open`] with `load` making each GPU's module; `device_api` says whether the PTX
+    /// must call NVSHMEM's device API (or must not).
+    fn open_with<R: Registry>(
+        b: &CudaBackend,
+        lanes: u32,
+        entry: &str,
+        device_api: bool,
+        load: impl Fn(&Gpu, &PtxSource, Option<u32>) -> Result<Arc<Module>> + Sync,
+    ) -> Result<Session> {
         driver::init()?;
         let visible = driver::device_count()?;
         let devices = b.device_list();
@@ -65,13 +118,33 @@ impl Session {
                 )))
             }
         };
+        match (device_api, super::nvshmem_link::calls_wrappers(&ptx.text)) {
+            (true, false) => {
+                return Err(Error::BackendUnavailable(format!(
+                    "{} was not built for NVSHMEM's device API (it calls no mgws_nvshmem_ \
+                     function), which --pe-transport device-api runs: build it with `cargo xtask \
+                     ptx --nvshmem` (target/ptx/{}) and pass it with --ptx",
+                    ptx.origin,
+                    super::ptx::DEFAULT_NVSHMEM_PTX
+                )))
+            }
+            (false, true) => {
+                return Err(Error::BackendUnavailable(format!(
+                    "{} was built for NVSHMEM's device API (`cargo xtask ptx --nvshmem`): it loads \
+                     only in runs over GPU PEs with --pe-transport device-api; other runs need \
+                     the PTX of `cargo xtask ptx`",
+                    ptx.origin
+                )))
+            }
+            _ => {}
+        }
         // Each GPU opens (context retain) and compiles its module on a thread of its own, so
         // that the set-up of several GPUs takes about as long as that of one.
         let cap = b.register_cap::<R>(lanes);
         let opened = super::on_each_thread(&devices, |&d| {
             let gpu = cache::gpu(d)?;
             check_gpu(&gpu)?;
-            let module = cache::module(&gpu, &ptx, cap)?;
+            let module = load(&gpu, &ptx, cap)?;
             Ok((gpu, module))
         });
         let mut gpus = Vec::new();

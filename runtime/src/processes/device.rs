@@ -80,6 +80,23 @@ impl<'a, R: Registry> ProcessDevice<'a, R> {
         }
     }
 
+    /// How GPU PEs reach each other's memory (the CPU PEs' shared file: `Mapped`'s word).
+    fn pe_transport(&self) -> crate::cuda::PeTransport {
+        self.gpu.as_ref().map(|b| b.pe_transport).unwrap_or_default()
+    }
+
+    /// The PTX file GPU PEs load: the backend's, or for the device-API transport the kernel of
+    /// `cargo xtask ptx --nvshmem` (`None`: the PEs search as a single-process run does).
+    fn pe_ptx(&self) -> Result<Option<std::path::PathBuf>> {
+        let explicit = self.gpu.as_ref().and_then(|b| b.ptx.clone());
+        match self.pe_transport() {
+            crate::cuda::PeTransport::Mapped => Ok(explicit),
+            crate::cuda::PeTransport::DeviceApi => {
+                crate::cuda::ptx::resolve_nvshmem(explicit.as_deref()).map(Some)
+            }
+        }
+    }
+
     /// GPU PEs: checks the settings, that the GPUs, the PTX and NVSHMEM are there, and assigns
     /// each PE its GPU (the backend's GPUs in turn; all visible ones when it names none).
     fn prepare_gpus(&mut self, b: &CudaBackend) -> Result<()> {
@@ -133,9 +150,11 @@ impl<'a, R: Registry> ProcessDevice<'a, R> {
                 distinct.len()
             )));
         }
+        let ptx = self.pe_ptx()?;
         for &ordinal in &distinct {
             CudaBackend {
                 devices: vec![ordinal],
+                ptx: ptx.clone(),
                 ..b.clone()
             }
             .probe::<R>()?;
@@ -156,6 +175,29 @@ impl<'a, R: Registry> ProcessDevice<'a, R> {
         }
         let nvshmem = crate::nvshmem::Nvshmem::load()?;
         tracing::debug!(library = %nvshmem.path().display(), "NVSHMEM found");
+        if b.pe_transport == crate::cuda::PeTransport::DeviceApi {
+            // The PTX must be the device-API build, and NVRTC, NVSHMEM's headers and device
+            // library must be there: checked here, before any PE starts. The wrappers compiled
+            // now are cached, so the PEs load them instead of compiling them again.
+            let path = ptx.as_deref().expect("the device-API transport names its PTX");
+            let text = crate::cuda::ptx::read(path)?;
+            if !crate::cuda::nvshmem_link::calls_wrappers(&text) {
+                return Err(Error::BackendUnavailable(format!(
+                    "{} was not built for NVSHMEM's device API (it calls no mgws_nvshmem_ \
+                     function), which --pe-transport device-api runs: build it with `cargo \
+                     xtask ptx --nvshmem`",
+                    path.display()
+                )));
+            }
+            let mut ccs: Vec<(u32, u32)> = Vec::new();
+            for &ordinal in &distinct {
+                let cc = crate::cuda::gpu_cc(ordinal)?;
+                if !ccs.contains(&cc) {
+                    ccs.push(cc);
+                    crate::cuda::nvshmem_link::device_code(nvshmem.path(), cc)?;
+                }
+            }
+        }
         self.nvshmem_library = Some(nvshmem.path().to_path_buf());
         Ok(())
     }
@@ -279,7 +321,8 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
             kind: self.kind() as u32,
             max_registers: self.gpu.as_ref().and_then(|b| b.max_registers).unwrap_or(0),
             gpus: self.pe_gpus,
-            ptx_path: match self.gpu.as_ref().and_then(|b| b.ptx.as_deref()) {
+            pe_transport: self.pe_transport().to_word(),
+            ptx_path: match self.pe_ptx()? {
                 Some(path) => Header::encode_ptx_path(&path.canonicalize().map_err(|e| {
                     Error::BackendUnavailable(format!("the PTX {}: {e}", path.display()))
                 })?)?,
@@ -323,7 +366,12 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
         let launched = Instant::now();
         let mut env = Vec::new();
         if self.kind() == PeKind::Cuda {
-            env = nvshmem_env(&grid.config, &grid.topology, &placed.header().area_limits);
+            env = nvshmem_env(
+                &grid.config,
+                &grid.topology,
+                &placed.header().area_limits,
+                self.pe_transport(),
+            );
             if let Some(library) = &self.nvshmem_library {
                 env.push((crate::nvshmem::LIBRARY_VAR.into(), library.into()));
             }
@@ -437,9 +485,14 @@ pub(crate) fn nvshmem_env(
     config: &mgws_core::SchedConfig,
     topology: &Topology,
     area_limits: &[u64; mgws_core::DATA_AREAS],
+    transport: crate::cuda::PeTransport,
 ) -> Vec<(OsString, OsString)> {
-    let need = crate::cuda::pe::SymmetricLayout::new(topology, config.public_capacity, area_limits)
-        .total as u64;
+    let (_, need) = crate::cuda::pe::symmetric_of(
+        transport,
+        topology,
+        config.public_capacity,
+        area_limits,
+    );
     // NVSHMEM reserves some of the heap for itself: half again and 64 MiB, at least its
     // default 1 GiB.
     let heap = (need + need / 2 + (64 << 20)).max(1 << 30);

@@ -69,6 +69,8 @@ pub struct Header {
     pub kind: u32,
     /// GPU PEs: the register cap of the kernel's JIT compile (0: the backend's default).
     pub max_registers: u32,
+    /// GPU PEs: how they reach each other's memory (`PeTransport::to_word`).
+    pub pe_transport: u32,
     /// GPU PEs: the GPU ordinal each PE runs on.
     pub gpus: [u32; MAX_DEVICES],
     /// GPU PEs: the PTX file to load, its path's bytes, zero-padded (empty: the usual search).
@@ -101,6 +103,16 @@ impl Header {
             Error::Config(format!(
                 "the shared heap names PE kind {}, which is none",
                 self.kind
+            ))
+        })
+    }
+
+    /// How GPU PEs reach each other's memory; an error for a word no transport has.
+    pub fn pe_transport(&self) -> Result<crate::cuda::PeTransport> {
+        crate::cuda::PeTransport::from_word(self.pe_transport).ok_or_else(|| {
+            Error::Config(format!(
+                "the shared heap names PE transport {}, which is none",
+                self.pe_transport
             ))
         })
     }
