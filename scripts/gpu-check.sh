@@ -39,6 +39,9 @@
 #                    against one process on the same GPUs, every termination mode, 3 PEs on one
 #                    GPU or 4 on two, a hang and an unknown tag over PEs, compute-sanitizer on
 #                    every PE (not in the default list)
+#         pes-api    the same over NVSHMEM's device API (`--pe-transport device-api`, the kernel of
+#                    `cargo xtask ptx --nvshmem`), against the mapped transport and one process
+#                    (not in the default list)
 #       GPU_CHECK_BUDGET (seconds, default 560) bounds the whole call: cases that would start
 #       after it are listed as skipped, so a 600 s device command always ends with the table.
 #       GPU_CHECK_MEMSET_TASKS overrides the MEMSET size (default 67108864).
@@ -47,6 +50,7 @@ cd "$(dirname "$0")/.."
 
 CARRY=.device-carry
 PTX_NAME=mgws_kernel.sm_90.ptx
+NVSHMEM_PTX_NAME=mgws_kernel.sm_90.nvshmem.ptx
 
 build_here() {
     set -e
@@ -54,6 +58,8 @@ build_here() {
     cargo build --release -p mgws-cli
     echo "== building the kernel PTX"
     cargo xtask ptx --arch sm_90
+    echo "== building the kernel PTX for GPU PEs over NVSHMEM's device API"
+    cargo xtask ptx --arch sm_90 --nvshmem
     echo "== building the custom-task example (a standalone crate: its build script builds its"
     echo "   kernel with mgws-builder and the host binary embeds the PTX)"
     cargo build --release --manifest-path examples/custom-task/Cargo.toml
@@ -76,7 +82,9 @@ build_here() {
     rm -rf "$CARRY"
     mkdir -p "$CARRY/data"
     cp target/release/mgws "$CARRY/mgws"
-    cp "target/ptx/$PTX_NAME" "$CARRY/$PTX_NAME"
+    # Gzipped: both modules together are too big to carry as text (64 MiB).
+    gzip -9c "target/ptx/$PTX_NAME" > "$CARRY/$PTX_NAME.gz"
+    gzip -9c "target/ptx/$NVSHMEM_PTX_NAME" > "$CARRY/$NVSHMEM_PTX_NAME.gz"
     # The example's kernel is embedded in its binary (CustomTasks::KERNEL_PTX).
     cp examples/custom-task/target/release/custom-task "$CARRY/custom-task"
     [ -f data/wiki-en.jsonl ] && cp data/wiki-en.jsonl "$CARRY/data/"
@@ -140,7 +148,9 @@ on_device() {
     fi
     BIN=/tmp/mgws-gpu-check
     cp "$CARRY/mgws" "$BIN" && chmod +x "$BIN"
-    export MGWS_PTX=$PWD/$CARRY/$PTX_NAME
+    gunzip -c "$CARRY/$PTX_NAME.gz" > "/tmp/$PTX_NAME"
+    gunzip -c "$CARRY/$NVSHMEM_PTX_NAME.gz" > "/tmp/$NVSHMEM_PTX_NAME"
+    export MGWS_PTX=/tmp/$PTX_NAME MGWS_NVSHMEM_PTX=/tmp/$NVSHMEM_PTX_NAME
     local gpu
     gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
     GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
@@ -347,6 +357,53 @@ PY
                     SAN=("$SANITIZER" --tool "$tool" --target-processes all --error-exitcode 99)
                     case_run "pes-san-$tool-memset" 180 run memset --tasks 4096 "${P[@]}" --workers 16 --watchdog-ms 600000
                     case_run "pes-san-$tool-fib" 180 run fib -n 12 "${P[@]}" --workers 16 --watchdog-ms 600000
+                    SAN=()
+                done
+            fi
+            ;;
+        pes-api)
+            # GPU PEs over NVSHMEM's device API (--pe-transport device-api: the kernel of `cargo
+            # xtask ptx --nvshmem`, linked at start-up with NVRTC-compiled wrappers), against the
+            # mapped transport and one process driving the same GPUs, in the same call.
+            local P=("${G[@]}" --processes 2) A=("${G[@]}" --processes 2 --pe-transport device-api)
+            local ONE=("${G[@]}") pm=16777216 pf=30
+            if [ "$GPUS" -ge 2 ]; then
+                P+=(--devices 0,1); A+=(--devices 0,1); ONE+=(--devices 0,1); pm=134217728; pf=34
+            fi
+            case_run pes-api-fib20 60 run fib -n 20 "${A[@]}"
+            case_run pes-api-memset-1proc 180 run memset --tasks "$pm" "${ONE[@]}" --termination hierarchical
+            case_run pes-api-memset-mapped 180 run memset --tasks "$pm" "${P[@]}"
+            for t in hierarchical counter tree; do
+                case_run "pes-api-memset-$t" 180 run memset --tasks "$pm" "${A[@]}" --termination "$t"
+            done
+            case_run pes-api-T1L-1proc 240 run uts --preset T1L "${ONE[@]}" --termination hierarchical
+            case_run pes-api-T1L-mapped 240 run uts --preset T1L "${P[@]}"
+            case_run pes-api-T1L 240 run uts --preset T1L "${A[@]}"
+            case_run pes-api-fib-1proc 120 run fib -n "$pf" "${ONE[@]}" --termination hierarchical
+            case_run pes-api-fib-mapped 120 run fib -n "$pf" "${P[@]}"
+            case_run pes-api-fib 120 run fib -n "$pf" "${A[@]}"
+            case_run pes-api-T3 120 run uts --preset T3 "${A[@]}"
+            local flog="$LOGS/pes-api-fault-hang.log" frc=0 t0=$SECONDS
+            timeout 60 "$BIN" run stall --nanos 3000000000 --watchdog-ms 500 "${A[@]}" > "$flog" 2>&1 || frc=$?
+            sed 's/^/    /' "$flog" | head -8
+            if [ "$frc" = 1 ] && grep -q "watchdog aborted it" "$flog" && grep -q "worker    0" "$flog"; then
+                row pes-api-fault-hang stall PASS - 1 $((SECONDS - t0)) - "watchdog fired; per-worker state reported"
+            else
+                row pes-api-fault-hang stall FAIL - - - - "rc=$frc; see pes-api-fault-hang.log"
+            fi
+            flog="$LOGS/pes-api-fault-unknown-tag.log"; frc=0
+            timeout 60 "$BIN" run memset --tasks 1000000 --corrupt-tag-of 500000 "${A[@]}" > "$flog" 2>&1 || frc=$?
+            sed 's/^/    /' "$flog" | head -4
+            if [ "$frc" = 1 ] && grep -q "tag 57005" "$flog"; then
+                row pes-api-fault-unknown-tag memset PASS - 1000000 - - "error names tag 57005"
+            else
+                row pes-api-fault-unknown-tag memset FAIL - - - - "rc=$frc; see pes-api-fault-unknown-tag.log"
+            fi
+            if [ -n "$SANITIZER" ]; then
+                for tool in memcheck racecheck; do
+                    SAN=("$SANITIZER" --tool "$tool" --target-processes all --error-exitcode 99)
+                    case_run "pes-api-san-$tool-memset" 180 run memset --tasks 4096 "${A[@]}" --workers 16 --watchdog-ms 600000
+                    case_run "pes-api-san-$tool-fib" 180 run fib -n 12 "${A[@]}" --workers 16 --watchdog-ms 600000
                     SAN=()
                 done
             fi

@@ -15,12 +15,17 @@
  *             (through its env's pointer, PE 0's memory in a multi-process run); every kernel
  *             exits
  *
+ * A kernel linked for NVSHMEM's device API (cuLink*, the window global mgws_pe_window set) reaches
+ * the env's pointers into the window through the mock NVSHMEM's nvshmem_ptr, as its device calls
+ * would, and in "memset" mode each PE runs its share of the tasks into its own copy of area 0.
+ *
  * MOCK_CUDA_GPUS sets the number of GPUs (default 1); MOCK_CUDA_HOST_ATOMICS the value of
  * HOST_NATIVE_ATOMIC_SUPPORTED (default 0), MOCK_CUDA_P2P_ATOMICS the P2P native-atomic attribute
  * (default 1). Every launch's grid and the env it got are printed to stderr as "mock: ...".
  *
  * Only the functions the mgws host calls exist; the offsets below follow mgws_core::Env.
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -141,6 +146,79 @@ CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n, void *o,
     *m = &module_tag;
     return OK;
 }
+/* The driver's JIT linker, for kernels over NVSHMEM's device API: the PTX must call the
+ * mgws_nvshmem_ wrappers, the cubin must be the mock NVRTC's (mocknvrtc.c), the library a file. */
+struct link { int ptx, wrappers, library; };
+CUresult cuLinkCreate_v2(unsigned n, void *o, void **v, void **state) {
+    (void)n; (void)o; (void)v;
+    *state = calloc(1, sizeof(struct link));
+    return OK;
+}
+CUresult cuLinkAddData_v2(void *state, int type, void *data, size_t size, const char *name,
+                          unsigned n, void *o, void **v) {
+    struct link *l = state;
+    (void)name; (void)n; (void)o; (void)v;
+    if (type == 1) { /* PTX */
+        if (!strstr(data, ".entry") || !strstr(data, "mgws_nvshmem_")) return 218; /* INVALID_PTX */
+        for (const char *p = data; (p = strstr(p, ".entry ")); p++) l->ptx++;
+        return OK;
+    }
+    if (type == 0) { /* CUBIN */
+        if (size < 9 || memcmp(data, "MOCKCUBIN", 9)) return 200; /* INVALID_IMAGE */
+        l->wrappers = (int)size;
+        return OK;
+    }
+    return E_INVALID_VALUE;
+}
+CUresult cuLinkAddFile_v2(void *state, int type, const char *path, unsigned n, void *o, void **v) {
+    struct link *l = state;
+    (void)n; (void)o; (void)v;
+    if (type != 4 || access(path, R_OK) != 0) return 301; /* FILE_NOT_FOUND */
+    l->library = 1;
+    return OK;
+}
+static char linked_image[] = "MOCKLINKED";
+CUresult cuLinkComplete(void *state, void **out, size_t *size) {
+    struct link *l = state;
+    if (!l->ptx || !l->wrappers || !l->library) return E_INVALID_VALUE; /* an input is missing */
+    fprintf(stderr, "mock: linked module (%d entries, wrappers of %d bytes, device library)\n",
+            l->ptx, l->wrappers);
+    *out = linked_image;
+    *size = sizeof linked_image;
+    return OK;
+}
+CUresult cuLinkDestroy(void *state) { free(state); return OK; }
+CUresult cuModuleLoadData(CUmodule *m, const void *image) {
+    if (strcmp(image, linked_image)) return 200;
+    *m = &module_tag;
+    return OK;
+}
+/* The kernel's window global (mgws_core::PeWindow: base, shift, pes), which the kernel of the
+ * device-API transport routes its accesses by. */
+static struct { uint64_t base; uint32_t shift, pes; } pe_window;
+CUresult cuModuleGetGlobal_v2(CUdeviceptr *p, size_t *bytes, CUmodule m, const char *name) {
+    (void)m;
+    if (strcmp(name, "mgws_pe_window")) return E_NOT_FOUND;
+    *p = (CUdeviceptr)&pe_window;
+    *bytes = sizeof pe_window;
+    return OK;
+}
+/* Where an env pointer leads: inside the window, PE e's memory through the mock NVSHMEM's
+ * mapping (as the kernel's NVSHMEM calls would reach it); elsewhere, the pointer itself. */
+static void *route(uint64_t addr) {
+    if (!pe_window.pes || addr < pe_window.base) return (void *)addr;
+    uint64_t part = (addr - pe_window.base) >> pe_window.shift;
+    if (part >= pe_window.pes) return (void *)addr;
+    static void *(*ptr)(const void *, int);
+    if (!ptr) {
+        const char *lib = getenv("MGWS_NVSHMEM_LIBRARY");
+        void *h = lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : NULL;
+        ptr = h ? (void *(*)(const void *, int))dlsym(h, "nvshmem_ptr") : NULL;
+        if (!ptr) { fprintf(stderr, "mock: no NVSHMEM to route through\n"); abort(); }
+    }
+    return ptr((const void *)addr, (int)part);
+}
+
 CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
     (void)m;
     if (strncmp(name, "mgws_memset_worker_", 19) && strcmp(name, "mgws_memset_level"))
@@ -251,7 +329,7 @@ static void *kernel(void *arg) {
         if (*l->st->gate < l->st->gate_value) fprintf(stderr, "mock: the launch gate never opened\n");
         l->st->gate = NULL;
     }
-    uint8_t *shared = (uint8_t *)rd(l->env + ENV_SHARED);
+    uint8_t *shared = route(rd(l->env + ENV_SHARED));
     volatile uint64_t *abort_flag = (volatile uint64_t *)(shared + SHARED_ABORT);
     uint64_t *exited = (uint64_t *)(shared + SHARED_EXITED);
     const char *m = mode();
@@ -266,8 +344,8 @@ static void *kernel(void *arg) {
     while (devices < 8 && rd(l->env + ENV_DEVICE_IDLE + 8 * devices)) devices++;
     if (!strcmp(m, "hang")) {
         for (unsigned e = 0; e < devices; e++) {
-            uint64_t *idle = (uint64_t *)rd(l->env + ENV_DEVICE_IDLE + 8 * e);
-            uint64_t *word = (uint64_t *)rd(l->env + ENV_QUEUE_HEADERS + 8 * e);
+            uint64_t *idle = route(rd(l->env + ENV_DEVICE_IDLE + 8 * e));
+            uint64_t *word = route(rd(l->env + ENV_QUEUE_HEADERS + 8 * e));
             __atomic_fetch_add(idle, 1, __ATOMIC_SEQ_CST);
             __atomic_fetch_add(word, (l->device + 1ull) << 40, __ATOMIC_SEQ_CST);
         }
@@ -281,15 +359,23 @@ static void *kernel(void *arg) {
         __atomic_store_n((uint64_t *)(shared + SHARED_ERROR), e, __ATOMIC_SEQ_CST);
         *abort_flag = 1;
     }
-    if (!strcmp(m, "memset") && l->device == 0) {
+    /* Over the device-API transport (a window is set) each PE writes its own copy of area 0, so
+     * each runs its share of the tasks (i % devices == device) and the run is exact only if every
+     * PE's share is added back; otherwise device 0 runs them all. Device 0 records them all. */
+    int split = pe_window.pes != 0;
+    if (!strcmp(m, "memset") && (l->device == 0 || split)) {
         /* Every initial task is a MemsetTask {index} (params[0] at byte 8); area 0 holds u64s. */
         uint64_t *slots = (uint64_t *)rd(l->env + ENV_AREAS);
         const uint8_t *tasks = (const uint8_t *)rd(l->env + ENV_INITIAL);
         uint64_t n = rd(l->env + ENV_INITIAL_LEN);
         for (uint64_t i = 0; i < n; i++) {
+            if (split && i % devices != l->device) continue;
             uint64_t x = rd(tasks + 64 * i + 8);
             slots[x] += x + 1;
         }
+    }
+    if (!strcmp(m, "memset") && l->device == 0) {
+        uint64_t n = rd(l->env + ENV_INITIAL_LEN);
         /* Progress records: tasks_run of worker 0 = n, state 2 (exited). */
         uint8_t *progress = (uint8_t *)rd(l->env + ENV_PROGRESS);
         memcpy(progress + 8, &n, 8);
