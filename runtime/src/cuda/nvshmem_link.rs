@@ -112,10 +112,13 @@ fn cuda_include_candidates() -> Vec<PathBuf> {
 
 /// The NVRTC options of the wrappers for a GPU of compute capability `cc`.
 pub fn shim_options(cc: (u32, u32), includes: &[PathBuf]) -> Vec<String> {
+    // `-default-device`: NVSHMEM's headers declare some functions without an execution space,
+    // which NVRTC would take for host functions and refuse.
     let mut options = vec![
         "-rdc=true".to_string(),
         format!("--gpu-architecture=sm_{}{}", cc.0, cc.1),
         "-std=c++17".to_string(),
+        "-default-device".to_string(),
     ];
     options.extend(includes.iter().map(|d| format!("-I{}", d.display())));
     options
@@ -244,6 +247,7 @@ mod tests {
                 "-rdc=true",
                 "--gpu-architecture=sm_90",
                 "-std=c++17",
+                "-default-device",
                 "-I/n/include",
                 "-I/c"
             ]
