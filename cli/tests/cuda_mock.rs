@@ -47,6 +47,32 @@ fn mock_dir() -> &'static Path {
             ok,
             "building the mock NVSHMEM with the C compiler {cc:?} failed"
         );
+        // The stand-in NVRTC, apart from the loader's path (MGWS_NVRTC_LIBRARY names it), and
+        // the files the device-API transport links against: NVSHMEM's headers and device
+        // library beside the stand-in host library, and CCCL's headers.
+        let nvrtc = dir.join("nvrtc");
+        std::fs::create_dir_all(&nvrtc).expect("creating the mock NVRTC's directory");
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cuda_mock/mocknvrtc.c");
+        let ok = Command::new(&cc)
+            .args(["-shared", "-fPIC", "-O1", "-o"])
+            .arg(nvrtc.join("libnvrtc.so.13"))
+            .arg(&src)
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+        assert!(ok, "building the mock NVRTC with the C compiler {cc:?} failed");
+        let include = dir.join("nvshmem/include");
+        std::fs::create_dir_all(&include).expect("creating the mock NVSHMEM's headers");
+        std::fs::write(include.join("nvshmem.h"), "/* mock */\n").expect("writing nvshmem.h");
+        std::fs::write(lib.join("libnvshmem_device.a"), "!<arch>\n").expect("writing the library");
+        let cccl = dir.join("cuda-include/cccl/cuda/std");
+        std::fs::create_dir_all(&cccl).expect("creating the mock CCCL headers");
+        std::fs::write(cccl.join("cstdint"), "/* mock */\n").expect("writing cstdint");
+        std::fs::write(
+            dir.join("mock-nvshmem.ptx"),
+            mock_nvshmem_ptx(MemsetTasks::FINGERPRINT),
+        )
+        .expect("writing the mock's device-API PTX");
         // A PTX file with the entries the host checks and the built-in registry's fingerprint
         // (the mock never compiles it), and one with another registry's fingerprint.
         std::fs::write(dir.join("mock.ptx"), mock_ptx(MemsetTasks::FINGERPRINT))
@@ -83,6 +109,19 @@ fn mock_ptx(fingerprint: u64) -> String {
         worker("counter_damping_shared_system"),
         // GPU PE processes: hierarchical termination by default, system scope.
         worker("hierarchical_damping_single_system"),
+    )
+}
+
+/// [`mock_ptx`] as `cargo xtask ptx --nvshmem` builds it: calling the NVSHMEM wrappers and with
+/// the window global.
+fn mock_nvshmem_ptx(fingerprint: u64) -> String {
+    mock_ptx(fingerprint).replacen(
+        ".address_size 64\n",
+        ".address_size 64\n\
+         .extern .func  (.param .b64 func_retval0) mgws_nvshmem_fetch_add\n(\n\
+         \t.param .b64 a,\n\t.param .b64 b,\n\t.param .b32 c\n);\n\
+         .visible .global .align 8 .b8 mgws_pe_window[16];\n",
+        1,
     )
 }
 
@@ -612,6 +651,188 @@ fn gpu_pes_join_through_the_unique_id_and_run_over_the_symmetric_heap() {
             );
         }
     }
+}
+
+/// [`pes`] over the device-API transport with the mock NVRTC and CCCL, the wrappers cached in
+/// `cache` (a directory of the mock's, fresh for each call with a new name).
+fn api_pes(
+    mode: &str,
+    pes: u32,
+    cache: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Output {
+    let dir = mock_dir();
+    let home = dir.join("nvshmem");
+    let shm = dir.join("shm");
+    std::fs::create_dir_all(&shm).expect("creating the mock NVSHMEM's file directory");
+    let cache = dir.join(cache);
+    let _ = std::fs::remove_dir_all(&cache);
+    let [home, shm, nvrtc, include, cache] = [
+        home,
+        shm,
+        dir.join("nvrtc/libnvrtc.so.13"),
+        dir.join("cuda-include"),
+        cache,
+    ]
+    .map(|p| p.to_str().expect("a UTF-8 path").to_string());
+    let n = pes.to_string();
+    let mut all = vec![
+        "--backend",
+        "cuda",
+        "--processes",
+        &n,
+        "--pe-transport",
+        "device-api",
+    ];
+    all.extend_from_slice(args);
+    let mut with = vec![
+        ("NVSHMEM_HOME", home.as_str()),
+        ("MOCK_NVSHMEM_DIR", shm.as_str()),
+        ("MGWS_NVRTC_LIBRARY", nvrtc.as_str()),
+        ("MGWS_CUDA_INCLUDE", include.as_str()),
+        ("MGWS_CACHE_DIR", cache.as_str()),
+    ];
+    with.extend_from_slice(env);
+    mgws_with_env(mode, 2, "mock-nvshmem.ptx", &all, &with)
+}
+
+#[test]
+fn gpu_pes_over_the_device_api_link_route_through_the_window_and_add_their_copies() {
+    let o = api_pes(
+        "memset",
+        2,
+        "cache-run",
+        &["--workers", "6", "--tasks", "5000", "--json"],
+        &[],
+    );
+    let t = text(&o);
+    // Each PE's mock kernel ran its half of the tasks into its own copy of area 0: the slots
+    // are exact only if both copies were added back into the launcher's area.
+    assert!(o.status.success(), "{t}");
+    assert!(
+        t.contains(r#""lost":0"#) && t.contains(r#""duplicated":0"#),
+        "{t}"
+    );
+    // The launcher compiled the wrappers once and cached them; the PEs linked the cached cubin
+    // with the PTX and the device library, and registered their modules after the init.
+    assert_eq!(
+        t.matches("mock-nvrtc: compiled the NVSHMEM wrappers").count(),
+        1,
+        "{t}"
+    );
+    assert!(
+        t.matches("mock: linked module").count() >= 2,
+        "every PE links its module: {t}"
+    );
+    for pe in 0..2 {
+        assert!(
+            t.contains(&format!("mock-nvshmem: PE {pe} registered its module")),
+            "{t}"
+        );
+    }
+    // A stall over the window: PE d's kernel added to every PE's idle counter and queue word
+    // through the window (the mock routes part e to PE e's memory, as the NVSHMEM calls do), and
+    // PE 0's shared state carried the launcher's abort (forwarded by PE 0 alone).
+    let o = api_pes(
+        "hang",
+        2,
+        "cache-hang",
+        &["--workers", "4", "--watchdog-ms", "300"],
+        &[],
+    );
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("watchdog aborted it"), "{t}");
+    assert!(t.contains("idle counter 4,"), "{t}");
+    for w in [0, 2] {
+        let line = t
+            .lines()
+            .find(|l| l.contains(&format!("worker {w:>4}:")))
+            .unwrap_or_default();
+        assert!(line.contains("queue[steals=3 "), "worker {w}: {t}");
+    }
+    // An error PE 1 recorded in PE 0's shared state through the window reaches the launcher.
+    let o = api_pes("error", 2, "cache-error", &["--workers", "2"], &[]);
+    let t = text(&o);
+    assert!(t.contains("tag 57005") && t.contains("worker 3"), "{t}");
+}
+
+#[test]
+fn the_device_api_transport_says_what_it_lacks() {
+    // The mapped transport's PTX where the device API's is needed, and the reverse.
+    let home = mock_dir().join("nvshmem");
+    let shm = mock_dir().join("shm");
+    let (home, shm) = (home.to_str().unwrap(), shm.to_str().unwrap());
+    let wrong = |ptx: &str, transport: &str| {
+        mgws_with_env(
+            "memset",
+            2,
+            ptx,
+            &[
+                "--backend",
+                "cuda",
+                "--processes",
+                "2",
+                "--workers",
+                "2",
+                "--pe-transport",
+                transport,
+            ],
+            &[("NVSHMEM_HOME", home), ("MOCK_NVSHMEM_DIR", shm)],
+        )
+    };
+    let o = wrong("mock.ptx", "device-api");
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("was not built for NVSHMEM's device API") && t.contains("--nvshmem"),
+        "{t}"
+    );
+    let o = wrong("mock-nvshmem.ptx", "mapped");
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("was built for NVSHMEM's device API") && t.contains("--pe-transport device-api"),
+        "{t}"
+    );
+    // NVRTC refuses the wrappers: its log reaches the error.
+    let o = api_pes(
+        "memset",
+        2,
+        "cache-fail",
+        &["--workers", "2"],
+        &[("MOCK_NVRTC_FAIL", "1")],
+    );
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("could not compile nvshmem_shim.cu") && t.contains("mock compile failure"),
+        "{t}"
+    );
+    // No CCCL headers anywhere (python3 off the path: no pip packages either): what to install.
+    let o = api_pes(
+        "memset",
+        2,
+        "cache-cccl",
+        &["--workers", "2"],
+        &[
+            ("MGWS_CUDA_INCLUDE", "/nonexistent"),
+            ("CUDA_HOME", "/nonexistent"),
+            ("PATH", "/nonexistent"),
+        ],
+    );
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("cuda/std/cstdint") && t.contains("nvidia-cuda-cccl-cu13"),
+        "{t}"
+    );
+    // --pe-transport without GPU PEs.
+    let o = mgws("memset", 1, &["--backend", "cuda", "--pe-transport", "device-api"]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("--processes N"), "{t}");
 }
 
 #[test]

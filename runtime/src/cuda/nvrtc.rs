@@ -2,8 +2,8 @@
 //! over NVSHMEM's device API use it (for the wrappers of `nvshmem_shim.cu`); nothing else needs
 //! it, and a machine without it runs everything else.
 //!
-//! Where it is found, in order: the file `$MGWS_NVRTC_LIBRARY` names, `$CUDA_HOME/lib64`,
-//! `$CUDA_PATH/lib64`, `/usr/local/cuda/lib64`, the loader's search path, and the CUDA 13 pip
+//! Where it is found, in order: the file `$MGWS_NVRTC_LIBRARY` names, `$CUDA_HOME/lib64` and
+//! `$CUDA_PATH/lib64` (else `/usr/local/cuda/lib64`), the loader's search path, and the CUDA 13 pip
 //! packages of `python3` (`nvidia/cu13/lib`, `nvidia/cuda_nvrtc/lib`). cudarc's own NVRTC loader
 //! is not used: it panics when the library is missing and knows only the names of its build's
 //! CUDA version, while a missing NVRTC must be an error that says what to install.
@@ -69,13 +69,16 @@ pub fn candidates(
     out
 }
 
-/// The CUDA installations the environment names, then the usual place.
+/// The CUDA installations the environment names (`CUDA_HOME`, `CUDA_PATH`), else the usual
+/// place (`/usr/local/cuda`).
 pub fn cuda_homes() -> Vec<PathBuf> {
     let mut homes: Vec<PathBuf> = ["CUDA_HOME", "CUDA_PATH"]
         .iter()
         .filter_map(|v| std::env::var_os(v).map(PathBuf::from))
         .collect();
-    homes.push(PathBuf::from("/usr/local/cuda"));
+    if homes.is_empty() {
+        homes.push(PathBuf::from("/usr/local/cuda"));
+    }
     homes
 }
 
