@@ -60,7 +60,10 @@ fn mock_dir() -> &'static Path {
             .status()
             .map(|s| s.success())
             .unwrap_or(false);
-        assert!(ok, "building the mock NVRTC with the C compiler {cc:?} failed");
+        assert!(
+            ok,
+            "building the mock NVRTC with the C compiler {cc:?} failed"
+        );
         let include = dir.join("nvshmem/include");
         std::fs::create_dir_all(&include).expect("creating the mock NVSHMEM's headers");
         std::fs::write(include.join("nvshmem.h"), "/* mock */\n").expect("writing nvshmem.h");
@@ -655,13 +658,7 @@ fn gpu_pes_join_through_the_unique_id_and_run_over_the_symmetric_heap() {
 
 /// [`pes`] over the device-API transport with the mock NVRTC and CCCL, the wrappers cached in
 /// `cache` (a directory of the mock's, fresh for each call with a new name).
-fn api_pes(
-    mode: &str,
-    pes: u32,
-    cache: &str,
-    args: &[&str],
-    env: &[(&str, &str)],
-) -> Output {
+fn api_pes(mode: &str, pes: u32, cache: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
     let dir = mock_dir();
     let home = dir.join("nvshmem");
     let shm = dir.join("shm");
@@ -717,7 +714,8 @@ fn gpu_pes_over_the_device_api_link_route_through_the_window_and_add_their_copie
     // The launcher compiled the wrappers once and cached them; the PEs linked the cached cubin
     // with the PTX and the device library, and registered their modules after the init.
     assert_eq!(
-        t.matches("mock-nvrtc: compiled the NVSHMEM wrappers").count(),
+        t.matches("mock-nvrtc: compiled the NVSHMEM wrappers")
+            .count(),
         1,
         "{t}"
     );
@@ -829,7 +827,11 @@ fn the_device_api_transport_says_what_it_lacks() {
         "{t}"
     );
     // --pe-transport without GPU PEs.
-    let o = mgws("memset", 1, &["--backend", "cuda", "--pe-transport", "device-api"]);
+    let o = mgws(
+        "memset",
+        1,
+        &["--backend", "cuda", "--pe-transport", "device-api"],
+    );
     let t = text(&o);
     assert_eq!(o.status.code(), Some(1), "{t}");
     assert!(t.contains("--processes N"), "{t}");

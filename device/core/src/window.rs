@@ -422,6 +422,149 @@ unsafe impl<P: Platform, R: Remote> Platform for WindowPlatform<P, R> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::host_word::HostWord;
+    use crate::one_lane::OneLane;
+    use core::sync::atomic::{AtomicU32, AtomicU64, Ordering as O};
+
+    /// Two PEs' windows of two parts of four words each (32-byte parts), in one process: the
+    /// stand-in for NVSHMEM's symmetric heap.
+    static MEM: [[AtomicU64; 8]; 2] = [const { [const { AtomicU64::new(0) }; 8] }; 2];
+    /// The PE the test is, and the fences the word issued.
+    static ME: AtomicU32 = AtomicU32::new(0);
+    static RELEASES: AtomicU32 = AtomicU32::new(0);
+    static ACQUIRES: AtomicU32 = AtomicU32::new(0);
+
+    /// One-sided operations on `MEM`: an address of the caller's window acts on PE `pe`'s copy
+    /// at the same offset.
+    struct Sim;
+
+    impl Sim {
+        fn target(word: *const u64, pe: u32) -> &'static AtomicU64 {
+            let offset = word as u64 - Sim::window().base;
+            &MEM[pe as usize][(offset / 8) as usize]
+        }
+    }
+
+    // SAFETY: every operation is one atomic operation on `MEM`.
+    unsafe impl Remote for Sim {
+        fn window() -> PeWindow {
+            let me = ME.load(O::Relaxed) as usize;
+            PeWindow {
+                base: MEM[me].as_ptr() as u64,
+                shift: 5,
+                pes: 2,
+            }
+        }
+        unsafe fn fetch_add(word: *mut u64, value: u64, pe: u32) -> u64 {
+            Sim::target(word, pe).fetch_add(value, O::SeqCst)
+        }
+        unsafe fn add(word: *mut u64, value: u64, pe: u32) {
+            Sim::target(word, pe).fetch_add(value, O::SeqCst);
+        }
+        unsafe fn fetch(word: *const u64, pe: u32) -> u64 {
+            Sim::target(word, pe).load(O::SeqCst)
+        }
+        unsafe fn set(word: *mut u64, value: u64, pe: u32) {
+            Sim::target(word, pe).store(value, O::SeqCst)
+        }
+        unsafe fn fetch_or(word: *mut u64, value: u64, pe: u32) -> u64 {
+            Sim::target(word, pe).fetch_or(value, O::SeqCst)
+        }
+        unsafe fn fetch_and(word: *mut u64, value: u64, pe: u32) -> u64 {
+            Sim::target(word, pe).fetch_and(value, O::SeqCst)
+        }
+        unsafe fn compare_swap(word: *mut u64, current: u64, new: u64, pe: u32) -> u64 {
+            match Sim::target(word, pe).compare_exchange(current, new, O::SeqCst, O::SeqCst) {
+                Ok(v) | Err(v) => v,
+            }
+        }
+        unsafe fn get(word: *const u64, pe: u32) -> u64 {
+            Sim::target(word, pe).load(O::SeqCst)
+        }
+        fn release() {
+            RELEASES.fetch_add(1, O::Relaxed);
+        }
+        fn acquire() {
+            ACQUIRES.fetch_add(1, O::Relaxed);
+        }
+    }
+
+    type Word = WindowWord<HostWord, Sim>;
+
+    /// The word at index `i` of this PE's window, as the core sees it.
+    fn word(i: usize) -> &'static Word {
+        let me = ME.load(O::Relaxed) as usize;
+        // SAFETY: `WindowWord` and `HostWord` are transparent over a `u64`, as is `AtomicU64`;
+        // the static lives for ever.
+        unsafe { &*(MEM[me][i].as_ptr() as *const Word) }
+    }
+
+    #[test]
+    fn window_words_act_on_the_pe_their_part_names_with_the_orderings_fences() {
+        let fences = || (RELEASES.load(O::Relaxed), ACQUIRES.load(O::Relaxed));
+        ME.store(0, O::Relaxed);
+        // Part 1 of PE 0's window is PE 1's memory; part 0 its own.
+        assert_eq!(word(5).fetch_add(7, Ordering::Relaxed, Scope::System), 0);
+        assert_eq!(MEM[1][5].load(O::SeqCst), 7);
+        assert_eq!(MEM[0][5].load(O::SeqCst), 0, "never the caller's copy");
+        word(1).store(3, Ordering::Relaxed, Scope::System);
+        assert_eq!(MEM[0][1].load(O::SeqCst), 3);
+        // Each ordering's fences: release before, acquire after.
+        let f0 = fences();
+        word(5).fetch_add(1, Ordering::AcqRel, Scope::System);
+        assert_eq!(fences(), (f0.0 + 1, f0.1 + 1));
+        word(5).load(Ordering::Acquire, Scope::System);
+        assert_eq!(fences(), (f0.0 + 1, f0.1 + 2));
+        word(5).store(9, Ordering::Release, Scope::System);
+        assert_eq!(fences(), (f0.0 + 2, f0.1 + 2));
+        assert_eq!(
+            word(5).compare_exchange(9, 10, Ordering::AcqRel, Ordering::Relaxed, Scope::System),
+            Ok(9)
+        );
+        assert_eq!(
+            word(5).compare_exchange(9, 11, Ordering::Relaxed, Ordering::Relaxed, Scope::System),
+            Err(10)
+        );
+        assert_eq!(word(5).fetch_sub(4, Ordering::Relaxed, Scope::System), 10);
+        assert_eq!(
+            word(5).fetch_or(0b1000, Ordering::Relaxed, Scope::System),
+            6
+        );
+        assert_eq!(
+            word(5).fetch_and(0b0110, Ordering::Relaxed, Scope::System),
+            14
+        );
+        word(5).add_single_writer(2, Scope::System);
+        word(5).max_single_writer(5, Scope::System);
+        assert_eq!(MEM[1][5].load(O::SeqCst), 8);
+        word(5).max_single_writer(3, Scope::System);
+        assert_eq!(MEM[1][5].load(O::SeqCst), 8);
+        // PE 1 reaches the same words by the same offsets: part 1 its own, part 0 PE 0's.
+        ME.store(1, O::Relaxed);
+        assert_eq!(word(5).load(Ordering::Relaxed, Scope::System), 8);
+        assert_eq!(word(1).load(Ordering::Relaxed, Scope::System), 3);
+        word(1).fetch_add(1, Ordering::Relaxed, Scope::System);
+        assert_eq!(MEM[0][1].load(O::SeqCst), 4);
+        assert_eq!(MEM[1][1].load(O::SeqCst), 0, "never the caller's copy");
+        // A word outside the window is the platform's own.
+        let local = Word::new(4);
+        assert_eq!(local.fetch_add(1, Ordering::AcqRel, Scope::Device), 4);
+        assert_eq!(local.load(Ordering::Relaxed, Scope::Device), 5);
+        ME.store(0, O::Relaxed);
+    }
+
+    #[test]
+    fn a_window_platform_reads_other_pes_tasks_through_the_remote() {
+        let mut scratch = [0u128; 64];
+        let p = WindowPlatform::<_, Sim>::new(OneLane::with_scratch(&mut scratch));
+        MEM[1][6].store(42, O::SeqCst);
+        let local = 17u64;
+        // SAFETY: addresses of live words.
+        unsafe {
+            assert_eq!(p.load_word(MEM[0][6].as_ptr()), 42, "part 1: PE 1's memory");
+            assert_eq!(p.load_word(&local), 17, "outside the window: a load");
+        }
+    }
 
     #[test]
     fn a_window_routes_each_part_to_its_pe_and_nothing_else() {

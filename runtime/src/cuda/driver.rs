@@ -613,9 +613,8 @@ impl Module {
         gpu.make_current()?;
         let image = CString::new(ptx)
             .map_err(|_| Error::Input(format!("{origin} contains a NUL byte: not a PTX file")))?;
-        let library_c = CString::new(library.as_os_str().as_encoded_bytes()).map_err(|_| {
-            Error::Input(format!("{} contains a NUL byte", library.display()))
-        })?;
+        let library_c = CString::new(library.as_os_str().as_encoded_bytes())
+            .map_err(|_| Error::Input(format!("{} contains a NUL byte", library.display())))?;
         let mut log = vec![0u8; 16 * 1024];
         let mut options = vec![
             sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
@@ -741,7 +740,8 @@ impl Module {
         let (mut ptr, mut bytes) = (0, 0);
         // sys: the result layer's `module::get_global` does not give the size.
         // SAFETY: the module is loaded; the name is NUL-terminated.
-        let r = unsafe { sys::cuModuleGetGlobal_v2(&mut ptr, &mut bytes, self.raw, cname.as_ptr()) };
+        let r =
+            unsafe { sys::cuModuleGetGlobal_v2(&mut ptr, &mut bytes, self.raw, cname.as_ptr()) };
         match r {
             CUresult::CUDA_SUCCESS => Ok(Some((ptr, bytes))),
             CUresult::CUDA_ERROR_NOT_FOUND => Ok(None),

@@ -413,11 +413,9 @@ impl Joined<'_> {
         let mut parts = [0u64; MAX_DEVICES];
         let layout_of_parts = match header.pe_transport()? {
             PeTransport::Mapped => Parts::Mapped,
-            PeTransport::DeviceApi => Parts::Window(PeWindow::new(
-                symmetric,
-                sym.total as u64,
-                topology.devices,
-            )),
+            PeTransport::DeviceApi => {
+                Parts::Window(PeWindow::new(symmetric, sym.total as u64, topology.devices))
+            }
         };
         for (e, part) in parts.iter_mut().enumerate().take(pes) {
             *part = match layout_of_parts {

@@ -52,8 +52,15 @@ impl Session {
         code: &super::nvshmem_link::DeviceCode,
     ) -> Result<Session> {
         Self::open_with::<R>(b, lanes, entry, true, |gpu, ptx, cap| {
-            Module::link(gpu, &ptx.text, &ptx.origin, cap, &code.wrappers, &code.library)
-                .map(Arc::new)
+            Module::link(
+                gpu,
+                &ptx.text,
+                &ptx.origin,
+                cap,
+                &code.wrappers,
+                &code.library,
+            )
+            .map(Arc::new)
         })
     }
 

@@ -82,7 +82,10 @@ impl<'a, R: Registry> ProcessDevice<'a, R> {
 
     /// How GPU PEs reach each other's memory (the CPU PEs' shared file: `Mapped`'s word).
     fn pe_transport(&self) -> crate::cuda::PeTransport {
-        self.gpu.as_ref().map(|b| b.pe_transport).unwrap_or_default()
+        self.gpu
+            .as_ref()
+            .map(|b| b.pe_transport)
+            .unwrap_or_default()
     }
 
     /// The PTX file GPU PEs load: the backend's, or for the device-API transport the kernel of
@@ -179,7 +182,9 @@ impl<'a, R: Registry> ProcessDevice<'a, R> {
             // The PTX must be the device-API build, and NVRTC, NVSHMEM's headers and device
             // library must be there: checked here, before any PE starts. The wrappers compiled
             // now are cached, so the PEs load them instead of compiling them again.
-            let path = ptx.as_deref().expect("the device-API transport names its PTX");
+            let path = ptx
+                .as_deref()
+                .expect("the device-API transport names its PTX");
             let text = crate::cuda::ptx::read(path)?;
             if !crate::cuda::nvshmem_link::calls_wrappers(&text) {
                 return Err(Error::BackendUnavailable(format!(
@@ -487,12 +492,8 @@ pub(crate) fn nvshmem_env(
     area_limits: &[u64; mgws_core::DATA_AREAS],
     transport: crate::cuda::PeTransport,
 ) -> Vec<(OsString, OsString)> {
-    let (_, need) = crate::cuda::pe::symmetric_of(
-        transport,
-        topology,
-        config.public_capacity,
-        area_limits,
-    );
+    let (_, need) =
+        crate::cuda::pe::symmetric_of(transport, topology, config.public_capacity, area_limits);
     // NVSHMEM reserves some of the heap for itself: half again and 64 MiB, at least its
     // default 1 GiB.
     let heap = (need + need / 2 + (64 << 20)).max(1 << 30);
