@@ -107,7 +107,14 @@ pub fn blocks_per_sm_for(
             g.ordinal
         )));
     }
-    g.reserve_local_memory(f.attr(FuncAttr::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)?.max(0) as usize)?;
+    let local_bytes = f.attr(FuncAttr::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)?.max(0) as usize;
+    tracing::debug!(
+        registers = f.attr(FuncAttr::CU_FUNC_ATTRIBUTE_NUM_REGS)?,
+        local_bytes,
+        static_smem,
+        "the kernel's resources after the JIT"
+    );
+    g.reserve_local_memory(local_bytes)?;
     if smem > 48 * 1024 {
         f.set_attr(
             FuncAttr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
