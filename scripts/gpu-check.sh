@@ -40,7 +40,8 @@
 #                    GPU or 4 on two, a hang and an unknown tag over PEs, compute-sanitizer on
 #                    every PE (not in the default list)
 #         pes-api    the same over NVSHMEM's device API (`--pe-transport device-api`, the kernel of
-#                    `cargo xtask ptx --nvshmem`), against the mapped transport and one process
+#                    `cargo xtask ptx --nvshmem`), against the mapped transport and one process,
+#                    also with every PE reached through NVSHMEM's calls (MGWS_NVSHMEM_CALLS_ONLY=1)
 #                    (not in the default list)
 #       GPU_CHECK_BUDGET (seconds, default 560) bounds the whole call: cases that would start
 #       after it are listed as skipped, so a 600 s device command always ends with the table.
@@ -383,6 +384,14 @@ PY
             case_run pes-api-fib-mapped 120 run fib -n "$pf" "${P[@]}"
             case_run pes-api-fib 120 run fib -n "$pf" "${A[@]}"
             case_run pes-api-T3 120 run uts --preset T3 "${A[@]}"
+            # Every PE's words through NVSHMEM's calls, as PEs of other nodes are reached (on
+            # one node NVSHMEM maps the PEs, and the kernel reaches those directly).
+            export MGWS_NVSHMEM_CALLS_ONLY=1
+            case_run pes-api-calls-memset 180 run memset --tasks "$pm" "${A[@]}"
+            case_run pes-api-calls-T1L 240 run uts --preset T1L "${A[@]}"
+            case_run pes-api-calls-fib 120 run fib -n "$pf" "${A[@]}"
+            case_run pes-api-calls-T3 120 run uts --preset T3 "${A[@]}"
+            unset MGWS_NVSHMEM_CALLS_ONLY
             local flog="$LOGS/pes-api-fault-hang.log" frc=0 t0=$SECONDS
             timeout 60 "$BIN" run stall --nanos 3000000000 --watchdog-ms 500 "${A[@]}" > "$flog" 2>&1 || frc=$?
             sed 's/^/    /' "$flog" | head -8
@@ -404,6 +413,9 @@ PY
                     SAN=("$SANITIZER" --tool "$tool" --target-processes all --error-exitcode 99)
                     case_run "pes-api-san-$tool-memset" 180 run memset --tasks 4096 "${A[@]}" --workers 16 --watchdog-ms 600000
                     case_run "pes-api-san-$tool-fib" 180 run fib -n 12 "${A[@]}" --workers 16 --watchdog-ms 600000
+                    export MGWS_NVSHMEM_CALLS_ONLY=1
+                    case_run "pes-api-calls-san-$tool-fib" 180 run fib -n 12 "${A[@]}" --workers 16 --watchdog-ms 600000
+                    unset MGWS_NVSHMEM_CALLS_ONLY
                     SAN=()
                 done
             fi

@@ -696,64 +696,77 @@ fn api_pes(mode: &str, pes: u32, cache: &str, args: &[&str], env: &[(&str, &str)
 
 #[test]
 fn gpu_pes_over_the_device_api_link_route_through_the_window_and_add_their_copies() {
-    let o = api_pes(
-        "memset",
-        2,
-        "cache-run",
-        &["--workers", "6", "--tasks", "5000", "--json"],
-        &[],
-    );
-    let t = text(&o);
-    // Each PE's mock kernel ran its half of the tasks into its own copy of area 0: the slots
-    // are exact only if both copies were added back into the launcher's area.
-    assert!(o.status.success(), "{t}");
-    assert!(
-        t.contains(r#""lost":0"#) && t.contains(r#""duplicated":0"#),
-        "{t}"
-    );
-    // The launcher compiled the wrappers once and cached them; the PEs linked the cached cubin
-    // with the PTX and the device library, and registered their modules after the init.
-    assert_eq!(
-        t.matches("mock-nvrtc: compiled the NVSHMEM wrappers")
-            .count(),
-        1,
-        "{t}"
-    );
-    assert!(
-        t.matches("mock: linked module").count() >= 2,
-        "every PE links its module: {t}"
-    );
-    for pe in 0..2 {
+    // Both ways a kernel reaches another PE over the window: directly where NVSHMEM maps it
+    // (the host's `direct` table), or through NVSHMEM's calls (MGWS_NVSHMEM_CALLS_ONLY=1, which
+    // the mock stands in for by its own mapping and reports).
+    for calls_only in [false, true] {
+        let env: &[(&str, &str)] = if calls_only {
+            &[("MGWS_NVSHMEM_CALLS_ONLY", "1")]
+        } else {
+            &[]
+        };
+        let via = |t: &str| t.contains("mock: the kernel reaches PEs through NVSHMEM's calls");
+        let o = api_pes(
+            "memset",
+            2,
+            "cache-run",
+            &["--workers", "6", "--tasks", "5000", "--json"],
+            env,
+        );
+        let t = text(&o);
+        // Each PE's mock kernel ran its half of the tasks into its own copy of area 0: the
+        // slots are exact only if both copies were added back into the launcher's area.
+        assert!(o.status.success(), "{t}");
         assert!(
-            t.contains(&format!("mock-nvshmem: PE {pe} registered its module")),
+            t.contains(r#""lost":0"#) && t.contains(r#""duplicated":0"#),
             "{t}"
         );
+        // The launcher compiled the wrappers once and cached them; the PEs linked the cached
+        // cubin with the PTX and the device library, and registered their modules after the
+        // init.
+        assert_eq!(
+            t.matches("mock-nvrtc: compiled the NVSHMEM wrappers").count(),
+            1,
+            "{t}"
+        );
+        assert!(
+            t.matches("mock: linked module").count() >= 2,
+            "every PE links its module: {t}"
+        );
+        for pe in 0..2 {
+            assert!(
+                t.contains(&format!("mock-nvshmem: PE {pe} registered its module")),
+                "{t}"
+            );
+        }
+        // A stall over the window: PE d's kernel added to every PE's idle counter and queue
+        // word through the window, and PE 0's shared state carried the launcher's abort
+        // (forwarded by PE 0 alone).
+        let o = api_pes(
+            "hang",
+            2,
+            "cache-hang",
+            &["--workers", "4", "--watchdog-ms", "300"],
+            env,
+        );
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{t}");
+        assert!(t.contains("watchdog aborted it"), "{t}");
+        assert!(t.contains("idle counter 4,"), "{t}");
+        for w in [0, 2] {
+            let line = t
+                .lines()
+                .find(|l| l.contains(&format!("worker {w:>4}:")))
+                .unwrap_or_default();
+            assert!(line.contains("queue[steals=3 "), "worker {w}: {t}");
+        }
+        assert_eq!(via(&t), calls_only, "{t}");
+        // An error PE 1 recorded in PE 0's shared state through the window reaches the
+        // launcher.
+        let o = api_pes("error", 2, "cache-error", &["--workers", "2"], env);
+        let t = text(&o);
+        assert!(t.contains("tag 57005") && t.contains("worker 3"), "{t}");
     }
-    // A stall over the window: PE d's kernel added to every PE's idle counter and queue word
-    // through the window (the mock routes part e to PE e's memory, as the NVSHMEM calls do), and
-    // PE 0's shared state carried the launcher's abort (forwarded by PE 0 alone).
-    let o = api_pes(
-        "hang",
-        2,
-        "cache-hang",
-        &["--workers", "4", "--watchdog-ms", "300"],
-        &[],
-    );
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains("watchdog aborted it"), "{t}");
-    assert!(t.contains("idle counter 4,"), "{t}");
-    for w in [0, 2] {
-        let line = t
-            .lines()
-            .find(|l| l.contains(&format!("worker {w:>4}:")))
-            .unwrap_or_default();
-        assert!(line.contains("queue[steals=3 "), "worker {w}: {t}");
-    }
-    // An error PE 1 recorded in PE 0's shared state through the window reaches the launcher.
-    let o = api_pes("error", 2, "cache-error", &["--workers", "2"], &[]);
-    let t = text(&o);
-    assert!(t.contains("tag 57005") && t.contains("worker 3"), "{t}");
 }
 
 #[test]

@@ -195,7 +195,7 @@ CUresult cuModuleLoadData(CUmodule *m, const void *image) {
 }
 /* The kernel's window global (mgws_core::PeWindow: base, shift, pes), which the kernel of the
  * device-API transport routes its accesses by. */
-static struct { uint64_t base; uint32_t shift, pes; } pe_window;
+static struct { uint64_t base; uint32_t shift, pes; uint64_t direct[8]; } pe_window;
 CUresult cuModuleGetGlobal_v2(CUdeviceptr *p, size_t *bytes, CUmodule m, const char *name) {
     (void)m;
     if (strcmp(name, "mgws_pe_window")) return E_NOT_FOUND;
@@ -203,12 +203,17 @@ CUresult cuModuleGetGlobal_v2(CUdeviceptr *p, size_t *bytes, CUmodule m, const c
     *bytes = sizeof pe_window;
     return OK;
 }
-/* Where an env pointer leads: inside the window, PE e's memory through the mock NVSHMEM's
- * mapping (as the kernel's NVSHMEM calls would reach it); elsewhere, the pointer itself. */
+/* Where an env pointer leads: inside the window, PE e's memory, through the mapping the host
+ * gave the kernel (direct[e]) or else through the mock NVSHMEM's mapping (as the kernel's NVSHMEM
+ * calls would reach it); elsewhere, the pointer itself. */
+static int calls;
 static void *route(uint64_t addr) {
     if (!pe_window.pes || addr < pe_window.base) return (void *)addr;
     uint64_t part = (addr - pe_window.base) >> pe_window.shift;
     if (part >= pe_window.pes) return (void *)addr;
+    if (pe_window.direct[part])
+        return (void *)(pe_window.direct[part] + (addr - pe_window.base - (part << pe_window.shift)));
+    if (!calls++) fprintf(stderr, "mock: the kernel reaches PEs through NVSHMEM's calls\n");
     static void *(*ptr)(const void *, int);
     if (!ptr) {
         const char *lib = getenv("MGWS_NVSHMEM_LIBRARY");

@@ -23,12 +23,14 @@
 
 use core::marker::PhantomData;
 
+use crate::config::MAX_DEVICES;
 use crate::platform::{AtomicWord, Ordering, Platform, ProtocolStep, Scope};
 
 /// The window of a multi-PE run, as each PE's kernel sees it: `pes` parts of `1 << shift` bytes
-/// from `base`. All zero (no PE) routes nothing.
+/// from `base`, and for each PE that the calling process can reach by loads and stores, where its
+/// part is mapped. All zero (no PE) routes nothing.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct PeWindow {
     /// The symmetric address of part 0.
     pub base: u64,
@@ -36,17 +38,40 @@ pub struct PeWindow {
     pub shift: u32,
     /// Parts (PEs) in the window.
     pub pes: u32,
+    /// Per PE, the address at which this process reaches PE `e`'s part `e` by loads, stores and
+    /// atomics (NVSHMEM's `nvshmem_ptr`: the own PE, and PEs of the node over NVLink), or 0 where
+    /// only the [`Remote`] calls reach it.
+    ///
+    /// For such a PE, NVSHMEM's own device calls perform exactly these direct operations (they
+    /// look the PE's mapping up in the device state and use it when there is one), so a direct
+    /// operation is the one the call would make, without the call.
+    pub direct: [u64; MAX_DEVICES],
 }
 
 impl PeWindow {
-    /// The smallest window of `pes` parts of at least `part_bytes` bytes each, from `base`.
+    /// The smallest window of `pes` parts of at least `part_bytes` bytes each, from `base`, with
+    /// no PE reached directly.
     pub const fn new(base: u64, part_bytes: u64, pes: u32) -> PeWindow {
         let shift = if part_bytes <= 1 {
             0
         } else {
             64 - (part_bytes - 1).leading_zeros()
         };
-        PeWindow { base, shift, pes }
+        PeWindow {
+            base,
+            shift,
+            pes,
+            direct: [0; MAX_DEVICES],
+        }
+    }
+
+    /// Where `address` (in part `pe`) is reached directly, or `None` where only calls reach it.
+    #[inline(always)]
+    pub fn direct_address(&self, pe: u32, address: u64) -> Option<u64> {
+        match self.direct[pe as usize % MAX_DEVICES] {
+            0 => None,
+            mapped => Some(mapped + (address - self.part(pe))),
+        }
     }
 
     /// Bytes of one part.
@@ -156,11 +181,31 @@ pub struct WindowWord<W, R> {
 // `W`'s), like `W`, which is `Sync` (the `AtomicWord` bound).
 unsafe impl<W: AtomicWord, R> Sync for WindowWord<W, R> {}
 
+/// Where an operation on a [`WindowWord`] goes.
+enum Target<'a, W> {
+    /// A word this process reaches by loads, stores and atomics: outside the window, or in the
+    /// part of a PE the window maps ([`PeWindow::direct`]).
+    Plain(&'a W),
+    /// A word of PE `.0` that only the [`Remote`] calls reach.
+    Remote(u32),
+}
+
 impl<W: AtomicWord, R: Remote> WindowWord<W, R> {
-    /// The PE this word lives on, or `None` for a word outside the window.
+    /// Where this word's operations go.
     #[inline(always)]
-    fn pe(&self) -> Option<u32> {
-        R::window().route(self as *const Self as u64)
+    fn target(&self) -> Target<'_, W> {
+        let window = R::window();
+        let address = self as *const Self as u64;
+        match window.route(address) {
+            None => Target::Plain(&self.local),
+            Some(pe) => match window.direct_address(pe, address) {
+                // SAFETY: the mapping of PE `pe`'s part (the host's `nvshmem_ptr`), where the
+                // word lives at the same offset, valid for the run; `W` is transparent over a
+                // u64 like `Self`.
+                Some(mapped) => Target::Plain(unsafe { &*(mapped as *const W) }),
+                None => Target::Remote(pe),
+            },
+        }
     }
 
     #[inline(always)]
@@ -194,18 +239,18 @@ impl<W: AtomicWord, R: Remote> AtomicWord for WindowWord<W, R> {
 
     #[inline(always)]
     fn load(&self, order: Ordering, scope: Scope) -> u64 {
-        match self.pe() {
+        match self.target() {
             // SAFETY (every `Remote` call below): the word lies in the window (routed), is
             // aligned (a `u64`'s place) and lives as long as the run's heap.
-            Some(pe) => self.remote_rmw(order, |p| unsafe { R::fetch(p, pe) }),
-            None => self.local.load(order, scope),
+            Target::Remote(pe) => self.remote_rmw(order, |p| unsafe { R::fetch(p, pe) }),
+            Target::Plain(w) => w.load(order, scope),
         }
     }
 
     #[inline(always)]
     fn store(&self, value: u64, order: Ordering, scope: Scope) {
-        match self.pe() {
-            Some(pe) => {
+        match self.target() {
+            Target::Remote(pe) => {
                 let (release, sc) = (sides(order).0, order == Ordering::SeqCst);
                 if release {
                     R::release();
@@ -217,45 +262,45 @@ impl<W: AtomicWord, R: Remote> AtomicWord for WindowWord<W, R> {
                     R::release();
                 }
             }
-            None => self.local.store(value, order, scope),
+            Target::Plain(w) => w.store(value, order, scope),
         }
     }
 
     #[inline(always)]
     fn fetch_add(&self, value: u64, order: Ordering, scope: Scope) -> u64 {
-        match self.pe() {
+        match self.target() {
             // SAFETY: as in `load`.
-            Some(pe) => self.remote_rmw(order, |p| unsafe { R::fetch_add(p, value, pe) }),
-            None => self.local.fetch_add(value, order, scope),
+            Target::Remote(pe) => self.remote_rmw(order, |p| unsafe { R::fetch_add(p, value, pe) }),
+            Target::Plain(w) => w.fetch_add(value, order, scope),
         }
     }
 
     #[inline(always)]
     fn fetch_sub(&self, value: u64, order: Ordering, scope: Scope) -> u64 {
-        match self.pe() {
+        match self.target() {
             // SAFETY: as in `load`; subtraction is the wrapping addition of the negation.
-            Some(pe) => self.remote_rmw(order, |p| unsafe {
+            Target::Remote(pe) => self.remote_rmw(order, |p| unsafe {
                 R::fetch_add(p, value.wrapping_neg(), pe)
             }),
-            None => self.local.fetch_sub(value, order, scope),
+            Target::Plain(w) => w.fetch_sub(value, order, scope),
         }
     }
 
     #[inline(always)]
     fn fetch_or(&self, value: u64, order: Ordering, scope: Scope) -> u64 {
-        match self.pe() {
+        match self.target() {
             // SAFETY: as in `load`.
-            Some(pe) => self.remote_rmw(order, |p| unsafe { R::fetch_or(p, value, pe) }),
-            None => self.local.fetch_or(value, order, scope),
+            Target::Remote(pe) => self.remote_rmw(order, |p| unsafe { R::fetch_or(p, value, pe) }),
+            Target::Plain(w) => w.fetch_or(value, order, scope),
         }
     }
 
     #[inline(always)]
     fn fetch_and(&self, value: u64, order: Ordering, scope: Scope) -> u64 {
-        match self.pe() {
+        match self.target() {
             // SAFETY: as in `load`.
-            Some(pe) => self.remote_rmw(order, |p| unsafe { R::fetch_and(p, value, pe) }),
-            None => self.local.fetch_and(value, order, scope),
+            Target::Remote(pe) => self.remote_rmw(order, |p| unsafe { R::fetch_and(p, value, pe) }),
+            Target::Plain(w) => w.fetch_and(value, order, scope),
         }
     }
 
@@ -268,8 +313,8 @@ impl<W: AtomicWord, R: Remote> AtomicWord for WindowWord<W, R> {
         failure: Ordering,
         scope: Scope,
     ) -> Result<u64, u64> {
-        match self.pe() {
-            Some(pe) => {
+        match self.target() {
+            Target::Remote(pe) => {
                 // The union of both orderings, as the GPU word does: the operation is one call.
                 let ((r1, a1), (r2, a2)) = (sides(success), sides(failure));
                 let order = match (r1 || r2, a1 || a2) {
@@ -287,32 +332,30 @@ impl<W: AtomicWord, R: Remote> AtomicWord for WindowWord<W, R> {
                     Err(old)
                 }
             }
-            None => self
-                .local
-                .compare_exchange(current, new, success, failure, scope),
+            Target::Plain(w) => w.compare_exchange(current, new, success, failure, scope),
         }
     }
 
     #[inline(always)]
     fn add_single_writer(&self, value: u64, scope: Scope) {
-        match self.pe() {
+        match self.target() {
             // SAFETY: as in `load`.
-            Some(pe) => unsafe { R::add(self.ptr(), value, pe) },
-            None => self.local.add_single_writer(value, scope),
+            Target::Remote(pe) => unsafe { R::add(self.ptr(), value, pe) },
+            Target::Plain(w) => w.add_single_writer(value, scope),
         }
     }
 
     #[inline(always)]
     fn max_single_writer(&self, value: u64, scope: Scope) {
-        match self.pe() {
+        match self.target() {
             // SAFETY: as in `load`; only the caller writes the word, so the read and the write
             // need not be one operation.
-            Some(pe) => unsafe {
+            Target::Remote(pe) => unsafe {
                 if value > R::fetch(self.ptr(), pe) {
                     R::set(self.ptr(), value, pe);
                 }
             },
-            None => self.local.max_single_writer(value, scope),
+            Target::Plain(w) => w.max_single_writer(value, scope),
         }
     }
 }
@@ -410,9 +453,15 @@ unsafe impl<P: Platform, R: Remote> Platform for WindowPlatform<P, R> {
     }
     #[inline(always)]
     unsafe fn load_word(&self, word: *const u64) -> u64 {
-        match R::window().route(word as u64) {
-            // SAFETY: in the window (routed); the caller guarantees the rest.
-            Some(pe) => unsafe { R::get(word, pe) },
+        let window = R::window();
+        match window.route(word as u64) {
+            Some(pe) => match window.direct_address(pe, word as u64) {
+                // SAFETY: the mapping of PE `pe`'s part, where the word lives at the same
+                // offset; the caller guarantees the rest.
+                Some(mapped) => unsafe { self.inner.load_word(mapped as *const u64) },
+                // SAFETY: in the window (routed); the caller guarantees the rest.
+                None => unsafe { R::get(word, pe) },
+            },
             // SAFETY: the caller's guarantee.
             None => unsafe { self.inner.load_word(word) },
         }
@@ -433,6 +482,27 @@ mod tests {
     static ME: AtomicU32 = AtomicU32::new(0);
     static RELEASES: AtomicU32 = AtomicU32::new(0);
     static ACQUIRES: AtomicU32 = AtomicU32::new(0);
+    /// Calls made, and whether PE 1 is mapped into PE 0 (its `direct` entry).
+    static CALLS: AtomicU32 = AtomicU32::new(0);
+    static MAPPED: AtomicU32 = AtomicU32::new(0);
+
+    /// The tests share `ME` and `MAPPED`: each holds this lock while it runs.
+    static LOCK: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+    struct Serial;
+    fn serial() -> Serial {
+        while LOCK
+            .compare_exchange(false, true, O::Acquire, O::Relaxed)
+            .is_err()
+        {
+            core::hint::spin_loop();
+        }
+        Serial
+    }
+    impl Drop for Serial {
+        fn drop(&mut self) {
+            LOCK.store(false, O::Release);
+        }
+    }
 
     /// One-sided operations on `MEM`: an address of the caller's window acts on PE `pe`'s copy
     /// at the same offset.
@@ -440,6 +510,7 @@ mod tests {
 
     impl Sim {
         fn target(word: *const u64, pe: u32) -> &'static AtomicU64 {
+            CALLS.fetch_add(1, O::Relaxed);
             let offset = word as u64 - Sim::window().base;
             &MEM[pe as usize][(offset / 8) as usize]
         }
@@ -449,11 +520,12 @@ mod tests {
     unsafe impl Remote for Sim {
         fn window() -> PeWindow {
             let me = ME.load(O::Relaxed) as usize;
-            PeWindow {
-                base: MEM[me].as_ptr() as u64,
-                shift: 5,
-                pes: 2,
+            let mut window = PeWindow::new(MEM[me].as_ptr() as u64, 32, 2);
+            if me == 0 && MAPPED.load(O::Relaxed) != 0 {
+                // PE 1's part 1, where its data is, as PE 0 reaches it by loads and stores.
+                window.direct[1] = MEM[1][4].as_ptr() as u64;
             }
+            window
         }
         unsafe fn fetch_add(word: *mut u64, value: u64, pe: u32) -> u64 {
             Sim::target(word, pe).fetch_add(value, O::SeqCst)
@@ -501,6 +573,7 @@ mod tests {
 
     #[test]
     fn window_words_act_on_the_pe_their_part_names_with_the_orderings_fences() {
+        let _serial = serial();
         let fences = || (RELEASES.load(O::Relaxed), ACQUIRES.load(O::Relaxed));
         ME.store(0, O::Relaxed);
         // Part 1 of PE 0's window is PE 1's memory; part 0 its own.
@@ -554,7 +627,30 @@ mod tests {
     }
 
     #[test]
+    fn a_mapped_pe_is_reached_directly_without_calls() {
+        let _serial = serial();
+        // The other tests run with no PE mapped; this one maps PE 1 into PE 0.
+        MAPPED.store(1, O::Relaxed);
+        ME.store(0, O::Relaxed);
+        let window = Sim::window();
+        assert_eq!(window.direct_address(0, window.part(0)), None);
+        let calls = CALLS.load(O::Relaxed);
+        let w7 = word(7);
+        w7.store(5, Ordering::Release, Scope::System);
+        assert_eq!(w7.fetch_add(2, Ordering::AcqRel, Scope::System), 5);
+        assert_eq!(MEM[1][7].load(O::SeqCst), 7, "PE 1's memory");
+        assert_eq!(MEM[0][7].load(O::SeqCst), 0, "never the caller's copy");
+        let mut scratch = [0u128; 64];
+        let p = WindowPlatform::<_, Sim>::new(OneLane::with_scratch(&mut scratch));
+        // SAFETY: the address of a live word.
+        assert_eq!(unsafe { p.load_word(MEM[0][7].as_ptr()) }, 7);
+        assert_eq!(CALLS.load(O::Relaxed), calls, "no call reached a mapped PE");
+        MAPPED.store(0, O::Relaxed);
+    }
+
+    #[test]
     fn a_window_platform_reads_other_pes_tasks_through_the_remote() {
+        let _serial = serial();
         let mut scratch = [0u128; 64];
         let p = WindowPlatform::<_, Sim>::new(OneLane::with_scratch(&mut scratch));
         MEM[1][6].store(42, O::SeqCst);

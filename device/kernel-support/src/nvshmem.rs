@@ -24,11 +24,7 @@ unsafe extern "C" {
 /// The run's window (`mgws_pe_window` in the PTX): written by the host with
 /// `cuModuleGetGlobal` before the launch, read-only while the kernel runs.
 #[unsafe(export_name = "mgws_pe_window")]
-static mut PE_WINDOW: PeWindow = PeWindow {
-    base: 0,
-    shift: 0,
-    pes: 0,
-};
+static mut PE_WINDOW: PeWindow = PeWindow::new(0, 0, 0);
 
 /// NVSHMEM's device API as the core's [`Remote`].
 pub struct NvshmemRemote;

@@ -58,6 +58,11 @@ fn without_writable(area_limits: &[u64; DATA_AREAS]) -> [u64; DATA_AREAS] {
     area_limits.map(|l| if l & AREA_WRITABLE != 0 { 0 } else { l })
 }
 
+/// The environment variable that sends every PE's words through NVSHMEM's calls over the
+/// device-API transport (`1`), even where NVSHMEM maps the PE: a check of the call path on one
+/// node.
+pub const CALLS_ONLY_VAR: &str = "MGWS_NVSHMEM_CALLS_ONLY";
+
 /// How a run's PEs address each other's parts of the symmetric heap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Parts {
@@ -218,14 +223,8 @@ fn set_window(s: &Session, gpu: &driver::Gpu, window: &PeWindow) -> Result<()> {
             size_of::<PeWindow>()
         )));
     }
-    let raw = [
-        window.base.to_ne_bytes().as_slice(),
-        &window.shift.to_ne_bytes(),
-        &window.pes.to_ne_bytes(),
-    ]
-    .concat();
     // SAFETY: the module's global, `bytes` bytes on this GPU, alive as long as the module.
-    unsafe { DeviceBuffer::borrowed(gpu, at, bytes) }.write(0, &raw)
+    unsafe { DeviceBuffer::borrowed(gpu, at, bytes) }.write(0, bytemuck::bytes_of(window))
 }
 
 /// Serves GPU PE `pe` of the run the control heap at `base` describes (its header checked by the
@@ -414,7 +413,23 @@ impl Joined<'_> {
         let layout_of_parts = match header.pe_transport()? {
             PeTransport::Mapped => Parts::Mapped,
             PeTransport::DeviceApi => {
-                Parts::Window(PeWindow::new(symmetric, sym.total as u64, topology.devices))
+                let mut window = PeWindow::new(symmetric, sym.total as u64, topology.devices);
+                // The PEs NVSHMEM maps into this process (this one, those of the node over
+                // NVLink) are reached directly, as NVSHMEM's own calls reach them; the others
+                // by the calls. MGWS_NVSHMEM_CALLS_ONLY=1 sends every PE's words through the
+                // calls, which checks that path on one node.
+                if std::env::var_os(CALLS_ONLY_VAR).is_none_or(|v| v != "1") {
+                    for e in 0..topology.devices {
+                        window.direct[e as usize] =
+                            nvshmem.peer_ptr(window.part(e), e).unwrap_or(0);
+                    }
+                }
+                tracing::debug!(
+                    pe,
+                    direct = window.direct.iter().filter(|&&d| d != 0).count(),
+                    "PEs reached directly"
+                );
+                Parts::Window(window)
             }
         };
         for (e, part) in parts.iter_mut().enumerate().take(pes) {
