@@ -725,7 +725,8 @@ fn gpu_pes_over_the_device_api_link_route_through_the_window_and_add_their_copie
         // cubin with the PTX and the device library, and registered their modules after the
         // init.
         assert_eq!(
-            t.matches("mock-nvrtc: compiled the NVSHMEM wrappers").count(),
+            t.matches("mock-nvrtc: compiled the NVSHMEM wrappers")
+                .count(),
             1,
             "{t}"
         );

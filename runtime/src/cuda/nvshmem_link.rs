@@ -229,12 +229,15 @@ mod tests {
         std::fs::write(direct.join("cuda/std/cstdint"), "").unwrap();
         std::fs::write(nested.join("cccl/cuda/std/cstdint"), "").unwrap();
         let none = root.join("none");
-        assert_eq!(cccl_includes(&[none.clone()]), None);
+        assert_eq!(cccl_includes(std::slice::from_ref(&none)), None);
         assert_eq!(
             cccl_includes(&[none.clone(), nested.clone(), direct.clone()]),
             Some(vec![nested.clone(), nested.join("cccl")])
         );
-        assert_eq!(cccl_includes(&[direct.clone()]), Some(vec![direct]));
+        assert_eq!(
+            cccl_includes(std::slice::from_ref(&direct)),
+            Some(vec![direct])
+        );
         std::fs::remove_dir_all(&root).unwrap();
     }
 

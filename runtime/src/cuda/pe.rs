@@ -194,11 +194,12 @@ impl Replica {
                 word.fetch_add(now.wrapping_sub(was), AtomicOrdering::Relaxed);
             }
         }
-        for at in words * 8..len {
-            if copy[at] != self.initial[at] {
+        let tail = words * 8;
+        for (i, (&now, &was)) in copy[tail..].iter().zip(&self.initial[tail..]).enumerate() {
+            if now != was {
                 // SAFETY: in the area, as above; a byte no other PE changed in a well-formed
                 // run (see the type's documentation).
-                unsafe { dst.add(at).write_volatile(copy[at]) };
+                unsafe { dst.add(tail + i).write_volatile(now) };
             }
         }
         Ok(())
@@ -559,7 +560,6 @@ impl Joined<'_> {
         if pe == 0 {
             mirror.results()?;
         }
-        drop(mirror);
         for replica in std::mem::take(&mut local.replicas) {
             replica.merge_into(layout, base, header)?;
         }
