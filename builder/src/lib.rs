@@ -41,6 +41,15 @@
 //!    default worker entry `mgws_<name>_worker_counter_damping_single_device`. Optionally `ptxas`
 //!    assembles it (`MGWS_PTXAS`, else `ptxas` on the PATH).
 //!
+//! ## For GPU PEs over NVSHMEM's device API
+//!
+//! [`KernelBuilder::nvshmem`] builds the kernel with the crate's `nvshmem` feature, which must
+//! enable `mgws-kernel-support/nvshmem` (for a crate that reaches it through `mgws`, declare
+//! `nvshmem = ["mgws-kernel-support/nvshmem"]` with `mgws-kernel-support` as a dependency of the
+//! kernel crate), into `<lib>.<arch>.nvshmem.ptx`. Its entries call [`NVSHMEM_FUNCTIONS`], which
+//! mgws links in when a run over `--pe-transport device-api` loads the module; ptxas assembles it
+//! as relocatable code (`-c`). `cargo xtask ptx --nvshmem` does this for the built-in kernel.
+//!
 //! ## Without nightly
 //!
 //! [`KernelBuilder::build_script`] never fails a host build for a missing tool: without a nightly

@@ -2,10 +2,12 @@
 //! the others (the unique-ID bootstrap), to allocate its part of the symmetric heap and to map
 //! the other PEs' parts into its own address space.
 //!
-//! Only the host library (`libnvshmem_host.so.3`) is used: the kernel reaches the PEs of one node
-//! through the addresses [`Nvshmem::peer_ptr`] returns (NVSHMEM maps the peers' heaps over NVLink
-//! or PCIe peer access, the same path its own device atomics take to a PE of the node), so the
-//! PTX has no NVSHMEM device call and no device library or shim is linked. CPU runs and
+//! Only the host library (`libnvshmem_host.so.3`) is loaded. With the mapped transport the
+//! kernel reaches the PEs of one node through the addresses [`Nvshmem::peer_ptr`] returns (NVSHMEM
+//! maps the peers' heaps over NVLink or PCIe peer access, the same path its own device atomics
+//! take to a PE of the node), and its PTX has no NVSHMEM call. With the device-API transport the
+//! kernel calls NVSHMEM's device API through wrappers linked in at load time
+//! (`cuda::nvshmem_link`), and [`Nvshmem::cumodule_init`] registers its module. CPU runs and
 //! single-process GPU runs never load it.
 //!
 //! Where it is found, in order: the file `$MGWS_NVSHMEM_LIBRARY` names (the launcher passes the

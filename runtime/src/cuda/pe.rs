@@ -14,6 +14,12 @@
 //!   and forwards the launcher's abort request to the shared state.
 //!
 //! Read-only data areas and the initial tasks are copied to every PE's GPU.
+//!
+//! Over NVSHMEM's device API ([`PeTransport::DeviceApi`], docs/design.md 5.8) the parts are not
+//! mapped: every PE allocates a window of one part per PE ([`PeWindow`]), whose address names
+//! the PE, and the kernel reaches the PEs NVSHMEM does not map through NVSHMEM's calls; each PE
+//! writes its own copy of the writable data areas, whose changes it adds into the launcher's
+//! areas after the run ([`Replica`]).
 
 use std::mem::{offset_of, size_of};
 use std::sync::atomic::Ordering as AtomicOrdering;
