@@ -74,6 +74,38 @@ impl PeWindow {
         }
     }
 
+    /// Where `address` leads in `window`: `(Some(pe), mapped)` inside part `pe`, with the mapped
+    /// address if PE `pe` is reached directly (else 0); `(None, 0)` outside the window.
+    ///
+    /// Every field is read with a volatile load, at each operation: with plain loads the
+    /// compiler kept the window's fields in registers across the whole worker loop (they never
+    /// change during a run), which cost the GPU kernel its registers and spilled its state to
+    /// local memory (docs/results.md).
+    #[inline(always)]
+    pub fn resolve(window: &PeWindow, address: u64) -> (Option<u32>, u64) {
+        // SAFETY: reads of fields of a live `PeWindow`.
+        let (base, shift, pes) = unsafe {
+            (
+                core::ptr::addr_of!(window.base).read_volatile(),
+                core::ptr::addr_of!(window.shift).read_volatile(),
+                core::ptr::addr_of!(window.pes).read_volatile(),
+            )
+        };
+        let part = address.wrapping_sub(base) >> shift;
+        if part >= pes as u64 {
+            return (None, 0);
+        }
+        // SAFETY: as above; `part < pes <= MAX_DEVICES` (masked for the index all the same).
+        let mapped = unsafe {
+            core::ptr::addr_of!(window.direct[part as usize % MAX_DEVICES]).read_volatile()
+        };
+        let at = match mapped {
+            0 => 0,
+            mapped => mapped + (address - (base + (part << shift))),
+        };
+        (Some(part as u32), at)
+    }
+
     /// Bytes of one part.
     pub const fn part_bytes(&self) -> u64 {
         1 << self.shift
@@ -107,8 +139,9 @@ impl PeWindow {
 /// this trait on the same word and PE, and [`Remote::release`] / [`Remote::acquire`] must order
 /// the caller's memory operations as documented.
 pub unsafe trait Remote {
-    /// The window the calling process's kernel runs with.
-    fn window() -> PeWindow;
+    /// The window the calling process's kernel runs with. A reference, so that an operation
+    /// reads the fields it needs (a by-value copy indexed by PE went to local memory).
+    fn window() -> &'static PeWindow;
     /// Atomically adds `value` and returns the previous value.
     ///
     /// # Safety
@@ -194,17 +227,13 @@ impl<W: AtomicWord, R: Remote> WindowWord<W, R> {
     /// Where this word's operations go.
     #[inline(always)]
     fn target(&self) -> Target<'_, W> {
-        let window = R::window();
-        let address = self as *const Self as u64;
-        match window.route(address) {
-            None => Target::Plain(&self.local),
-            Some(pe) => match window.direct_address(pe, address) {
-                // SAFETY: the mapping of PE `pe`'s part (the host's `nvshmem_ptr`), where the
-                // word lives at the same offset, valid for the run; `W` is transparent over a
-                // u64 like `Self`.
-                Some(mapped) => Target::Plain(unsafe { &*(mapped as *const W) }),
-                None => Target::Remote(pe),
-            },
+        match PeWindow::resolve(R::window(), self as *const Self as u64) {
+            (None, _) => Target::Plain(&self.local),
+            (Some(pe), 0) => Target::Remote(pe),
+            // SAFETY: the mapping of PE `pe`'s part (the host's `nvshmem_ptr`), where the word
+            // lives at the same offset, valid for the run; `W` is transparent over a u64 like
+            // `Self`.
+            (Some(_), mapped) => Target::Plain(unsafe { &*(mapped as *const W) }),
         }
     }
 
@@ -453,17 +482,14 @@ unsafe impl<P: Platform, R: Remote> Platform for WindowPlatform<P, R> {
     }
     #[inline(always)]
     unsafe fn load_word(&self, word: *const u64) -> u64 {
-        let window = R::window();
-        match window.route(word as u64) {
-            Some(pe) => match window.direct_address(pe, word as u64) {
-                // SAFETY: the mapping of PE `pe`'s part, where the word lives at the same
-                // offset; the caller guarantees the rest.
-                Some(mapped) => unsafe { self.inner.load_word(mapped as *const u64) },
-                // SAFETY: in the window (routed); the caller guarantees the rest.
-                None => unsafe { R::get(word, pe) },
-            },
+        match PeWindow::resolve(R::window(), word as u64) {
             // SAFETY: the caller's guarantee.
-            None => unsafe { self.inner.load_word(word) },
+            (None, _) => unsafe { self.inner.load_word(word) },
+            // SAFETY: in the window (routed); the caller guarantees the rest.
+            (Some(pe), 0) => unsafe { R::get(word, pe) },
+            // SAFETY: the mapping of PE `pe`'s part, where the word lives at the same offset;
+            // the caller guarantees the rest.
+            (Some(_), mapped) => unsafe { self.inner.load_word(mapped as *const u64) },
         }
     }
 }
@@ -485,6 +511,12 @@ mod tests {
     /// Calls made, and whether PE 1 is mapped into PE 0 (its `direct` entry).
     static CALLS: AtomicU32 = AtomicU32::new(0);
     static MAPPED: AtomicU32 = AtomicU32::new(0);
+
+    /// The window `Sim::window` last returned.
+    struct Windows(core::cell::UnsafeCell<PeWindow>);
+    // SAFETY: written and read only under `serial()`.
+    unsafe impl Sync for Windows {}
+    static WINDOWS: Windows = Windows(core::cell::UnsafeCell::new(PeWindow::new(0, 0, 0)));
 
     /// The tests share `ME` and `MAPPED`: each holds this lock while it runs.
     static LOCK: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
@@ -518,14 +550,20 @@ mod tests {
 
     // SAFETY: every operation is one atomic operation on `MEM`.
     unsafe impl Remote for Sim {
-        fn window() -> PeWindow {
+        fn window() -> &'static PeWindow {
             let me = ME.load(O::Relaxed) as usize;
             let mut window = PeWindow::new(MEM[me].as_ptr() as u64, 32, 2);
             if me == 0 && MAPPED.load(O::Relaxed) != 0 {
                 // PE 1's part 1, where its data is, as PE 0 reaches it by loads and stores.
                 window.direct[1] = MEM[1][4].as_ptr() as u64;
             }
-            window
+            // SAFETY: the tests hold `serial()` while they run, so no other thread writes the
+            // cell, and no reference returned earlier is used after this write (each operation
+            // asks for the window anew).
+            unsafe {
+                *WINDOWS.0.get() = window;
+                &*WINDOWS.0.get()
+            }
         }
         unsafe fn fetch_add(word: *mut u64, value: u64, pe: u32) -> u64 {
             Sim::target(word, pe).fetch_add(value, O::SeqCst)

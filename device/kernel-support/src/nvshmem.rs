@@ -33,10 +33,10 @@ pub struct NvshmemRemote;
 // word); `release` is `nvshmem_quiet` and a system-scope fence, `acquire` a system-scope fence.
 unsafe impl Remote for NvshmemRemote {
     #[inline(always)]
-    fn window() -> PeWindow {
-        // SAFETY: the host writes the window before the launch and never during it, so this
-        // read races with no write.
-        unsafe { core::ptr::addr_of!(PE_WINDOW).read() }
+    fn window() -> &'static PeWindow {
+        // SAFETY: the host writes the window before the launch and never during it, so no
+        // write races with the reads through this reference.
+        unsafe { &*core::ptr::addr_of!(PE_WINDOW) }
     }
     #[inline(always)]
     unsafe fn fetch_add(word: *mut u64, value: u64, pe: u32) -> u64 {
