@@ -696,16 +696,17 @@ fn api_pes(mode: &str, pes: u32, cache: &str, args: &[&str], env: &[(&str, &str)
 
 #[test]
 fn gpu_pes_over_the_device_api_link_route_through_the_window_and_add_their_copies() {
-    // Both ways a kernel reaches another PE over the window: directly where NVSHMEM maps it
-    // (the host's `direct` table), or through NVSHMEM's calls (MGWS_NVSHMEM_CALLS_ONLY=1, which
-    // the mock stands in for by its own mapping and reports).
+    // The other PEs through NVSHMEM's calls (the mock stands in for them by its own mapping),
+    // the own PE by the kernel's own operations, or with MGWS_NVSHMEM_CALLS_ONLY=1 through the
+    // calls too (which the mock reports).
     for calls_only in [false, true] {
         let env: &[(&str, &str)] = if calls_only {
             &[("MGWS_NVSHMEM_CALLS_ONLY", "1")]
         } else {
             &[]
         };
-        let via = |t: &str| t.contains("mock: the kernel reaches PEs through NVSHMEM's calls");
+        let via =
+            |t: &str| t.contains("mock: the kernel reaches its own PE through NVSHMEM's calls");
         let o = api_pes(
             "memset",
             2,

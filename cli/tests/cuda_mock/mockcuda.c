@@ -195,7 +195,7 @@ CUresult cuModuleLoadData(CUmodule *m, const void *image) {
 }
 /* The kernel's window global (mgws_core::PeWindow: base, shift, pes), which the kernel of the
  * device-API transport routes its accesses by. */
-static struct { uint64_t base; uint32_t shift, pes; uint64_t direct[8]; } pe_window;
+static struct { uint64_t base; uint32_t shift, pes, me, reserved; } pe_window;
 CUresult cuModuleGetGlobal_v2(CUdeviceptr *p, size_t *bytes, CUmodule m, const char *name) {
     (void)m;
     if (strcmp(name, "mgws_pe_window")) return E_NOT_FOUND;
@@ -203,17 +203,16 @@ CUresult cuModuleGetGlobal_v2(CUdeviceptr *p, size_t *bytes, CUmodule m, const c
     *bytes = sizeof pe_window;
     return OK;
 }
-/* Where an env pointer leads: inside the window, PE e's memory, through the mapping the host
- * gave the kernel (direct[e]) or else through the mock NVSHMEM's mapping (as the kernel's NVSHMEM
- * calls would reach it); elsewhere, the pointer itself. */
-static int calls;
+/* Where an env pointer leads: inside the window, PE e's memory, the own part (me) by the
+ * pointer itself and the others through the mock NVSHMEM's mapping (as the kernel's NVSHMEM calls
+ * reach them); elsewhere, the pointer itself. A kernel that routes its own part through the calls
+ * (me names no part) says so once. */
+static int own_calls;
 static void *route(uint64_t addr) {
     if (!pe_window.pes || addr < pe_window.base) return (void *)addr;
     uint64_t part = (addr - pe_window.base) >> pe_window.shift;
     if (part >= pe_window.pes) return (void *)addr;
-    if (pe_window.direct[part])
-        return (void *)(pe_window.direct[part] + (addr - pe_window.base - (part << pe_window.shift)));
-    if (!calls++) fprintf(stderr, "mock: the kernel reaches PEs through NVSHMEM's calls\n");
+    if (part == pe_window.me) return (void *)addr;
     static void *(*ptr)(const void *, int);
     if (!ptr) {
         const char *lib = getenv("MGWS_NVSHMEM_LIBRARY");
@@ -221,6 +220,11 @@ static void *route(uint64_t addr) {
         ptr = h ? (void *(*)(const void *, int))dlsym(h, "nvshmem_ptr") : NULL;
         if (!ptr) { fprintf(stderr, "mock: no NVSHMEM to route through\n"); abort(); }
     }
+    int me = -1;
+    int (*my_pe)(void) = (int (*)(void))dlsym(dlopen(getenv("MGWS_NVSHMEM_LIBRARY"), RTLD_NOW | RTLD_NOLOAD), "nvshmem_my_pe");
+    if (my_pe) me = my_pe();
+    if (me == (int)part && !own_calls++)
+        fprintf(stderr, "mock: the kernel reaches its own PE through NVSHMEM's calls\n");
     return ptr((const void *)addr, (int)part);
 }
 

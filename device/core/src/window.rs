@@ -23,12 +23,11 @@
 
 use core::marker::PhantomData;
 
-use crate::config::MAX_DEVICES;
 use crate::platform::{AtomicWord, Ordering, Platform, ProtocolStep, Scope};
 
 /// The window of a multi-PE run, as each PE's kernel sees it: `pes` parts of `1 << shift` bytes
-/// from `base`, and for each PE that the calling process can reach by loads and stores, where its
-/// part is mapped. All zero (no PE) routes nothing.
+/// from `base`, of which part `me` is the calling PE's own memory. All zero (no PE) routes
+/// nothing.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
 pub struct PeWindow {
@@ -38,19 +37,21 @@ pub struct PeWindow {
     pub shift: u32,
     /// Parts (PEs) in the window.
     pub pes: u32,
-    /// Per PE, the address at which this process reaches PE `e`'s part `e` by loads, stores and
-    /// atomics (NVSHMEM's `nvshmem_ptr`: the own PE, and PEs of the node over NVLink), or 0 where
-    /// only the [`Remote`] calls reach it.
-    ///
-    /// For such a PE, NVSHMEM's own device calls perform exactly these direct operations (they
-    /// look the PE's mapping up in the device state and use it when there is one), so a direct
-    /// operation is the one the call would make, without the call.
-    pub direct: [u64; MAX_DEVICES],
+    /// The calling PE, whose part the platform's own operations reach: NVSHMEM's device calls
+    /// perform exactly those on the calling PE's memory (they need no mapping for it), so they
+    /// are the call's own operations without the call. [`PeWindow::NO_PE`] sends the own part
+    /// through the calls too.
+    pub me: u32,
+    /// Zero (keeps the struct free of padding).
+    pub reserved: u32,
 }
 
 impl PeWindow {
-    /// The smallest window of `pes` parts of at least `part_bytes` bytes each, from `base`, with
-    /// no PE reached directly.
+    /// A `me` that names no part.
+    pub const NO_PE: u32 = u32::MAX;
+
+    /// The smallest window of `pes` parts of at least `part_bytes` bytes each, from `base`, all
+    /// of them reached through the calls.
     pub const fn new(base: u64, part_bytes: u64, pes: u32) -> PeWindow {
         let shift = if part_bytes <= 1 {
             0
@@ -61,49 +62,9 @@ impl PeWindow {
             base,
             shift,
             pes,
-            direct: [0; MAX_DEVICES],
+            me: Self::NO_PE,
+            reserved: 0,
         }
-    }
-
-    /// Where `address` (in part `pe`) is reached directly, or `None` where only calls reach it.
-    #[inline(always)]
-    pub fn direct_address(&self, pe: u32, address: u64) -> Option<u64> {
-        match self.direct[pe as usize % MAX_DEVICES] {
-            0 => None,
-            mapped => Some(mapped + (address - self.part(pe))),
-        }
-    }
-
-    /// Where `address` leads in `window`: `(Some(pe), mapped)` inside part `pe`, with the mapped
-    /// address if PE `pe` is reached directly (else 0); `(None, 0)` outside the window.
-    ///
-    /// Every field is read with a volatile load, at each operation: with plain loads the
-    /// compiler kept the window's fields in registers across the whole worker loop (they never
-    /// change during a run), which cost the GPU kernel its registers and spilled its state to
-    /// local memory (docs/results.md).
-    #[inline(always)]
-    pub fn resolve(window: &PeWindow, address: u64) -> (Option<u32>, u64) {
-        // SAFETY: reads of fields of a live `PeWindow`.
-        let (base, shift, pes) = unsafe {
-            (
-                core::ptr::addr_of!(window.base).read_volatile(),
-                core::ptr::addr_of!(window.shift).read_volatile(),
-                core::ptr::addr_of!(window.pes).read_volatile(),
-            )
-        };
-        let part = address.wrapping_sub(base) >> shift;
-        if part >= pes as u64 {
-            return (None, 0);
-        }
-        // SAFETY: as above; `part < pes <= MAX_DEVICES` (masked for the index all the same).
-        let mapped = unsafe {
-            core::ptr::addr_of!(window.direct[part as usize % MAX_DEVICES]).read_volatile()
-        };
-        let at = match mapped {
-            0 => 0,
-            mapped => mapped + (address - (base + (part << shift))),
-        };
-        (Some(part as u32), at)
     }
 
     /// Bytes of one part.
@@ -128,6 +89,27 @@ impl PeWindow {
         // is past the last part too.
         let part = address.wrapping_sub(self.base) >> self.shift;
         (part < self.pes as u64).then_some(part as u32)
+    }
+
+    /// The PE whose memory `address` names if only the calls reach it, or `None` for an address
+    /// the platform's own operations reach (outside the window, or in part `me`).
+    ///
+    /// The fields are read with volatile loads, at each operation: with plain loads the
+    /// compiler kept them in registers across the whole worker loop (they never change during
+    /// a run), which costs the GPU kernel registers it needs (docs/results.md).
+    #[inline(always)]
+    pub fn remote_pe(window: &PeWindow, address: u64) -> Option<u32> {
+        // SAFETY: reads of fields of a live `PeWindow`.
+        let (base, shift, pes, me) = unsafe {
+            (
+                core::ptr::addr_of!(window.base).read_volatile(),
+                core::ptr::addr_of!(window.shift).read_volatile(),
+                core::ptr::addr_of!(window.pes).read_volatile(),
+                core::ptr::addr_of!(window.me).read_volatile(),
+            )
+        };
+        let part = address.wrapping_sub(base) >> shift;
+        (part < pes as u64 && part != me as u64).then_some(part as u32)
     }
 }
 
@@ -216,8 +198,8 @@ unsafe impl<W: AtomicWord, R> Sync for WindowWord<W, R> {}
 
 /// Where an operation on a [`WindowWord`] goes.
 enum Target<'a, W> {
-    /// A word this process reaches by loads, stores and atomics: outside the window, or in the
-    /// part of a PE the window maps ([`PeWindow::direct`]).
+    /// A word the platform's own operations reach: outside the window, or in the calling PE's
+    /// part ([`PeWindow::me`]).
     Plain(&'a W),
     /// A word of PE `.0` that only the [`Remote`] calls reach.
     Remote(u32),
@@ -227,13 +209,9 @@ impl<W: AtomicWord, R: Remote> WindowWord<W, R> {
     /// Where this word's operations go.
     #[inline(always)]
     fn target(&self) -> Target<'_, W> {
-        match PeWindow::resolve(R::window(), self as *const Self as u64) {
-            (None, _) => Target::Plain(&self.local),
-            (Some(pe), 0) => Target::Remote(pe),
-            // SAFETY: the mapping of PE `pe`'s part (the host's `nvshmem_ptr`), where the word
-            // lives at the same offset, valid for the run; `W` is transparent over a u64 like
-            // `Self`.
-            (Some(_), mapped) => Target::Plain(unsafe { &*(mapped as *const W) }),
+        match PeWindow::remote_pe(R::window(), self as *const Self as u64) {
+            None => Target::Plain(&self.local),
+            Some(pe) => Target::Remote(pe),
         }
     }
 
@@ -482,14 +460,11 @@ unsafe impl<P: Platform, R: Remote> Platform for WindowPlatform<P, R> {
     }
     #[inline(always)]
     unsafe fn load_word(&self, word: *const u64) -> u64 {
-        match PeWindow::resolve(R::window(), word as u64) {
+        match PeWindow::remote_pe(R::window(), word as u64) {
             // SAFETY: the caller's guarantee.
-            (None, _) => unsafe { self.inner.load_word(word) },
+            None => unsafe { self.inner.load_word(word) },
             // SAFETY: in the window (routed); the caller guarantees the rest.
-            (Some(pe), 0) => unsafe { R::get(word, pe) },
-            // SAFETY: the mapping of PE `pe`'s part, where the word lives at the same offset;
-            // the caller guarantees the rest.
-            (Some(_), mapped) => unsafe { self.inner.load_word(mapped as *const u64) },
+            Some(pe) => unsafe { R::get(word, pe) },
         }
     }
 }
@@ -508,9 +483,9 @@ mod tests {
     static ME: AtomicU32 = AtomicU32::new(0);
     static RELEASES: AtomicU32 = AtomicU32::new(0);
     static ACQUIRES: AtomicU32 = AtomicU32::new(0);
-    /// Calls made, and whether PE 1 is mapped into PE 0 (its `direct` entry).
+    /// Calls made, and whether the window reaches the own part without calls (`me` set).
     static CALLS: AtomicU32 = AtomicU32::new(0);
-    static MAPPED: AtomicU32 = AtomicU32::new(0);
+    static OWN: AtomicU32 = AtomicU32::new(0);
 
     /// The window `Sim::window` last returned.
     struct Windows(core::cell::UnsafeCell<PeWindow>);
@@ -553,9 +528,8 @@ mod tests {
         fn window() -> &'static PeWindow {
             let me = ME.load(O::Relaxed) as usize;
             let mut window = PeWindow::new(MEM[me].as_ptr() as u64, 32, 2);
-            if me == 0 && MAPPED.load(O::Relaxed) != 0 {
-                // PE 1's part 1, where its data is, as PE 0 reaches it by loads and stores.
-                window.direct[1] = MEM[1][4].as_ptr() as u64;
+            if OWN.load(O::Relaxed) != 0 {
+                window.me = me as u32;
             }
             // SAFETY: the tests hold `serial()` while they run, so no other thread writes the
             // cell, and no reference returned earlier is used after this write (each operation
@@ -665,25 +639,27 @@ mod tests {
     }
 
     #[test]
-    fn a_mapped_pe_is_reached_directly_without_calls() {
+    fn the_own_part_is_reached_without_calls_when_the_window_names_it() {
         let _serial = serial();
-        // The other tests run with no PE mapped; this one maps PE 1 into PE 0.
-        MAPPED.store(1, O::Relaxed);
-        ME.store(0, O::Relaxed);
-        let window = Sim::window();
-        assert_eq!(window.direct_address(0, window.part(0)), None);
+        OWN.store(1, O::Relaxed);
+        ME.store(1, O::Relaxed);
         let calls = CALLS.load(O::Relaxed);
-        let w7 = word(7);
-        w7.store(5, Ordering::Release, Scope::System);
-        assert_eq!(w7.fetch_add(2, Ordering::AcqRel, Scope::System), 5);
-        assert_eq!(MEM[1][7].load(O::SeqCst), 7, "PE 1's memory");
-        assert_eq!(MEM[0][7].load(O::SeqCst), 0, "never the caller's copy");
+        // PE 1's own words (its part 1): the platform's operations, no call.
+        let w6 = word(6);
+        w6.store(5, Ordering::Release, Scope::System);
+        assert_eq!(w6.fetch_add(2, Ordering::AcqRel, Scope::System), 5);
+        assert_eq!(MEM[1][6].load(O::SeqCst), 7);
         let mut scratch = [0u128; 64];
         let p = WindowPlatform::<_, Sim>::new(OneLane::with_scratch(&mut scratch));
         // SAFETY: the address of a live word.
-        assert_eq!(unsafe { p.load_word(MEM[0][7].as_ptr()) }, 7);
-        assert_eq!(CALLS.load(O::Relaxed), calls, "no call reached a mapped PE");
-        MAPPED.store(0, O::Relaxed);
+        assert_eq!(unsafe { p.load_word(MEM[1][6].as_ptr()) }, 7);
+        assert_eq!(CALLS.load(O::Relaxed), calls, "no call for the own part");
+        // PE 0's words (part 0) still through the calls.
+        assert_eq!(word(2).fetch_add(1, Ordering::Relaxed, Scope::System), 0);
+        assert_eq!(MEM[0][2].load(O::SeqCst), 1);
+        assert_eq!(CALLS.load(O::Relaxed), calls + 1);
+        OWN.store(0, O::Relaxed);
+        ME.store(0, O::Relaxed);
     }
 
     #[test]

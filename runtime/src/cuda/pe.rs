@@ -64,9 +64,9 @@ fn without_writable(area_limits: &[u64; DATA_AREAS]) -> [u64; DATA_AREAS] {
     area_limits.map(|l| if l & AREA_WRITABLE != 0 { 0 } else { l })
 }
 
-/// The environment variable that sends every PE's words through NVSHMEM's calls over the
-/// device-API transport (`1`), even where NVSHMEM maps the PE: a check of the call path on one
-/// node.
+/// The environment variable that sends every word of the window through NVSHMEM's calls over the
+/// device-API transport (`1`), the PE's own included: a check of the call path as a PE of
+/// another node takes it.
 pub const CALLS_ONLY_VAR: &str = "MGWS_NVSHMEM_CALLS_ONLY";
 
 /// How a run's PEs address each other's parts of the symmetric heap.
@@ -421,21 +421,13 @@ impl Joined<'_> {
             PeTransport::Mapped => Parts::Mapped,
             PeTransport::DeviceApi => {
                 let mut window = PeWindow::new(symmetric, sym.total as u64, topology.devices);
-                // The PEs NVSHMEM maps into this process (this one, those of the node over
-                // NVLink) are reached directly, as NVSHMEM's own calls reach them; the others
-                // by the calls. MGWS_NVSHMEM_CALLS_ONLY=1 sends every PE's words through the
-                // calls, which checks that path on one node.
+                // The own part by the GPU's own operations, as NVSHMEM's calls reach the calling
+                // PE; the other PEs by the calls. MGWS_NVSHMEM_CALLS_ONLY=1 sends the own part
+                // through the calls too, as every word of a PE on another node goes.
                 if std::env::var_os(CALLS_ONLY_VAR).is_none_or(|v| v != "1") {
-                    for e in 0..topology.devices {
-                        window.direct[e as usize] =
-                            nvshmem.peer_ptr(window.part(e), e).unwrap_or(0);
-                    }
+                    window.me = pe;
                 }
-                tracing::debug!(
-                    pe,
-                    direct = window.direct.iter().filter(|&&d| d != 0).count(),
-                    "PEs reached directly"
-                );
+                tracing::debug!(pe, own_part_direct = window.me == pe, "the window");
                 Parts::Window(window)
             }
         };
