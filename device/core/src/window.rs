@@ -94,22 +94,14 @@ impl PeWindow {
     /// The PE whose memory `address` names if only the calls reach it, or `None` for an address
     /// the platform's own operations reach (outside the window, or in part `me`).
     ///
-    /// The fields are read with volatile loads, at each operation: with plain loads the
-    /// compiler kept them in registers across the whole worker loop (they never change during
-    /// a run), which costs the GPU kernel registers it needs (docs/results.md).
+    /// Plain loads, which the compiler may keep in registers across the worker loop (the window
+    /// never changes during a run). Volatile loads at each operation went to L2 on a GPU (a
+    /// volatile global load is not cached in L1), four per operation, task atomics included,
+    /// and cost every run 4-6x (docs/results.md).
     #[inline(always)]
     pub fn remote_pe(window: &PeWindow, address: u64) -> Option<u32> {
-        // SAFETY: reads of fields of a live `PeWindow`.
-        let (base, shift, pes, me) = unsafe {
-            (
-                core::ptr::addr_of!(window.base).read_volatile(),
-                core::ptr::addr_of!(window.shift).read_volatile(),
-                core::ptr::addr_of!(window.pes).read_volatile(),
-                core::ptr::addr_of!(window.me).read_volatile(),
-            )
-        };
-        let part = address.wrapping_sub(base) >> shift;
-        (part < pes as u64 && part != me as u64).then_some(part as u32)
+        let part = address.wrapping_sub(window.base) >> window.shift;
+        (part < window.pes as u64 && part != window.me as u64).then_some(part as u32)
     }
 }
 
