@@ -18,52 +18,40 @@ fn mock_dir() -> &'static Path {
     DIR.get_or_init(|| {
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cuda-mock");
         std::fs::create_dir_all(&dir).expect("creating the mock's directory");
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cuda_mock/mockcuda.c");
         let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-        let ok = Command::new(&cc)
-            .args(["-shared", "-fPIC", "-O1", "-o"])
-            .arg(dir.join("libcuda.so"))
-            .arg(&src)
-            .arg("-lpthread")
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        assert!(
-            ok,
-            "building the mock libcuda with the C compiler {cc:?} failed"
-        );
+        // Each stand-in library from its C file.
+        let build = |source: &str, out: &Path, what: &str| {
+            if let Some(parent) = out.parent() {
+                std::fs::create_dir_all(parent).expect("creating a mock's directory");
+            }
+            let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/cuda_mock")
+                .join(source);
+            let ok = Command::new(&cc)
+                .args(["-shared", "-fPIC", "-O1", "-o"])
+                .arg(out)
+                .arg(&src)
+                .arg("-lpthread")
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false);
+            assert!(
+                ok,
+                "building the mock {what} with the C compiler {cc:?} failed"
+            );
+        };
+        build("mockcuda.c", &dir.join("libcuda.so"), "libcuda");
         // The stand-in NVSHMEM, where NVSHMEM_HOME finds it (`<home>/lib`).
         let lib = dir.join("nvshmem/lib");
-        std::fs::create_dir_all(&lib).expect("creating the mock NVSHMEM's directory");
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cuda_mock/mocknvshmem.c");
-        let ok = Command::new(&cc)
-            .args(["-shared", "-fPIC", "-O1", "-o"])
-            .arg(lib.join("libnvshmem_host.so.3"))
-            .arg(&src)
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        assert!(
-            ok,
-            "building the mock NVSHMEM with the C compiler {cc:?} failed"
+        build(
+            "mocknvshmem.c",
+            &lib.join("libnvshmem_host.so.3"),
+            "NVSHMEM",
         );
         // The stand-in NVRTC, apart from the loader's path (MGWS_NVRTC_LIBRARY names it), and
         // the files the device-API transport links against: NVSHMEM's headers and device
         // library beside the stand-in host library, and CCCL's headers.
-        let nvrtc = dir.join("nvrtc");
-        std::fs::create_dir_all(&nvrtc).expect("creating the mock NVRTC's directory");
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cuda_mock/mocknvrtc.c");
-        let ok = Command::new(&cc)
-            .args(["-shared", "-fPIC", "-O1", "-o"])
-            .arg(nvrtc.join("libnvrtc.so.13"))
-            .arg(&src)
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
-        assert!(
-            ok,
-            "building the mock NVRTC with the C compiler {cc:?} failed"
-        );
+        build("mocknvrtc.c", &dir.join("nvrtc/libnvrtc.so.13"), "NVRTC");
         let include = dir.join("nvshmem/include");
         std::fs::create_dir_all(&include).expect("creating the mock NVSHMEM's headers");
         std::fs::write(include.join("nvshmem.h"), "/* mock */\n").expect("writing nvshmem.h");

@@ -164,21 +164,18 @@ impl Nvshmem {
     pub fn load() -> Result<Nvshmem> {
         let library = std::env::var_os(LIBRARY_VAR).map(PathBuf::from);
         let home = std::env::var_os(HOME_VAR).map(PathBuf::from);
-        let mut tried = Vec::new();
         // The pip package is looked up only when the cheaper places fail.
-        for path in candidates(library.as_deref(), home.as_deref(), None)
+        let places = candidates(library.as_deref(), home.as_deref(), None)
             .into_iter()
             .chain(
                 std::iter::once_with(pip_package)
                     .flatten()
                     .map(|d| d.join("lib").join(LIBRARY)),
-            )
-        {
-            match Self::load_from(&path) {
-                Ok(n) => return Ok(n),
-                Err(e) => tried.push(format!("{}: {e}", path.display())),
-            }
-        }
+            );
+        let tried = match crate::dylib::load_first(places, Self::load_from) {
+            Ok(n) => return Ok(n),
+            Err(tried) => tried,
+        };
         Err(Error::BackendUnavailable(format!(
             "NVSHMEM's host library ({LIBRARY}) was not found, which runs over GPU PE processes \
              need: install it with `pip install nvidia-nvshmem-cu13` (found through python3) or \
@@ -196,9 +193,7 @@ impl Nvshmem {
             let library = libloading::Library::new(path).map_err(|e| e.to_string())?;
             macro_rules! entry {
                 ($name:literal) => {
-                    *library
-                        .get(concat!($name, "\0").as_bytes())
-                        .map_err(|e| format!("{} lacks {}: {e}", path.display(), $name))?
+                    crate::dylib::entry(&library, path, $name)?
                 };
             }
             Ok(Nvshmem {
@@ -213,10 +208,7 @@ impl Nvshmem {
                 n_pes: entry!("nvshmem_n_pes"),
                 barrier_all: entry!("nvshmem_barrier_all"),
                 finalize: entry!("nvshmemx_hostlib_finalize"),
-                cumodule_init: library
-                    .get::<CumoduleInit>(b"nvshmemx_cumodule_init\0")
-                    .ok()
-                    .map(|f| *f),
+                cumodule_init: crate::dylib::entry(&library, path, "nvshmemx_cumodule_init").ok(),
                 initialised: false,
                 touched: std::cell::Cell::new(false),
                 library: std::mem::ManuallyDrop::new(library),

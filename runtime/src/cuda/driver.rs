@@ -548,6 +548,25 @@ unsafe impl Send for Module {}
 // SAFETY: as for Send (`&Module` only looks kernels up).
 unsafe impl Sync for Module {}
 
+/// The JIT options of a module load or link: the error log into `log`, and the register cap.
+/// The values point into `log`, which must outlive the driver call they are passed to.
+fn jit_options(
+    log: &mut [u8],
+    max_registers: Option<u32>,
+) -> (Vec<sys::CUjit_option>, Vec<*mut c_void>) {
+    let mut options = vec![
+        sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
+        sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+    ];
+    // The size option's value is passed by value in the pointer slot.
+    let mut values = vec![log.as_mut_ptr() as *mut c_void, log.len() as *mut c_void];
+    if let Some(n) = max_registers {
+        options.push(sys::CUjit_option::CU_JIT_MAX_REGISTERS);
+        values.push(n as usize as *mut c_void);
+    }
+    (options, values)
+}
+
 impl Module {
     /// JIT-compiles `ptx` for `gpu`, with at most `max_registers` registers per thread if given;
     /// a compile error carries the driver's log.
@@ -556,15 +575,7 @@ impl Module {
         let image = CString::new(ptx)
             .map_err(|_| Error::Input(format!("{origin} contains a NUL byte: not a PTX file")))?;
         let mut log = vec![0u8; 16 * 1024];
-        let mut options = vec![
-            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
-            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-        ];
-        let mut values = vec![log.as_mut_ptr() as *mut c_void, log.len() as *mut c_void];
-        if let Some(n) = max_registers {
-            options.push(sys::CUjit_option::CU_JIT_MAX_REGISTERS);
-            values.push(n as usize as *mut c_void);
-        }
+        let (mut options, mut values) = jit_options(&mut log, max_registers);
         let mut raw = std::ptr::null_mut();
         // sys: cuModuleLoadDataEx with JIT options (CU_JIT_MAX_REGISTERS, the error log), which
         // the result layer's `module::load_data` does not pass.
@@ -616,15 +627,7 @@ impl Module {
         let library_c = CString::new(library.as_os_str().as_encoded_bytes())
             .map_err(|_| Error::Input(format!("{} contains a NUL byte", library.display())))?;
         let mut log = vec![0u8; 16 * 1024];
-        let mut options = vec![
-            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER,
-            sys::CUjit_option::CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-        ];
-        let mut values = vec![log.as_mut_ptr() as *mut c_void, log.len() as *mut c_void];
-        if let Some(n) = max_registers {
-            options.push(sys::CUjit_option::CU_JIT_MAX_REGISTERS);
-            values.push(n as usize as *mut c_void);
-        }
+        let (mut options, mut values) = jit_options(&mut log, max_registers);
         let failed = |what: &str, r: CUresult, log: &[u8]| {
             let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
             let log = String::from_utf8_lossy(&log[..end]);
@@ -658,39 +661,43 @@ impl Module {
             return Err(failed("cuLinkCreate", r, &log));
         }
         let linked = (|| {
-            // SAFETY: each input is a live buffer of the given size (the PTX NUL-terminated, its
-            // size counting the NUL) and the names are NUL-terminated; the driver copies them.
-            let r = unsafe {
-                sys::cuLinkAddData_v2(
-                    state,
-                    sys::CUjitInputType::CU_JIT_INPUT_PTX,
-                    image.as_ptr() as *mut c_void,
-                    image.as_bytes_with_nul().len(),
-                    c"mgws kernel".as_ptr(),
-                    0,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                )
+            let add = |kind, data: *const u8, len: usize, name: &std::ffi::CStr, what| {
+                // SAFETY: `data` is a live buffer of `len` bytes (the PTX NUL-terminated, its
+                // length counting the NUL) and the name is NUL-terminated; the driver copies
+                // both.
+                let r = unsafe {
+                    sys::cuLinkAddData_v2(
+                        state,
+                        kind,
+                        data as *mut c_void,
+                        len,
+                        name.as_ptr(),
+                        0,
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                    )
+                };
+                if r == CUresult::CUDA_SUCCESS {
+                    Ok(())
+                } else {
+                    Err((what, r))
+                }
             };
-            if r != CUresult::CUDA_SUCCESS {
-                return Err(("the kernel's PTX", r));
-            }
-            // SAFETY: as above.
-            let r = unsafe {
-                sys::cuLinkAddData_v2(
-                    state,
-                    sys::CUjitInputType::CU_JIT_INPUT_CUBIN,
-                    cubin.as_ptr() as *mut c_void,
-                    cubin.len(),
-                    c"mgws NVSHMEM wrappers".as_ptr(),
-                    0,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                )
-            };
-            if r != CUresult::CUDA_SUCCESS {
-                return Err(("the NVSHMEM wrappers", r));
-            }
+            let ptx = image.as_bytes_with_nul();
+            add(
+                sys::CUjitInputType::CU_JIT_INPUT_PTX,
+                ptx.as_ptr(),
+                ptx.len(),
+                c"mgws kernel",
+                "the kernel's PTX",
+            )?;
+            add(
+                sys::CUjitInputType::CU_JIT_INPUT_CUBIN,
+                cubin.as_ptr(),
+                cubin.len(),
+                c"mgws NVSHMEM wrappers",
+                "the NVSHMEM wrappers",
+            )?;
             // SAFETY: a NUL-terminated path; the driver reads the file.
             let r = unsafe {
                 sys::cuLinkAddFile_v2(

@@ -86,20 +86,19 @@ impl Nvrtc {
     /// Finds and loads NVRTC; an error lists what was tried and what to install.
     pub fn load() -> Result<Nvrtc> {
         let library = std::env::var_os(LIBRARY_VAR).map(PathBuf::from);
-        let mut tried = Vec::new();
         let homes = cuda_homes();
         let first = candidates(library.as_deref(), &homes, None);
+        // The pip packages are looked up only when the cheaper places fail.
         let pip = || {
             crate::nvshmem::pip_nvidia()
                 .map(|n| candidates(None, &[], Some(&n)))
                 .unwrap_or_default()
         };
-        for path in first.into_iter().chain(std::iter::once_with(pip).flatten()) {
-            match Self::load_from(&path) {
-                Ok(n) => return Ok(n),
-                Err(e) => tried.push(format!("{}: {e}", path.display())),
-            }
-        }
+        let places = first.into_iter().chain(std::iter::once_with(pip).flatten());
+        let tried = match crate::dylib::load_first(places, Self::load_from) {
+            Ok(n) => return Ok(n),
+            Err(tried) => tried,
+        };
         Err(Error::BackendUnavailable(format!(
             "NVRTC (libnvrtc.so), which GPU PEs over NVSHMEM's device API need to compile mgws's \
              NVSHMEM wrappers, was not found: install the CUDA toolkit or `pip install \
@@ -118,9 +117,7 @@ impl Nvrtc {
             let library = libloading::Library::new(path).map_err(|e| e.to_string())?;
             macro_rules! entry {
                 ($name:literal) => {
-                    *library
-                        .get(concat!($name, "\0").as_bytes())
-                        .map_err(|e| format!("{} lacks {}: {e}", path.display(), $name))?
+                    crate::dylib::entry(&library, path, $name)?
                 };
             }
             let version: Version = entry!("nvrtcVersion");
@@ -241,9 +238,12 @@ mod tests {
 
     #[test]
     fn a_missing_library_is_a_string_error_not_a_panic() {
-        let e = Nvrtc::load_from(Path::new("/nonexistent/libnvrtc.so"))
-            .err()
-            .expect("no such library");
-        assert!(e.contains("nonexistent"), "{e}");
+        let tried = crate::dylib::load_first(
+            [PathBuf::from("/nonexistent/libnvrtc.so")],
+            Nvrtc::load_from,
+        )
+        .err()
+        .expect("no such library");
+        assert!(tried[0].starts_with("/nonexistent/libnvrtc.so: "), "{tried:?}");
     }
 }
