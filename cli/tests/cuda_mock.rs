@@ -797,6 +797,20 @@ fn the_device_api_transport_says_what_it_lacks() {
         t.contains("was built for NVSHMEM's device API") && t.contains("--pe-transport device-api"),
         "{t}"
     );
+    // A kernel whose window global has another size (built by another version of mgws).
+    let o = api_pes(
+        "memset",
+        2,
+        "cache-size",
+        &["--workers", "2"],
+        &[("MOCK_CUDA_WINDOW_BYTES", "16")],
+    );
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("`mgws_pe_window` has 16 bytes, not 24") && t.contains("--nvshmem"),
+        "{t}"
+    );
     // NVRTC refuses the wrappers: its log reaches the error.
     let o = api_pes(
         "memset",

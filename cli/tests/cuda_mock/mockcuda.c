@@ -193,14 +193,15 @@ CUresult cuModuleLoadData(CUmodule *m, const void *image) {
     *m = &module_tag;
     return OK;
 }
-/* The kernel's window global (mgws_core::PeWindow: base, shift, pes), which the kernel of the
- * device-API transport routes its accesses by. */
+/* The kernel's window global (mgws_core::PeWindow: base, shift, pes, me, reserved; 24 bytes),
+ * which the kernel of the device-API transport routes its accesses by. MOCK_CUDA_WINDOW_BYTES
+ * reports another size for it (a PTX built by another version). */
 static struct { uint64_t base; uint32_t shift, pes, me, reserved; } pe_window;
 CUresult cuModuleGetGlobal_v2(CUdeviceptr *p, size_t *bytes, CUmodule m, const char *name) {
     (void)m;
     if (strcmp(name, "mgws_pe_window")) return E_NOT_FOUND;
     *p = (CUdeviceptr)&pe_window;
-    *bytes = sizeof pe_window;
+    *bytes = (size_t)env_int("MOCK_CUDA_WINDOW_BYTES", (int)sizeof pe_window);
     return OK;
 }
 /* Where an env pointer leads: inside the window, PE e's memory, the own part (me) by the
@@ -368,9 +369,9 @@ static void *kernel(void *arg) {
         __atomic_store_n((uint64_t *)(shared + SHARED_ERROR), e, __ATOMIC_SEQ_CST);
         *abort_flag = 1;
     }
-    /* Over the device-API transport (a window is set) each PE writes its own copy of area 0, so
-     * each runs its share of the tasks (i % devices == device) and the run is exact only if every
-     * PE's share is added back; otherwise device 0 runs them all. Device 0 records them all. */
+    /* Over the device-API transport (a window is set) each PE writes its own copy of area 0, and
+     * each adds a share of every slot's value (below); otherwise device 0 runs every task.
+     * Device 0 records them all. */
     int split = pe_window.pes != 0;
     if (!strcmp(m, "memset") && (l->device == 0 || split)) {
         /* Every initial task is a MemsetTask {index} (params[0] at byte 8); area 0 holds u64s. */
@@ -378,9 +379,15 @@ static void *kernel(void *arg) {
         const uint8_t *tasks = (const uint8_t *)rd(l->env + ENV_INITIAL);
         uint64_t n = rd(l->env + ENV_INITIAL_LEN);
         for (uint64_t i = 0; i < n; i++) {
-            if (split && i % devices != l->device) continue;
             uint64_t x = rd(tasks + 64 * i + 8);
-            slots[x] += x + 1;
+            if (!split) {
+                slots[x] += x + 1;
+                continue;
+            }
+            /* Every PE adds its share of x + 1 to every slot (device d: (x + 1) / devices, the
+             * last one the rest): exact only if the copies' changes are added, not overwritten. */
+            uint64_t share = (x + 1) / devices;
+            slots[x] += l->device + 1 == devices ? x + 1 - share * (devices - 1) : share;
         }
     }
     if (!strcmp(m, "memset") && l->device == 0) {

@@ -12,14 +12,22 @@
 //! its data). The other parts of a PE's window are never read or written locally: they exist so
 //! that every address of the window is one the caller owns, which the one-sided calls require.
 //!
-//! [`WindowWord`] is the atomic word of such a run: an operation on an address inside the window
-//! becomes the [`Remote`] call for the PE the address names (the own PE included: NVSHMEM's
-//! atomics are atomic only with respect to each other, so a word other PEs update remotely is
-//! updated remotely by its owner too); any other address (scratch, the PE's own buffers) takes the
-//! platform's plain word. [`WindowPlatform`] wraps a platform with that word, and routes the
-//! core's plain reads of other workers' memory (the task copies of a steal,
+//! [`WindowWord`] is the atomic word of such a run: an operation on an address in another PE's
+//! part becomes the [`Remote`] call for that PE; an address in the caller's own part
+//! ([`PeWindow::me`]) or outside the window (scratch, the PE's own buffers) takes the platform's
+//! plain word. The own part takes the plain word only where the host allows it (every PE of the
+//! run is mapped, one node): there NVSHMEM's own calls perform those same GPU atomics on the
+//! caller's memory. Where some PE is not mapped (another node, whose NIC may update the caller's
+//! words), `me` names no part and the own words go through the calls too, since NVSHMEM's
+//! atomics are atomic with respect to each other. [`WindowPlatform`] wraps a platform with that
+//! word, and routes the core's plain reads of other workers' memory (the task copies of a steal,
 //! [`Platform::load_word`]) the same way. The algorithm is unchanged: it is written once against
 //! [`Platform`].
+//!
+//! Every remote operation is complete when it returns: the fetching calls block for their
+//! value, and the two that do not (`set`, `add`) are followed by [`Remote::release`]. So a
+//! release-side operation on a plain word (the own part) orders every earlier remote operation
+//! too, with the platform's own fence.
 
 use core::marker::PhantomData;
 
@@ -250,16 +258,14 @@ impl<W: AtomicWord, R: Remote> AtomicWord for WindowWord<W, R> {
     fn store(&self, value: u64, order: Ordering, scope: Scope) {
         match self.target() {
             Target::Remote(pe) => {
-                let (release, sc) = (sides(order).0, order == Ordering::SeqCst);
-                if release {
+                if sides(order).0 {
                     R::release();
                 }
                 // SAFETY: as in `load`.
                 unsafe { R::set(self.ptr(), value, pe) };
-                if sc {
-                    // A sequentially consistent store is also ordered before later loads.
-                    R::release();
-                }
+                // Complete before anything after it (see the module documentation); for a
+                // sequentially consistent store, also ordered before later loads.
+                R::release();
             }
             Target::Plain(w) => w.store(value, order, scope),
         }
@@ -338,8 +344,12 @@ impl<W: AtomicWord, R: Remote> AtomicWord for WindowWord<W, R> {
     #[inline(always)]
     fn add_single_writer(&self, value: u64, scope: Scope) {
         match self.target() {
-            // SAFETY: as in `load`.
-            Target::Remote(pe) => unsafe { R::add(self.ptr(), value, pe) },
+            Target::Remote(pe) => {
+                // SAFETY: as in `load`.
+                unsafe { R::add(self.ptr(), value, pe) };
+                // Complete before anything after it (see the module documentation).
+                R::release();
+            }
             Target::Plain(w) => w.add_single_writer(value, scope),
         }
     }
@@ -352,6 +362,8 @@ impl<W: AtomicWord, R: Remote> AtomicWord for WindowWord<W, R> {
             Target::Remote(pe) => unsafe {
                 if value > R::fetch(self.ptr(), pe) {
                     R::set(self.ptr(), value, pe);
+                    // Complete before anything after it (see the module documentation).
+                    R::release();
                 }
             },
             Target::Plain(w) => w.max_single_writer(value, scope),
@@ -485,7 +497,7 @@ mod tests {
     unsafe impl Sync for Windows {}
     static WINDOWS: Windows = Windows(core::cell::UnsafeCell::new(PeWindow::new(0, 0, 0)));
 
-    /// The tests share `ME` and `MAPPED`: each holds this lock while it runs.
+    /// The tests share `ME` and `OWN`: each holds this lock while it runs, and leaves both 0.
     static LOCK: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
     struct Serial;
     fn serial() -> Serial {
@@ -499,6 +511,9 @@ mod tests {
     }
     impl Drop for Serial {
         fn drop(&mut self) {
+            // Also after a failed assertion, so that the next test starts as PE 0 without `me`.
+            ME.store(0, O::Relaxed);
+            OWN.store(0, O::Relaxed);
             LOCK.store(false, O::Release);
         }
     }
@@ -592,8 +607,9 @@ mod tests {
         assert_eq!(fences(), (f0.0 + 1, f0.1 + 1));
         word(5).load(Ordering::Acquire, Scope::System);
         assert_eq!(fences(), (f0.0 + 1, f0.1 + 2));
+        // A release store: a release before, and one after (remote stores complete).
         word(5).store(9, Ordering::Release, Scope::System);
-        assert_eq!(fences(), (f0.0 + 2, f0.1 + 2));
+        assert_eq!(fences(), (f0.0 + 3, f0.1 + 2));
         assert_eq!(
             word(5).compare_exchange(9, 10, Ordering::AcqRel, Ordering::Relaxed, Scope::System),
             Ok(9)
@@ -631,6 +647,31 @@ mod tests {
     }
 
     #[test]
+    fn remote_stores_and_adds_complete_and_fences_and_exchanges_take_both_sides() {
+        let _serial = serial();
+        let fences = || (RELEASES.load(O::Relaxed), ACQUIRES.load(O::Relaxed));
+        let f = fences();
+        // A relaxed store and a single-writer add are complete when they return: a release
+        // after each.
+        word(4).store(1, Ordering::Relaxed, Scope::System);
+        assert_eq!(fences(), (f.0 + 1, f.1));
+        word(4).add_single_writer(1, Scope::System);
+        assert_eq!(fences(), (f.0 + 2, f.1));
+        // A sequentially consistent store: a release before and after.
+        word(4).store(7, Ordering::SeqCst, Scope::System);
+        assert_eq!(fences(), (f.0 + 4, f.1));
+        // A compare-exchange takes the union of its orderings.
+        let _ = word(4).compare_exchange(7, 8, Ordering::Release, Ordering::Acquire, Scope::System);
+        assert_eq!(fences(), (f.0 + 5, f.1 + 1));
+        // A core fence orders the remote operations too.
+        let mut scratch = [0u128; 64];
+        let p = WindowPlatform::<_, Sim>::new(OneLane::with_scratch(&mut scratch));
+        p.fence(Ordering::SeqCst, Scope::System);
+        assert_eq!(fences(), (f.0 + 6, f.1 + 1));
+        assert_eq!(MEM[1][4].load(O::SeqCst), 8);
+    }
+
+    #[test]
     fn the_own_part_is_reached_without_calls_when_the_window_names_it() {
         let _serial = serial();
         OWN.store(1, O::Relaxed);
@@ -650,8 +691,6 @@ mod tests {
         assert_eq!(word(2).fetch_add(1, Ordering::Relaxed, Scope::System), 0);
         assert_eq!(MEM[0][2].load(O::SeqCst), 1);
         assert_eq!(CALLS.load(O::Relaxed), calls + 1);
-        OWN.store(0, O::Relaxed);
-        ME.store(0, O::Relaxed);
     }
 
     #[test]

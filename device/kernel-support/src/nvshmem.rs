@@ -40,35 +40,42 @@ unsafe impl Remote for NvshmemRemote {
     }
     #[inline(always)]
     unsafe fn fetch_add(word: *mut u64, value: u64, pe: u32) -> u64 {
-        // SAFETY (every call below): the caller's guarantee (a word of the window, of PE `pe`).
+        // SAFETY: the caller's guarantee (a word of the window, of PE `pe`).
         unsafe { mgws_nvshmem_fetch_add(word, value, pe as i32) }
     }
     #[inline(always)]
     unsafe fn add(word: *mut u64, value: u64, pe: u32) {
+        // SAFETY: the caller's guarantee (a word of the window, of PE `pe`).
         unsafe { mgws_nvshmem_add(word, value, pe as i32) }
     }
     #[inline(always)]
     unsafe fn fetch(word: *const u64, pe: u32) -> u64 {
+        // SAFETY: the caller's guarantee (a word of the window, of PE `pe`).
         unsafe { mgws_nvshmem_fetch(word, pe as i32) }
     }
     #[inline(always)]
     unsafe fn set(word: *mut u64, value: u64, pe: u32) {
+        // SAFETY: the caller's guarantee (a word of the window, of PE `pe`).
         unsafe { mgws_nvshmem_set(word, value, pe as i32) }
     }
     #[inline(always)]
     unsafe fn fetch_or(word: *mut u64, value: u64, pe: u32) -> u64 {
+        // SAFETY: the caller's guarantee (a word of the window, of PE `pe`).
         unsafe { mgws_nvshmem_fetch_or(word, value, pe as i32) }
     }
     #[inline(always)]
     unsafe fn fetch_and(word: *mut u64, value: u64, pe: u32) -> u64 {
+        // SAFETY: the caller's guarantee (a word of the window, of PE `pe`).
         unsafe { mgws_nvshmem_fetch_and(word, value, pe as i32) }
     }
     #[inline(always)]
     unsafe fn compare_swap(word: *mut u64, current: u64, new: u64, pe: u32) -> u64 {
+        // SAFETY: the caller's guarantee (a word of the window, of PE `pe`).
         unsafe { mgws_nvshmem_compare_swap(word, current, new, pe as i32) }
     }
     #[inline(always)]
     unsafe fn get(word: *const u64, pe: u32) -> u64 {
+        // SAFETY: the caller's guarantee (a word of the window, of PE `pe`).
         unsafe { mgws_nvshmem_get(word, pe as i32) }
     }
     #[inline(always)]

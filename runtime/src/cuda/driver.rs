@@ -632,7 +632,8 @@ impl Module {
             let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
             let log = String::from_utf8_lossy(&log[..end]);
             Error::Cuda(format!(
-                "linking {origin} with NVSHMEM's device code on GPU {} ({}) failed at {what}: {}                  {}{}",
+                "linking {origin} with NVSHMEM's device code on GPU {} ({}) failed at {what}: {} \
+                 {}{}",
                 gpu.ordinal,
                 gpu.name,
                 error_name(r),

@@ -446,7 +446,21 @@ impl CudaBackend {
         workers: Option<u32>,
         options: KernelOptions,
     ) -> Result<Defaults> {
+        self.check_single_process()?;
         self.defaults_of::<R>(lanes, local_capacity, workers, options, 1)
+    }
+
+    /// Refuses settings that only runs over GPU PEs have (the device-API transport's kernel
+    /// runs only with a window and NVSHMEM's device state, which a PE sets up).
+    fn check_single_process(&self) -> Result<()> {
+        if self.pe_transport != PeTransport::Mapped {
+            return Err(Error::Config(format!(
+                "pe_transport {} is how GPU PEs reach each other: it applies to runs over GPU PE \
+                 processes (Backend::CudaProcesses, --processes) only",
+                self.pe_transport.name()
+            )));
+        }
+        Ok(())
     }
 
     /// [`Self::defaults`] for a run whose public queues are `copies` times this backend's (see
@@ -505,6 +519,7 @@ impl CudaBackend {
         registry: &R,
         job: Job<'_>,
     ) -> Result<RunReport> {
+        self.check_single_process()?;
         if self.placement == Placement::Symmetric {
             return Err(Error::Config(
                 "placement symmetric (NVSHMEM's symmetric heap) is the placement of runs over GPU \
@@ -579,6 +594,30 @@ pub(crate) fn on_each_thread<I: Sync, R: Send>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_device_api_transport_is_refused_outside_runs_over_gpu_pes() {
+        let b = CudaBackend {
+            pe_transport: PeTransport::DeviceApi,
+            ..CudaBackend::new()
+        };
+        let e = b.check_single_process().unwrap_err().to_string();
+        assert!(
+            e.contains("device-api") && e.contains("CudaProcesses"),
+            "{e}"
+        );
+        assert!(CudaBackend::new().check_single_process().is_ok());
+        assert_eq!(
+            PeTransport::parse("device-api").unwrap(),
+            PeTransport::DeviceApi
+        );
+        assert!(PeTransport::parse("rdma").is_err());
+        for t in [PeTransport::Mapped, PeTransport::DeviceApi] {
+            assert_eq!(PeTransport::from_word(t.to_word()), Some(t));
+            assert_eq!(PeTransport::parse(t.name()).unwrap(), t);
+        }
+        assert_eq!(PeTransport::from_word(7), None);
+    }
 
     #[test]
     fn without_libcuda_the_backend_is_unavailable_with_a_reason() {

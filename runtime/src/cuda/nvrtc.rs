@@ -189,10 +189,24 @@ impl Nvrtc {
         } else {
             let mut size = 0usize;
             // SAFETY: a compiled program; the buffer has the size NVRTC reported.
-            unsafe {
-                (self.cubin_size)(program, &mut size);
+            let (rc_size, rc_cubin, cubin) = unsafe {
+                let rc_size = (self.cubin_size)(program, &mut size);
                 let mut cubin = vec![0u8; size];
-                (self.cubin)(program, cubin.as_mut_ptr() as *mut c_char);
+                let rc_cubin = if rc_size == 0 && size > 0 {
+                    (self.cubin)(program, cubin.as_mut_ptr() as *mut c_char)
+                } else {
+                    0
+                };
+                (rc_size, rc_cubin, cubin)
+            };
+            if rc_size != 0 || rc_cubin != 0 || cubin.is_empty() {
+                Err(Error::Cuda(format!(
+                    "NVRTC ({}) compiled {name} but gave no cubin (nvrtcGetCUBINSize {rc_size}, \
+                     {size} bytes; nvrtcGetCUBIN {rc_cubin}): is -rdc=true with an sm_ \
+                     architecture supported by this NVRTC?",
+                    self.path.display()
+                )))
+            } else {
                 Ok(cubin)
             }
         };
@@ -244,6 +258,9 @@ mod tests {
         )
         .err()
         .expect("no such library");
-        assert!(tried[0].starts_with("/nonexistent/libnvrtc.so: "), "{tried:?}");
+        assert!(
+            tried[0].starts_with("/nonexistent/libnvrtc.so: "),
+            "{tried:?}"
+        );
     }
 }

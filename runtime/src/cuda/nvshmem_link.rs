@@ -270,21 +270,30 @@ mod tests {
     }
 
     #[test]
-    fn the_shim_defines_every_function_the_kernel_leaves_undefined() {
-        for f in [
-            "fetch_add",
-            "add",
-            "fetch",
-            "set",
-            "fetch_or",
-            "fetch_and",
-            "compare_swap",
-            "get",
-            "release",
-        ] {
-            let name = format!("{WRAPPER_PREFIX}{f}(");
-            assert!(SHIM_SOURCE.contains(&name), "{name}");
+    fn the_shim_defines_every_function_the_kernel_declares_and_the_builder_allows() {
+        /// The `mgws_nvshmem_*` names in `text` that `before` precedes directly.
+        fn names(text: &str, before: &str) -> std::collections::BTreeSet<String> {
+            text.match_indices(before)
+                .map(|(i, _)| {
+                    let rest = &text[i + before.len()..];
+                    let end = rest
+                        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                        .unwrap_or(rest.len());
+                    rest[..end].to_string()
+                })
+                .filter(|n| n.starts_with(WRAPPER_PREFIX))
+                .collect()
         }
+        // The kernel's declarations (its `extern "C"` block), the builder's list of functions a
+        // device-API PTX may leave undefined, and the shim's definitions must be one set.
+        let kernel = include_str!("../../../device/kernel-support/src/nvshmem.rs");
+        let declared = names(kernel, "    fn ");
+        let builder = include_str!("../../../builder/src/lib.rs");
+        let allowed = names(builder, "    \"");
+        let defined = names(SHIM_SOURCE, " ");
+        assert_eq!(declared.len(), 9, "{declared:?}");
+        assert_eq!(declared, allowed);
+        assert_eq!(declared, defined);
         assert!(calls_wrappers(
             ".extern .func  (.param .b64 func_retval0) mgws_nvshmem_fetch_add\n"
         ));

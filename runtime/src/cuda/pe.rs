@@ -167,9 +167,12 @@ struct Local {
 ///
 /// Word `w` of the area ends as `initial[w] + sum over PEs of (copy[w] - initial[w])` (wrapping):
 /// exact for words only one PE changes (each of MEMSET's slots, each worker's result row, a
-/// task's own output) and for additions from any PEs (`Context::atomic_add`); two PEs storing
-/// different values into one word, a race in any run, add their changes. Bytes past the last
-/// whole word are taken from the PE that changed them.
+/// task's own output) and for additions from any PEs (`Context::atomic_add`). Its limits
+/// (docs/design.md 5.8): words that several PEs change otherwise (two PEs storing 1 into a flag
+/// leave 2; OR or max updates from several PEs) add up their changes; the value
+/// `Context::atomic_add` returns is unique within a PE only; a task sees no other PE's writes to
+/// the area during the run. Bytes past the last whole word are taken from the PE that changed
+/// them.
 struct Replica {
     area: usize,
     buffer: DeviceBuffer,
@@ -421,10 +424,14 @@ impl Joined<'_> {
             PeTransport::Mapped => Parts::Mapped,
             PeTransport::DeviceApi => {
                 let mut window = PeWindow::new(symmetric, sym.total as u64, topology.devices);
-                // The own part by the GPU's own operations, as NVSHMEM's calls reach the calling
-                // PE; the other PEs by the calls. MGWS_NVSHMEM_CALLS_ONLY=1 sends the own part
-                // through the calls too, as every word of a PE on another node goes.
-                if std::env::var_os(CALLS_ONLY_VAR).is_none_or(|v| v != "1") {
+                // The own part by the GPU's own operations where every PE is mapped (one node):
+                // NVSHMEM's calls then perform those same atomics on the caller's memory. Where
+                // some PE is not mapped, its NIC may update this PE's words, and NVSHMEM's
+                // atomics are atomic only with respect to each other: the own part through the
+                // calls too. MGWS_NVSHMEM_CALLS_ONLY=1 does that on one node, to check the path.
+                let all_mapped =
+                    (0..topology.devices).all(|e| nvshmem.peer_ptr(window.part(e), e).is_some());
+                if all_mapped && std::env::var_os(CALLS_ONLY_VAR).is_none_or(|v| v != "1") {
                     window.me = pe;
                 }
                 tracing::debug!(pe, own_part_direct = window.me == pe, "the window");
@@ -438,8 +445,9 @@ impl Joined<'_> {
                     Error::Config(format!(
                         "PE {e} is not reachable by loads and stores from PE {pe} (NVSHMEM \
                          gives no mapping: another node, or no peer access between their \
-                         GPUs); run the PEs with --pe-transport device-api, which reaches them \
-                         through NVSHMEM's device API"
+                         GPUs); mgws runs PEs of one node whose GPUs have peer access (the \
+                         device-API transport reaches unmapped PEs, but runs across nodes lack \
+                         a control plane yet: docs/design.md 5.8)"
                     ))
                 })?,
             };
@@ -447,13 +455,13 @@ impl Joined<'_> {
         if let Parts::Window(window) = layout_of_parts {
             set_window(s, gpu, &window)?;
         }
-        // SAFETY: this PE's own part, `sym.total` bytes on its GPU (the block itself, or part
-        // `pe` of its window); it is freed only after the final barrier (`serve`'s caller) or
-        // never.
         let own_at = match layout_of_parts {
             Parts::Window(window) => window.part(pe),
             Parts::Mapped => symmetric,
         };
+        // SAFETY: this PE's own part, `sym.total` bytes on its GPU (the block itself, or part
+        // `pe` of its window); it is freed only after the final barrier (`serve`'s caller) or
+        // never.
         let own = unsafe { DeviceBuffer::borrowed(gpu, own_at, sym.total) };
         own.zero()?;
         // SAFETY: the heap holds the layout and the header's data areas (checked by the caller).
@@ -520,9 +528,11 @@ impl Joined<'_> {
                 header.lanes, gpu.ordinal
             )
         })?;
-        // PE 0's shared state, mapped into this process.
+        // PE 0's shared state as this process reaches it: over mappings PE 0's block on every
+        // PE; over the window PE 0's own part on PE 0, and on any other PE an unused part of its
+        // own window, which it never reads and (`forwards_abort`) never writes.
         let shared_of_pe0 = parts[0] + (sym.run_at + sym.run.shared) as u64;
-        // SAFETY: PE 0's block is allocated until after the final barrier (PE 0 frees its own
+        // SAFETY: the memory is allocated until after the final barrier (PE 0 frees its own
         // block only after it, and PE 0 alone reads `shared` after it).
         let shared = unsafe {
             DeviceBuffer::borrowed(gpu, shared_of_pe0, size_of::<SharedState<HostWord>>())
