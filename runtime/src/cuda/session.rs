@@ -125,26 +125,7 @@ impl Session {
                 )))
             }
         };
-        match (device_api, super::nvshmem_link::calls_wrappers(&ptx.text)) {
-            (true, false) => {
-                return Err(Error::BackendUnavailable(format!(
-                    "{} was not built for NVSHMEM's device API (it calls no mgws_nvshmem_ \
-                     function), which --pe-transport device-api runs: build it with `cargo xtask \
-                     ptx --nvshmem` (target/ptx/{}) and pass it with --ptx",
-                    ptx.origin,
-                    super::ptx::DEFAULT_NVSHMEM_PTX
-                )))
-            }
-            (false, true) => {
-                return Err(Error::BackendUnavailable(format!(
-                    "{} was built for NVSHMEM's device API (`cargo xtask ptx --nvshmem`): it loads \
-                     only in runs over GPU PEs with --pe-transport device-api; other runs need \
-                     the PTX of `cargo xtask ptx`",
-                    ptx.origin
-                )))
-            }
-            _ => {}
-        }
+        super::nvshmem_link::check_transport(&ptx.text, &ptx.origin, device_api)?;
         // Each GPU opens (context retain) and compiles its module on a thread of its own, so
         // that the set-up of several GPUs takes about as long as that of one.
         let cap = b.register_cap::<R>(lanes);

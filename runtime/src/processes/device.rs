@@ -186,14 +186,7 @@ impl<'a, R: Registry> ProcessDevice<'a, R> {
                 .as_deref()
                 .expect("the device-API transport names its PTX");
             let text = crate::cuda::ptx::read(path)?;
-            if !crate::cuda::nvshmem_link::calls_wrappers(&text) {
-                return Err(Error::BackendUnavailable(format!(
-                    "{} was not built for NVSHMEM's device API (it calls no mgws_nvshmem_ \
-                     function), which --pe-transport device-api runs: build it with `cargo \
-                     xtask ptx --nvshmem`",
-                    path.display()
-                )));
-            }
+            crate::cuda::nvshmem_link::check_transport(&text, &path.display().to_string(), true)?;
             let mut ccs: Vec<(u32, u32)> = Vec::new();
             for &ordinal in &distinct {
                 let cc = crate::cuda::gpu_cc(ordinal)?;
