@@ -72,6 +72,7 @@ pub mod job;
 pub mod levels;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod memory;
+#[cfg(not(target_arch = "nvptx64"))]
 pub(crate) mod nvshmem;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod pipeline;
