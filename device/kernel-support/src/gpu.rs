@@ -33,6 +33,14 @@ unsafe fn block_platform(scratch_len: u32) -> KernelPlatform {
     p
 }
 
+/// The thread block under a persistent entry's platform.
+#[inline(always)]
+fn block_of(p: &KernelPlatform) -> &GpuBlockPlatform {
+    #[cfg(feature = "nvshmem")]
+    let p = p.inner();
+    p
+}
+
 /// The calling block's index in the grid (`GpuBlockPlatform::block_index`).
 #[inline(always)]
 fn block_index() -> u32 {
@@ -63,7 +71,7 @@ pub unsafe fn run_worker<X: TaskExecutor<TaskStruct>, S: Spec>(
     if id >= topology.first_worker[d + 1] {
         return;
     }
-    check_scratch(&p, env.config.local_capacity, topology.queues());
+    check_scratch(block_of(&p), env.config.local_capacity, topology.queues());
     // SAFETY: `id` is a worker of this device, the scratch holds the layout (checked above), and
     // every lane makes the same call; the rest is the caller's guarantee.
     unsafe { Worker::<_, _, _, S>::new(p, env, exec, id) }.run();
@@ -89,7 +97,11 @@ pub unsafe fn run_static<X: TaskExecutor<TaskStruct>, S: Spec>(
     if id >= env.topology.first_worker[d + 1] {
         return;
     }
-    check_scratch(&p, env.config.local_capacity, env.topology.queues());
+    check_scratch(
+        block_of(&p),
+        env.config.local_capacity,
+        env.topology.queues(),
+    );
     // SAFETY: as in `run_worker`.
     unsafe { LeanStatic::<_, _, S>::new(p, env, id) }.run(exec);
 }
@@ -134,10 +146,11 @@ pub unsafe fn run_level<X: TaskExecutor<TaskStruct>, S: Spec>(
 /// than `GpuBlockPlatform::MIN_LANES` threads, or a local capacity that is not a power of two
 /// (the local ring reduces positions with a mask: any other capacity would reuse slots).
 ///
-/// Not generic over the platform: a generic version changed LLVM's inlining in every entry of
-/// the built-in kernel (each 7-53 PTX lines shorter, UTS entries 2-4 registers more uncapped).
-fn check_scratch(p: &KernelPlatform, local_capacity: u32, queues: u32) {
-    if p.lane_count() < KernelPlatform::MIN_LANES || !local_capacity.is_power_of_two() {
+/// On the block itself, not generic over the platform: a generic version changed LLVM's inlining
+/// in every entry of the built-in kernel (each 7-53 PTX lines shorter, UTS entries 2-4 registers
+/// more uncapped).
+fn check_scratch(p: &GpuBlockPlatform, local_capacity: u32, queues: u32) {
+    if p.lane_count() < GpuBlockPlatform::MIN_LANES || !local_capacity.is_power_of_two() {
         // SAFETY: aborts the kernel.
         unsafe { nvptx::trap() }
     }
