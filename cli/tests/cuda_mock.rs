@@ -797,34 +797,25 @@ fn the_device_api_transport_says_what_it_lacks() {
         t.contains("was built for NVSHMEM's device API") && t.contains("--pe-transport device-api"),
         "{t}"
     );
-    // A kernel whose window global has another size (built by another version of mgws).
-    let o = api_pes(
-        "memset",
-        2,
-        "cache-size",
-        &["--workers", "2"],
-        &[("MOCK_CUDA_WINDOW_BYTES", "16")],
-    );
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(
-        t.contains("`mgws_pe_window` has 16 bytes, not 24") && t.contains("--nvshmem"),
-        "{t}"
-    );
-    // NVRTC refuses the wrappers: its log reaches the error.
-    let o = api_pes(
-        "memset",
-        2,
-        "cache-fail",
-        &["--workers", "2"],
-        &[("MOCK_NVRTC_FAIL", "1")],
-    );
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(
-        t.contains("could not compile nvshmem_shim.cu") && t.contains("mock compile failure"),
-        "{t}"
-    );
+    // A kernel whose window global has another size (built by another version of mgws), and
+    // NVRTC refusing the wrappers (its log reaches the error).
+    for (cache, env, needles) in [
+        (
+            "cache-size",
+            ("MOCK_CUDA_WINDOW_BYTES", "16"),
+            ["`mgws_pe_window` has 16 bytes, not 24", "--nvshmem"],
+        ),
+        (
+            "cache-fail",
+            ("MOCK_NVRTC_FAIL", "1"),
+            ["could not compile nvshmem_shim.cu", "mock compile failure"],
+        ),
+    ] {
+        let o = api_pes("memset", 2, cache, &["--workers", "2"], &[env]);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{t}");
+        assert!(needles.iter().all(|n| t.contains(n)), "{t}");
+    }
     // No CCCL headers anywhere (python3 off the path: no pip packages either): what to install.
     let o = api_pes(
         "memset",

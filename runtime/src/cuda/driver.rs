@@ -567,6 +567,18 @@ fn jit_options(
     (options, values)
 }
 
+/// The driver's JIT log in `log` (NUL-terminated) as the tail of an error message: empty when
+/// the driver wrote none.
+fn jit_log(log: &[u8]) -> String {
+    let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
+    let text = String::from_utf8_lossy(&log[..end]);
+    if text.trim().is_empty() {
+        String::new()
+    } else {
+        format!("\nJIT log:\n{}", text.trim())
+    }
+}
+
 impl Module {
     /// JIT-compiles `ptx` for `gpu`, with at most `max_registers` registers per thread if given;
     /// a compile error carries the driver's log.
@@ -591,19 +603,13 @@ impl Module {
             )
         };
         if r != CUresult::CUDA_SUCCESS {
-            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-            let log = String::from_utf8_lossy(&log[..end]);
             return Err(Error::Cuda(format!(
                 "loading {origin} on GPU {} ({}) failed: {} {}{}",
                 gpu.ordinal,
                 gpu.name,
                 error_name(r),
                 explain(r),
-                if log.trim().is_empty() {
-                    String::new()
-                } else {
-                    format!("\nJIT log:\n{}", log.trim())
-                }
+                jit_log(&log)
             )));
         }
         Ok(Module { raw, ctx: gpu.ctx })
@@ -629,8 +635,6 @@ impl Module {
         let mut log = vec![0u8; 16 * 1024];
         let (mut options, mut values) = jit_options(&mut log, max_registers);
         let failed = |what: &str, r: CUresult, log: &[u8]| {
-            let end = log.iter().position(|&b| b == 0).unwrap_or(log.len());
-            let log = String::from_utf8_lossy(&log[..end]);
             Error::Cuda(format!(
                 "linking {origin} with NVSHMEM's device code on GPU {} ({}) failed at {what}: {} \
                  {}{}",
@@ -638,11 +642,7 @@ impl Module {
                 gpu.name,
                 error_name(r),
                 explain(r),
-                if log.trim().is_empty() {
-                    String::new()
-                } else {
-                    format!("\nJIT log:\n{}", log.trim())
-                }
+                jit_log(log)
             ))
         };
         let mut state = std::ptr::null_mut();
