@@ -7,7 +7,7 @@
 //! take an address valid *on the caller* and the PE whose copy they act on. The core addresses
 //! every word by a plain pointer, so the PE must be in the pointer. A [`PeWindow`] does that
 //! without invalid pointers: every PE allocates `pes` parts of `1 << shift` bytes at the same
-//! symmetric address `base` and keeps its own data in part `me`; the address
+//! symmetric address `base` and keeps its own data in the part of its own index; the address
 //! `base + (e << shift) + offset` names word `offset` of PE `e` (its part `e`, where PE `e` keeps
 //! its data). The other parts of a PE's window are never read or written locally: they exist so
 //! that every address of the window is one the caller owns, which the one-sided calls require.
@@ -122,7 +122,8 @@ impl PeWindow {
 /// the caller's memory operations as documented.
 pub unsafe trait Remote {
     /// The window the calling process's kernel runs with. A reference, so that an operation
-    /// reads the fields it needs (a by-value copy indexed by PE went to local memory).
+    /// reads only the fields it needs (a by-value copy of an earlier, larger window, indexed by
+    /// PE, went to local memory on a GPU).
     fn window() -> &'static PeWindow;
     /// Atomically adds `value` and returns the previous value.
     ///
