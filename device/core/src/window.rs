@@ -75,11 +75,6 @@ impl PeWindow {
         }
     }
 
-    /// Bytes of one part.
-    pub const fn part_bytes(&self) -> u64 {
-        1 << self.shift
-    }
-
     /// Bytes of the whole window.
     pub const fn bytes(&self) -> u64 {
         (self.pes as u64) << self.shift
@@ -108,8 +103,7 @@ impl PeWindow {
     /// and cost every run 4-6x (docs/results.md).
     #[inline(always)]
     pub fn remote_pe(window: &PeWindow, address: u64) -> Option<u32> {
-        let part = address.wrapping_sub(window.base) >> window.shift;
-        (part < window.pes as u64 && part != window.me as u64).then_some(part as u32)
+        window.route(address).filter(|&pe| pe != window.me)
     }
 }
 
@@ -711,7 +705,7 @@ mod tests {
     #[test]
     fn a_window_routes_each_part_to_its_pe_and_nothing_else() {
         let w = PeWindow::new(0x1000_0000, 3000, 3);
-        assert_eq!(w.part_bytes(), 4096);
+        assert_eq!(w.shift, 12);
         assert_eq!(w.bytes(), 3 * 4096);
         assert_eq!(w.route(0x1000_0000), Some(0));
         assert_eq!(w.route(0x1000_0fff), Some(0));

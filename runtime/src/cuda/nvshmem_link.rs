@@ -91,9 +91,11 @@ pub fn cccl_includes(dirs: &[PathBuf]) -> Option<Vec<PathBuf>> {
     None
 }
 
-/// The candidate CUDA include directories: `$MGWS_CUDA_INCLUDE`, each CUDA installation's
-/// `include`, and the pip packages' (`nvidia/cu13/include`, `nvidia/cuda_cccl/include`).
-fn cuda_include_candidates() -> Vec<PathBuf> {
+/// The CUDA include directories CCCL is looked for in, and the first of them that has it (see
+/// [`cccl_includes`]): `$MGWS_CUDA_INCLUDE`, each CUDA installation's `include`, then the pip
+/// packages' (`nvidia/cu13/include`, `nvidia/cuda_cccl/include`), which are looked up (a
+/// `python3` run) only when the others have no CCCL.
+fn find_cccl() -> (Vec<PathBuf>, Option<Vec<PathBuf>>) {
     let mut dirs: Vec<PathBuf> = std::env::var_os(CUDA_INCLUDE_VAR)
         .map(PathBuf::from)
         .into_iter()
@@ -103,11 +105,15 @@ fn cuda_include_candidates() -> Vec<PathBuf> {
             .into_iter()
             .map(|h| h.join("include")),
     );
+    if let Some(found) = cccl_includes(&dirs) {
+        return (dirs, Some(found));
+    }
     if let Some(nvidia) = crate::nvshmem::pip_nvidia() {
         dirs.push(nvidia.join("cu13/include"));
         dirs.push(nvidia.join("cuda_cccl/include"));
     }
-    dirs
+    let found = cccl_includes(&dirs);
+    (dirs, found)
 }
 
 /// The NVRTC options of the wrappers for a GPU of compute capability `cc`.
@@ -150,9 +156,9 @@ fn file_stamp(path: &Path) -> (u64, u128) {
 /// `host_library`: the wrappers from the cache, or compiled by NVRTC (and cached).
 pub fn device_code(host_library: &Path, cc: (u32, u32)) -> Result<DeviceCode> {
     let (nvshmem_include, library) = nvshmem_files(host_library)?;
-    let candidates = cuda_include_candidates();
+    let (candidates, cccl) = find_cccl();
     let mut includes = vec![nvshmem_include.clone()];
-    includes.extend(cccl_includes(&candidates).ok_or_else(|| {
+    includes.extend(cccl.ok_or_else(|| {
         Error::BackendUnavailable(format!(
             "CCCL's headers (cuda/std/cstdint), which NVSHMEM's device headers include, were not \
              found in {}: install the CUDA toolkit's headers or `pip install \
