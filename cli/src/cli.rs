@@ -283,6 +283,20 @@ pub struct SchedArgs {
     /// words (docs/design.md 5.7 and 5.8).
     #[arg(long, value_enum, default_value = "mapped", help_heading = "CUDA")]
     pub pe_transport: PeTransportArg,
+    /// With --backend cuda --processes N --pe-transport device-api: run over this many nodes,
+    /// one launcher (this command, the same on every node) per node, each starting N / nodes
+    /// PEs on its own GPUs; node 0's launcher coordinates (docs/design.md 5.9).
+    #[arg(long, help_heading = "Nodes")]
+    pub nodes: Option<u32>,
+    /// With --nodes: this launcher's node, 0 to nodes - 1 (default: from MGWS_NODE_RANK, or the
+    /// rank mpirun, PMIx, PMI or srun gives: OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK,
+    /// SLURM_PROCID).
+    #[arg(long, help_heading = "Nodes")]
+    pub node_rank: Option<u32>,
+    /// With --nodes: HOST:PORT where node 0's launcher listens and the others connect (default:
+    /// MGWS_COORDINATOR); an address of node 0's machine.
+    #[arg(long, help_heading = "Nodes")]
+    pub coordinator: Option<String>,
     /// Print one JSON object on stdout instead of text.
     #[arg(long, help_heading = "Output")]
     pub json: bool,
@@ -433,6 +447,18 @@ impl SchedArgs {
                     .into(),
             ));
         }
+        if (self.node_rank.is_some() || self.coordinator.is_some()) && self.nodes.is_none() {
+            return Err(Error::Config(
+                "--node-rank and --coordinator belong to a run across nodes: add --nodes".into(),
+            ));
+        }
+        if self.nodes.is_some() && (self.processes.is_none() || self.backend != BackendArg::Cuda) {
+            return Err(Error::Config(
+                "--nodes runs GPU PEs on several nodes: it needs --backend cuda --processes N \
+                 --pe-transport device-api"
+                    .into(),
+            ));
+        }
         if self.processes.is_none() && self.pe_transport != PeTransportArg::Mapped {
             return Err(Error::Config(
                 "--pe-transport says how GPU PEs reach each other; it needs --backend cuda \
@@ -517,6 +543,34 @@ impl SchedArgs {
         })
     }
 
+    /// The nodes of a run across nodes (`--nodes`), the rank and address from the flags or the
+    /// environment (`None`: one node).
+    pub fn nodes(&self) -> Result<Option<mgws::processes::Nodes>> {
+        use mgws::processes::nodes::COORDINATOR_VAR;
+        let Some(count) = self.nodes else {
+            return Ok(None);
+        };
+        let rank = match self.node_rank {
+            Some(r) => r,
+            None => match mgws::processes::Nodes::rank_from_env()? {
+                Some((_, r)) => r,
+                None if count == 1 => 0,
+                None => {
+                    return Err(Error::Config(format!(
+                        "--nodes {count} needs this launcher's node: --node-rank R, or a \
+                         launcher that sets one of {}",
+                        mgws::processes::nodes::RANK_VARS.join(", ")
+                    )))
+                }
+            },
+        };
+        let coordinator = match &self.coordinator {
+            Some(c) => c.clone(),
+            None => std::env::var(COORDINATOR_VAR).unwrap_or_default(),
+        };
+        mgws::processes::Nodes::new(count, rank, coordinator).map(Some)
+    }
+
     /// The CPU backend of the mgws loop these flags select: over PE processes with
     /// `--processes`, else in this process.
     pub fn cpu_mgws_backend(&self) -> Backend {
@@ -558,6 +612,7 @@ impl SchedArgs {
                 match self.processes {
                     Some(processes) => Ok(Backend::CudaProcesses {
                         processes,
+                        nodes: self.nodes()?,
                         // PEs take the visible GPUs in turn unless --device(s) name them.
                         cuda: mgws::cuda::CudaBackend {
                             devices: if self.device.is_none() && self.devices.is_none() {

@@ -128,18 +128,24 @@ fn mgws_with_ptx(mode: &str, gpus: u32, ptx: &str, args: &[&str]) -> Output {
 
 /// [`mgws_with_ptx`] with extra environment variables for the mock.
 fn mgws_with_env(mode: &str, gpus: u32, ptx: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    mgws_command(mode, gpus, ptx, args, env)
+        .output()
+        .expect("running mgws")
+}
+
+/// The command [`mgws_with_env`] runs.
+fn mgws_command(mode: &str, gpus: u32, ptx: &str, args: &[&str], env: &[(&str, &str)]) -> Command {
     let dir = mock_dir();
-    Command::new(env!("CARGO_BIN_EXE_mgws"))
-        .args(["run", "memset"])
+    let mut c = Command::new(env!("CARGO_BIN_EXE_mgws"));
+    c.args(["run", "memset"])
         .args(args)
         .arg("--ptx")
         .arg(dir.join(ptx))
         .env("LD_LIBRARY_PATH", dir)
         .env("MOCK_CUDA_MODE", mode)
         .env("MOCK_CUDA_GPUS", gpus.to_string())
-        .envs(env.iter().copied())
-        .output()
-        .expect("running mgws")
+        .envs(env.iter().copied());
+    c
 }
 
 fn text(o: &Output) -> String {
@@ -647,6 +653,19 @@ fn gpu_pes_join_through_the_unique_id_and_run_over_the_symmetric_heap() {
 /// [`pes`] over the device-API transport with the mock NVRTC and CCCL, the wrappers cached in
 /// `cache` (a directory of the mock's, fresh for each call with a new name).
 fn api_pes(mode: &str, pes: u32, cache: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    api_pes_command(mode, pes, cache, args, env)
+        .output()
+        .expect("running mgws")
+}
+
+/// The command [`api_pes`] runs.
+fn api_pes_command(
+    mode: &str,
+    pes: u32,
+    cache: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Command {
     let dir = mock_dir();
     let home = dir.join("nvshmem");
     let shm = dir.join("shm");
@@ -679,7 +698,7 @@ fn api_pes(mode: &str, pes: u32, cache: &str, args: &[&str], env: &[(&str, &str)
         ("MGWS_CACHE_DIR", cache.as_str()),
     ];
     with.extend_from_slice(env);
-    mgws_with_env(mode, 2, "mock-nvshmem.ptx", &all, &with)
+    mgws_command(mode, 2, "mock-nvshmem.ptx", &all, &with)
 }
 
 #[test]
@@ -757,6 +776,207 @@ fn gpu_pes_over_the_device_api_link_route_through_the_window_and_add_their_copie
         let t = text(&o);
         assert!(t.contains("tag 57005") && t.contains("worker 3"), "{t}");
     }
+}
+
+/// A free TCP port on the loopback interface, for a run across nodes' coordinator.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// `mgws run memset` as node `node` of a run over 2 nodes with one GPU PE each (2 PEs), over the
+/// device-API transport, node 0 listening at `127.0.0.1:port`; `args` and `env` besides.
+fn node_command(mode: &str, node: u32, port: u16, args: &[&str], env: &[(&str, &str)]) -> Command {
+    let coordinator = format!("127.0.0.1:{port}");
+    let node_rank = node.to_string();
+    let mut all = vec![
+        "--nodes",
+        "2",
+        "--node-rank",
+        &node_rank,
+        "--coordinator",
+        &coordinator,
+    ];
+    all.extend_from_slice(args);
+    let cache = format!("cache-node-{mode}-{node}");
+    api_pes_command(mode, 2, &cache, &all, env)
+}
+
+/// Runs node 1 and node 0 of [`node_command`] at once; their outputs, node 0's first.
+fn two_nodes(mode: &str, args: [&[&str]; 2], env: [&[(&str, &str)]; 2]) -> (Output, Output) {
+    let port = free_port();
+    let follower = node_command(mode, 1, port, args[1], env[1])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starting node 1");
+    let node0 = node_command(mode, 0, port, args[0], env[0])
+        .output()
+        .expect("running node 0");
+    let node1 = follower.wait_with_output().expect("waiting for node 1");
+    (node0, node1)
+}
+
+#[test]
+fn a_run_across_nodes_joins_its_launchers_and_every_node_reports_the_run() {
+    // Two launchers, one PE each: node 1's PE joins NVSHMEM with the unique ID node 0 forwarded,
+    // each PE adds its share of every MEMSET slot into its own copy, node 1 sends its changes to
+    // node 0, which adds them up and sends the run's results back: both verify the same slots.
+    let args: &[&str] = &["--workers", "4", "--tasks", "5000", "--json"];
+    let (o0, o1) = two_nodes("memset", [args, args], [&[], &[]]);
+    let (t0, t1) = (text(&o0), text(&o1));
+    for (t, o) in [(&t0, &o0), (&t1, &o1)] {
+        assert!(o.status.success(), "node 0: {t0}\nnode 1: {t1}");
+        assert!(
+            t.contains(r#""lost":0"#) && t.contains(r#""duplicated":0"#),
+            "{t}"
+        );
+        assert!(t.contains(r#""tasks_run":5000"#), "{t}");
+    }
+    // Each launcher started its own PE, PE 1 on its node's first GPU, as device 1 of the run.
+    assert!(t0.contains("mock-nvshmem: PE 0 of 2 joined"), "{t0}");
+    assert!(!t0.contains("mock-nvshmem: PE 1 of 2 joined"), "{t0}");
+    assert!(t1.contains("mock-nvshmem: PE 1 of 2 joined"), "{t1}");
+    assert!(
+        t1.contains("grid=2 block=32") && t1.contains("device=1 workers=4"),
+        "{t1}"
+    );
+
+    // A stall across nodes: node 0's watchdog sees node 1's workers through the records node 1
+    // sends (PE 1's steals and idle counts reach node 0's hang report), its abort reaches PE 1's
+    // kernel through PE 0's shared state, and node 1 ends with node 0's error.
+    let args: &[&str] = &["--workers", "4", "--watchdog-ms", "400"];
+    let (o0, o1) = two_nodes("hang", [args, args], [&[], &[]]);
+    let (t0, t1) = (text(&o0), text(&o1));
+    assert_eq!(o0.status.code(), Some(1), "{t0}");
+    assert!(t0.contains("watchdog aborted it"), "{t0}");
+    assert!(t0.contains("idle counter 4,"), "{t0}");
+    for w in [0, 2] {
+        let line = t0
+            .lines()
+            .find(|l| l.contains(&format!("worker {w:>4}:")))
+            .unwrap_or_default();
+        assert!(line.contains("queue[steals=3 "), "worker {w}: {t0}");
+    }
+    assert_eq!(o1.status.code(), Some(1), "{t1}");
+    assert!(
+        t1.contains("node 0: the run stopped making progress"),
+        "{t1}"
+    );
+}
+
+#[test]
+fn a_run_across_nodes_fails_clearly_when_a_node_differs_dies_or_never_comes() {
+    let quick: &[&str] = &[
+        "--workers",
+        "4",
+        "--watchdog-ms",
+        "500",
+        "--start-timeout-ms",
+        "2000",
+    ];
+    // Another job on node 1: refused at its hello, and node 0 names the node it waited for.
+    let other: Vec<&str> = quick.iter().copied().chain(["--tasks", "77"]).collect();
+    let start = Instant::now();
+    let (o0, o1) = two_nodes("memset", [quick, &other], [&[], &[]]);
+    let (t0, t1) = (text(&o0), text(&o1));
+    assert_eq!(o1.status.code(), Some(1), "{t1}");
+    assert!(
+        t1.contains("node 0's launcher refused node 1") && t1.contains("runs another job"),
+        "{t1}"
+    );
+    assert!(
+        !t1.contains("mock-nvshmem: PE 1"),
+        "no PE starts on a refused node: {t1}"
+    );
+    assert_eq!(o0.status.code(), Some(1), "{t0}");
+    assert!(
+        t0.contains("ready after 2s") && t0.contains("node 1 (never connected to 127.0.0.1:"),
+        "{t0}"
+    );
+    assert!(start.elapsed() < Duration::from_secs(15), "{t0}");
+
+    // PE 1 dies in its NVSHMEM init on node 1: node 1 says so, and node 0 ends with its error.
+    let (o0, o1) = two_nodes(
+        "memset",
+        [quick, quick],
+        [&[], &[("MOCK_NVSHMEM_EXIT_INIT", "1")]],
+    );
+    let (t0, t1) = (text(&o0), text(&o1));
+    assert_eq!(o1.status.code(), Some(1), "{t1}");
+    assert!(
+        t1.contains("PE 1 (pid ") && t1.contains("while joining NVSHMEM"),
+        "{t1}"
+    );
+    assert_eq!(o0.status.code(), Some(1), "{t0}");
+    assert!(
+        t0.contains("node 1: multi-process run: PE 1 (pid ")
+            && t0.contains("while joining NVSHMEM"),
+        "{t0}"
+    );
+
+    // Node 1 never starts: node 0 gives up after the start-up timeout, naming it.
+    let port = free_port();
+    let o = node_command("memset", 0, port, quick, &[])
+        .output()
+        .expect("running node 0");
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains(&format!("node 1 (never connected to 127.0.0.1:{port})")),
+        "{t}"
+    );
+
+    // Flags: a run across nodes needs the device-API transport, a rank, an address and an even
+    // share of PEs.
+    let flags = |args: &[&str], env: &[(&str, &str)]| {
+        let mut all = vec!["--backend", "cuda", "--processes", "2", "--workers", "4"];
+        all.extend_from_slice(args);
+        let mut c = mgws_command("memset", 2, "mock.ptx", &all, &[]);
+        for var in mgws::processes::nodes::RANK_VARS {
+            c.env_remove(var);
+        }
+        let o = c
+            .env_remove("MGWS_COORDINATOR")
+            .envs(env.iter().copied())
+            .output()
+            .expect("running mgws");
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+        text(&o)
+    };
+    let t = flags(
+        &[
+            "--nodes",
+            "2",
+            "--node-rank",
+            "0",
+            "--coordinator",
+            "127.0.0.1:1",
+        ],
+        &[],
+    );
+    assert!(t.contains("add --pe-transport device-api"), "{t}");
+    let t = flags(&["--nodes", "2", "--coordinator", "127.0.0.1:1"], &[]);
+    assert!(
+        t.contains("--node-rank R") && t.contains("OMPI_COMM_WORLD_RANK"),
+        "{t}"
+    );
+    let t = flags(&["--nodes", "2"], &[("OMPI_COMM_WORLD_RANK", "1")]);
+    assert!(t.contains("--coordinator HOST:PORT"), "{t}");
+    let t = flags(&["--nodes", "2"], &[("SLURM_PROCID", "x")]);
+    assert!(t.contains("SLURM_PROCID=x is no node rank"), "{t}");
+    let t = flags(
+        &["--nodes", "4", "--node-rank", "1", "--coordinator", "a:1"],
+        &[],
+    );
+    assert!(
+        t.contains("2 PEs cannot be shared evenly by 4 nodes"),
+        "{t}"
+    );
+    let t = flags(&["--node-rank", "1"], &[]);
+    assert!(t.contains("add --nodes"), "{t}");
 }
 
 #[test]

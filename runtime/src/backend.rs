@@ -42,6 +42,10 @@ pub enum Backend {
         processes: u32,
         /// The kernel's settings (GPUs, PTX, register cap).
         cuda: crate::cuda::CudaBackend,
+        /// A run across nodes: this launcher's node, the node count and node 0's address
+        /// ([`crate::processes::nodes`]); `processes` then counts every node's PEs, and this
+        /// launcher starts its node's share (`None`: one node).
+        nodes: Option<crate::processes::Nodes>,
     },
 }
 
@@ -76,11 +80,13 @@ impl Backend {
                 crate::cpu::run_levels(sched, registry, job, *level_capacity)
             }
             Backend::CpuProcesses { processes } => {
-                crate::processes::run::<R>(sched, job, *processes, None)
+                crate::processes::run::<R>(sched, job, *processes, None, None)
             }
-            Backend::CudaProcesses { processes, cuda } => {
-                crate::processes::run::<R>(sched, job, *processes, Some(cuda))
-            }
+            Backend::CudaProcesses {
+                processes,
+                cuda,
+                nodes,
+            } => crate::processes::run::<R>(sched, job, *processes, Some(cuda), nodes.as_ref()),
             Backend::Cuda(cuda) => cuda.run(sched, registry, job),
         };
         result.map_err(Error::naming::<R>)
@@ -107,7 +113,9 @@ impl Backend {
                 options.workers_per_queue,
             )),
             Backend::Cuda(cuda) => cuda.defaults::<R>(lanes, local_capacity, workers, options),
-            Backend::CudaProcesses { processes, cuda } => {
+            Backend::CudaProcesses {
+                processes, cuda, ..
+            } => {
                 // One PE's GPU sizes each PE's share: as many workers as fit on it, per PE, with
                 // the scratch of the whole run's queues.
                 let pe = crate::cuda::CudaBackend {

@@ -91,6 +91,17 @@ pub enum Error {
     /// finished (its tasks are lost, so the run stopped).
     #[error("multi-process run: {0}")]
     Process(String),
+    /// Another node of a run across nodes failed (or ended the run): the node, that error's
+    /// kind (as [`Error::kind`] names it) and its message.
+    #[error("node {node}: {message}")]
+    OnNode {
+        /// The node whose part failed.
+        node: u32,
+        /// The kind of the error there.
+        kind: &'static str,
+        /// Its message.
+        message: String,
+    },
     /// Reading or writing a file failed.
     #[error("I/O error on {path}: {source}")]
     Io {
@@ -120,6 +131,33 @@ impl Error {
             Error::Process(_) => "process",
             Error::Io { .. } => "io",
             Error::OutOfMemory { .. } => "out_of_memory",
+            Error::OnNode { kind, .. } => kind,
+        }
+    }
+
+    /// The error another node reported, with its kind named as [`Error::kind`] names it there
+    /// (a kind this version does not know becomes `process`).
+    pub(crate) fn on_node(node: u32, kind: &str, message: String) -> Error {
+        const KINDS: [&str; 14] = [
+            "config",
+            "input",
+            "unknown_tag",
+            "task_failed",
+            "task_panicked",
+            "spill_overflow",
+            "aborted",
+            "hang",
+            "verification",
+            "backend_unavailable",
+            "cuda",
+            "process",
+            "io",
+            "out_of_memory",
+        ];
+        Error::OnNode {
+            node,
+            kind: KINDS.into_iter().find(|&k| k == kind).unwrap_or("process"),
+            message,
         }
     }
 

@@ -27,7 +27,11 @@ struct Args {
 fn over_processes(backend: Backend, processes: u32) -> Result<Backend, String> {
     match backend {
         Backend::Cpu => Ok(Backend::CpuProcesses { processes }),
-        Backend::Cuda(cuda) => Ok(Backend::CudaProcesses { processes, cuda }),
+        Backend::Cuda(cuda) => Ok(Backend::CudaProcesses {
+            processes,
+            cuda,
+            nodes: None,
+        }),
         other => Err(format!("--processes does not apply to {}", other.name())),
     }
 }

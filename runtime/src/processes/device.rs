@@ -20,6 +20,8 @@ use mgws_tasks::{Registry, TaskStruct};
 
 use super::heap::SharedHeap;
 use super::layout::{Header, HeapLayout, PeKind, StartStage, MAGIC, PTX_PATH_BYTES};
+use super::nodes::state::{self as node_state, RunResults};
+use super::nodes::{NodeLink, NodeStart, Nodes};
 use super::pe::{HEAP_FD_VAR, PE_VAR};
 use crate::cpu::device::{abort_requested, request_abort, side_live_state, side_progress};
 use crate::cuda::{CudaBackend, GpuKernel, Placement, TasksIn};
@@ -41,6 +43,12 @@ pub struct ProcessDevice<'a, R> {
     /// GPU PEs: NVSHMEM's host library, as the launcher found it (passed on to the PEs).
     nvshmem_library: Option<PathBuf>,
     launch_s: f64,
+    /// A run across nodes: which node this launcher is ([`super::nodes`]).
+    nodes: Option<Nodes>,
+    /// A run across nodes: the run's fingerprint (set by `place`) and the link to the other
+    /// nodes' launchers (from the launch on).
+    fingerprint: [u8; 20],
+    link: Option<NodeLink>,
     _registry: std::marker::PhantomData<R>,
 }
 
@@ -48,6 +56,27 @@ impl<R> ProcessDevice<'_, R> {
     /// How long the launcher waits for every PE to be ready.
     fn start_limit(&self) -> Duration {
         self.sched.start_timeout()
+    }
+
+    /// The PEs this launcher starts: all, or its node's share.
+    fn local_pes(&self) -> std::ops::Range<u32> {
+        match &self.nodes {
+            Some(n) => n.local_pes(self.processes).unwrap_or(0..0),
+            None => 0..self.processes,
+        }
+    }
+
+    /// Whether this run spans several nodes.
+    fn across_nodes(&self) -> bool {
+        self.nodes.as_ref().is_some_and(|n| n.count > 1)
+    }
+
+    /// Tells the other nodes' launchers that this node's run failed with `e` (a run across
+    /// nodes; nothing otherwise). [`super::run`] calls it for every error the pipeline returns.
+    pub fn fail_nodes(&mut self, e: &Error) {
+        if let Some(link) = &mut self.link {
+            link.fail(e);
+        }
     }
 }
 
@@ -69,8 +98,19 @@ impl<'a, R: Registry> ProcessDevice<'a, R> {
             pe_gpus: [0; MAX_DEVICES],
             nvshmem_library: None,
             launch_s: 0.0,
+            nodes: None,
+            fingerprint: [0; 20],
+            link: None,
             _registry: std::marker::PhantomData,
         }
+    }
+
+    /// The same launcher as node `nodes.rank` of a run over `nodes.count` nodes
+    /// ([`super::nodes`]): it starts its node's share of the PEs and joins the other nodes'
+    /// launchers. GPU PEs over NVSHMEM's device API only.
+    pub fn across(mut self, nodes: Nodes) -> Self {
+        self.nodes = Some(nodes);
+        self
     }
 
     fn kind(&self) -> PeKind {
@@ -130,10 +170,12 @@ impl<'a, R: Registry> ProcessDevice<'a, R> {
         } else {
             b.devices.clone()
         };
+        // Each node's PEs take its GPUs the same way (one node: all PEs).
+        let per_node = self.local_pes().len().max(1);
         for pe in 0..self.processes as usize {
-            self.pe_gpus[pe] = list[pe % list.len()];
+            self.pe_gpus[pe] = list[(pe % per_node) % list.len()];
         }
-        let pe_gpus = &self.pe_gpus[..self.processes as usize];
+        let pe_gpus = &self.pe_gpus[..per_node];
         let mut distinct = pe_gpus.to_vec();
         distinct.sort_unstable();
         distinct.dedup();
@@ -147,7 +189,7 @@ impl<'a, R: Registry> ProcessDevice<'a, R> {
                 "{} PEs on {} GPUs share them unevenly (PEs per GPU: {}); NVSHMEM joins PEs \
                  that share GPUs only when every GPU has as many as the others: run a multiple \
                  of {} PEs, or name each PE's GPU with --devices",
-                self.processes,
+                per_node,
                 distinct.len(),
                 shares.join(", "),
                 distinct.len()
@@ -162,16 +204,16 @@ impl<'a, R: Registry> ProcessDevice<'a, R> {
             }
             .probe::<R>()?;
         }
-        if distinct.len() < self.processes as usize {
+        if distinct.len() < per_node {
             tracing::warn!(
-                pes = self.processes,
+                pes = per_node,
                 gpus = distinct.len(),
                 "several PEs share a GPU: their kernels take turns in time slices"
             );
             eprintln!(
                 "mgws: warning: {} PEs on {} GPU{}: PEs that share a GPU take turns on it (time \
                  slices), which checks the protocol but is no measure of speed",
-                self.processes,
+                per_node,
                 distinct.len(),
                 if distinct.len() == 1 { "" } else { "s" }
             );
@@ -246,6 +288,24 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
                  domains and bridged sides"
                     .into(),
             ));
+        }
+        if let Some(nodes) = &self.nodes {
+            nodes.local_pes(self.processes)?;
+            if nodes.count > 1 && self.kind() == PeKind::Cpu {
+                return Err(Error::Config(
+                    "runs across nodes run GPU PEs (--backend cuda): CPU PEs share one memory \
+                     file, which stops at the machine"
+                        .into(),
+                ));
+            }
+            if nodes.count > 1 && self.pe_transport() != crate::cuda::PeTransport::DeviceApi {
+                return Err(Error::Config(format!(
+                    "a run over {} nodes reaches the PEs of other nodes through NVSHMEM's \
+                     device API: add --pe-transport device-api (the mapped transport reaches \
+                     the PEs of one node only)",
+                    nodes.count
+                )));
+            }
         }
         let mut config = *cfg;
         if let Some(b) = self.gpu.clone() {
@@ -346,6 +406,18 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
                 }
             }
         }
+        if self.across_nodes() {
+            let bytes = std::mem::size_of_val(job.tasks);
+            // SAFETY: the header and the initial tasks were written just above, into the heap's
+            // layout; nothing changes them before the PEs start.
+            let (header, tasks) = unsafe {
+                (
+                    HeapLayout::header(base),
+                    std::slice::from_raw_parts(layout.initial(base) as *const u8, bytes),
+                )
+            };
+            self.fingerprint = node_state::fingerprint(header, tasks);
+        }
         // SAFETY: the header was written just above and the heap holds its layout.
         let env = unsafe { layout.env(base, HeapLayout::header(base)) };
         tracing::debug!(
@@ -369,41 +441,87 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
                 &grid.topology,
                 &placed.header().area_limits,
                 self.pe_transport(),
+                self.across_nodes(),
             );
             if let Some(library) = &self.nvshmem_library {
                 env.push((crate::nvshmem::LIBRARY_VAR.into(), library.into()));
             }
         }
-        let mut children = Children::spawn(&self.program, placed, grid.topology.devices, &env)?;
+        let mut limit = self.start_limit();
+        if let Some(nodes) = self.nodes.clone().filter(|n| n.count > 1) {
+            // A follower waits for node 0, which may start later, before it starts any PE.
+            self.link = Some(NodeLink::open(&nodes, self.fingerprint, limit)?);
+            if nodes.rank > 0 {
+                // Node 0 decides when the start took too long (and says so); a follower gives
+                // up only if node 0 never does.
+                limit += Duration::from_secs(10);
+            }
+        }
+        let pes = self.local_pes();
+        let mut children = Children::spawn(&self.program, placed, pes.clone(), &env)?;
         let header = placed.header();
-        let limit = self.start_limit();
-        let pes = u64::from(grid.topology.devices);
-        while !header.gate.all_ready(pes) {
+        let local = pes.len() as u64;
+        loop {
+            let local_ready = header.gate.all_ready(local);
+            let start = match &mut self.link {
+                Some(link) => match link.poll_start(header, local_ready) {
+                    Ok(start) => start,
+                    Err(e) => {
+                        header.gate.cancel();
+                        return Err(e);
+                    }
+                },
+                None if local_ready => NodeStart::Open,
+                None => NodeStart::Waiting,
+            };
+            if start == NodeStart::Open {
+                break;
+            }
             if let Some(e) = children.exited_early(placed)? {
                 header.gate.cancel();
                 return Err(e);
             }
             if launched.elapsed() > limit {
                 header.gate.cancel();
+                // This node's late PEs, and the nodes that are not ready (a PE waits for the
+                // PEs of other nodes in NVSHMEM's collectives, so both are named).
+                let mut late = Vec::new();
+                if !local_ready {
+                    late.push(children.late_report(header, self.kind()));
+                }
+                if let Some(link) = &self.link {
+                    late.push(link.late_nodes());
+                }
+                let late = late.join("; ");
                 return Err(Error::Process(format!(
-                    "not every one of the {pes} PE processes of {} was ready after {limit:?}: {}",
+                    "not every one of the {} PE processes of {} was ready after {limit:?}: {late}",
+                    grid.topology.devices,
                     self.program.display(),
-                    children.late_report(header, self.kind())
                 )));
             }
             std::thread::sleep(Duration::from_micros(100));
         }
         self.launch_s = launched.elapsed().as_secs_f64();
-        tracing::debug!(seconds = self.launch_s, pes, "every PE started and ready");
+        tracing::debug!(
+            seconds = self.launch_s,
+            pes = local,
+            "every PE started and ready"
+        );
+        if let Some(link) = &mut self.link {
+            link.open_gates()?;
+        }
         header.gate.open();
         let running = ProcessRunning {
             placed,
             children: Mutex::new(children),
             teardown_grace: exit_grace(self.sched.watchdog),
+            link: Mutex::new(self.link.take()),
+            pes,
         };
         let out = supervise(&running);
         // Whatever the supervisor decided, no PE outlives the run.
         running.lock().kill_all();
+        self.link = running.link.into_inner().unwrap_or_else(|e| e.into_inner());
         if let Some((pe, worker, message)) = first_panic(header) {
             return Err(Error::TaskPanicked {
                 worker,
@@ -420,6 +538,32 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
         job: &mut Job<'_>,
     ) -> Result<ReadBack> {
         let header = placed.header();
+        let base = placed.heap.base();
+        if matches!(self.link, Some(NodeLink::Follower(_))) {
+            return self.read_back_follower(grid, placed, job);
+        }
+        if let Some(link) = &mut self.link {
+            let layout = &placed.layout;
+            // SAFETY: every PE of this node has finished, and nothing else touches the heap's
+            // areas and records until this returns.
+            unsafe {
+                link.merge_done(
+                    &placed.env,
+                    |i| {
+                        let limit = *header.area_limits.get(i)?;
+                        node_state::writable(limit)
+                            .then(|| layout.area(base, i, &header.area_limits))
+                    },
+                    |pe, start, elapsed| {
+                        if let Some(r) = header.pes.get(pe as usize) {
+                            // Relaxed: read below by this thread.
+                            r.started_ns.store(start, AtomicOrdering::Relaxed);
+                            r.elapsed_ns.store(elapsed, AtomicOrdering::Relaxed);
+                        }
+                    },
+                )?;
+            }
+        }
         let pes = &header.pes[..grid.topology.devices as usize];
         // From the earliest PE's start to the latest PE's end. Relaxed: every PE's state was
         // read with acquire before the run was done.
@@ -438,8 +582,7 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
         let shared = unsafe { placed.env.shared() };
         // Acquire: pairs with the workers' release of the error word (the PEs' done states
         // already order it).
-        let error = RunError::unpack(shared.error.load(Ordering::Acquire, Scope::System));
-        let base = placed.heap.base();
+        let error_word = shared.error.load(Ordering::Acquire, Scope::System);
         for (index, bytes) in job.areas.iter_mut() {
             if let AreaBytes::ReadWrite(b) = bytes {
                 let (at, len) = placed
@@ -458,10 +601,10 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
         // GPU PEs copy their statistics only when the run collects them (CPU PEs' workers
         // always write theirs).
         let stats = !on_gpus || grid.config.run_flags().contains(mgws_core::RunFlags::STATS);
-        Ok(ReadBack {
+        let back = ReadBack {
             elapsed_s: elapsed_ns as f64 * 1e-9,
             launch_s: self.launch_s,
-            error,
+            error: RunError::unpack(error_word),
             // PE 0 copied the kernels' count of workers that left their loop.
             exited_workers: on_gpus
                 .then(|| shared.exited_workers.load(Ordering::Relaxed, Scope::System)),
@@ -471,19 +614,118 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
             progress: side_progress(&placed.env),
             tasks_run: None,
             idle_ns: None,
+        };
+        if let Some(link) = &mut self.link {
+            // Every follower gets the run's results: its caller sees what this one sees.
+            let results = RunResults {
+                elapsed_ns,
+                launch_s: back.launch_s,
+                error: error_word,
+                exited_workers: back.exited_workers,
+                stats: back.stats.clone(),
+                progress: back.progress.clone(),
+                areas: job
+                    .areas
+                    .iter()
+                    .filter_map(|(i, b)| match b {
+                        AreaBytes::ReadWrite(b) => Some((u32::from(*i), b.to_vec())),
+                        AreaBytes::Read(_) => None,
+                    })
+                    .collect(),
+            };
+            link.send_results(&results.encode())?;
+        }
+        Ok(back)
+    }
+}
+
+impl<R: Registry> ProcessDevice<'_, R> {
+    /// A follower of a run across nodes, at the end: sends its PEs' times, statistics and area
+    /// changes to node 0, and returns the run's results that node 0 sends back.
+    fn read_back_follower(
+        &mut self,
+        grid: &Grid,
+        placed: &ProcessPlaced,
+        job: &mut Job<'_>,
+    ) -> Result<ReadBack> {
+        let header = placed.header();
+        let base = placed.heap.base();
+        let pes = self.local_pes();
+        // Node 0 sends the results once every node's PEs finished, which they do together
+        // (NVSHMEM's final barrier); its supervision ends a run that does not.
+        let wait = self.sched.watchdog.max(self.start_limit()) + Duration::from_secs(10);
+        let link = self.link.as_mut().expect("a follower has its link");
+        let open_ns = link.open_ns();
+        let spans: Vec<(u32, u64, u64)> = pes
+            .clone()
+            .map(|pe| {
+                let r = &header.pes[pe as usize];
+                // Relaxed: the PE's finished state (acquired) published them.
+                let start = r.started_ns.load(AtomicOrdering::Relaxed);
+                (
+                    pe,
+                    start.saturating_sub(open_ns),
+                    r.elapsed_ns.load(AtomicOrdering::Relaxed),
+                )
+            })
+            .collect();
+        let mut areas = Vec::new();
+        for (index, bytes) in job.areas.iter() {
+            if let AreaBytes::ReadWrite(was) = bytes {
+                let (at, len) = placed
+                    .layout
+                    .area(base, *index as usize, &header.area_limits);
+                if len > 0 {
+                    // SAFETY: the area lies in the heap (its layout) and every PE of this node
+                    // has finished.
+                    let now = unsafe { std::slice::from_raw_parts(at, len) };
+                    areas.push((u32::from(*index), now, &was[..len]));
+                }
+            }
+        }
+        let stats = grid.config.run_flags().contains(mgws_core::RunFlags::STATS);
+        let done = node_state::encode_done(&placed.env, pes, stats, &spans, &areas);
+        let results = RunResults::decode(&link.exchange_results(done, wait)?)?;
+        for (index, bytes) in job.areas.iter_mut() {
+            if let AreaBytes::ReadWrite(b) = bytes {
+                if let Some((_, sent)) = results.areas.iter().find(|(i, _)| *i == u32::from(*index))
+                {
+                    if sent.len() != b.len() {
+                        return Err(Error::Process(format!(
+                            "node 0 sent {} bytes of data area {index}, which has {}",
+                            sent.len(),
+                            b.len()
+                        )));
+                    }
+                    b.copy_from_slice(sent);
+                }
+            }
+        }
+        Ok(ReadBack {
+            elapsed_s: results.elapsed_ns as f64 * 1e-9,
+            launch_s: results.launch_s,
+            error: RunError::unpack(results.error),
+            exited_workers: results.exited_workers,
+            stats: results.stats,
+            progress: results.progress,
+            tasks_run: None,
+            idle_ns: None,
         })
     }
 }
 
-/// NVSHMEM's settings for the GPU PEs of one node: NVLink multicast off always (these are
-/// shared machines), and, where the caller's environment does not say otherwise, the unique-ID
-/// bootstrap over the loopback interface, no transport to other nodes, no NCCL, and a symmetric
-/// heap that holds the run (its queues, with room to spare).
+/// NVSHMEM's settings for the GPU PEs of a node: NVLink multicast off always (these are
+/// shared machines), and, where the caller's environment does not say otherwise, no NCCL, a
+/// symmetric heap that holds the run (its queues, with room to spare) and, for a run on one
+/// node, the unique-ID bootstrap over the loopback interface and no transport to other nodes.
+/// A run across nodes leaves the bootstrap's interface and the remote transport to NVSHMEM's
+/// defaults or the caller's environment (docs/design.md 5.9).
 pub(crate) fn nvshmem_env(
     config: &mgws_core::SchedConfig,
     topology: &Topology,
     area_limits: &[u64; mgws_core::DATA_AREAS],
     transport: crate::cuda::PeTransport,
+    across_nodes: bool,
 ) -> Vec<(OsString, OsString)> {
     let (_, need) =
         crate::cuda::pe::symmetric_of(transport, topology, config.public_capacity, area_limits);
@@ -496,9 +738,14 @@ pub(crate) fn nvshmem_env(
         ("NVSHMEM_DISABLE_NCCL", "1".to_string()),
         ("NVSHMEM_SYMMETRIC_SIZE", heap.to_string()),
     ];
+    let one_node_only = [
+        "NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME",
+        "NVSHMEM_REMOTE_TRANSPORT",
+    ];
     let mut env: Vec<(OsString, OsString)> = defaults
         .into_iter()
         .filter(|(k, _)| std::env::var_os(k).is_none())
+        .filter(|(k, _)| !(across_nodes && one_node_only.contains(k)))
         .map(|(k, v)| (k.into(), v.into()))
         .collect();
     env.push(("NVSHMEM_DISABLE_NVLS".into(), "1".into()));
@@ -528,6 +775,8 @@ const KILL_WAIT: Duration = Duration::from_secs(5);
 
 /// The PE processes of one run.
 struct Children {
+    /// The run's index of the first PE (`pes[i]` is PE `first + i`).
+    first: u32,
     pes: Vec<PeProcess>,
     /// A PE that died early has been reported (later looks only reap).
     reported: bool,
@@ -563,22 +812,23 @@ impl PeProcess {
 }
 
 impl Children {
-    /// Starts PE `0..count` as copies of `program`, each inheriting the heap's descriptor, with
+    /// Starts PEs `pes` as copies of `program`, each inheriting the heap's descriptor, with
     /// `env` added to their environment.
     fn spawn(
         program: &Path,
         placed: &ProcessPlaced,
-        count: u32,
+        pes: std::ops::Range<u32>,
         env: &[(OsString, OsString)],
     ) -> Result<Children> {
         let fd = placed.heap.inherit_fd();
         let launcher = std::process::id() as i32;
         let mut children = Children {
+            first: pes.start,
             pes: Vec::new(),
             reported: false,
             all_finished_at: None,
         };
-        for pe in 0..count {
+        for pe in pes {
             let mut command = Command::new(program);
             command
                 .envs(env.iter().map(|(k, v)| (k, v)))
@@ -609,7 +859,8 @@ impl Children {
     /// done is an error, returned once.
     fn exited_early(&mut self, placed: &ProcessPlaced) -> Result<Option<Error>> {
         let header = placed.header();
-        for (pe, p) in self.pes.iter_mut().enumerate() {
+        for (i, p) in self.pes.iter_mut().enumerate() {
+            let pe = self.first as usize + i;
             if p.status.is_none() {
                 p.status = p.child.try_wait().map_err(|e| {
                     Error::Process(format!(
@@ -692,7 +943,8 @@ impl Children {
             .pes
             .iter()
             .enumerate()
-            .filter_map(|(pe, p)| {
+            .filter_map(|(i, p)| {
+                let pe = self.first as usize + i;
                 let stage = header.pes[pe].stage();
                 (stage != StartStage::Ready).then(|| {
                     let gpu = match kind {
@@ -713,7 +965,7 @@ impl Children {
 
     /// Whether every PE has reported its part finished (acquired: its results are final).
     fn all_finished(&self, header: &Header) -> bool {
-        (0..self.pes.len()).all(|pe| header.pes[pe].state.is_finished())
+        (0..self.pes.len()).all(|i| header.pes[self.first as usize + i].state.is_finished())
     }
 
     /// Sleeps until a PE that was running exits, or `timeout` passes (at most a millisecond
@@ -813,6 +1065,10 @@ struct ProcessRunning<'a> {
     children: Mutex<Children>,
     /// How long PEs may take to exit once every PE has finished (see [`exit_grace`]).
     teardown_grace: Duration,
+    /// A run across nodes: the link to the other nodes' launchers.
+    link: Mutex<Option<NodeLink>>,
+    /// The PEs this launcher started.
+    pes: std::ops::Range<u32>,
 }
 
 /// How long a PE may take to exit once it should: after an abort (aborted workers leave their
@@ -831,18 +1087,56 @@ impl ProcessRunning<'_> {
         // Nothing panics while holding the lock; recover the value regardless.
         self.children.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    fn lock_link(&self) -> std::sync::MutexGuard<'_, Option<NodeLink>> {
+        // As above.
+        self.link.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A run across nodes: one look at the link (records, aborts, failures, results); a failure
+    /// on another node is an error.
+    fn poll_link(&self) -> Result<()> {
+        let mut link = self.lock_link();
+        let Some(link) = link.as_mut() else {
+            return Ok(());
+        };
+        link.poll_run(&self.placed.env, self.pes.clone())?;
+        if link.abort_requested() {
+            request_abort(&self.placed.env);
+        }
+        Ok(())
+    }
+
+    /// Whether every other node's PEs are done (always, on one node and on followers).
+    fn other_nodes_done(&self) -> bool {
+        self.lock_link().as_ref().is_none_or(NodeLink::all_done)
+    }
 }
 
 impl Running for ProcessRunning<'_> {
     fn wait(&self, timeout: Duration) -> Result<bool> {
         let deadline = Instant::now() + timeout;
         loop {
+            self.poll_link()?;
             let mut children = self.lock();
             if let Some(e) = children.exited_early(self.placed)? {
+                // The other nodes stop too (node 0 aborts every node's kernels).
+                if let Some(link) = self.lock_link().as_mut() {
+                    link.fail(&e);
+                }
                 return Err(e);
             }
             if children.all_exited() {
-                return Ok(true);
+                if self.other_nodes_done() {
+                    return Ok(true);
+                }
+                // This node's PEs are done; the other nodes' results are on their way.
+                drop(children);
+                if Instant::now() >= deadline {
+                    return Ok(false);
+                }
+                std::thread::sleep(Duration::from_millis(1));
+                continue;
             }
             if children.all_finished(self.placed.header()) {
                 // The run is over; only teardown remains (the supervisor's watchdog is not
@@ -874,6 +1168,11 @@ impl Running for ProcessRunning<'_> {
     }
 
     fn progress(&self) -> Vec<WorkerProgress> {
+        // Node 0 watches every worker of a run across nodes (their records come over the link);
+        // a follower watches none.
+        if matches!(*self.lock_link(), Some(NodeLink::Follower(_))) {
+            return Vec::new();
+        }
         side_progress(&self.placed.env)
     }
 
@@ -883,6 +1182,9 @@ impl Running for ProcessRunning<'_> {
 
     fn abort(&self) {
         request_abort(&self.placed.env);
+        if let Some(link) = self.lock_link().as_mut() {
+            link.abort();
+        }
     }
 
     fn exit_grace(&self, watchdog: Duration) -> Option<Duration> {
@@ -890,6 +1192,9 @@ impl Running for ProcessRunning<'_> {
     }
 
     fn give_up(&self) -> bool {
+        if let Some(link) = self.lock_link().as_mut() {
+            link.abort();
+        }
         self.lock().kill_all()
     }
 

@@ -21,9 +21,11 @@
 mod device;
 pub(crate) mod heap;
 pub(crate) mod layout;
+pub mod nodes;
 mod pe;
 
 pub use device::{ProcessDevice, ProcessPlaced};
+pub use nodes::Nodes;
 pub(crate) use pe::{monotonic_ns, wait_for_gate};
 pub use pe::{Pe, EXIT_PE_FAILED, HEAP_FD_VAR, PE_VAR};
 
@@ -42,6 +44,7 @@ pub fn run<R: Registry>(
     job: Job<'_>,
     processes: u32,
     gpu: Option<&crate::cuda::CudaBackend>,
+    nodes: Option<&Nodes>,
 ) -> Result<RunReport> {
     let opened = std::time::Instant::now();
     let program = std::env::current_exe().map_err(|e| {
@@ -50,5 +53,13 @@ pub fn run<R: Registry>(
         ))
     })?;
     let mut device = ProcessDevice::<R>::new(sched, processes, program, gpu.cloned());
-    crate::pipeline::run(&mut device, sched, job, opened)
+    if let Some(nodes) = nodes {
+        device = device.across(nodes.clone());
+    }
+    let result = crate::pipeline::run(&mut device, sched, job, opened);
+    if let Err(e) = &result {
+        // The other nodes' launchers learn why (a run across nodes).
+        device.fail_nodes(e);
+    }
+    result
 }
