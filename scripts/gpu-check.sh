@@ -43,6 +43,11 @@
 #                    `cargo xtask ptx --nvshmem`), against the mapped transport and one process,
 #                    also with every PE reached through NVSHMEM's calls (MGWS_NVSHMEM_CALLS_ONLY=1)
 #                    (not in the default list)
+#         nodes      a run across nodes on one machine (needs 2 GPUs): two launchers, `--nodes 2
+#                    --node-rank 0|1`, one PE each (GPU 0 and GPU 1), joined over TCP on the
+#                    loopback interface, over the device API: MEMSET 2^27, UTS T1L, FIB(34) against
+#                    the same 2 PEs from one launcher, also with every word through NVSHMEM's calls
+#                    (as on separate nodes); a hang across the nodes (not in the default list)
 #       GPU_CHECK_BUDGET (seconds, default 560) bounds the whole call: cases that would start
 #       after it are listed as skipped, so a 600 s device command always ends with the table.
 #       GPU_CHECK_MEMSET_TASKS overrides the MEMSET size (default 67108864).
@@ -420,6 +425,45 @@ PY
                 done
             fi
             ;;
+        nodes)
+            if [ "$GPUS" -lt 2 ]; then
+                skip nodes "needs 2 GPUs, this machine has $GPUS"
+                continue
+            fi
+            # On one machine, as the launcher of a one-node run sets them (a run across nodes
+            # leaves them to NVSHMEM's defaults or the environment).
+            export NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME=lo NVSHMEM_REMOTE_TRANSPORT=none
+            local A=("${G[@]}" --processes 2 --pe-transport device-api)
+            nodes_case nodes-fib20 60 run fib -n 20 "${A[@]}"
+            case_run nodes-memset-1launcher 180 run memset --tasks 134217728 "${A[@]}" --devices 0,1
+            nodes_case nodes-memset 180 run memset --tasks 134217728 "${A[@]}"
+            case_run nodes-T1L-1launcher 240 run uts --preset T1L "${A[@]}" --devices 0,1
+            nodes_case nodes-T1L 240 run uts --preset T1L "${A[@]}"
+            case_run nodes-fib-1launcher 120 run fib -n 34 "${A[@]}" --devices 0,1
+            nodes_case nodes-fib 120 run fib -n 34 "${A[@]}"
+            nodes_case nodes-T3 120 run uts --preset T3 "${A[@]}"
+            export MGWS_NVSHMEM_CALLS_ONLY=1
+            nodes_case nodes-calls-memset 180 run memset --tasks 134217728 "${A[@]}"
+            nodes_case nodes-calls-T1L 240 run uts --preset T1L "${A[@]}"
+            unset MGWS_NVSHMEM_CALLS_ONLY
+            # A hang across the nodes: node 0's watchdog fires with every worker's state (node
+            # 1's from its records), and node 1 ends with node 0's error.
+            local port=$(( 20000 + RANDOM % 20000 )) t0=$SECONDS
+            local flog="$LOGS/nodes-fault-hang.log" f1log="$LOGS/nodes-fault-hang-node1.log"
+            local S=(run stall --nanos 3000000000 --watchdog-ms 500 "${A[@]}" --nodes 2 --coordinator "127.0.0.1:$port")
+            ( timeout 60 "$BIN" "${S[@]}" --node-rank 1 --devices 1 > "$f1log" 2>&1; echo "rc=$?" >> "$f1log" ) &
+            local n1=$! frc=0
+            timeout 60 "$BIN" "${S[@]}" --node-rank 0 --devices 0 > "$flog" 2>&1 || frc=$?
+            wait "$n1"
+            sed 's/^/    /' "$flog" | head -8
+            if [ "$frc" = 1 ] && grep -q "watchdog aborted it" "$flog" && grep -q "worker    0" "$flog" \
+                && grep -q "^rc=1" "$f1log" && grep -q "node 0: the run stopped making progress" "$f1log"; then
+                row nodes-fault-hang stall PASS - 1 $((SECONDS - t0)) - "watchdog on node 0; node 1 got its error"
+            else
+                row nodes-fault-hang stall FAIL - - - - "rc=$frc; see nodes-fault-hang*.log"
+            fi
+            unset NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME NVSHMEM_REMOTE_TRANSPORT
+            ;;
         multi)
             if [ "$GPUS" -lt 2 ]; then
                 skip multi "needs 2 GPUs, this machine has $GPUS"
@@ -539,6 +583,26 @@ case_run() {
         row "$name" - ERROR - - - - "rc=$rc ${why:-see $name.log}"
     fi
     tail -n 3 "$log" | sed 's/^/    /' >&2
+}
+
+# A run across 2 nodes on one machine: node 1's launcher (its PE on GPU 1) in the background,
+# node 0's (its PE on GPU 0) through case_run; node 1 must report the same verified run.
+nodes_case() {
+    local name=$1 limit=$2
+    shift 2
+    local port=$(( 20000 + RANDOM % 20000 ))
+    local n1log=$LOGS/$name-node1.log
+    local across=(--nodes 2 --coordinator "127.0.0.1:$port")
+    ( timeout -k 10 "$limit" "$BIN" "$@" "${across[@]}" --node-rank 1 --devices 1 > "$n1log" 2>&1
+      echo "rc=$?" >> "$n1log" ) &
+    local n1=$!
+    case_run "$name" "$limit" "$@" "${across[@]}" --node-rank 0 --devices 0
+    wait "$n1"
+    if grep -q "^verified: yes" "$n1log" && grep -q "^rc=0" "$n1log"; then
+        row "$name-node1" - PASS - - - - "node 1 reports the same verified run"
+    else
+        row "$name-node1" - FAIL - - - - "$(grep -m1 'mgws: error' "$n1log" | cut -c1-160) see $name-node1.log"
+    fi
 }
 
 print_table() {

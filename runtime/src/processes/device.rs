@@ -633,7 +633,7 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
                     })
                     .collect(),
             };
-            link.send_results(&results.encode())?;
+            link.send_results(results.encode())?;
         }
         Ok(back)
     }

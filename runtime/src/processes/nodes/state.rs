@@ -285,10 +285,10 @@ impl NodeLink {
     }
 
     /// Node 0: sends the run's results to every follower.
-    pub fn send_results(&mut self, results: &[u8]) -> Result<()> {
+    pub fn send_results(&mut self, results: Vec<u8>) -> Result<()> {
         if let NodeLink::Coordinator(c) = self {
             c.concluded = true;
-            let frame = Frame::Results(results.to_vec());
+            let frame = Frame::Results(results);
             for p in &mut c.peers {
                 p.send(&frame)?;
             }
