@@ -446,6 +446,14 @@ PY
             nodes_case nodes-calls-memset 180 run memset --tasks 134217728 "${A[@]}"
             nodes_case nodes-calls-T1L 240 run uts --preset T1L "${A[@]}"
             unset MGWS_NVSHMEM_CALLS_ONLY
+            if [ -n "$SANITIZER" ]; then
+                for tool in memcheck racecheck; do
+                    SAN=("$SANITIZER" --tool "$tool" --target-processes all --error-exitcode 99)
+                    nodes_case "nodes-san-$tool-memset" 180 run memset --tasks 4096 "${A[@]}" --workers 16 --watchdog-ms 600000
+                    nodes_case "nodes-san-$tool-fib" 180 run fib -n 12 "${A[@]}" --workers 16 --watchdog-ms 600000
+                    SAN=()
+                done
+            fi
             # A hang across the nodes: node 0's watchdog fires with every worker's state (node
             # 1's from its records), and node 1 ends with node 0's error.
             local port=$(( 20000 + RANDOM % 20000 )) t0=$SECONDS
@@ -593,12 +601,16 @@ nodes_case() {
     local port=$(( 20000 + RANDOM % 20000 ))
     local n1log=$LOGS/$name-node1.log
     local across=(--nodes 2 --coordinator "127.0.0.1:$port")
-    ( timeout -k 10 "$limit" "$BIN" "$@" "${across[@]}" --node-rank 1 --devices 1 > "$n1log" 2>&1
+    ( timeout -k 10 "$limit" "${SAN[@]}" "$BIN" "$@" "${across[@]}" --node-rank 1 --devices 1 > "$n1log" 2>&1
       echo "rc=$?" >> "$n1log" ) &
     local n1=$!
     case_run "$name" "$limit" "$@" "${across[@]}" --node-rank 0 --devices 0
     wait "$n1"
-    if grep -q "^verified: yes" "$n1log" && grep -q "^rc=0" "$n1log"; then
+    local clean=1
+    if [ ${#SAN[@]} -gt 0 ] && ! grep -qE "ERROR SUMMARY: 0 errors|RACECHECK SUMMARY: 0 hazards displayed \(0 errors" "$n1log"; then
+        clean=0
+    fi
+    if [ "$clean" = 1 ] && grep -q "^verified: yes" "$n1log" && grep -q "^rc=0" "$n1log"; then
         row "$name-node1" - PASS - - - - "node 1 reports the same verified run"
     else
         row "$name-node1" - FAIL - - - - "$(grep -m1 'mgws: error' "$n1log" | cut -c1-160) see $name-node1.log"
