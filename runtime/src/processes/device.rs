@@ -458,6 +458,8 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
             }
         }
         let pes = self.local_pes();
+        // The start-up timeout counts from here: a follower may have waited for node 0 above.
+        let spawned = Instant::now();
         let mut children = Children::spawn(&self.program, placed, pes.clone(), &env)?;
         let header = placed.header();
         let local = pes.len() as u64;
@@ -481,7 +483,7 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
                 header.gate.cancel();
                 return Err(e);
             }
-            if launched.elapsed() > limit {
+            if spawned.elapsed() > limit {
                 header.gate.cancel();
                 // This node's late PEs, and the nodes that are not ready (a PE waits for the
                 // PEs of other nodes in NVSHMEM's collectives, so both are named).

@@ -14,7 +14,9 @@
 //! reports errors; a PE that dies loses its tasks, so the run stops with [`Error::Process`].
 //!
 //! Data areas live once in the shared heap, readable and writable from every PE (the symmetric
-//! allocation; `docs/design.md` says what a run across nodes would choose instead).
+//! allocation; GPU PEs over NVSHMEM's device API write copies of their own, docs/design.md 5.8).
+//!
+//! GPU PEs of several nodes run with one launcher per node, joined by TCP ([`nodes`]).
 //!
 //! [`Error::Process`]: crate::Error::Process
 
