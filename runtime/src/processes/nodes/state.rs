@@ -66,7 +66,10 @@ fn chunk_digests(bytes: &[u8]) -> Vec<[u8; 20]> {
         .clamp(1, chunks.len().max(1));
     let per_thread = chunks.len().div_ceil(threads).max(1);
     std::thread::scope(|scope| {
-        for (mine, out) in chunks.chunks(per_thread).zip(digests.chunks_mut(per_thread)) {
+        for (mine, out) in chunks
+            .chunks(per_thread)
+            .zip(digests.chunks_mut(per_thread))
+        {
             scope.spawn(move || {
                 for (chunk, digest) in mine.iter().zip(out) {
                     *digest = Sha1::digest(chunk).into();
@@ -723,7 +726,9 @@ mod tests {
 
     #[test]
     fn chunk_digests_are_each_chunks_own_whatever_the_threads() {
-        let bytes: Vec<u8> = (0..2 * CHUNK_BYTES + 100).map(|i| (i % 251) as u8).collect();
+        let bytes: Vec<u8> = (0..2 * CHUNK_BYTES + 100)
+            .map(|i| (i % 251) as u8)
+            .collect();
         let d = chunk_digests(&bytes);
         assert_eq!(d.len(), 3);
         for (i, chunk) in bytes.chunks(CHUNK_BYTES).enumerate() {
