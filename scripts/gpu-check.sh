@@ -442,6 +442,8 @@ PY
             case_run nodes-fib-1launcher 120 run fib -n 34 "${A[@]}" --devices 0,1
             nodes_case nodes-fib 120 run fib -n 34 "${A[@]}"
             nodes_case nodes-T3 120 run uts --preset T3 "${A[@]}"
+            # Two PEs a node (sharing the node's GPU), victims ordered by PE, then node.
+            nodes_case nodes-T1L-4pe-bias 240 run uts --preset T1L "${G[@]}" --processes 4 --pe-transport device-api --same-device-bias 0.5
             export MGWS_NVSHMEM_CALLS_ONLY=1
             nodes_case nodes-calls-memset 180 run memset --tasks 134217728 "${A[@]}"
             nodes_case nodes-calls-T1L 240 run uts --preset T1L "${A[@]}"

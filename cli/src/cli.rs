@@ -248,7 +248,8 @@ pub struct SchedArgs {
     pub termination: Option<TerminationArg>,
     #[arg(long, value_enum, default_value_t = OverflowArg::Damping, help_heading = "Scheduler")]
     pub overflow: OverflowArg,
-    /// Probability of stealing from the own device first (multi-device runs).
+    /// Probability of stealing from the own device first (multi-device runs); across nodes
+    /// also the probability of the own node's other PEs before other nodes'.
     #[arg(long, help_heading = "Scheduler")]
     pub same_device_bias: Option<f64>,
     /// Steal only from workers of the own device.

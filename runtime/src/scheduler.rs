@@ -12,7 +12,9 @@ use crate::error::{Error, Result};
 pub enum VictimPolicy {
     /// Uniform over all other workers.
     Uniform,
-    /// A victim on the thief's own device with this probability, otherwise uniform over the rest.
+    /// A victim on the thief's own device with this probability, otherwise uniform over the rest;
+    /// in a run across nodes, off the own device, the own node's other devices with this
+    /// probability again before other nodes' (`Topology::devices_per_node`).
     SameDeviceBias(f64),
     /// Only workers on the thief's own device.
     SameDeviceOnly,

@@ -106,7 +106,9 @@ impl<W: AtomicWord> Default for QueueHeader<W> {
 pub struct Topology {
     /// Number of devices, 1..=[`MAX_DEVICES`].
     pub devices: u32,
-    _pad: u32,
+    /// Devices of one node, the victim picker's second tier: a run across nodes sets it to the
+    /// PEs of a node (node `n` has devices `n * devices_per_node ..`); 0 means one node.
+    pub devices_per_node: u32,
     /// `first_worker[d]..first_worker[d + 1]` are the workers of device `d`.
     pub first_worker: [u32; MAX_DEVICES + 1],
     /// `first_queue[d]..first_queue[d + 1]` are the public queues of device `d`.
@@ -126,7 +128,7 @@ impl Topology {
         assert!(!workers_per_device.is_empty() && workers_per_device.len() <= MAX_DEVICES);
         let mut t = Topology {
             devices: workers_per_device.len() as u32,
-            _pad: 0,
+            devices_per_node: 0,
             first_worker: [0; MAX_DEVICES + 1],
             first_queue: [0; MAX_DEVICES + 1],
         };

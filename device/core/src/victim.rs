@@ -1,5 +1,7 @@
 //! Victim selection (thesis 5.5): uniform over all other public queues, optionally biased toward
-//! queues of the thief's own device, or restricted to them.
+//! queues of the thief's own device, or restricted to them. In a run across nodes the bias has a
+//! second tier: a victim off the own device is drawn from the own node's other devices with the
+//! same probability, else from the other nodes (`Topology::devices_per_node`).
 
 use rand_core::{RngCore, SeedableRng};
 use rand_pcg::Pcg32;
@@ -70,6 +72,25 @@ impl VictimPicker {
             let r = dev_start + self.below(dev_len - 1);
             Some(if r >= self.own_queue { r + 1 } else { r })
         } else {
+            // The own node's queues (a run across nodes), if it has other devices and there are
+            // other nodes: the bias again between the two; else uniform over the other devices.
+            let per_node = t.devices_per_node;
+            if per_node > 0 && per_node < t.devices {
+                let first = (self.own_device / per_node) * per_node;
+                let end = (first + per_node).min(t.devices);
+                let (node_start, node_end) =
+                    (t.first_queue[first as usize], t.first_queue[end as usize]);
+                let node_len = node_end - node_start;
+                let (node_others, remote) = (node_len - dev_len, total - node_len);
+                if node_others > 0 && remote > 0 {
+                    if self.below(1000) < self.bias_permille {
+                        let r = node_start + self.below(node_others);
+                        return Some(if r >= dev_start { r + dev_len } else { r });
+                    }
+                    let r = self.below(remote);
+                    return Some(if r >= node_start { r + node_len } else { r });
+                }
+            }
             let r = self.below(others);
             Some(if r >= dev_start { r + dev_len } else { r })
         }
@@ -93,6 +114,50 @@ mod tests {
             seen.iter().enumerate().all(|(i, &n)| i == 2 || n > 1000),
             "{seen:?}"
         );
+    }
+
+    #[test]
+    fn across_nodes_the_bias_prefers_the_own_device_then_the_own_node() {
+        // 2 nodes of 2 devices, 2 queues each: queues 0-1 and 2-3 on node 0, 4-7 on node 1.
+        let mut t = Topology::split(&[2, 2, 2, 2], 1);
+        t.devices_per_node = 2;
+        // Worker 5 (device 2, node 1), bias 0.8: own device 80%, the node's other device 16%,
+        // node 0 4%.
+        let mut p = VictimPicker::new(3, 5, 5, &t, 800, false);
+        let mut seen = [0u32; 8];
+        for _ in 0..20_000 {
+            seen[p.pick(&t).unwrap() as usize] += 1;
+        }
+        assert_eq!(seen[5], 0);
+        let own = seen[4];
+        let node = seen[6] + seen[7];
+        let remote: u32 = seen[..4].iter().sum();
+        assert!((15_500..16_500).contains(&own), "{seen:?}");
+        assert!((2_900..3_500).contains(&node), "{seen:?}");
+        assert!((600..1_000).contains(&remote), "{seen:?}");
+        assert!(
+            seen[..4].iter().all(|&n| n > 100),
+            "every remote queue: {seen:?}"
+        );
+        // Without a bias: uniform over every other queue, nodes or not.
+        let mut uniform = VictimPicker::new(3, 5, 5, &t, 0, false);
+        let mut seen = [0u32; 8];
+        for _ in 0..16_000 {
+            seen[uniform.pick(&t).unwrap() as usize] += 1;
+        }
+        assert!(
+            seen.iter()
+                .enumerate()
+                .all(|(q, &n)| q == 5 || (2_000..2_600).contains(&n)),
+            "{seen:?}"
+        );
+        // One device per node: off the own device, every other queue is another node's.
+        let mut t = Topology::split(&[2, 2], 1);
+        t.devices_per_node = 1;
+        let mut p = VictimPicker::new(3, 0, 0, &t, 500, false);
+        for _ in 0..1000 {
+            assert_ne!(p.pick(&t), Some(0));
+        }
     }
 
     #[test]

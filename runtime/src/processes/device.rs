@@ -321,9 +321,14 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
                     cfg.workers, self.processes, cfg.workers_per_queue
                 ))
             })?;
+        let mut topology = Topology::split(&split, cfg.workers_per_queue);
+        if let Some(nodes) = self.nodes.as_ref().filter(|n| n.count > 1) {
+            // The victim picker's second tier: the PEs of a node.
+            topology.devices_per_node = self.processes / nodes.count;
+        }
         Ok(Grid {
             config,
-            topology: Topology::split(&split, cfg.workers_per_queue),
+            topology,
             lanes: sched.lanes,
         })
     }
