@@ -48,6 +48,9 @@
 #                    loopback interface, over the device API: MEMSET 2^27, UTS T1L, FIB(34) against
 #                    the same 2 PEs from one launcher, also with every word through NVSHMEM's calls
 #                    (as on separate nodes); a hang across the nodes (not in the default list)
+#         nodes-mpirun  the same two launchers started by Open MPI's mpirun (one app context per
+#                    GPU, ranks from OMPI_COMM_WORLD_RANK): MEMSET 2^27, UTS T1L, FIB(34) (needs 2
+#                    GPUs and mpirun; not in the default list)
 #       GPU_CHECK_BUDGET (seconds, default 560) bounds the whole call: cases that would start
 #       after it are listed as skipped, so a 600 s device command always ends with the table.
 #       GPU_CHECK_MEMSET_TASKS overrides the MEMSET size (default 67108864).
@@ -474,6 +477,20 @@ PY
             fi
             unset NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME NVSHMEM_REMOTE_TRANSPORT
             ;;
+        nodes-mpirun)
+            if [ "$GPUS" -lt 2 ] || ! command -v mpirun > /dev/null; then
+                skip nodes-mpirun "needs 2 GPUs and mpirun"
+                continue
+            fi
+            export NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME=lo NVSHMEM_REMOTE_TRANSPORT=none
+            local A=("${G[@]}" --processes 2 --pe-transport device-api)
+            mpirun --version 2>&1 | head -1 > "$LOGS/mpirun-version.txt"
+            mpirun_case nodes-mpirun-fib20 60 run fib -n 20 "${A[@]}"
+            mpirun_case nodes-mpirun-memset 180 run memset --tasks 134217728 "${A[@]}"
+            mpirun_case nodes-mpirun-T1L 240 run uts --preset T1L "${A[@]}"
+            mpirun_case nodes-mpirun-fib 120 run fib -n 34 "${A[@]}"
+            unset NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME NVSHMEM_REMOTE_TRANSPORT
+            ;;
         multi)
             if [ "$GPUS" -lt 2 ]; then
                 skip multi "needs 2 GPUs, this machine has $GPUS"
@@ -617,6 +634,39 @@ nodes_case() {
     else
         row "$name-node1" - FAIL - - - - "$(grep -m1 'mgws: error' "$n1log" | cut -c1-160) see $name-node1.log"
     fi
+}
+
+# A run across 2 nodes whose launchers mpirun starts (ranks 0 and 1 from OMPI_COMM_WORLD_RANK,
+# one app context per GPU); both ranks must print the same verified run.
+mpirun_case() {
+    local name=$1 limit=$2
+    shift 2
+    local left=$(( ${GPU_CHECK_BUDGET:-560} - SECONDS ))
+    if [ "$left" -lt 15 ]; then
+        skip "$name" "time budget used up (rerun this section alone)"
+        return
+    fi
+    [ "$limit" -gt "$left" ] && limit=$left
+    local port=$(( 20000 + RANDOM % 20000 )) log=$LOGS/$name.log t0=$SECONDS
+    local across=(--nodes 2 --coordinator "127.0.0.1:$port")
+    local M=(mpirun --allow-run-as-root --oversubscribe -x MGWS_PTX -x MGWS_NVSHMEM_PTX
+        -x NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME -x NVSHMEM_REMOTE_TRANSPORT)
+    echo "+ [${SECONDS}s] $name: ${M[*]} -np 1 mgws $* --devices 0 : -np 1 mgws $* --devices 1" >&2
+    { echo "+ ${M[*]} -np 1 $BIN $* ${across[*]} --devices 0 : -np 1 $BIN $* ${across[*]} --devices 1"
+      timeout -k 10 "$limit" "${M[@]}" -np 1 "$BIN" "$@" "${across[@]}" --devices 0 \
+          : -np 1 "$BIN" "$@" "${across[@]}" --devices 1; } > "$log" 2>&1
+    local rc=$?
+    local verified line
+    verified=$(grep -c "^verified: yes" "$log")
+    line=$(grep -m1 " backend: [0-9]* workers x " "$log")
+    if [ "$rc" = 0 ] && [ "$verified" = 2 ]; then
+        # "<workload> on <backend> backend: W workers x L lanes, N tasks in T s = R tasks/s"
+        set -- $line
+        row "$name" "$3" PASS "$5x$8" "${10}" "${13}" "${16}" "both ranks verified ($((SECONDS - t0)) s)"
+    else
+        row "$name" - FAIL - - - - "rc=$rc, $verified of 2 ranks verified; see $name.log"
+    fi
+    tail -n 3 "$log" | sed 's/^/    /' >&2
 }
 
 print_table() {
