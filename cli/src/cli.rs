@@ -249,7 +249,8 @@ pub struct SchedArgs {
     #[arg(long, value_enum, default_value_t = OverflowArg::Damping, help_heading = "Scheduler")]
     pub overflow: OverflowArg,
     /// Probability of stealing from the own device first (multi-device runs); across nodes
-    /// also the probability of the own node's other PEs before other nodes'.
+    /// also the probability of the own node's other PEs before other nodes' (default 0.9 with
+    /// --nodes above 1, else uniform victims).
     #[arg(long, help_heading = "Scheduler")]
     pub same_device_bias: Option<f64>,
     /// Steal only from workers of the own device.
@@ -346,6 +347,10 @@ pub struct SchedArgs {
     pub auto_cuda: std::sync::OnceLock<bool>,
 }
 
+/// The victim bias of a run across nodes when no victim flag is given: 90% of steals from the
+/// own PE, 9% from the own node's other PEs, 1% from other nodes (docs/design.md 5.9).
+pub const ACROSS_NODES_BIAS: f64 = 0.9;
+
 impl SchedArgs {
     /// The scheduler these flags describe, for a run of registry `R` (on a GPU, the defaults
     /// left open are those of `R`'s kernel).
@@ -358,6 +363,11 @@ impl SchedArgs {
             }
             (true, None) => VictimPolicy::SameDeviceOnly,
             (false, Some(p)) => VictimPolicy::SameDeviceBias(p),
+            // Across nodes a steal off the node crosses the network: the own PE first, then the
+            // own node (docs/design.md 5.9); --same-device-bias 0 makes them uniform.
+            (false, None) if self.nodes.is_some_and(|n| n > 1) => {
+                VictimPolicy::SameDeviceBias(ACROSS_NODES_BIAS)
+            }
             (false, None) => VictimPolicy::Uniform,
         };
         let backend = self.backend::<R>()?;
@@ -696,6 +706,7 @@ pub fn outcome_json(outcome: &Outcome, sched: &Scheduler) -> serde_json::Value {
             "queue_sharing": sched.config().workers_per_queue,
             "termination": format!("{:?}", sched.config().termination_mode()),
             "overflow": format!("{:?}", sched.config().overflow_mode()),
+            "same_device_bias": f64::from(sched.config().same_device_bias_permille) / 1000.0,
         },
         "stats": {
             "steal_attempts": r.total(|w| w.steal_attempts),

@@ -834,6 +834,8 @@ fn a_run_across_nodes_joins_its_launchers_and_every_node_reports_the_run() {
             "{t}"
         );
         assert!(t.contains(r#""tasks_run":5000"#), "{t}");
+        // Victims by PE, then node, unless a victim flag says otherwise.
+        assert!(t.contains(r#""same_device_bias":0.9"#), "{t}");
     }
     // Each launcher started its own PE, PE 1 on its node's first GPU, as device 1 of the run.
     assert!(t0.contains("mock-nvshmem: PE 0 of 2 joined"), "{t0}");
@@ -847,7 +849,14 @@ fn a_run_across_nodes_joins_its_launchers_and_every_node_reports_the_run() {
     // A stall across nodes: node 0's watchdog sees node 1's workers through the records node 1
     // sends (PE 1's steals and idle counts reach node 0's hang report), its abort reaches PE 1's
     // kernel through PE 0's shared state, and node 1 ends with node 0's error.
-    let args: &[&str] = &["--workers", "4", "--watchdog-ms", "400"];
+    let args: &[&str] = &[
+        "--workers",
+        "4",
+        "--watchdog-ms",
+        "400",
+        "--same-device-bias",
+        "0",
+    ];
     let (o0, o1) = two_nodes("hang", [args, args], [&[], &[]]);
     let (t0, t1) = (text(&o0), text(&o1));
     assert_eq!(o0.status.code(), Some(1), "{t0}");

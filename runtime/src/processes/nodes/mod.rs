@@ -45,7 +45,9 @@ pub const RANK_VARS: [&str; 5] = [
 pub const COORDINATOR_VAR: &str = "MGWS_COORDINATOR";
 
 /// The nodes of a run over GPU PEs: how many, which one this launcher is, and where node 0's
-/// launcher listens.
+/// launcher listens. Victims are ordered by PE, then node, under
+/// [`VictimPolicy::SameDeviceBias`](crate::scheduler::VictimPolicy::SameDeviceBias) (the CLI's
+/// default across nodes is 0.9); under a uniform policy they stay uniform.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Nodes {
     /// Nodes of the run, each with the same number of PEs.
