@@ -926,6 +926,31 @@ fn a_run_across_nodes_fails_clearly_when_a_node_differs_dies_or_never_comes() {
         "{t0}"
     );
 
+    // Node 1's launcher killed during the run (its PE dies with it): node 0 learns it from the
+    // closed connection, well before its watchdog would fire, and stops its own PE.
+    let port = free_port();
+    let slow: &[&str] = &["--workers", "4", "--watchdog-ms", "20000"];
+    let piped = |mut c: Command| {
+        c.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("starting a node")
+    };
+    let start = Instant::now();
+    let mut node1 = piped(node_command("hang", 1, port, slow, &[]));
+    let node0 = piped(node_command("hang", 0, port, slow, &[]));
+    std::thread::sleep(Duration::from_millis(2500));
+    node1.kill().expect("killing node 1");
+    let _ = node1.wait();
+    let o0 = node0.wait_with_output().expect("waiting for node 0");
+    let t0 = text(&o0);
+    assert_eq!(o0.status.code(), Some(1), "{t0}");
+    assert!(
+        t0.contains("the link to node 1's launcher: the connection was closed"),
+        "{t0}"
+    );
+    assert!(start.elapsed() < Duration::from_secs(15), "{t0}");
+
     // Node 1 never starts: node 0 gives up after the start-up timeout, naming it.
     let port = free_port();
     let o = node_command("memset", 0, port, quick, &[])

@@ -413,15 +413,26 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
         }
         if self.across_nodes() {
             let bytes = std::mem::size_of_val(job.tasks);
-            // SAFETY: the header and the initial tasks were written just above, into the heap's
-            // layout; nothing changes them before the PEs start.
+            // SAFETY: the header, the initial tasks and the data areas were written just above,
+            // into the heap's layout; nothing changes them before the PEs start.
             let (header, tasks) = unsafe {
                 (
                     HeapLayout::header(base),
                     std::slice::from_raw_parts(layout.initial(base) as *const u8, bytes),
                 )
             };
-            self.fingerprint = node_state::fingerprint(header, tasks);
+            let areas: Vec<&[u8]> = (0..mgws_core::DATA_AREAS)
+                .map(|i| {
+                    let (at, len) = layout.area(base, i, &limits);
+                    // SAFETY: as above (an empty area is no slice of the heap).
+                    if len == 0 {
+                        &[][..]
+                    } else {
+                        unsafe { std::slice::from_raw_parts(at as *const u8, len) }
+                    }
+                })
+                .collect();
+            self.fingerprint = node_state::fingerprint(header, tasks, &areas);
         }
         // SAFETY: the header was written just above and the heap holds its layout.
         let env = unsafe { layout.env(base, HeapLayout::header(base)) };
@@ -515,7 +526,10 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
             "every PE started and ready"
         );
         if let Some(link) = &mut self.link {
-            link.open_gates()?;
+            if let Err(e) = link.open_gates() {
+                header.gate.cancel();
+                return Err(e);
+            }
         }
         header.gate.open();
         let running = ProcessRunning {
@@ -523,6 +537,7 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
             children: Mutex::new(children),
             teardown_grace: exit_grace(self.sched.watchdog),
             link: Mutex::new(self.link.take()),
+            link_failed: std::sync::atomic::AtomicBool::new(false),
             pes,
         };
         let out = supervise(&running);
@@ -1074,9 +1089,17 @@ struct ProcessRunning<'a> {
     teardown_grace: Duration,
     /// A run across nodes: the link to the other nodes' launchers.
     link: Mutex<Option<NodeLink>>,
+    /// The link failed (reported once by `wait`; the run is being aborted): it is not read
+    /// again, and the other nodes count as done.
+    link_failed: std::sync::atomic::AtomicBool,
     /// The PEs this launcher started.
     pes: std::ops::Range<u32>,
 }
+
+/// How long node 0 waits for the other nodes' results once its own PEs have exited (besides the
+/// exit grace): their PEs finish with node 0's (NVSHMEM's final barrier), and then only their
+/// teardown and the transfer of their area changes remain.
+const RESULTS_WAIT: Duration = Duration::from_secs(60);
 
 /// How long a PE may take to exit once it should: after an abort (aborted workers leave their
 /// loop at their next check), or once every PE has finished its part (a GPU PE then frees its
@@ -1103,20 +1126,53 @@ impl ProcessRunning<'_> {
     /// A run across nodes: one look at the link (records, aborts, failures, results); a failure
     /// on another node is an error.
     fn poll_link(&self) -> Result<()> {
+        // Relaxed: only the supervisor's thread reads and writes it.
+        if self.link_failed.load(AtomicOrdering::Relaxed) {
+            return Ok(());
+        }
         let mut link = self.lock_link();
         let Some(link) = link.as_mut() else {
             return Ok(());
         };
-        link.poll_run(&self.placed.env, self.pes.clone())?;
+        if let Err(e) = link.poll_run(&self.placed.env, self.pes.clone()) {
+            self.link_failed.store(true, AtomicOrdering::Relaxed);
+            return Err(e);
+        }
         if link.abort_requested() {
             request_abort(&self.placed.env);
         }
         Ok(())
     }
 
-    /// Whether every other node's PEs are done (always, on one node and on followers).
+    /// Whether every other node's PEs are done (always, on one node and on followers; and once
+    /// the link failed, since nothing more comes from it).
     fn other_nodes_done(&self) -> bool {
-        self.lock_link().as_ref().is_none_or(NodeLink::all_done)
+        // Relaxed: as in `poll_link`.
+        self.link_failed.load(AtomicOrdering::Relaxed)
+            || self.lock_link().as_ref().is_none_or(NodeLink::all_done)
+    }
+
+    /// Node 0, once its own PEs have exited (`since`): waits for the other nodes' results,
+    /// reading the link, at most the exit grace and [`RESULTS_WAIT`]. It does not return to the
+    /// supervisor meanwhile: its watchdog must not judge records that no longer change.
+    fn await_other_nodes(&self, since: Instant) -> Result<bool> {
+        loop {
+            self.poll_link()?;
+            if self.other_nodes_done() {
+                return Ok(true);
+            }
+            let limit = self.teardown_grace + RESULTS_WAIT;
+            if since.elapsed() > limit {
+                let late = self
+                    .lock_link()
+                    .as_ref()
+                    .map_or_else(String::new, NodeLink::nodes_not_done);
+                return Err(Error::Process(format!(
+                    "this node's PEs finished, but {late} sent no results within {limit:?}"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 }
 
@@ -1134,16 +1190,10 @@ impl Running for ProcessRunning<'_> {
                 return Err(e);
             }
             if children.all_exited() {
-                if self.other_nodes_done() {
-                    return Ok(true);
-                }
                 // This node's PEs are done; the other nodes' results are on their way.
+                let since = *children.all_finished_at.get_or_insert_with(Instant::now);
                 drop(children);
-                if Instant::now() >= deadline {
-                    return Ok(false);
-                }
-                std::thread::sleep(Duration::from_millis(1));
-                continue;
+                return self.await_other_nodes(since);
             }
             if children.all_finished(self.placed.header()) {
                 // The run is over; only teardown remains (the supervisor's watchdog is not
@@ -1159,7 +1209,8 @@ impl Running for ProcessRunning<'_> {
                          are final)"
                     );
                     children.kill_all();
-                    return Ok(true);
+                    drop(children);
+                    return self.await_other_nodes(since);
                 }
                 children.sleep_until_an_exit(self.teardown_grace - waited);
                 continue;

@@ -10,8 +10,16 @@ use super::wire::Frame;
 use super::Nodes;
 use crate::error::{Error, Result};
 
-/// How long a greeting may take once a connection is accepted or made.
+/// How long a greeting may take once a connection is made (the follower waits for node 0's
+/// answer).
 const GREETING: Duration = Duration::from_secs(10);
+
+/// How long node 0 waits for the hello of a connection it accepted: the follower sends it right
+/// after connecting, and node 0's start-up loop (which watches its PEs) is held meanwhile.
+const HELLO_WAIT: Duration = Duration::from_secs(1);
+
+/// How long a send may block (the other side's buffers full) before the link counts as lost.
+const SEND_LIMIT: Duration = Duration::from_secs(30);
 
 /// One connection, with the frames its reader thread has received.
 pub(crate) struct Peer {
@@ -21,6 +29,16 @@ pub(crate) struct Peer {
     frames: Receiver<Result<Frame>>,
     /// The connection ended or failed; nothing more will come.
     closed: bool,
+    /// When a frame last came.
+    last_heard: Instant,
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        // Both directions: the other side sees the end at once, and this side's reader thread
+        // (blocked in a read on its clone of the socket) returns and ends.
+        let _ = self.writer.shutdown(std::net::Shutdown::Both);
+    }
 }
 
 impl Peer {
@@ -49,12 +67,21 @@ impl Peer {
                 }
             })
             .map_err(|e| link_error(node, format!("cannot start its reader thread: {e}")))?;
+        stream
+            .set_write_timeout(Some(SEND_LIMIT))
+            .map_err(|e| link_error(node, e.to_string()))?;
         Ok(Peer {
             node,
             writer: stream,
             frames,
             closed: false,
+            last_heard: Instant::now(),
         })
+    }
+
+    /// How long since a frame last came from the other side.
+    pub fn silent_for(&self) -> Duration {
+        self.last_heard.elapsed()
     }
 
     /// Sends a frame.
@@ -70,7 +97,10 @@ impl Peer {
             return Err(link_error(self.node, "the connection is closed".into()));
         }
         match self.frames.try_recv() {
-            Ok(Ok(frame)) => Ok(Some(frame)),
+            Ok(Ok(frame)) => {
+                self.last_heard = Instant::now();
+                Ok(Some(frame))
+            }
             Ok(Err(e)) => {
                 self.closed = true;
                 Err(e)
@@ -143,17 +173,17 @@ impl Listener {
         let greet = || -> std::io::Result<()> {
             stream.set_nonblocking(false)?;
             stream.set_nodelay(true)?;
-            stream.set_read_timeout(Some(GREETING))
+            stream.set_read_timeout(Some(HELLO_WAIT))
         };
         if let Err(e) = greet() {
             tracing::warn!(%from, error = %e, "a connection to the coordinator failed");
             return Ok(None);
         }
-        match Frame::read_from(&mut stream) {
-            Ok(Some(hello @ Frame::Hello { .. })) => Ok(Some((stream, hello))),
-            other => {
+        match Frame::read_hello(&mut stream) {
+            Ok(hello) => Ok(Some((stream, hello))),
+            Err(e) => {
                 // Not a node launcher (or one that gave up): it is no part of the run.
-                tracing::warn!(%from, ?other, "a connection to the coordinator sent no hello");
+                tracing::warn!(%from, error = %e, "a connection to the coordinator sent no hello");
                 Ok(None)
             }
         }

@@ -17,13 +17,20 @@ use crate::error::{Error, Result};
 use crate::processes::layout::Header;
 use crate::processes::monotonic_ns;
 
-/// How often a follower sends its workers' records to node 0.
+/// How often a follower sends its workers' records to node 0 (at most; it sends at its
+/// supervisor's polls, every 1 to 50 ms).
 const RECORDS_EVERY: Duration = Duration::from_millis(20);
 
+/// How often node 0 tells its followers that it is alive during the run.
+const ALIVE_EVERY: Duration = Duration::from_secs(1);
+
+/// How long a follower hears nothing from node 0 during the run before it counts node 0 as lost.
+pub(crate) const NODE0_SILENCE: Duration = Duration::from_secs(30);
+
 /// The fingerprint of a run: what every node must agree on (the build, the registry, the
-/// settings, the topology, the data areas' sizes and the initial tasks, `tasks` as the heap
-/// holds them).
-pub(crate) fn fingerprint(header: &Header, tasks: &[u8]) -> [u8; 20] {
+/// settings, the topology, the initial tasks and the data areas, `tasks` and `areas` as the
+/// heap holds them).
+pub(crate) fn fingerprint(header: &Header, tasks: &[u8], areas: &[&[u8]]) -> [u8; 20] {
     let mut h = Sha1::new();
     h.update(env!("CARGO_PKG_VERSION").as_bytes());
     h.update(std::env::consts::ARCH.as_bytes());
@@ -46,8 +53,11 @@ pub(crate) fn fingerprint(header: &Header, tasks: &[u8]) -> [u8; 20] {
     {
         h.update(word.to_le_bytes());
     }
-    for digest in chunk_digests(tasks) {
-        h.update(digest);
+    for bytes in std::iter::once(tasks).chain(areas.iter().copied()) {
+        h.update((bytes.len() as u64).to_le_bytes());
+        for digest in chunk_digests(bytes) {
+            h.update(digest);
+        }
     }
     h.finalize().into()
 }
@@ -111,6 +121,8 @@ pub(crate) struct Coordinator {
     open_ns: u64,
     /// The followers were sent the run's results or its failure.
     concluded: bool,
+    /// When node 0 last told its followers it is alive.
+    last_alive: Option<Instant>,
 }
 
 /// A follower's side: its connection to node 0.
@@ -145,6 +157,7 @@ impl NodeLink {
                 unique_id: None,
                 open_ns: 0,
                 concluded: false,
+                last_alive: None,
             }))
         } else {
             let peer = link::connect(nodes, fingerprint, limit)?;
@@ -210,6 +223,20 @@ impl NodeLink {
         match self {
             NodeLink::Coordinator(c) => c.poll_run(env),
             NodeLink::Follower(f) => f.poll_run(env, pes),
+        }
+    }
+
+    /// Node 0: the followers that have not sent their final results (for an error).
+    pub fn nodes_not_done(&self) -> String {
+        match self {
+            NodeLink::Coordinator(c) => {
+                let late: Vec<String> = (1..c.nodes.count as usize)
+                    .filter(|&n| c.done[n].is_none())
+                    .map(|n| format!("node {n}"))
+                    .collect();
+                late.join(", ")
+            }
+            NodeLink::Follower(_) => String::new(),
         }
     }
 
@@ -316,14 +343,19 @@ impl NodeLink {
 
     /// Node 0: sends the run's results to every follower.
     pub fn send_results(&mut self, results: Vec<u8>) -> Result<()> {
+        let mut first_error = None;
         if let NodeLink::Coordinator(c) = self {
             c.concluded = true;
             let frame = Frame::Results(results);
+            // Every follower, whatever happened to another: one that misses them fails on its
+            // own (its connection ends with this process).
             for p in &mut c.peers {
-                p.send(&frame)?;
+                if let Err(e) = p.send(&frame) {
+                    first_error.get_or_insert(e);
+                }
             }
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 
     /// A follower, at the end: sends its results and waits (at most `limit`) for the run's.
@@ -444,6 +476,13 @@ impl Coordinator {
     }
 
     fn poll_run(&mut self, env: &Env<HostWord, TaskStruct>) -> Result<()> {
+        if self.last_alive.is_none_or(|t| t.elapsed() >= ALIVE_EVERY) {
+            self.last_alive = Some(Instant::now());
+            for p in &mut self.peers {
+                // A follower that is gone shows when its frames are read below.
+                let _ = p.send(&Frame::Alive);
+            }
+        }
         for p in &mut self.peers {
             if self.done[p.node as usize].is_some() {
                 // Finished: the connection now only carries the end of the run.
@@ -503,6 +542,7 @@ impl Follower {
         }
         while let Some(frame) = self.peer.try_next()? {
             match frame {
+                Frame::Alive => {}
                 Frame::Abort => self.abort_seen = true,
                 Frame::Results(r) => self.results = Some(r),
                 Frame::Failed { kind, message } => {
@@ -511,6 +551,12 @@ impl Follower {
                 }
                 other => tracing::warn!(?other, "unexpected during the run"),
             }
+        }
+        if self.peer.silent_for() > NODE0_SILENCE {
+            return Err(Error::Process(format!(
+                "node 0's launcher sent nothing for {NODE0_SILENCE:?} during the run (it tells \
+                 every node it is alive once a second): node 0 is lost"
+            )));
         }
         Ok(())
     }

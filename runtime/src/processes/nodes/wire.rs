@@ -9,6 +9,9 @@ use crate::error::{Error, Result};
 /// The largest payload a frame may announce (a writable data area travels in one frame).
 const MAX_PAYLOAD: u64 = 1 << 40;
 
+/// A hello's payload: node, node count, fingerprint.
+const HELLO_BYTES: u64 = 4 + 4 + 20;
+
 /// One message between a node's launcher and node 0's.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Frame {
@@ -34,6 +37,8 @@ pub(crate) enum Frame {
     Failed { kind: String, message: String },
     /// Node 0 to followers: the run is being aborted.
     Abort,
+    /// Node 0 to followers, every second during the run: node 0's launcher is alive.
+    Alive,
     /// Follower to node 0: the node's PEs finished; their results.
     Done(Vec<u8>),
     /// Node 0 to followers: the run's results.
@@ -54,6 +59,7 @@ impl Frame {
             Frame::Abort => 9,
             Frame::Done(_) => 10,
             Frame::Results(_) => 11,
+            Frame::Alive => 12,
         }
     }
 
@@ -79,7 +85,7 @@ impl Frame {
                 &payload.0
             }
             Frame::Records(b) | Frame::Done(b) | Frame::Results(b) => b,
-            Frame::Welcome | Frame::Ready | Frame::Open | Frame::Abort => &[],
+            Frame::Welcome | Frame::Ready | Frame::Open | Frame::Abort | Frame::Alive => &[],
         };
         let mut head = [0u8; 9];
         head[0] = self.tag();
@@ -87,6 +93,32 @@ impl Frame {
         w.write_all(&head)?;
         w.write_all(body)?;
         w.flush()
+    }
+
+    /// Reads a hello from a connection not yet trusted: its header must announce a hello of
+    /// the hello's size before anything is allocated (a stray client cannot make the reader
+    /// allocate what its header claims).
+    pub fn read_hello(r: &mut impl Read) -> Result<Frame> {
+        let mut head = [0u8; 9];
+        r.read_exact(&mut head)
+            .map_err(|e| wire_error(format!("reading a hello: {e}")))?;
+        let len = u64::from_le_bytes(head[1..].try_into().expect("8 bytes"));
+        if head[0] != 1 || len != HELLO_BYTES {
+            return Err(wire_error(format!(
+                "a connection began with a frame of kind {} and {len} bytes, not a hello: not an \
+                 mgws node launcher of this version",
+                head[0]
+            )));
+        }
+        let mut body = [0u8; HELLO_BYTES as usize];
+        r.read_exact(&mut body)
+            .map_err(|e| wire_error(format!("reading a hello: {e}")))?;
+        let mut p = Reader::new(&body);
+        Ok(Frame::Hello {
+            node: p.u32()?,
+            nodes: p.u32()?,
+            fingerprint: p.array()?,
+        })
     }
 
     /// Reads one frame from `r`; `Ok(None)` at the end of the stream before a frame began.
@@ -128,6 +160,7 @@ impl Frame {
             9 => Frame::Abort,
             10 => Frame::Done(body),
             11 => Frame::Results(body),
+            12 => Frame::Alive,
             tag => {
                 return Err(wire_error(format!(
                     "a frame of kind {tag}: not an mgws node launcher of this version"
@@ -341,6 +374,27 @@ mod tests {
         round_trip(Frame::Abort);
         round_trip(Frame::Done(vec![]));
         round_trip(Frame::Results(vec![0; 1000]));
+        round_trip(Frame::Alive);
+        let mut bytes = Vec::new();
+        let hello = Frame::Hello {
+            node: 1,
+            nodes: 2,
+            fingerprint: [3; 20],
+        };
+        hello.write_to(&mut bytes).unwrap();
+        assert_eq!(Frame::read_hello(&mut &bytes[..]).unwrap(), hello);
+    }
+
+    #[test]
+    fn a_connection_that_does_not_begin_with_a_hello_is_refused_before_any_allocation() {
+        // A header announcing a terabyte of records, and a hello of the wrong size.
+        let mut huge = vec![7u8];
+        huge.extend_from_slice(&(1u64 << 40).to_le_bytes());
+        assert!(Frame::read_hello(&mut &huge[..]).is_err());
+        let mut wrong = vec![1u8];
+        wrong.extend_from_slice(&1000u64.to_le_bytes());
+        wrong.extend_from_slice(&[0; 1000]);
+        assert!(Frame::read_hello(&mut &wrong[..]).is_err());
     }
 
     #[test]
