@@ -33,10 +33,30 @@ pub(crate) struct Peer {
     last_heard: Instant,
 }
 
+/// How long a dropped connection waits for the other side to end its own.
+const CLOSE_WAIT: Duration = Duration::from_secs(2);
+
 impl Drop for Peer {
     fn drop(&mut self) {
-        // Both directions: the other side sees the end at once, and this side's reader thread
-        // (blocked in a read on its clone of the socket) returns and ends.
+        // The end of this side's frames first (the other side reads everything sent, then the
+        // end), then the other side's end, at most CLOSE_WAIT: a socket closed with frames of
+        // the other side unread would reset the connection, and the other side could lose the
+        // last frames this side sent (the run's results or its error). Then both directions, so
+        // that this side's reader thread, blocked in a read on its clone of the socket, ends
+        // even if the other side never closes.
+        let _ = self.writer.shutdown(std::net::Shutdown::Write);
+        let deadline = Instant::now() + CLOSE_WAIT;
+        while !self.closed {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match self.frames.recv_timeout(left) {
+                Ok(Ok(_)) => {}
+                Ok(Err(_)) | Err(mpsc::RecvTimeoutError::Disconnected) => self.closed = true,
+                Err(mpsc::RecvTimeoutError::Timeout) => break,
+            }
+        }
         let _ = self.writer.shutdown(std::net::Shutdown::Both);
     }
 }
