@@ -554,17 +554,23 @@ skip() {
     row "$1" - SKIP - - - - "$2"
 }
 
+# case_limit NAME LIMIT: the seconds case NAME may take, LIMIT or what is left of the budget; a
+# case with less than 15 s left is recorded as skipped, and case_limit fails.
+case_limit() {
+    local left=$(( ${GPU_CHECK_BUDGET:-560} - SECONDS ))
+    if [ "$left" -lt 15 ]; then
+        skip "$1" "time budget used up (rerun this section alone)"
+        return 1
+    fi
+    echo $(( $2 < left ? $2 : left ))
+}
+
 # case_run NAME TIMEOUT ARGS...: runs the binary (under $SAN if set), logs to $LOGS/NAME.log and
 # adds one table row per outcome it printed (the run and its baselines).
 case_run() {
     local name=$1 limit=$2
     shift 2
-    local left=$(( ${GPU_CHECK_BUDGET:-560} - SECONDS ))
-    if [ "$left" -lt 15 ]; then
-        skip "$name" "time budget used up (rerun this section alone)"
-        return
-    fi
-    [ "$limit" -gt "$left" ] && limit=$left
+    limit=$(case_limit "$name" "$limit") || return
     local log=$LOGS/$name.log
     echo "+ [${SECONDS}s] $name: ${SAN[*]} mgws $*" >&2
     local t0=$SECONDS
@@ -641,12 +647,7 @@ nodes_case() {
 mpirun_case() {
     local name=$1 limit=$2
     shift 2
-    local left=$(( ${GPU_CHECK_BUDGET:-560} - SECONDS ))
-    if [ "$left" -lt 15 ]; then
-        skip "$name" "time budget used up (rerun this section alone)"
-        return
-    fi
-    [ "$limit" -gt "$left" ] && limit=$left
+    limit=$(case_limit "$name" "$limit") || return
     local port=$(( 20000 + RANDOM % 20000 )) log=$LOGS/$name.log t0=$SECONDS
     local across=(--nodes 2 --coordinator "127.0.0.1:$port")
     local M=(mpirun --allow-run-as-root --oversubscribe -x MGWS_PTX -x MGWS_NVSHMEM_PTX
