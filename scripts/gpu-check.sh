@@ -361,14 +361,7 @@ PY
             else
                 row pes-fault-unknown-tag memset FAIL - - - - "rc=$frc; see pes-fault-unknown-tag.log"
             fi
-            if [ -n "$SANITIZER" ]; then
-                for tool in memcheck racecheck; do
-                    SAN=("$SANITIZER" --tool "$tool" --target-processes all --error-exitcode 99)
-                    case_run "pes-san-$tool-memset" 180 run memset --tasks 4096 "${P[@]}" --workers 16 --watchdog-ms 600000
-                    case_run "pes-san-$tool-fib" 180 run fib -n 12 "${P[@]}" --workers 16 --watchdog-ms 600000
-                    SAN=()
-                done
-            fi
+            pe_sanitizer_cases pes case_run "${P[@]}"
             ;;
         pes-api)
             # GPU PEs over NVSHMEM's device API (--pe-transport device-api: the kernel of `cargo
@@ -416,16 +409,15 @@ PY
             else
                 row pes-api-fault-unknown-tag memset FAIL - - - - "rc=$frc; see pes-api-fault-unknown-tag.log"
             fi
+            pe_sanitizer_cases pes-api case_run "${A[@]}"
             if [ -n "$SANITIZER" ]; then
+                export MGWS_NVSHMEM_CALLS_ONLY=1
                 for tool in memcheck racecheck; do
                     SAN=("$SANITIZER" --tool "$tool" --target-processes all --error-exitcode 99)
-                    case_run "pes-api-san-$tool-memset" 180 run memset --tasks 4096 "${A[@]}" --workers 16 --watchdog-ms 600000
-                    case_run "pes-api-san-$tool-fib" 180 run fib -n 12 "${A[@]}" --workers 16 --watchdog-ms 600000
-                    export MGWS_NVSHMEM_CALLS_ONLY=1
                     case_run "pes-api-calls-san-$tool-fib" 180 run fib -n 12 "${A[@]}" --workers 16 --watchdog-ms 600000
-                    unset MGWS_NVSHMEM_CALLS_ONLY
                     SAN=()
                 done
+                unset MGWS_NVSHMEM_CALLS_ONLY
             fi
             ;;
         nodes)
@@ -451,14 +443,7 @@ PY
             nodes_case nodes-calls-memset 180 run memset --tasks 134217728 "${A[@]}"
             nodes_case nodes-calls-T1L 240 run uts --preset T1L "${A[@]}"
             unset MGWS_NVSHMEM_CALLS_ONLY
-            if [ -n "$SANITIZER" ]; then
-                for tool in memcheck racecheck; do
-                    SAN=("$SANITIZER" --tool "$tool" --target-processes all --error-exitcode 99)
-                    nodes_case "nodes-san-$tool-memset" 180 run memset --tasks 4096 "${A[@]}" --workers 16 --watchdog-ms 600000
-                    nodes_case "nodes-san-$tool-fib" 180 run fib -n 12 "${A[@]}" --workers 16 --watchdog-ms 600000
-                    SAN=()
-                done
-            fi
+            pe_sanitizer_cases nodes nodes_case "${A[@]}"
             # A hang across the nodes: node 0's watchdog fires with every worker's state (node
             # 1's from its records), and node 1 ends with node 0's error.
             local port=$(( 20000 + RANDOM % 20000 )) t0=$SECONDS
@@ -616,6 +601,21 @@ case_run() {
         row "$name" - ERROR - - - - "rc=$rc ${why:-see $name.log}"
     fi
     tail -n 3 "$log" | sed 's/^/    /' >&2
+}
+
+# pe_sanitizer_cases PREFIX RUNNER ARGS...: compute-sanitizer memcheck and racecheck on every PE
+# (--target-processes all) of a small MEMSET and FIB(12) with ARGS, each case run by RUNNER
+# (case_run, or nodes_case for a run across nodes) as PREFIX-san-TOOL-WORKLOAD.
+pe_sanitizer_cases() {
+    local prefix=$1 runner=$2 tool
+    shift 2
+    [ -n "$SANITIZER" ] || return 0
+    for tool in memcheck racecheck; do
+        SAN=("$SANITIZER" --tool "$tool" --target-processes all --error-exitcode 99)
+        "$runner" "$prefix-san-$tool-memset" 180 run memset --tasks 4096 "$@" --workers 16 --watchdog-ms 600000
+        "$runner" "$prefix-san-$tool-fib" 180 run fib -n 12 "$@" --workers 16 --watchdog-ms 600000
+        SAN=()
+    done
 }
 
 # A run across 2 nodes on one machine: node 1's launcher (its PE on GPU 1) in the background,
