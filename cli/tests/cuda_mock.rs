@@ -597,6 +597,20 @@ fn kernels_wait_behind_the_launch_gate_until_every_launch_is_queued() {
 /// `mgws run memset` over `pes` GPU PE processes, with the mock libcuda (`gpus` GPUs) and the
 /// mock NVSHMEM, and `env` besides.
 fn pes(mode: &str, gpus: u32, pes: u32, args: &[&str], env: &[(&str, &str)]) -> Output {
+    pes_command(mode, gpus, pes, "mock.ptx", args, env)
+        .output()
+        .expect("running mgws")
+}
+
+/// The command [`pes`] runs, with the PTX file `ptx` of the mock's directory.
+fn pes_command(
+    mode: &str,
+    gpus: u32,
+    pes: u32,
+    ptx: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Command {
     let home = mock_dir().join("nvshmem");
     let home = home.to_str().expect("a UTF-8 path");
     // The mock's heap and barrier files, apart from the machine's /dev/shm.
@@ -608,7 +622,7 @@ fn pes(mode: &str, gpus: u32, pes: u32, args: &[&str], env: &[(&str, &str)]) -> 
     all.extend_from_slice(args);
     let mut with = vec![("NVSHMEM_HOME", home), ("MOCK_NVSHMEM_DIR", shm)];
     with.extend_from_slice(env);
-    mgws_with_env(mode, gpus, "mock.ptx", &all, &with)
+    mgws_command(mode, gpus, ptx, &all, &with)
 }
 
 #[test]
@@ -667,38 +681,23 @@ fn api_pes_command(
     env: &[(&str, &str)],
 ) -> Command {
     let dir = mock_dir();
-    let home = dir.join("nvshmem");
-    let shm = dir.join("shm");
-    std::fs::create_dir_all(&shm).expect("creating the mock NVSHMEM's file directory");
     let cache = dir.join(cache);
     let _ = std::fs::remove_dir_all(&cache);
-    let [home, shm, nvrtc, include, cache] = [
-        home,
-        shm,
+    let [nvrtc, include, cache] = [
         dir.join("nvrtc/libnvrtc.so.13"),
         dir.join("cuda-include"),
         cache,
     ]
     .map(|p| p.to_str().expect("a UTF-8 path").to_string());
-    let n = pes.to_string();
-    let mut all = vec![
-        "--backend",
-        "cuda",
-        "--processes",
-        &n,
-        "--pe-transport",
-        "device-api",
-    ];
+    let mut all = vec!["--pe-transport", "device-api"];
     all.extend_from_slice(args);
     let mut with = vec![
-        ("NVSHMEM_HOME", home.as_str()),
-        ("MOCK_NVSHMEM_DIR", shm.as_str()),
         ("MGWS_NVRTC_LIBRARY", nvrtc.as_str()),
         ("MGWS_CUDA_INCLUDE", include.as_str()),
         ("MGWS_CACHE_DIR", cache.as_str()),
     ];
     with.extend_from_slice(env);
-    mgws_command(mode, 2, "mock-nvshmem.ptx", &all, &with)
+    pes_command(mode, 2, pes, "mock-nvshmem.ptx", &all, &with)
 }
 
 #[test]
