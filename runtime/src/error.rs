@@ -239,3 +239,97 @@ pub fn task_failure_reason(code: u32) -> &'static str {
 
 /// The runtime's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One error of every kind. The match has no wildcard, so a new variant fails to compile
+    /// here until it is added, and with it to `Error::on_node`'s list.
+    fn one_of_each() -> Vec<Error> {
+        let all = vec![
+            Error::Config(String::new()),
+            Error::Input(String::new()),
+            Error::UnknownTag {
+                worker: 0,
+                tag: 1,
+                registry: None,
+            },
+            Error::TaskFailed {
+                worker: 0,
+                tag: 1,
+                task: None,
+                code: 2,
+            },
+            Error::TaskPanicked {
+                worker: 0,
+                message: String::new(),
+            },
+            Error::SpillOverflow {
+                worker: 0,
+                capacity: 1,
+            },
+            Error::Aborted,
+            Error::Hang {
+                report: Box::new(HangReport {
+                    stalled_for: std::time::Duration::ZERO,
+                    idle_counter: 0,
+                    initial_ranges_done: 0,
+                    initial_ranges: 0,
+                    workers: Vec::new(),
+                }),
+            },
+            Error::Verification(String::new()),
+            Error::BackendUnavailable(String::new()),
+            Error::Cuda(String::new()),
+            Error::OutOfMemory {
+                what: String::new(),
+                where_: String::new(),
+                needed: 1,
+                available: 0,
+            },
+            Error::Process(String::new()),
+            Error::OnNode {
+                node: 1,
+                kind: "hang",
+                message: String::new(),
+            },
+            Error::Io {
+                path: String::new(),
+                source: std::io::Error::other("x"),
+            },
+        ];
+        for e in &all {
+            match e {
+                Error::Config(_)
+                | Error::Input(_)
+                | Error::UnknownTag { .. }
+                | Error::TaskFailed { .. }
+                | Error::TaskPanicked { .. }
+                | Error::SpillOverflow { .. }
+                | Error::Aborted
+                | Error::Hang { .. }
+                | Error::Verification(_)
+                | Error::BackendUnavailable(_)
+                | Error::Cuda(_)
+                | Error::OutOfMemory { .. }
+                | Error::Process(_)
+                | Error::OnNode { .. }
+                | Error::Io { .. } => {}
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn another_nodes_error_keeps_its_kind() {
+        for e in one_of_each() {
+            let there = Error::on_node(1, e.kind(), e.to_string());
+            assert_eq!(there.kind(), e.kind(), "{e}");
+        }
+        assert_eq!(
+            Error::on_node(1, "from a newer mgws", String::new()).kind(),
+            "process"
+        );
+    }
+}
