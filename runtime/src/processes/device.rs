@@ -3,6 +3,7 @@
 //! [`super::Pe`]), releases them together, supervises them through the heap like any run, and
 //! reads the results back.
 
+use std::borrow::Cow;
 use std::ffi::OsString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
@@ -644,13 +645,13 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
                 launch_s: back.launch_s,
                 error: error_word,
                 exited_workers: back.exited_workers,
-                stats: back.stats.clone(),
-                progress: back.progress.clone(),
+                stats: back.stats.as_deref().map(Cow::Borrowed),
+                progress: Cow::Borrowed(&back.progress),
                 areas: job
                     .areas
                     .iter()
                     .filter_map(|(i, b)| match b {
-                        AreaBytes::ReadWrite(b) => Some((u32::from(*i), b.to_vec())),
+                        AreaBytes::ReadWrite(b) => Some((u32::from(*i), Cow::Borrowed(&b[..]))),
                         AreaBytes::Read(_) => None,
                     })
                     .collect(),
@@ -728,8 +729,8 @@ impl<R: Registry> ProcessDevice<'_, R> {
             launch_s: results.launch_s,
             error: RunError::unpack(results.error),
             exited_workers: results.exited_workers,
-            stats: results.stats,
-            progress: results.progress,
+            stats: results.stats.map(Cow::into_owned),
+            progress: results.progress.into_owned(),
             tasks_run: None,
             idle_ns: None,
         })

@@ -1,6 +1,7 @@
 //! What a node's launcher does with its link: node 0 (the coordinator) or a follower, through
 //! the start, the run and the end of a run across nodes.
 
+use std::borrow::Cow;
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
@@ -695,20 +696,21 @@ pub(crate) fn encode_done(
     w.0
 }
 
-/// The run's results node 0 sends every follower.
+/// The run's results node 0 sends every follower: node 0 encodes them from what it read back
+/// (borrowed: a writable area may be gigabytes), a follower decodes them (owned).
 #[derive(Debug, PartialEq)]
-pub(crate) struct RunResults {
+pub(crate) struct RunResults<'a> {
     pub elapsed_ns: u64,
     pub launch_s: f64,
     pub error: u64,
     pub exited_workers: Option<u64>,
-    pub stats: Option<Vec<WorkerStats>>,
-    pub progress: Vec<WorkerProgress>,
+    pub stats: Option<Cow<'a, [WorkerStats]>>,
+    pub progress: Cow<'a, [WorkerProgress]>,
     /// Writable areas: index and bytes.
-    pub areas: Vec<(u32, Vec<u8>)>,
+    pub areas: Vec<(u32, Cow<'a, [u8]>)>,
 }
 
-impl RunResults {
+impl RunResults<'_> {
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::default();
         w.u64(self.elapsed_ns)
@@ -727,22 +729,22 @@ impl RunResults {
         w.0
     }
 
-    pub fn decode(bytes: &[u8]) -> Result<RunResults> {
+    pub fn decode(bytes: &[u8]) -> Result<RunResults<'static>> {
         let mut r = Reader::new(bytes);
         let elapsed_ns = r.u64()?;
         let launch_s = f64::from_bits(r.u64()?);
         let error = r.u64()?;
         let exited_workers = Some(r.u64()?).filter(|&n| n != u64::MAX);
         let stats = if r.u64()? != 0 {
-            Some(r.records()?)
+            Some(Cow::Owned(r.records()?))
         } else {
             None
         };
-        let progress = r.records()?;
+        let progress = Cow::Owned(r.records()?);
         let mut areas = Vec::new();
         for _ in 0..r.u32()? {
             let index = r.u32()?;
-            areas.push((index, r.blob()?.to_vec()));
+            areas.push((index, Cow::Owned(r.blob()?.to_vec())));
         }
         if !r.is_empty() {
             return Err(Error::Process(
@@ -790,9 +792,9 @@ mod tests {
             launch_s: 0.25,
             error: 7,
             exited_workers: Some(4),
-            stats: Some(vec![WorkerStats::default(); 3]),
-            progress: vec![WorkerProgress::default(); 3],
-            areas: vec![(0, vec![1, 2, 3]), (2, vec![])],
+            stats: Some(vec![WorkerStats::default(); 3].into()),
+            progress: vec![WorkerProgress::default(); 3].into(),
+            areas: vec![(0, vec![1, 2, 3].into()), (2, Vec::new().into())],
         };
         assert_eq!(RunResults::decode(&r.encode()).unwrap(), r);
         let none = RunResults {
