@@ -278,7 +278,9 @@ pub(crate) fn encode_area_delta(w: &mut Writer, now: &[u8], was: &[u8]) {
     assert_eq!(now.len(), was.len(), "an area's two copies");
     let words = now.len() / 8;
     let word = |b: &[u8], i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().expect("8"));
-    let mut runs = Writer::default();
+    // The count of runs goes first; it is known at the end, and filled in then.
+    let count_at = w.0.len();
+    w.u64(0);
     let mut count = 0u64;
     let mut i = 0;
     while i < words {
@@ -290,13 +292,13 @@ pub(crate) fn encode_area_delta(w: &mut Writer, now: &[u8], was: &[u8]) {
         while i < words && word(now, i) != word(was, i) {
             i += 1;
         }
-        runs.u64(start as u64).u64((i - start) as u64);
+        w.u64(start as u64).u64((i - start) as u64);
         for j in start..i {
-            runs.u64(word(now, j).wrapping_sub(word(was, j)));
+            w.u64(word(now, j).wrapping_sub(word(was, j)));
         }
         count += 1;
     }
-    w.u64(count).bytes(&runs.0);
+    w.0[count_at..count_at + 8].copy_from_slice(&count.to_le_bytes());
     let tail: Vec<(usize, u8)> = (words * 8..now.len())
         .filter(|&b| now[b] != was[b])
         .map(|b| (b, now[b]))
