@@ -623,6 +623,8 @@ pe_sanitizer_cases() {
 nodes_case() {
     local name=$1 limit=$2
     shift 2
+    # Node 1's launcher within the budget too: a node 0 ended by its limit leaves node 1 to wait.
+    limit=$(case_limit "$name" "$limit") || return
     local port=$(( 20000 + RANDOM % 20000 ))
     local n1log=$LOGS/$name-node1.log
     local across=(--nodes 2 --coordinator "127.0.0.1:$port")
