@@ -467,6 +467,27 @@ unsafe impl Platform for GpuBlockPlatform {
         unsafe { asm!("nanosleep.u32 {t};", t = in(reg32) ns, options(nomem, nostack)) }
     }
 
+    /// Each lane hints a share of the range's 128-byte lines into L2 (`prefetch.L2`, generic
+    /// address), lane `i` the lines `i, i + lanes, ...`: a range of one line costs one lane one
+    /// instruction, and nothing waits for it.
+    #[inline(always)]
+    fn prefetch(&self, address: *const u8, bytes: usize) {
+        const LINE: usize = 128;
+        if bytes == 0 {
+            return;
+        }
+        let first = address as usize / LINE;
+        let lines = (address as usize + bytes - 1) / LINE + 1 - first;
+        let mut line = self.lane as usize;
+        while line < lines {
+            let at = (first + line) * LINE;
+            // SAFETY: a prefetch is a hint: it never faults and changes no value the program
+            // reads (PTX ISA, `prefetch`); the line lies within the caller's range.
+            unsafe { asm!("prefetch.L2 [{a}];", a = in(reg64) at, options(nostack, readonly)) };
+            line += self.lanes as usize;
+        }
+    }
+
     #[inline(always)]
     fn now_ns(&self) -> u64 {
         let t: u64;

@@ -88,6 +88,14 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> LevelWorker
             if c.aborted {
                 break;
             }
+            let ahead = next + stride;
+            if ahead < total {
+                // This worker's next frontier task, loaded after the current one ran: the hint
+                // lets its memory latency overlap this task instead of adding to it.
+                // SAFETY: ahead < initial_len, so the address lies within the frontier.
+                let at = unsafe { c.env.initial.add(ahead as usize) } as *const u8;
+                c.p.prefetch(at, core::mem::size_of::<T>());
+            }
             c.load_one(next);
             c.run_next_local(self.exec);
             c.flush_to(self.sink);
