@@ -64,6 +64,31 @@ fn uts_default_tree_on_1_to_4_workers_and_1_and_4_lanes() {
     }
 }
 
+/// A node's children are spawned a round of lanes at a time (`Ctx::spawn_each_like`); a round
+/// wider than half the local queue goes in parts, and the functor runs again for each part. With
+/// 4 lanes and local queues of 2 and 4 tasks, on the mgws loop and both baselines, the default
+/// tree's counts come out exact.
+#[test]
+fn uts_spawn_rounds_wider_than_half_the_local_queue_go_in_parts() {
+    let cfg = UtsConfig::preset(Preset::Default);
+    for capacity in [2, 4] {
+        let s = Scheduler::builder()
+            .workers(2)
+            .lanes(4)
+            .local_capacity(capacity)
+            .spill_capacity(16384)
+            .build()
+            .unwrap();
+        for backend in [Backend::Cpu, CPU_STATIC, CPU_LEVELS] {
+            let o = uts::run(&s, &backend, &cfg).unwrap();
+            let label = format!("{backend:?}, local capacity {capacity}");
+            assert!(o.verified, "{label}: {}", o.check);
+            assert_eq!(o.result["nodes"], 1_732, "{label}");
+            assert_eq!(o.result["leaves"], 1_050, "{label}");
+        }
+    }
+}
+
 fn assert_published(preset: Preset, nodes: u64, leaves: u64, depth: u64) {
     let cfg = UtsConfig::preset(preset);
     let want = UtsCounts {

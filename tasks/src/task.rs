@@ -80,6 +80,45 @@ impl TaskStruct {
         t
     }
 
+    /// The parameter area of a task whose functor is `functor`.
+    #[inline(always)]
+    pub fn params_of<F: Pod>(functor: &F) -> [u64; PARAM_BYTES / 8] {
+        TaskStruct::new(0, functor).params
+    }
+
+    /// Writes the fields [`TaskStruct::with_params`] keeps (the tag and the descriptors; the
+    /// reserved flags as 0) to `slot`: the first of the two parts [`Ctx::spawn_each_like`]
+    /// writes. The descriptors go as whole 8-byte words: copied field by field, their one- and
+    /// two-byte fields went through local memory on the GPU.
+    ///
+    /// # Safety
+    /// `slot` is valid for writes and aligned.
+    #[inline(always)]
+    pub unsafe fn write_head(&self, slot: *mut TaskStruct) {
+        let to = slot as *mut u64;
+        let data = &self.data as *const [DataDescriptor; DESCRIPTORS] as *const u64;
+        // SAFETY: the caller's guarantee for `slot`; the struct is 16-byte aligned and
+        // `repr(C)`: words 4..8 hold the descriptors, which have
+        // no padding bytes (`DataDescriptor` names its pad), so reading them as words is sound.
+        unsafe {
+            (&raw mut (*slot).tag).write(self.tag);
+            (&raw mut (*slot).flags).write(0);
+            for word in 0..DESCRIPTORS * 2 {
+                to.add(4 + word).write(data.add(word).read());
+            }
+        }
+    }
+
+    /// Writes the parameter area of the task at `slot`: the second part.
+    ///
+    /// # Safety
+    /// `slot` is valid for writes and aligned.
+    #[inline(always)]
+    pub unsafe fn write_params(slot: *mut TaskStruct, params: [u64; PARAM_BYTES / 8]) {
+        // SAFETY: the caller's guarantee.
+        unsafe { (&raw mut (*slot).params).write(params) };
+    }
+
     /// The functor stored in the parameter area, read as `F`: a safe, sound read for any bytes
     /// (`F: Pod`). Only meaningful when `F` is the type the task was built with, which the
     /// registry's dispatch guarantees by tag.
@@ -101,5 +140,30 @@ impl mgws_core::Tagged for TaskStruct {
     #[inline(always)]
     fn tag(&self) -> u32 {
         self.tag
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::Access;
+
+    /// The two parts `Ctx::spawn_each_like` writes make the task `with_params` builds, whatever
+    /// the slot held before.
+    #[test]
+    fn head_and_params_written_apart_make_the_task_with_params_builds() {
+        let like = TaskStruct::new(7, &[1u64, 2, 3])
+            .with_data(0, DataDescriptor::new(3, 40, 96, Access::Read))
+            .with_data(1, DataDescriptor::new(5, 8, 16, Access::ReadWrite));
+        let functor = [0xdead_beef_u32, 9, 8, 7, 6, 5];
+        let mut slot = TaskStruct::new(99, &[u64::MAX; 3]);
+        slot.flags = 0x5a5a_5a5a;
+        slot.data = [DataDescriptor::new(1, 1, 1, Access::ReadWrite); DESCRIPTORS];
+        // SAFETY: `slot` is a live, aligned task.
+        unsafe {
+            like.write_head(&mut slot);
+            TaskStruct::write_params(&mut slot, TaskStruct::params_of(&functor));
+        }
+        assert_eq!(slot, like.with_params(&functor));
     }
 }

@@ -75,6 +75,24 @@ pub trait Context {
     /// children in parallel and publish them with one barrier. Every lane must call it with the
     /// same `count`, at most [`Context::lane_count`]; the `task` of lanes `>= count` is ignored.
     fn spawn_each(&mut self, count: u32, task: &Self::Task);
+    /// [`Context::spawn_each`] with each lane's task written in place: `fill` gets this lane's
+    /// new slot (`None` on lanes without one) and writes the task into it; it may run more than
+    /// once (a worker whose local queue holds fewer than twice `count` tasks places them in
+    /// parts). A task that spawns writes its children into the queue rather than building them
+    /// first (`mgws_tasks::Ctx::spawn_each_like`). The default writes into a local value and
+    /// calls `spawn_each`.
+    ///
+    /// # Safety
+    /// `fill` initialises the whole task behind the pointer it is given, and calls nothing on
+    /// this context; every lane calls it with the same `count`, at most
+    /// [`Context::lane_count`].
+    #[inline(always)]
+    unsafe fn spawn_each_in_place(&mut self, count: u32, fill: impl Fn(Option<*mut Self::Task>)) {
+        let mut task = core::mem::MaybeUninit::<Self::Task>::uninit();
+        fill(Some(task.as_mut_ptr()));
+        // SAFETY: `fill` initialised it (this method's contract).
+        self.spawn_each(count, unsafe { &task.assume_init() });
+    }
     /// Atomically adds `value` to the `u64` at `target` with relaxed ordering at the run's
     /// orchestration scope, and returns the previous value.
     ///
@@ -413,6 +431,13 @@ impl<P: Platform, T: Copy, S: Spec> Context for TaskContext<'_, '_, P, T, S> {
         let count = count.min(self.lane_count());
         self.core.count(|s| s.tasks_spawned += count as u64);
         self.core.push_each(count, task);
+    }
+    #[inline(always)]
+    unsafe fn spawn_each_in_place(&mut self, count: u32, fill: impl Fn(Option<*mut T>)) {
+        let count = count.min(self.lane_count());
+        self.core.count(|s| s.tasks_spawned += count as u64);
+        // SAFETY: `fill` initialises what it is given (this method's contract).
+        unsafe { self.core.push_each_in_place(count, fill) };
     }
     #[inline(always)]
     unsafe fn atomic_add(&self, target: *mut u64, value: u64) -> u64 {

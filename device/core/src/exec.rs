@@ -510,30 +510,73 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// barrier instead of one per task.
     #[inline(always)]
     pub(crate) fn push_each(&mut self, count: u32, task: &T) {
-        let lane = self.p.lane_id();
-        let count64 = count as u64;
-        if count64 > self.local_capacity / 2 {
+        if count as u64 > self.local_capacity / 2 {
             // More tasks than half the local queue: one at a time, making room as needed.
             for source in 0..count {
                 self.push_local(source, task);
             }
             return;
         }
-        while self.local_len() + count64 > self.local_capacity {
-            self.make_room();
-            if self.aborted {
+        if !self.make_room_for(count) {
+            return;
+        }
+        if let Some(slot) = self.each_slot(0, count) {
+            // SAFETY: the slot is free (`make_room_for`, `each_slot`); only this lane writes it.
+            unsafe { slot.write(*task) };
+        }
+        self.commit_each(count);
+    }
+
+    /// [`WorkerCore::push_each`] with each lane's task written in place by `fill`, given this
+    /// lane's slot (`None` on lanes outside the tasks it places). More tasks than half the local
+    /// queue go in parts, `fill` running again for each (a local queue of at least twice the
+    /// lanes, as the GPU's default, needs one part).
+    ///
+    /// # Safety
+    /// `fill` initialises the whole task behind the pointer it is given.
+    #[inline(always)]
+    pub(crate) unsafe fn push_each_in_place(&mut self, count: u32, fill: impl Fn(Option<*mut T>)) {
+        let part = (self.local_capacity / 2).max(1) as u32;
+        let mut done = 0;
+        while done < count {
+            let n = (count - done).min(part);
+            if !self.make_room_for(n) {
                 return;
             }
+            fill(self.each_slot(done, n));
+            self.commit_each(n);
+            done += n;
         }
+    }
+
+    /// Makes room in the local queue for `count <= local_capacity / 2` more tasks; false after
+    /// an abort, when nothing may be pushed.
+    #[inline(always)]
+    fn make_room_for(&mut self, count: u32) -> bool {
+        while self.local_len() + count as u64 > self.local_capacity {
+            self.make_room();
+            if self.aborted {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// After [`WorkerCore::make_room_for`]: settles the last pop and returns this lane's slot
+    /// among the next `count`, which lanes `first..first + count` write in order (`None` on the
+    /// other lanes).
+    #[inline(always)]
+    fn each_slot(&self, first: u32, count: u32) -> Option<*mut T> {
         self.settle_pop();
-        if lane < count {
-            // SAFETY: slots head..head+count are free (checked above); each lane writes its own.
-            unsafe {
-                self.local_slot((self.local_head as u64) + lane as u64)
-                    .write(*task)
-            };
-        }
-        self.local_head = self.local_head.wrapping_add(count64 as u32);
+        let lane = self.p.lane_id().wrapping_sub(first);
+        (lane < count).then(|| self.local_slot((self.local_head as u64) + lane as u64))
+    }
+
+    /// Publishes the `count` tasks written into the slots of [`WorkerCore::each_slot`] to this
+    /// worker's lanes, with one barrier.
+    #[inline(always)]
+    fn commit_each(&mut self, count: u32) {
+        self.local_head = self.local_head.wrapping_add(count);
         self.p.barrier();
     }
 

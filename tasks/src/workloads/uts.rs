@@ -417,9 +417,7 @@ impl TaskFunctor for UtsNode {
         while first < n {
             // Lanes past the last child hash too (their result is not spawned): in lockstep
             // that costs nothing, and one value of one type keeps the node in registers.
-            let child = self.child(first + lane);
-            let spawned = task.with_params(&child);
-            ctx.spawn_each(lanes.min(n - first), &spawned);
+            ctx.spawn_each_like(lanes.min(n - first), task, || self.child(first + lane));
             first += lanes;
         }
         Ok(())
