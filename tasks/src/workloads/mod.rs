@@ -33,11 +33,12 @@ pub enum ContainsTasks {
     Contains(ContainsTask),
 }
 
-/// The UTS registry. Its kernels are capped at 96 registers (20 blocks of 32 threads per H100 SM),
-/// where the worker spills nothing (commit b7af30b and later). On an H200 at 1499967's worker, 80
-/// ran T1L 4% faster but T3 6% slower, 72 T1L 5% faster and T3 15% slower, 128 T1L 11% slower
-/// (docs/results.md); the kernel-per-level baseline shares the cap.
-#[crate::registry(kernel = "uts", max_registers = 96)]
+/// The UTS registry. Its kernels are capped at 80 registers (24 blocks of 32 threads per H100 SM),
+/// where the default workers spill nothing (ptxas sm_90; the bridged
+/// ones 4 B, the static and level entries 8 B). On an H100 at 80 against 96, T1L ran 9% faster
+/// with mgws and 7% faster with the kernel-per-level baseline, which shares the cap and runs
+/// fastest at it although it spills (docs/results.md).
+#[crate::registry(kernel = "uts", max_registers = 80)]
 pub enum UtsTasks {
     Uts(UtsNode),
 }

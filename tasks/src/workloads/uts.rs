@@ -243,10 +243,12 @@ impl UtsParams {
 
     /// How many children `node` has.
     ///
-    /// The common cases are inline: a geometric node within the table, a binomial node below
-    /// the root. The rest (deeper geometric nodes, the binomial root) call `children_at`,
-    /// which is not inlined on the GPU, so the path every node takes holds no call: with the
-    /// call on it, UTS T1 ran 12% slower on an H100 (docs/results.md).
+    /// The common cases come first: a geometric node within the table, a binomial node below
+    /// the root. The rest (deeper geometric nodes, the binomial root) go to `children_at`,
+    /// inlined too: a call anywhere in a GPU worker entry, even off the node's path, makes
+    /// ptxas keep the worker state live across it in the registers a call preserves or in
+    /// local memory. Called, the UTS workers spilled 28-44 B at 80 registers (ptxas sm_90);
+    /// inlined, with `descriptor_error`, the default ones spill nothing (docs/results.md).
     #[inline(always)]
     pub fn num_children(&self, node: &UtsNode) -> u32 {
         let (depth, rand) = (node.depth, node.rand());
@@ -283,9 +285,8 @@ impl UtsParams {
     }
 
     /// How many children a node at `depth` with random number `rand` ([`UtsNode::rand`]) has,
-    /// every case. Takes the node's two numbers rather than the node: on the GPU this call is
-    /// not inlined, and a node passed by reference would have to live in local memory.
-    #[inline(never)]
+    /// every case (see `num_children` for why it is inlined).
+    #[inline(always)]
     fn children_at(&self, depth: u32, rand: u32) -> u32 {
         let u = probability(rand);
         let n = match self.tree {
@@ -373,10 +374,12 @@ fn params(ctx: &impl Ctx, d: DataDescriptor) -> (*const UtsParams, bool) {
     (params, fits)
 }
 
-/// The error of a node whose descriptors failed their checks: the parameters' first. Out of
-/// line, so that the hot path tests both descriptors with one branch and builds no error value.
+/// The error of a node whose descriptors failed their checks: the parameters' first. Cold, so
+/// that the hot path tests both descriptors with one branch and builds no error value; inlined
+/// (in a cold block), since a call in the worker entry costs registers (see
+/// `UtsParams::num_children`).
 #[cold]
-#[inline(never)]
+#[inline]
 fn descriptor_error(params_ok: bool) -> TaskError {
     TaskError::Failed(if params_ok {
         rows::NO_RESULT_ROW
