@@ -98,8 +98,8 @@ impl TaskStruct {
         let to = slot as *mut u64;
         let data = &self.data as *const [DataDescriptor; DESCRIPTORS] as *const u64;
         // SAFETY: the caller's guarantee for `slot`; the struct is 16-byte aligned and
-        // `repr(C)`: words 4..8 hold the descriptors, which have
-        // no padding bytes (`DataDescriptor` names its pad), so reading them as words is sound.
+        // `repr(C)`, words 4..8 hold the descriptors, and they have no padding bytes
+        // (`DataDescriptor` names its pad), so reading them as words is sound.
         unsafe {
             (&raw mut (*slot).tag).write(self.tag);
             (&raw mut (*slot).flags).write(0);

@@ -34,10 +34,10 @@ pub enum ContainsTasks {
 }
 
 /// The UTS registry. Its kernels are capped at 80 registers (24 blocks of 32 threads per H100 SM),
-/// where the default workers spill nothing (ptxas sm_90; the bridged
-/// ones 4 B, the static and level entries 8 B). On an H100 at 80 against 96, T1L ran 9% faster
-/// with mgws and 7% faster with the kernel-per-level baseline, which shares the cap and runs
-/// fastest at it although it spills (docs/results.md).
+/// where the default workers spill nothing (ptxas sm_90; the bridged ones 4 B, the static and
+/// level entries 8 B). On an H100, T1L ran 11% faster at 80 than at 96 with mgws, and 7% faster
+/// with the kernel-per-level baseline, which shares the cap and runs T1L fastest at it although
+/// it spills (T3's level kernel runs faster at 96; docs/results.md).
 #[crate::registry(kernel = "uts", max_registers = 80)]
 pub enum UtsTasks {
     Uts(UtsNode),
