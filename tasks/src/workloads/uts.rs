@@ -288,26 +288,17 @@ impl UtsParams {
     /// every case (see `num_children` for why it is inlined).
     #[inline(always)]
     fn children_at(&self, depth: u32, rand: u32) -> u32 {
-        let u = probability(rand);
-        let n = match self.tree {
-            BINOMIAL => {
-                if depth == 0 {
-                    // The binomial root has floor(b0) children, capped at ceil(b0) only.
-                    let b = libm::floor(self.b0) as i64;
-                    return b.clamp(0, libm::ceil(self.b0) as i64) as u32;
-                }
-                self.binomial_children(u)
-            }
-            GEOMETRIC => self.geometric_children(depth, rand),
-            _ => {
-                // Not `geometric_at`: with it, LLVM laid this cold function out differently, and
-                // ptxas gave the UTS worker entries other spill figures than the H100 measured.
-                if (depth as f64) < self.shift_depth * self.gen_mx as f64 {
-                    self.geometric_children(depth, rand)
-                } else {
-                    self.binomial_children(u)
-                }
-            }
+        if self.tree == BINOMIAL && depth == 0 {
+            // The binomial root has floor(b0) children, capped at ceil(b0) only.
+            let b = libm::floor(self.b0) as i64;
+            return b.clamp(0, libm::ceil(self.b0) as i64) as u32;
+        }
+        // One call site of `geometric_children` (which LLVM may keep out of line): with two,
+        // one per tree type, the bridged UTS workers spilled 4 B at 80 registers (ptxas sm_90).
+        let n = if self.geometric_at(depth) {
+            self.geometric_children(depth, rand)
+        } else {
+            self.binomial_children(probability(rand))
         };
         n.min(MAX_CHILDREN)
     }
