@@ -34,8 +34,8 @@ pub enum ContainsTasks {
 }
 
 /// The UTS registry. Its kernels are capped at 80 registers (24 blocks of 32 threads per H100 SM),
-/// where the default workers spill nothing (ptxas sm_90; the bridged ones 4 B, the static and
-/// level entries 8 B). On an H100, T1L ran 11% faster at 80 than at 96 with mgws, and 7% faster
+/// where the worker entries spill nothing (ptxas sm_90; the static entries 8 B, the level entry
+/// 4 B). On an H100, T1L ran 11% faster at 80 than at 96 with mgws, and 7% faster
 /// with the kernel-per-level baseline, which shares the cap and runs T1L fastest at it although
 /// it spills (T3's level kernel runs faster at 96; docs/results.md).
 #[crate::registry(kernel = "uts", max_registers = 80)]
