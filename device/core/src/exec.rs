@@ -73,6 +73,10 @@ pub struct WorkerCore<'e, P: Platform, T, S: Spec> {
     /// ([`LeaderState::iterations_total`]). A `u32`, as every register the loop holds counts on a
     /// GPU.
     pub(crate) iterations: u32,
+    /// Loop iterations between two release checks, a power of two from
+    /// [`crate::worker::RELEASE_CHECK_INTERVAL`] to [`crate::worker::RELEASE_CHECK_INTERVAL_MAX`]
+    /// (see `should_release`).
+    pub(crate) release_interval: u32,
     // Lane 0's counters of the hot path. The rest of lane 0's state is a [`LeaderState`] in the
     // scratch.
     pub(crate) tasks_run: u64,
@@ -137,6 +141,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             idle: false,
             aborted: false,
             iterations: 0,
+            release_interval: crate::worker::RELEASE_CHECK_INTERVAL as u32,
             tasks_run: 0,
             noted_tag: 0,
             pop_pending: core::cell::Cell::new(false),

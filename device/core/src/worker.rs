@@ -50,8 +50,17 @@ impl<W: AtomicWord> IdleCount<'_, W> {
     }
 }
 
-/// Loop iterations between two checks of whether the own public queue ran empty (a power of two).
+/// Loop iterations between two checks of whether the own public queue ran empty (a power of two):
+/// the interval a worker starts with and returns to whenever a check finds the queue empty.
 pub const RELEASE_CHECK_INTERVAL: u64 = 4;
+
+/// The longest interval between two release checks (a power of two). Each check that finds the
+/// own public queue still holding tasks no thief took doubles the interval up to this: nobody
+/// is short of work, and on an H100 the check (a load of the queue word from L2 and an exchange)
+/// sat on the path of a quarter of UTS T1L's nodes, 99% of them finding the queue stocked. A
+/// check that finds it empty releases and goes back to [`RELEASE_CHECK_INTERVAL`], so a worker
+/// whose thieves keep up checks as often as before (docs/results.md).
+pub const RELEASE_CHECK_INTERVAL_MAX: u64 = 32;
 
 /// Local tasks a worker must hold (or a full local queue, if it holds fewer) to release half of
 /// them to its empty public queue. Listing 5 releases from 2; a queue of 2 or 3 tasks deep in a
@@ -143,12 +152,12 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
             }
             if c.local_len() > 0 {
                 // A surplus (a steal's, or room a task made for its spawns) is published
-                // first. Checking the public word costs a broadcast (two barriers on a GPU): do
-                // it every RELEASE_CHECK_INTERVAL tasks rather than before every task as
-                // Listing 5 does.
+                // first. Checking the public word costs a load and a broadcast (two barriers on
+                // a GPU): do it every `release_interval` tasks (RELEASE_CHECK_INTERVAL and up)
+                // rather than before every task as Listing 5 does.
                 if c.surplus > 0
                     || (c.local_len() >= RELEASE_MIN_LOCAL.min(c.local_capacity)
-                        && c.iterations as u64 & (RELEASE_CHECK_INTERVAL - 1) == 0
+                        && c.iterations & (c.release_interval - 1) == 0
                         && c.should_release())
                 {
                     c.publish_surplus_or_release();
@@ -197,7 +206,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         let progress = self.env.config.progress_interval as u64;
         // While initial tasks remain, `should_release` answers "no" without looking at anything.
         let cadence = if self.initial_exhausted {
-            RELEASE_CHECK_INTERVAL.min(progress)
+            (self.release_interval as u64).min(progress)
         } else {
             progress
         };
@@ -299,6 +308,12 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// Listing 5's "if the public queue is empty, release": while initial tasks remain, idle
     /// workers take those instead of stealing, so releasing would only add copies and the answer
     /// is "no" (uniform on every lane: no exchange). Then lane 0 checks the public word.
+    ///
+    /// The check also sets the interval to the next one: back to [`RELEASE_CHECK_INTERVAL`] when
+    /// the queue is empty (thieves took what was released), twice as long, up to
+    /// [`RELEASE_CHECK_INTERVAL_MAX`], when it still holds tasks nobody took, and unchanged while
+    /// a thief holds its lock. The word is read Relaxed, as before: a stale answer only moves a
+    /// release by one interval, and `publish` works on the word it loads itself.
     #[inline(always)]
     pub(crate) fn should_release(&mut self) -> bool {
         if !self.initial_exhausted {
@@ -307,10 +322,14 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         let mut answer = [0u64; 1];
         if self.p.is_leader() {
             let word = self.own_queue().peek();
-            let empty = !PublicQueue::<P::Word>::looks_stealable(word) && !word.locked();
-            answer = [empty as u64];
+            let stocked = PublicQueue::<P::Word>::looks_stealable(word);
+            let empty = !stocked && !word.locked();
+            answer = [empty as u64 | (stocked as u64) << 1];
         }
-        self.exchange(answer)[0] != 0
+        let [answer] = self.exchange(answer);
+        let (empty, stocked) = (answer & 1 != 0, answer & 2 != 0);
+        self.release_interval = next_release_interval(self.release_interval, empty, stocked);
+        empty
     }
 
     /// The worker's one place that publishes into its own public queue and opens a new epoch:
@@ -1080,6 +1099,20 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     }
 }
 
+/// The release check's next interval after a check that found the own public queue `empty` or
+/// `stocked` (holding tasks nobody took) or neither (a thief holds its lock): see
+/// [`WorkerCore::should_release`].
+#[inline(always)]
+pub(crate) fn next_release_interval(interval: u32, empty: bool, stocked: bool) -> u32 {
+    if empty {
+        RELEASE_CHECK_INTERVAL as u32
+    } else if stocked {
+        (interval * 2).min(RELEASE_CHECK_INTERVAL_MAX as u32)
+    } else {
+        interval
+    }
+}
+
 /// The pause after the `streak`-th idle round in a row (0-based): [`IDLE_PAUSE_MIN_NS`] doubled
 /// `streak` times, at most [`IDLE_PAUSE_MAX_NS`].
 #[inline(always)]
@@ -1107,5 +1140,32 @@ mod tests {
         }
         assert_eq!(last, IDLE_PAUSE_MAX_NS);
         assert_eq!(idle_pause_ns(u32::MAX), IDLE_PAUSE_MAX_NS);
+    }
+
+    #[test]
+    fn the_release_interval_doubles_while_the_queue_stays_stocked() {
+        let min = RELEASE_CHECK_INTERVAL as u32;
+        let max = RELEASE_CHECK_INTERVAL_MAX as u32;
+        assert!(min.is_power_of_two() && max.is_power_of_two() && min < max);
+        let mut interval = min;
+        let mut checks = 0;
+        while interval < max {
+            let next = next_release_interval(interval, false, true);
+            assert_eq!(next, 2 * interval);
+            interval = next;
+            checks += 1;
+        }
+        assert_eq!(checks, (max / min).trailing_zeros());
+        assert_eq!(next_release_interval(max, false, true), max);
+    }
+
+    #[test]
+    fn an_empty_queue_brings_the_release_interval_back_and_a_locked_one_keeps_it() {
+        let min = RELEASE_CHECK_INTERVAL as u32;
+        for interval in [min, 2 * min, RELEASE_CHECK_INTERVAL_MAX as u32] {
+            assert_eq!(next_release_interval(interval, true, false), min);
+            // Locked: neither empty nor stocked.
+            assert_eq!(next_release_interval(interval, false, false), interval);
+        }
     }
 }
