@@ -74,8 +74,8 @@ pub struct WorkerCore<'e, P: Platform, T, S: Spec> {
     /// GPU.
     pub(crate) iterations: u32,
     /// Loop iterations between two release checks, a power of two from
-    /// [`crate::worker::RELEASE_CHECK_INTERVAL`] to [`crate::worker::RELEASE_CHECK_INTERVAL_MAX`]
-    /// (see `should_release`).
+    /// [`crate::worker::RELEASE_CHECK_INTERVAL`] to the platform's
+    /// [`Platform::RELEASE_CHECK_INTERVAL_MAX`] (see `should_release`).
     pub(crate) release_interval: u32,
     // Lane 0's counters of the hot path. The rest of lane 0's state is a [`LeaderState`] in the
     // scratch.

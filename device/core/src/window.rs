@@ -395,6 +395,7 @@ unsafe impl<P: Platform, R: Remote> Platform for WindowPlatform<P, R> {
     type Word = WindowWord<P::Word, R>;
     const SINGLE_LANE: bool = P::SINGLE_LANE;
     const MIN_LANES: u32 = P::MIN_LANES;
+    const RELEASE_CHECK_INTERVAL_MAX: u32 = P::RELEASE_CHECK_INTERVAL_MAX;
 
     #[inline(always)]
     fn lane_id(&self) -> u32 {

@@ -52,15 +52,14 @@ impl<W: AtomicWord> IdleCount<'_, W> {
 
 /// Loop iterations between two checks of whether the own public queue ran empty (a power of two):
 /// the interval a worker starts with and returns to whenever a check finds the queue empty.
+///
+/// Each check that finds the queue still holding tasks no thief took doubles the interval, up to
+/// the platform's [`Platform::RELEASE_CHECK_INTERVAL_MAX`]: nobody is short of work. On an H100
+/// the check (a load of the queue word from L2 and an exchange) sat on the path of a quarter of
+/// UTS T1L's nodes, and 99% of the checks found the queue stocked. A check that finds it empty
+/// releases and goes back to this interval, so a worker whose thieves keep up checks as often as
+/// before (docs/results.md).
 pub const RELEASE_CHECK_INTERVAL: u64 = 4;
-
-/// The longest interval between two release checks (a power of two). Each check that finds the
-/// own public queue still holding tasks no thief took doubles the interval up to this: nobody
-/// is short of work, and on an H100 the check (a load of the queue word from L2 and an exchange)
-/// sat on the path of a quarter of UTS T1L's nodes, 99% of them finding the queue stocked. A
-/// check that finds it empty releases and goes back to [`RELEASE_CHECK_INTERVAL`], so a worker
-/// whose thieves keep up checks as often as before (docs/results.md).
-pub const RELEASE_CHECK_INTERVAL_MAX: u64 = 32;
 
 /// Local tasks a worker must hold (or a full local queue, if it holds fewer) to release half of
 /// them to its empty public queue. Listing 5 releases from 2; a queue of 2 or 3 tasks deep in a
@@ -311,8 +310,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     ///
     /// The check also sets the interval to the next one: back to [`RELEASE_CHECK_INTERVAL`] when
     /// the queue is empty (thieves took what was released), twice as long, up to
-    /// [`RELEASE_CHECK_INTERVAL_MAX`], when it still holds tasks nobody took, and unchanged while
-    /// a thief holds its lock. The word is read Relaxed, as before: a stale answer only moves a
+    /// [`Platform::RELEASE_CHECK_INTERVAL_MAX`], when it still holds tasks nobody took, and
+    /// unchanged while a thief holds its lock. The word is read Relaxed, as before: a stale answer only moves a
     /// release by one interval, and `publish` works on the word it loads itself.
     #[inline(always)]
     pub(crate) fn should_release(&mut self) -> bool {
@@ -328,7 +327,12 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         }
         let [answer] = self.exchange(answer);
         let (empty, stocked) = (answer & 1 != 0, answer & 2 != 0);
-        self.release_interval = next_release_interval(self.release_interval, empty, stocked);
+        self.release_interval = next_release_interval(
+            self.release_interval,
+            P::RELEASE_CHECK_INTERVAL_MAX,
+            empty,
+            stocked,
+        );
         empty
     }
 
@@ -1099,15 +1103,15 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     }
 }
 
-/// The release check's next interval after a check that found the own public queue `empty` or
-/// `stocked` (holding tasks nobody took) or neither (a thief holds its lock): see
+/// The release check's next interval, at most `max`, after a check that found the own public
+/// queue `empty` or `stocked` (holding tasks nobody took) or neither (a thief holds its lock): see
 /// [`WorkerCore::should_release`].
 #[inline(always)]
-pub(crate) fn next_release_interval(interval: u32, empty: bool, stocked: bool) -> u32 {
+pub(crate) fn next_release_interval(interval: u32, max: u32, empty: bool, stocked: bool) -> u32 {
     if empty {
         RELEASE_CHECK_INTERVAL as u32
     } else if stocked {
-        (interval * 2).min(RELEASE_CHECK_INTERVAL_MAX as u32)
+        (interval * 2).min(max)
     } else {
         interval
     }
@@ -1142,30 +1146,34 @@ mod tests {
         assert_eq!(idle_pause_ns(u32::MAX), IDLE_PAUSE_MAX_NS);
     }
 
+    /// The GPU block's maximum; the tests use it as a plain number.
+    const MAX: u32 = 32;
+
     #[test]
     fn the_release_interval_doubles_while_the_queue_stays_stocked() {
         let min = RELEASE_CHECK_INTERVAL as u32;
-        let max = RELEASE_CHECK_INTERVAL_MAX as u32;
-        assert!(min.is_power_of_two() && max.is_power_of_two() && min < max);
+        assert!(min.is_power_of_two() && MAX.is_power_of_two() && min < MAX);
         let mut interval = min;
         let mut checks = 0;
-        while interval < max {
-            let next = next_release_interval(interval, false, true);
+        while interval < MAX {
+            let next = next_release_interval(interval, MAX, false, true);
             assert_eq!(next, 2 * interval);
             interval = next;
             checks += 1;
         }
-        assert_eq!(checks, (max / min).trailing_zeros());
-        assert_eq!(next_release_interval(max, false, true), max);
+        assert_eq!(checks, (MAX / min).trailing_zeros());
+        assert_eq!(next_release_interval(MAX, MAX, false, true), MAX);
+        // A platform whose maximum is the minimum never backs off.
+        assert_eq!(next_release_interval(min, min, false, true), min);
     }
 
     #[test]
     fn an_empty_queue_brings_the_release_interval_back_and_a_locked_one_keeps_it() {
         let min = RELEASE_CHECK_INTERVAL as u32;
-        for interval in [min, 2 * min, RELEASE_CHECK_INTERVAL_MAX as u32] {
-            assert_eq!(next_release_interval(interval, true, false), min);
+        for interval in [min, 2 * min, MAX] {
+            assert_eq!(next_release_interval(interval, MAX, true, false), min);
             // Locked: neither empty nor stocked.
-            assert_eq!(next_release_interval(interval, false, false), interval);
+            assert_eq!(next_release_interval(interval, MAX, false, false), interval);
         }
     }
 }
