@@ -107,6 +107,13 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         id: u32,
         on_full: OnFull<P::Word, T>,
     ) -> Self {
+        const {
+            let max = P::RELEASE_CHECK_INTERVAL_MAX;
+            assert!(
+                max.is_power_of_two() && max as u64 >= crate::worker::RELEASE_CHECK_INTERVAL,
+                "Platform::RELEASE_CHECK_INTERVAL_MAX: a power of two, at least RELEASE_CHECK_INTERVAL"
+            )
+        };
         let cfg = &env.config;
         // Unshared queues are numbered like their workers.
         let queue = if S::shared_queues(cfg) {
