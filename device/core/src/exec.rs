@@ -111,7 +111,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             let max = P::RELEASE_CHECK_INTERVAL_MAX;
             assert!(
                 max.is_power_of_two() && max as u64 >= crate::worker::RELEASE_CHECK_INTERVAL,
-                "Platform::RELEASE_CHECK_INTERVAL_MAX: a power of two, at least RELEASE_CHECK_INTERVAL"
+                "RELEASE_CHECK_INTERVAL_MAX must be a power of two, at least RELEASE_CHECK_INTERVAL"
             )
         };
         let cfg = &env.config;

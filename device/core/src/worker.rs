@@ -311,8 +311,9 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// The check also sets the interval to the next one: back to [`RELEASE_CHECK_INTERVAL`] when
     /// the queue is empty (thieves took what was released), twice as long, up to
     /// [`Platform::RELEASE_CHECK_INTERVAL_MAX`], when it still holds tasks nobody took, and
-    /// unchanged while a thief holds its lock. The word is read Relaxed, as before: a stale answer only moves a
-    /// release by one interval, and `publish` works on the word it loads itself.
+    /// unchanged while a thief holds its lock. The word is read Relaxed, as before: a stale
+    /// answer only moves a release by one interval, and `publish` works on the word it loads
+    /// itself.
     #[inline(always)]
     pub(crate) fn should_release(&mut self) -> bool {
         if !self.initial_exhausted {
