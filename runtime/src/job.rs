@@ -3,6 +3,7 @@
 use mgws_core::DATA_AREAS;
 use mgws_tasks::TaskStruct;
 
+use crate::area_layout::AreaLayout;
 use crate::error::{Error, Result};
 
 /// The bytes of one data area.
@@ -40,6 +41,9 @@ pub struct Job<'a> {
     pub tasks: &'a [TaskStruct],
     /// The data areas, by index.
     pub areas: Vec<(u8, AreaBytes<'a>)>,
+    /// The layouts chosen for read-write areas ([`Job::layout`]), by area index; an area not
+    /// listed has the default, [`AreaLayout::Partitioned`].
+    pub layouts: Vec<(u8, AreaLayout)>,
 }
 
 impl<'a> Job<'a> {
@@ -48,7 +52,43 @@ impl<'a> Job<'a> {
         Job {
             tasks,
             areas: Vec::new(),
+            layouts: Vec::new(),
         }
+    }
+
+    /// Lays read-write area `index` out over a run's GPUs as `layout` (see [`AreaLayout`]; the
+    /// default is [`AreaLayout::Partitioned`]). Only multi-GPU runs look at it.
+    pub fn layout(mut self, index: u8, layout: AreaLayout) -> Self {
+        self.layouts.push((index, layout));
+        self
+    }
+
+    /// Adds `table` as read-write area `index`, laid out per worker: on several GPUs each
+    /// worker's slot lives in its own GPU's memory.
+    pub fn per_worker<T: bytemuck::Pod>(
+        self,
+        index: u8,
+        table: &'a mut crate::PerWorker<T>,
+    ) -> Self {
+        let row_bytes = table.stride() as u64;
+        self.area(index, table.area())
+            .layout(index, AreaLayout::PerWorker { row_bytes })
+    }
+
+    /// Adds `rows` as read-write area `index`, laid out per worker (one row per worker).
+    pub fn rows(self, index: u8, rows: &'a mut crate::rows::ResultRows) -> Self {
+        let row_bytes = mgws_tasks::workloads::rows::ROW_BYTES as u64;
+        self.area(index, AreaBytes::ReadWrite(rows.bytes_mut()))
+            .layout(index, AreaLayout::PerWorker { row_bytes })
+    }
+
+    /// The layout of area `index`: the one chosen, else [`AreaLayout::Partitioned`].
+    pub fn layout_of(&self, index: u8) -> AreaLayout {
+        self.layouts
+            .iter()
+            .rev()
+            .find(|(i, _)| *i == index)
+            .map_or(AreaLayout::Partitioned, |&(_, l)| l)
     }
 
     /// Adds data area `index`.
@@ -114,6 +154,37 @@ impl<'a> Job<'a> {
             })?;
             if slot.replace(bytes.len()).is_some() {
                 return Err(Error::Input(format!("data area {index} is given twice")));
+            }
+            if matches!(bytes, AreaBytes::ReadWrite(_)) {
+                self.layout_of(*index).check(*index, bytes.len())?;
+            }
+        }
+        for (at, &(index, l)) in self.layouts.iter().enumerate() {
+            if self.layouts[..at].iter().any(|(i, _)| *i == index) {
+                return Err(Error::Input(format!(
+                    "data area {index} is given a layout twice"
+                )));
+            }
+            let read_only = self
+                .areas
+                .iter()
+                .find(|(i, _)| *i == index)
+                .map(|(_, b)| matches!(b, AreaBytes::Read(_)));
+            match read_only {
+                None => {
+                    return Err(Error::Input(format!(
+                        "data area {index} has a layout ({}) but the job does not have the area",
+                        l.name()
+                    )))
+                }
+                Some(true) => {
+                    return Err(Error::Input(format!(
+                        "data area {index} is read-only: its layout ({}) is for read-write \
+                         areas (read-only ones are copied to every GPU)",
+                        l.name()
+                    )))
+                }
+                Some(false) => {}
             }
         }
         for (i, task) in self.tasks.iter().enumerate() {

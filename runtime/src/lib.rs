@@ -55,6 +55,8 @@
 #![warn(missing_docs)]
 
 #[cfg(not(target_arch = "nvptx64"))]
+pub mod area_layout;
+#[cfg(not(target_arch = "nvptx64"))]
 pub mod backend;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod cpu;
@@ -99,6 +101,7 @@ struct ReadmeDoctests;
 
 #[cfg(not(target_arch = "nvptx64"))]
 pub use {
+    area_layout::{AreaLayout, Combine},
     backend::Backend,
     error::{Error, Result},
     job::{AreaBytes, Job},

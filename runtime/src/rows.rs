@@ -130,6 +130,11 @@ impl<T: bytemuck::Pod> PerWorker<T> {
             .copy_from_slice(bytemuck::bytes_of(&value));
     }
 
+    /// Bytes from one worker's slot to the next (whole cache lines).
+    pub fn stride(&self) -> usize {
+        Self::STRIDE
+    }
+
     /// The number of slots.
     pub fn workers(&self) -> u32 {
         self.workers

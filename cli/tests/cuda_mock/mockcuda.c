@@ -4,7 +4,9 @@
  *
  *   nodevice  cuInit fails with CUDA_ERROR_NO_DEVICE
  *   exit      (default) the kernel marks every worker exited and returns
- *   memset    as exit, and first runs MEMSET tasks itself: slot x of area 0 += x + 1
+ *   memset    as exit, and first runs MEMSET tasks itself: slot x of area 0 += x + 1, each
+ *             device the tasks of its own queues' home ranges, through its own env's pointer
+ *             to area 0 (so a data area's layout over several GPUs is exercised)
  *   trap      the kernel faults: the stream reports CUDA_ERROR_LAUNCH_FAILED
  *   hang      the kernel of device d adds 1 to every device's idle counter and d + 1 steals
  *             (STEAL_INCREMENT) to the word of every device's first queue (through the env's
@@ -22,6 +24,10 @@
  * MOCK_CUDA_GPUS sets the number of GPUs (default 1); MOCK_CUDA_HOST_ATOMICS the value of
  * HOST_NATIVE_ATOMIC_SUPPORTED (default 0), MOCK_CUDA_P2P_ATOMICS the P2P native-atomic attribute
  * (default 1). Every launch's grid and the env it got are printed to stderr as "mock: ...".
+ *
+ * Virtual memory management (cuMemAddressReserve, cuMemCreate, cuMemMap, ...) reserves host
+ * memory and checks the calls' sizes against MOCK_CUDA_GRANULARITY (default 4096): a slice off the
+ * granularity, a map outside a reservation or an access set on an unmapped range fails.
  *
  * Only the functions the mgws host calls exist; the offsets below follow mgws_core::Env.
  */
@@ -53,6 +59,10 @@ enum {
 
 /* mgws_core::Env offsets (runtime/src/cuda/memory.rs's layout test asserts them). */
 #define ENV_WORKERS 0
+#define ENV_FIRST_WORKER 64
+#define ENV_FIRST_QUEUE 100
+#define PROGRESS_BYTES 48
+#define STATS_BYTES 96
 #define ENV_SHARED 136
 #define ENV_QUEUE_HEADERS 144
 #define ENV_DEVICE_IDLE 280
@@ -99,6 +109,7 @@ CUresult cuDeviceGetAttribute(int *v, int attr, CUdevice d) {
     case 97: *v = 232448; break; /* MAX_SHARED_MEMORY_PER_BLOCK_OPTIN */
     case 19: *v = 1; break;   /* CAN_MAP_HOST_MEMORY */
     case 86: *v = env_int("MOCK_CUDA_HOST_ATOMICS", 0); break; /* HOST_NATIVE_ATOMIC_SUPPORTED */
+    case 102: *v = env_int("MOCK_CUDA_VMM", 1); break; /* VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
     default: *v = 0;
     }
     return OK;
@@ -267,6 +278,83 @@ CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned f) {
     *d = (CUdeviceptr)p;
     return OK;
 }
+/* Virtual memory management: one reservation at a time is enough for the host's use (each is
+ * freed before the next run's). Handles are the allocation sizes, marked by the device. */
+static size_t granularity(void) { return (size_t)env_int("MOCK_CUDA_GRANULARITY", 4096); }
+CUresult cuMemGetAllocationGranularity(size_t *g, const void *prop, int option) {
+    (void)prop; (void)option;
+    *g = granularity();
+    return OK;
+}
+#define MAX_RESERVED 64
+static struct { CUdeviceptr base; size_t size, mapped; } reserved[MAX_RESERVED];
+static pthread_mutex_t vmm_lock = PTHREAD_MUTEX_INITIALIZER;
+CUresult cuMemAddressReserve(CUdeviceptr *p, size_t size, size_t align, CUdeviceptr addr,
+                             unsigned long long flags) {
+    (void)align; (void)addr; (void)flags;
+    if (size == 0 || size % granularity()) return E_INVALID_VALUE;
+    pthread_mutex_lock(&vmm_lock);
+    CUresult r = 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+    for (int i = 0; i < MAX_RESERVED; i++) {
+        if (reserved[i].base) continue;
+        reserved[i].base = (CUdeviceptr)calloc(1, size);
+        reserved[i].size = size;
+        reserved[i].mapped = 0;
+        *p = reserved[i].base;
+        r = reserved[i].base ? OK : 2;
+        break;
+    }
+    pthread_mutex_unlock(&vmm_lock);
+    return r;
+}
+static int find_reserved(CUdeviceptr p, size_t n) {
+    for (int i = 0; i < MAX_RESERVED; i++)
+        if (reserved[i].base && p >= reserved[i].base && p + n <= reserved[i].base + reserved[i].size)
+            return i;
+    return -1;
+}
+CUresult cuMemAddressFree(CUdeviceptr p, size_t size) {
+    pthread_mutex_lock(&vmm_lock);
+    int i = find_reserved(p, size);
+    if (i >= 0 && reserved[i].base == p) {
+        free((void *)p);
+        reserved[i].base = 0;
+    }
+    pthread_mutex_unlock(&vmm_lock);
+    return i >= 0 ? OK : E_INVALID_VALUE;
+}
+CUresult cuMemCreate(unsigned long long *h, size_t size, const void *prop, unsigned long long f) {
+    (void)prop; (void)f;
+    if (size == 0 || size % granularity()) return E_INVALID_VALUE;
+    *h = size;
+    return OK;
+}
+CUresult cuMemRelease(unsigned long long h) { (void)h; return OK; }
+CUresult cuMemMap(CUdeviceptr p, size_t size, size_t offset, unsigned long long h,
+                  unsigned long long f) {
+    (void)f;
+    pthread_mutex_lock(&vmm_lock);
+    int i = find_reserved(p, size);
+    int ok = i >= 0 && offset == 0 && size == h && (p - reserved[i].base) % granularity() == 0;
+    if (ok) reserved[i].mapped += size;
+    pthread_mutex_unlock(&vmm_lock);
+    return ok ? OK : E_INVALID_VALUE;
+}
+CUresult cuMemUnmap(CUdeviceptr p, size_t size) {
+    pthread_mutex_lock(&vmm_lock);
+    int i = find_reserved(p, size);
+    if (i >= 0) reserved[i].mapped -= size;
+    pthread_mutex_unlock(&vmm_lock);
+    return i >= 0 ? OK : E_INVALID_VALUE;
+}
+CUresult cuMemSetAccess(CUdeviceptr p, size_t size, const void *desc, size_t count) {
+    (void)desc;
+    pthread_mutex_lock(&vmm_lock);
+    int i = find_reserved(p, size);
+    int ok = i >= 0 && count > 0 && reserved[i].mapped == reserved[i].size && size == reserved[i].size;
+    pthread_mutex_unlock(&vmm_lock);
+    return ok ? OK : E_INVALID_VALUE;
+}
 CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n) { memset((void *)p, v, n); return OK; }
 CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { memcpy((void *)d, s, n); return OK; }
 CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { memcpy(d, (void *)s, n); return OK; }
@@ -370,15 +458,21 @@ static void *kernel(void *arg) {
         *abort_flag = 1;
     }
     /* Over the device-API transport (a window is set) each PE writes its own copy of area 0, and
-     * each adds a share of every slot's value (below); otherwise device 0 runs every task.
-     * Device 0 records them all. */
+     * each adds a share of every slot's value (below). Otherwise each device runs the tasks of
+     * its own queues' home ranges (Env::initial_range) through its own pointer to area 0, and
+     * records them as run by its first worker. */
     int split = pe_window.pes != 0;
-    if (!strcmp(m, "memset") && (l->device == 0 || split)) {
+    if (!strcmp(m, "memset")) {
         /* Every initial task is a MemsetTask {index} (params[0] at byte 8); area 0 holds u64s. */
         uint64_t *slots = (uint64_t *)rd(l->env + ENV_AREAS);
         const uint8_t *tasks = (const uint8_t *)rd(l->env + ENV_INITIAL);
         uint64_t n = rd(l->env + ENV_INITIAL_LEN);
-        for (uint64_t i = 0; i < n; i++) {
+        uint32_t fq[2], queues, first_worker;
+        memcpy(fq, l->env + ENV_FIRST_QUEUE + 4 * l->device, 8);
+        memcpy(&queues, l->env + ENV_FIRST_QUEUE + 4 * (devices ? devices : 1), 4);
+        memcpy(&first_worker, l->env + ENV_FIRST_WORKER + 4 * l->device, 4);
+        uint64_t lo = split ? 0 : fq[0] * n / queues, hi = split ? n : fq[1] * n / queues;
+        for (uint64_t i = lo; i < hi; i++) {
             uint64_t x = rd(tasks + 64 * i + 8);
             if (!split) {
                 slots[x] += x + 1;
@@ -389,15 +483,17 @@ static void *kernel(void *arg) {
             uint64_t share = (x + 1) / devices;
             slots[x] += l->device + 1 == devices ? x + 1 - share * (devices - 1) : share;
         }
-    }
-    if (!strcmp(m, "memset") && l->device == 0) {
-        uint64_t n = rd(l->env + ENV_INITIAL_LEN);
-        /* Progress records: tasks_run of worker 0 = n, state 2 (exited). */
-        uint8_t *progress = (uint8_t *)rd(l->env + ENV_PROGRESS);
-        memcpy(progress + 8, &n, 8);
-        /* Statistics (if collected): tasks_run of worker 0 = n. */
+        if (split) {
+            lo = 0;
+            hi = l->device == 0 ? n : 0;
+        }
+        /* Progress records: tasks_run of the device's first worker. */
+        uint64_t ran = hi - lo;
+        uint8_t *progress = (uint8_t *)rd(l->env + ENV_PROGRESS) + (uint64_t)first_worker * PROGRESS_BYTES;
+        memcpy(progress + 8, &ran, 8);
+        /* Statistics (if collected): tasks_run of the same worker. */
         uint8_t *stats = (uint8_t *)rd(l->env + ENV_STATS);
-        if (stats) memcpy(stats, &n, 8);
+        if (stats) memcpy(stats + (uint64_t)first_worker * STATS_BYTES, &ran, 8);
     }
     __atomic_fetch_add(exited, l->grid, __ATOMIC_SEQ_CST);
     usleep(5000);

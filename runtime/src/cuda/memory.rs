@@ -14,7 +14,9 @@ use mgws_tasks::TaskStruct;
 use super::driver::{DeviceBuffer, HostBuffer};
 use super::plan::{self, shared_field, QueueArea, RunArea, TasksIn};
 use super::session::{Loc, Placed, Session};
+use super::split::SplitBuffer;
 use super::CudaBackend;
+use crate::area_layout::{self, AreaLayout};
 use crate::error::Result;
 use crate::job::{AreaBytes, Job};
 
@@ -62,9 +64,9 @@ pub struct Memory {
     pub(super) device_idle: Vec<Placed>,
     _spill: Vec<DeviceBuffer>,
     _initial_host: Option<HostBuffer>,
-    _initial_dev: Vec<DeviceBuffer>,
-    /// Per data area: the copies (first = the one read back), and whether to read it back.
-    pub(super) areas: Vec<(u8, Vec<DeviceBuffer>, bool)>,
+    _initial_dev: InitialTasks,
+    /// The data areas, by index.
+    pub(super) areas: Vec<(u8, PlacedArea)>,
     pub(super) envs: Vec<DeviceBuffer>,
     /// Home ranges that hold initial tasks (for the hang report).
     pub(super) initial_ranges: u64,
@@ -129,24 +131,24 @@ pub(super) fn allocate(
             s.gpus[0].make_current()?;
             let mut h = HostBuffer::alloc(initial_bytes.len(), "initial tasks")?;
             h.as_mut_slice().copy_from_slice(initial_bytes);
-            (Some(h), Vec::new())
+            (Some(h), InitialTasks::None)
         }
         TasksIn::Device => {
             let what = format!("the initial tasks ({} tasks)", side.initial.len());
-            (None, copy_to_each(&s.gpus[..n], initial_bytes, &what)?)
+            (
+                None,
+                InitialTasks::place(s, topology, initial_bytes, &what)?,
+            )
         }
     };
-    // Data areas: read-only ones copied to every GPU; read-write ones once, on the first GPU,
-    // shared by all (peer access), and copied back after the run.
+    // Data areas: read-only ones copied to every GPU, read-write ones as their layout says.
     let mut areas = Vec::new();
-    for (index, bytes) in job.areas.iter_mut() {
-        let (src, write_back) = match bytes {
-            AreaBytes::Read(b) => (&**b, false),
-            AreaBytes::ReadWrite(b) => (&**b, true),
-        };
-        let copies = if write_back { 1 } else { n };
-        let bufs = copy_to_each(&s.gpus[..copies], src, &format!("data area {index}"))?;
-        areas.push((*index, bufs, write_back));
+    for (index, bytes) in job.areas.iter() {
+        let layout = job.layout_of(*index);
+        areas.push((
+            *index,
+            PlacedArea::place(s, topology, *index, bytes, layout)?,
+        ));
     }
     let mut envs = Vec::new();
     // The same on every device (one topology, one initial set).
@@ -178,14 +180,13 @@ pub(super) fn allocate(
         };
         // Workers index the overflow stacks by their global id.
         let spill_base = by_worker(spill_d.ptr, topology.first_worker[d], spill_per_worker);
-        let initial = match (&initial_host, initial_dev.get(d)) {
-            (Some(h), _) => h.device_ptr(&s.gpus[d])?,
-            (None, Some(buf)) => buf.ptr,
-            (None, None) => 0,
+        let initial = match &initial_host {
+            Some(h) => h.device_ptr(&s.gpus[d])?,
+            None => initial_dev.ptr_on(d),
         };
         let mut area_ptrs = [0u64; DATA_AREAS];
-        for (index, bufs, _) in &areas {
-            area_ptrs[*index as usize] = bufs.get(d).unwrap_or(&bufs[0]).ptr;
+        for (index, area) in &areas {
+            area_ptrs[*index as usize] = area.ptr_on(d);
         }
         let env: Env<HostWord, TaskStruct> = Env {
             config: *config,
@@ -237,6 +238,161 @@ pub(super) fn allocate(
         envs,
     })
 }
+/// The initial tasks in device memory: on one GPU a plain buffer; on several, one range split
+/// so that each GPU holds its own queues' home ranges (`Env::initial_range`) and reaches the
+/// others' over NVLink when it claims from them. No GPU gets a copy of all of them.
+pub(super) enum InitialTasks {
+    None,
+    One(DeviceBuffer),
+    Split(SplitBuffer),
+}
+
+impl InitialTasks {
+    fn place(s: &Session, topology: &Topology, bytes: &[u8], what: &str) -> Result<Self> {
+        let n = s.run_devices;
+        if n == 1 || bytes.is_empty() {
+            let buf = DeviceBuffer::alloc(&s.gpus[0], bytes.len(), what)?;
+            buf.write(0, bytes)?;
+            return Ok(InitialTasks::One(buf));
+        }
+        let buf = split_by_queues(s, topology, bytes.len(), what)?;
+        buf.write_all(bytes)?;
+        Ok(InitialTasks::Split(buf))
+    }
+
+    /// The address GPU `d` reads them at (0 if there are none).
+    fn ptr_on(&self, _d: usize) -> u64 {
+        match self {
+            InitialTasks::None => 0,
+            InitialTasks::One(b) => b.ptr,
+            InitialTasks::Split(b) => b.ptr,
+        }
+    }
+}
+
+/// `bytes` bytes split over the run's GPUs in proportion to each GPU's public queues, i.e. to its
+/// share of the initial tasks.
+fn split_by_queues(
+    s: &Session,
+    topology: &Topology,
+    bytes: usize,
+    what: &str,
+) -> Result<SplitBuffer> {
+    let n = s.run_devices;
+    let gpus = &s.gpus[..n];
+    let weights: Vec<u64> = (0..n)
+        .map(|d| u64::from(topology.first_queue[d + 1] - topology.first_queue[d]))
+        .collect();
+    let unit = SplitBuffer::unit(gpus)? as u64;
+    let bounds = area_layout::split_bounds(bytes as u64, &weights, unit);
+    SplitBuffer::alloc(gpus, &bounds, bytes, what)
+}
+
+/// One data area in device memory.
+pub(super) enum PlacedArea {
+    /// Read-only: a copy on each GPU.
+    Copies(Vec<DeviceBuffer>),
+    /// Read-write, one buffer on the first GPU (any layout on one GPU, or [`AreaLayout::SingleHome`]).
+    Home(DeviceBuffer),
+    /// Read-write, [`AreaLayout::Partitioned`] over several GPUs.
+    Split(SplitBuffer),
+    /// Read-write, a copy on each GPU: [`AreaLayout::Replicated`] (`before` holds the job's
+    /// bytes) or [`AreaLayout::PerWorker`].
+    Replicas {
+        copies: Vec<DeviceBuffer>,
+        layout: AreaLayout,
+        before: Vec<u8>,
+    },
+}
+
+impl PlacedArea {
+    fn place(
+        s: &Session,
+        topology: &Topology,
+        index: u8,
+        bytes: &AreaBytes<'_>,
+        layout: AreaLayout,
+    ) -> Result<PlacedArea> {
+        let gpus = &s.gpus[..s.run_devices];
+        let what = format!("data area {index}");
+        let src = match bytes {
+            AreaBytes::Read(b) => return Ok(PlacedArea::Copies(copy_to_each(gpus, b, &what)?)),
+            AreaBytes::ReadWrite(b) => &**b,
+        };
+        if gpus.len() == 1 || src.is_empty() {
+            let mut one = copy_to_each(&gpus[..1], src, &what)?;
+            return Ok(PlacedArea::Home(one.remove(0)));
+        }
+        Ok(match layout {
+            AreaLayout::SingleHome => {
+                let mut one = copy_to_each(&gpus[..1], src, &what)?;
+                PlacedArea::Home(one.remove(0))
+            }
+            AreaLayout::Partitioned => {
+                let what = format!("{what} (partitioned)");
+                let buf = split_by_queues(s, topology, src.len(), &what)?;
+                buf.write_all(src)?;
+                PlacedArea::Split(buf)
+            }
+            AreaLayout::Replicated(_) | AreaLayout::PerWorker { .. } => PlacedArea::Replicas {
+                copies: copy_to_each(gpus, src, &format!("{what} ({})", layout.name()))?,
+                layout,
+                before: match layout {
+                    AreaLayout::Replicated(_) => src.to_vec(),
+                    _ => Vec::new(),
+                },
+            },
+        })
+    }
+
+    /// The address GPU `d`'s tasks see the area at.
+    fn ptr_on(&self, d: usize) -> u64 {
+        match self {
+            PlacedArea::Copies(c) | PlacedArea::Replicas { copies: c, .. } => c[d].ptr,
+            PlacedArea::Home(b) => b.ptr,
+            PlacedArea::Split(b) => b.ptr,
+        }
+    }
+
+    /// Copies a read-write area's bytes after the run into `dst`, putting the GPUs' parts back
+    /// together as its layout says. Read-only areas are left alone.
+    pub(super) fn read_back(&self, topology: &Topology, dst: &mut [u8]) -> Result<()> {
+        match self {
+            PlacedArea::Copies(_) => Ok(()),
+            PlacedArea::Home(b) => b.read(0, dst),
+            PlacedArea::Split(b) => b.read_all(dst),
+            PlacedArea::Replicas {
+                copies,
+                layout,
+                before,
+            } => match *layout {
+                AreaLayout::PerWorker { row_bytes } => {
+                    copies[0].read(0, dst)?;
+                    for (d, copy) in copies.iter().enumerate().skip(1) {
+                        let workers = topology.first_worker[d]..topology.first_worker[d + 1];
+                        let rows = area_layout::rows_of(workers, row_bytes, dst.len() as u64);
+                        let rows = rows.start as usize..rows.end as usize;
+                        copy.read(rows.start, &mut dst[rows])?;
+                    }
+                    Ok(())
+                }
+                AreaLayout::Replicated(combine) => {
+                    copies[0].read(0, dst)?;
+                    let mut copy = vec![0u8; dst.len()];
+                    for c in &copies[1..] {
+                        c.read(0, &mut copy)?;
+                        combine.fold(dst, &copy, before);
+                    }
+                    Ok(())
+                }
+                AreaLayout::SingleHome | AreaLayout::Partitioned => {
+                    unreachable!("placed as one buffer")
+                }
+            },
+        }
+    }
+}
+
 /// A copy of `bytes` in each GPU's memory, the GPUs copying at the same time (one thread each:
 /// a copy from pageable host memory is paced by the CPU that stages it, so with several GPUs the
 /// copies would otherwise add up).

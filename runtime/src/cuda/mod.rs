@@ -37,6 +37,7 @@ pub(crate) mod plan;
 mod poll;
 pub mod ptx;
 mod session;
+mod split;
 
 use std::path::PathBuf;
 

@@ -243,14 +243,11 @@ impl Device for CudaDevice<'_> {
         mem.run.read_live(s, mem.run_area.shared, &mut shared)?;
         let word = |off: usize| u64::from_ne_bytes(shared[off..off + 8].try_into().unwrap());
         // Copy read-write data areas back into the job.
-        for (index, bufs, write_back) in &mem.areas {
-            if !write_back {
-                continue;
-            }
+        for (index, area) in &mem.areas {
             if let Some((_, AreaBytes::ReadWrite(dst))) =
                 job.areas.iter_mut().find(|(i, _)| i == index)
             {
-                bufs[0].read(0, dst)?;
+                area.read_back(&grid.topology, dst)?;
             }
         }
         // Written by the kernel before it exited.
