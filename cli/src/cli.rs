@@ -187,6 +187,19 @@ pub enum TasksInArg {
     Host,
 }
 
+/// How the read-write data areas of a run over several GPUs are laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum AreaLayoutArg {
+    /// Each area as its workload chose: result rows per worker, other outputs partitioned.
+    Auto,
+    /// Every area once, on the first GPU (the others reach it over NVLink).
+    SingleHome,
+    /// Every area split into one slice per GPU under one address range.
+    Partitioned,
+    /// A copy per GPU, added up after the run (exact for areas that tasks only add to).
+    ReplicatedAdd,
+}
+
 /// Which GPU kernel runs the workload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum GpuKernelArg {
@@ -318,6 +331,9 @@ pub struct SchedArgs {
     /// CUDA: where the initial tasks live.
     #[arg(long, value_enum, default_value_t = TasksInArg::Device, help_heading = "CUDA")]
     pub tasks_in: TasksInArg,
+    /// CUDA, several GPUs: where the read-write data areas live.
+    #[arg(long, value_enum, default_value_t = AreaLayoutArg::Auto, help_heading = "CUDA")]
+    pub area_layout: AreaLayoutArg,
     /// CUDA: the kernel PTX (default: $MGWS_PTX, else mgws_kernel.sm_90.ptx next to the binary or
     /// in target/ptx/, as `cargo xtask ptx` writes it).
     #[arg(long, help_heading = "CUDA")]
@@ -445,9 +461,15 @@ impl SchedArgs {
             self.backend,
             BackendArg::Cpu | BackendArg::CpuStatic | BackendArg::CpuLevels
         );
-        if cpu && (self.placement != PlacementArg::Global || self.tasks_in != TasksInArg::Device) {
+        if cpu
+            && (self.placement != PlacementArg::Global
+                || self.tasks_in != TasksInArg::Device
+                || self.area_layout != AreaLayoutArg::Auto)
+        {
             return Err(Error::Config(
-                "--placement and --tasks-in place GPU memory; they need --backend cuda".into(),
+                "--placement, --tasks-in and --area-layout place GPU memory; they need --backend \
+                 cuda"
+                    .into(),
             ));
         }
         if matches!(self.backend, BackendArg::Cuda | BackendArg::CpuLevels) && self.cpu_domains != 1
@@ -502,11 +524,13 @@ impl SchedArgs {
                 ));
             }
             if self.backend == BackendArg::Cuda
-                && (self.placement != PlacementArg::Global || self.tasks_in != TasksInArg::Device)
+                && (self.placement != PlacementArg::Global
+                    || self.tasks_in != TasksInArg::Device
+                    || self.area_layout != AreaLayoutArg::Auto)
             {
                 return Err(Error::Config(
                     "--processes keeps each PE's queues in NVSHMEM's symmetric heap and its \
-                     tasks on its GPU: --placement and --tasks-in do not apply"
+                     tasks on its GPU: --placement, --tasks-in and --area-layout do not apply"
                         .into(),
                 ));
             }
@@ -550,6 +574,14 @@ impl SchedArgs {
             pe_transport: match self.pe_transport {
                 PeTransportArg::Mapped => mgws::cuda::PeTransport::Mapped,
                 PeTransportArg::DeviceApi => mgws::cuda::PeTransport::DeviceApi,
+            },
+            area_layout: match self.area_layout {
+                AreaLayoutArg::Auto => None,
+                AreaLayoutArg::SingleHome => Some(mgws::AreaLayout::SingleHome),
+                AreaLayoutArg::Partitioned => Some(mgws::AreaLayout::Partitioned),
+                AreaLayoutArg::ReplicatedAdd => {
+                    Some(mgws::AreaLayout::Replicated(mgws::Combine::AddU64))
+                }
             },
         })
     }

@@ -198,6 +198,88 @@ fn several_gpus_get_their_share_of_workers_and_one_env_each() {
 }
 
 #[test]
+fn every_area_layout_over_several_gpus_keeps_memset_exact() {
+    // Each mock GPU runs the tasks of its own queues' home ranges through its own env's pointer
+    // to the area, so every GPU writes its share: partitioned slices on a small granularity
+    // (several slices with bytes, one range), one home, copies added after the run.
+    for gpus in [2u32, 3] {
+        let devices = (0..gpus)
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        for layout in ["auto", "partitioned", "single-home", "replicated-add"] {
+            let args = [
+                "--backend",
+                "cuda",
+                "--devices",
+                &devices,
+                "--tasks",
+                "20000",
+                "--area-layout",
+                layout,
+            ];
+            let o = mgws_with_env(
+                "memset",
+                gpus,
+                "mock.ptx",
+                &args,
+                &[("MOCK_CUDA_GRANULARITY", "512")],
+            );
+            let t = text(&o);
+            assert!(o.status.success(), "{gpus} GPUs, {layout}: {t}");
+            assert!(
+                t.contains(r#""lost":0"#) && t.contains(r#""duplicated":0"#),
+                "{gpus} GPUs, {layout}: {t}"
+            );
+            assert_eq!(t.matches("mock: launch grid").count(), gpus as usize, "{t}");
+        }
+    }
+}
+
+#[test]
+fn a_partitioned_area_needs_virtual_memory_management_and_the_default_falls_back() {
+    let args = |layout| {
+        [
+            "--backend",
+            "cuda",
+            "--devices",
+            "0,1",
+            "--tasks",
+            "3000",
+            "--area-layout",
+            layout,
+        ]
+    };
+    let no_vmm = [("MOCK_CUDA_VMM", "0")];
+    // Chosen: a configuration error (exit 1) that says what to do.
+    let o = mgws_with_env("memset", 2, "mock.ptx", &args("partitioned"), &no_vmm);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("virtual memory management") && t.contains("single-home"),
+        "{t}"
+    );
+    assert!(!t.contains("mock: launch"), "{t}");
+    // The default: one home and a copy of the initial tasks per GPU, as before; exact.
+    let o = mgws_with_env("memset", 2, "mock.ptx", &args("auto"), &no_vmm);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(
+        t.contains(r#""lost":0"#) && t.contains(r#""duplicated":0"#),
+        "{t}"
+    );
+    // A layout flag on the CPU backend is refused, not ignored.
+    let o = mgws(
+        "memset",
+        1,
+        &["--backend", "cpu", "--area-layout", "single-home"],
+    );
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("--area-layout"), "{t}");
+}
+
+#[test]
 fn one_gpu_shares_queues_by_two_unless_told_or_unable() {
     let sharing = |gpus, args: &[&str]| {
         let mut all = vec!["--backend", "cuda", "--tasks", "100"];

@@ -35,6 +35,24 @@ impl AreaBytes<'_> {
     }
 }
 
+/// A data area's bytes with the layout its owner asks for, what [`Job::area`] takes: plain
+/// [`AreaBytes`] ask for none (the default), a [`crate::PerWorker`] table for its rows.
+pub struct LaidOut<'a> {
+    /// The area's bytes.
+    pub bytes: AreaBytes<'a>,
+    /// The layout asked for, or `None` for the default.
+    pub layout: Option<AreaLayout>,
+}
+
+impl<'a> From<AreaBytes<'a>> for LaidOut<'a> {
+    fn from(bytes: AreaBytes<'a>) -> Self {
+        LaidOut {
+            bytes,
+            layout: None,
+        }
+    }
+}
+
 /// What a backend runs: initial tasks plus the data areas `0..DATA_AREAS` they refer to.
 pub struct Job<'a> {
     /// The initial tasks.
@@ -63,37 +81,28 @@ impl<'a> Job<'a> {
         self
     }
 
-    /// Adds `table` as read-write area `index`, laid out per worker: on several GPUs each
-    /// worker's slot lives in its own GPU's memory.
-    pub fn per_worker<T: bytemuck::Pod>(
-        self,
-        index: u8,
-        table: &'a mut crate::PerWorker<T>,
-    ) -> Self {
-        let row_bytes = table.stride() as u64;
-        self.area(index, table.area())
-            .layout(index, AreaLayout::PerWorker { row_bytes })
-    }
-
-    /// Adds `rows` as read-write area `index`, laid out per worker (one row per worker).
-    pub fn rows(self, index: u8, rows: &'a mut crate::rows::ResultRows) -> Self {
-        let row_bytes = mgws_tasks::workloads::rows::ROW_BYTES as u64;
-        self.area(index, AreaBytes::ReadWrite(rows.bytes_mut()))
-            .layout(index, AreaLayout::PerWorker { row_bytes })
-    }
-
     /// The layout of area `index`: the one chosen, else [`AreaLayout::Partitioned`].
     pub fn layout_of(&self, index: u8) -> AreaLayout {
+        self.chosen_layout(index).unwrap_or(AreaLayout::Partitioned)
+    }
+
+    /// The layout chosen for area `index`, if any.
+    pub fn chosen_layout(&self, index: u8) -> Option<AreaLayout> {
         self.layouts
             .iter()
             .rev()
             .find(|(i, _)| *i == index)
-            .map_or(AreaLayout::Partitioned, |&(_, l)| l)
+            .map(|&(_, l)| l)
     }
 
-    /// Adds data area `index`.
-    pub fn area(mut self, index: u8, bytes: AreaBytes<'a>) -> Self {
-        self.areas.push((index, bytes));
+    /// Adds data area `index`: its bytes, and for a table that knows its layout (such as
+    /// [`crate::PerWorker::area`]) that layout.
+    pub fn area(mut self, index: u8, area: impl Into<LaidOut<'a>>) -> Self {
+        let area = area.into();
+        self.areas.push((index, area.bytes));
+        if let Some(layout) = area.layout {
+            self.layouts.push((index, layout));
+        }
         self
     }
 

@@ -21,6 +21,17 @@ impl ResultRows {
             rows: vec![AlignedRow::default(); workers as usize],
         }
     }
+    /// The table as a read-write data area for `Job::area`, laid out per worker (on several
+    /// GPUs each worker's row lives in its own GPU's memory).
+    pub fn area(&mut self) -> crate::job::LaidOut<'_> {
+        crate::job::LaidOut {
+            bytes: crate::AreaBytes::ReadWrite(self.bytes_mut()),
+            layout: Some(crate::AreaLayout::PerWorker {
+                row_bytes: mgws_tasks::workloads::rows::ROW_BYTES as u64,
+            }),
+        }
+    }
+
     /// The table's bytes, for a read-write data area.
     pub fn bytes_mut(&mut self) -> &mut [u8] {
         // SAFETY: AlignedRow is plain u64s without padding (size checked above).
@@ -57,7 +68,7 @@ struct Line([u8; 64]);
 /// ```ignore
 /// let mut counts = PerWorker::<u64>::new(sched.workers());
 /// let task = MyTasks::task(&Count { .. }).with_data(0, counts.descriptor(1));
-/// mgws::cpu::run(&sched, &MyTasks, Job::new(&[task]).area(1, counts.area()))?;
+/// Backend::Cpu.run(&sched, &MyTasks, Job::new(&[task]).area(1, counts.area()))?;
 /// let total = counts.sum();
 /// ```
 pub struct PerWorker<T: bytemuck::Pod> {
@@ -102,9 +113,14 @@ impl<T: bytemuck::Pod> PerWorker<T> {
         self.lines.len() * 64
     }
 
-    /// The table as a read-write data area for `Job::area`.
-    pub fn area(&mut self) -> crate::AreaBytes<'_> {
-        crate::AreaBytes::ReadWrite(self.bytes_mut())
+    /// The table as a read-write data area for `Job::area`, laid out per worker (on several
+    /// GPUs each worker's slot lives in its own GPU's memory).
+    pub fn area(&mut self) -> crate::job::LaidOut<'_> {
+        let row_bytes = Self::STRIDE as u64;
+        crate::job::LaidOut {
+            bytes: crate::AreaBytes::ReadWrite(self.bytes_mut()),
+            layout: Some(crate::AreaLayout::PerWorker { row_bytes }),
+        }
     }
 
     /// A `ReadWrite` descriptor of the whole table in data area `area`, for the tasks' data.

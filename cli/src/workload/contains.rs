@@ -86,7 +86,7 @@ pub fn run_once(
         Job::new(tasks)
             .area(CORPUS_AREA, AreaBytes::Read(&corpus.bytes))
             .area(WORD_AREA, AreaBytes::Read(word))
-            .area(ROWS_AREA, AreaBytes::ReadWrite(rows.bytes_mut())),
+            .area(ROWS_AREA, rows.area()),
     )?;
     Ok((column_sum(rows.words(), COL_MATCHES), report))
 }

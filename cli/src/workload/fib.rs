@@ -8,7 +8,7 @@ use mgws_tasks::FibTasks;
 use super::Outcome;
 use mgws::backend::Backend;
 use mgws::error::{Error, Result};
-use mgws::job::{AreaBytes, Job};
+use mgws::job::Job;
 use mgws::report::RunReport;
 use mgws::scheduler::Scheduler;
 
@@ -32,11 +32,7 @@ pub fn run_once(sched: &Scheduler, backend: &Backend, n: u64) -> Result<((u64, u
     let workers = super::result_rows(sched, backend);
     let mut rows = super::ResultRows::new(workers);
     let root = [FibTasks::task(&FibTask { n }).with_data(0, rows_descriptor(0, workers))];
-    let report = backend.run(
-        sched,
-        &FibTasks,
-        Job::new(&root).area(0, AreaBytes::ReadWrite(rows.bytes_mut())),
-    )?;
+    let report = backend.run(sched, &FibTasks, Job::new(&root).area(0, rows.area()))?;
     Ok((
         (
             column_sum(rows.words(), COL_SUM),

@@ -405,7 +405,7 @@ pub fn run_once(
         &UtsTasks,
         Job::new(&initial)
             .area(0, AreaBytes::Read(u64_bytes_mut(&mut param_words)))
-            .area(1, AreaBytes::ReadWrite(rows.bytes_mut())),
+            .area(1, rows.area()),
     )?;
     Ok((UtsCounts::from_rows(rows.words()), report))
 }

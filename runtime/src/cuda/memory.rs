@@ -14,10 +14,10 @@ use mgws_tasks::TaskStruct;
 use super::driver::{DeviceBuffer, HostBuffer};
 use super::plan::{self, shared_field, QueueArea, RunArea, TasksIn};
 use super::session::{Loc, Placed, Session};
-use super::split::SplitBuffer;
+use super::split::{self, SplitBuffer};
 use super::CudaBackend;
 use crate::area_layout::{self, AreaLayout};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::job::{AreaBytes, Job};
 
 /// What a run's GPUs hold of the job: the initial tasks they start with (all of them, or their
@@ -144,7 +144,21 @@ pub(super) fn allocate(
     // Data areas: read-only ones copied to every GPU, read-write ones as their layout says.
     let mut areas = Vec::new();
     for (index, bytes) in job.areas.iter() {
-        let layout = job.layout_of(*index);
+        let chosen = b.area_layout.or_else(|| job.chosen_layout(*index));
+        let mut layout = chosen.unwrap_or(AreaLayout::Partitioned);
+        if matches!(bytes, AreaBytes::ReadWrite(_)) {
+            layout.check(*index, bytes.len())?;
+            if layout == AreaLayout::Partitioned && n > 1 && !split::supported(&s.gpus[..n])? {
+                // The default falls back to the layout before partitioning; a choice is an error.
+                if chosen.is_some() {
+                    return Err(Error::Config(format!(
+                        "data area {index} is partitioned, but not every GPU of the run has \
+                         virtual memory management: lay it out single-home or replicated"
+                    )));
+                }
+                layout = AreaLayout::SingleHome;
+            }
+        }
         areas.push((
             *index,
             PlacedArea::place(s, topology, *index, bytes, layout)?,
@@ -245,6 +259,8 @@ pub(super) enum InitialTasks {
     None,
     One(DeviceBuffer),
     Split(SplitBuffer),
+    /// A copy on each GPU, where a GPU has no virtual memory management.
+    Copies(Vec<DeviceBuffer>),
 }
 
 impl InitialTasks {
@@ -255,15 +271,23 @@ impl InitialTasks {
             buf.write(0, bytes)?;
             return Ok(InitialTasks::One(buf));
         }
+        if !split::supported(&s.gpus[..n])? {
+            return Ok(InitialTasks::Copies(copy_to_each(
+                &s.gpus[..n],
+                bytes,
+                what,
+            )?));
+        }
         let buf = split_by_queues(s, topology, bytes.len(), what)?;
         buf.write_all(bytes)?;
         Ok(InitialTasks::Split(buf))
     }
 
     /// The address GPU `d` reads them at (0 if there are none).
-    fn ptr_on(&self, _d: usize) -> u64 {
+    fn ptr_on(&self, d: usize) -> u64 {
         match self {
             InitialTasks::None => 0,
+            InitialTasks::Copies(c) => c[d].ptr,
             InitialTasks::One(b) => b.ptr,
             InitialTasks::Split(b) => b.ptr,
         }

@@ -139,6 +139,9 @@ pub struct CudaBackend {
     /// Runs over GPU PEs ([`crate::Backend::CudaProcesses`]) only: how the PEs reach each other's
     /// queues and termination words.
     pub pe_transport: PeTransport,
+    /// Lays every read-write data area of a run over several GPUs out this way, whatever the job
+    /// chose ([`crate::Job::layout`]): a manual override for comparisons. `None`: each area's own.
+    pub area_layout: Option<crate::AreaLayout>,
 }
 
 /// How GPU PEs ([`crate::Backend::CudaProcesses`]) reach each other's orchestration memory.

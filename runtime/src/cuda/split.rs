@@ -42,6 +42,16 @@ fn props(gpu: &Gpu) -> sys::CUmemAllocationProp {
     p
 }
 
+/// Whether every GPU of `gpus` has virtual memory management (and so can hold a [`SplitBuffer`]).
+pub fn supported(gpus: &[Arc<Gpu>]) -> Result<bool> {
+    for g in gpus {
+        if g.attr(Attr::CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)? == 0 {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// The mapping granularity of `gpu` (the unit of every slice), or an error if the GPU has no
 /// virtual memory management.
 pub fn granularity(gpu: &Gpu) -> Result<usize> {
