@@ -53,7 +53,7 @@ impl AreaLayout {
     /// Checks that an area of `len` bytes can have this layout.
     pub fn check(self, index: u8, len: usize) -> Result<()> {
         let whole = |unit: u64, what: &str| {
-            if len as u64 % unit != 0 {
+            if !(len as u64).is_multiple_of(unit) {
                 return Err(Error::Input(format!(
                     "data area {index} ({len} bytes) is not a whole number of {what} \
                      ({unit} bytes each), as its layout {} needs",

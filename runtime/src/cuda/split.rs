@@ -128,7 +128,7 @@ impl SplitBuffer {
                 continue;
             }
             assert!(
-                start % unit == 0 && end % unit == 0,
+                start.is_multiple_of(unit) && end.is_multiple_of(unit),
                 "slices start on the granularity"
             );
             buf.map_slice(d, start..end, what)?;
