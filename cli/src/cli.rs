@@ -263,9 +263,13 @@ pub struct SchedArgs {
     pub overflow: OverflowArg,
     /// Probability of stealing from the own device first (multi-device runs); across nodes
     /// also the probability of the own node's other PEs before other nodes' (default 0.9 with
-    /// --nodes above 1, else uniform victims).
+    /// --nodes above 1, else --local-first).
     #[arg(long, help_heading = "Scheduler")]
     pub same_device_bias: Option<f64>,
+    /// Steal from the own device until this many attempts in a row found nothing, then once
+    /// from another device (the default policy, with 4 attempts; multi-device runs).
+    #[arg(long, help_heading = "Scheduler")]
+    pub local_first: Option<u16>,
     /// Steal only from workers of the own device.
     #[arg(long, help_heading = "Scheduler")]
     pub same_device_only: bool,
@@ -371,20 +375,28 @@ impl SchedArgs {
     /// The scheduler these flags describe, for a run of registry `R` (on a GPU, the defaults
     /// left open are those of `R`'s kernel).
     pub fn scheduler<R: Registry>(&self) -> Result<Scheduler> {
-        let victims = match (self.same_device_only, self.same_device_bias) {
-            (true, Some(_)) => {
-                return Err(Error::Config(
-                    "--same-device-only and --same-device-bias exclude each other".into(),
-                ))
-            }
-            (true, None) => VictimPolicy::SameDeviceOnly,
-            (false, Some(p)) => VictimPolicy::SameDeviceBias(p),
+        let chosen = [
+            self.same_device_only.then_some("--same-device-only"),
+            self.same_device_bias.map(|_| "--same-device-bias"),
+            self.local_first.map(|_| "--local-first"),
+        ];
+        if let [Some(a), Some(b), ..] | [Some(a), _, Some(b)] | [_, Some(a), Some(b)] = chosen {
+            return Err(Error::Config(format!("{a} and {b} exclude each other")));
+        }
+        let victims = match (
+            self.same_device_only,
+            self.same_device_bias,
+            self.local_first,
+        ) {
+            (true, ..) => VictimPolicy::SameDeviceOnly,
+            (_, Some(p), _) => VictimPolicy::SameDeviceBias(p),
+            (_, _, Some(tries)) => VictimPolicy::LocalFirst(tries),
             // Across nodes a steal off the node crosses the network: the own PE first, then the
             // own node (docs/design.md 5.9); --same-device-bias 0 makes them uniform.
-            (false, None) if self.nodes.is_some_and(|n| n > 1) => {
+            _ if self.nodes.is_some_and(|n| n > 1) => {
                 VictimPolicy::SameDeviceBias(ACROSS_NODES_BIAS)
             }
-            (false, None) => VictimPolicy::Uniform,
+            _ => VictimPolicy::LocalFirst(mgws::DEFAULT_LOCAL_FIRST_TRIES),
         };
         let backend = self.backend::<R>()?;
         // The backend reports what it runs for the settings left open (one JIT compile of the
@@ -739,6 +751,7 @@ pub fn outcome_json(outcome: &Outcome, sched: &Scheduler) -> serde_json::Value {
             "termination": format!("{:?}", sched.config().termination_mode()),
             "overflow": format!("{:?}", sched.config().overflow_mode()),
             "same_device_bias": f64::from(sched.config().same_device_bias_permille) / 1000.0,
+            "local_first": sched.config().local_first_tries,
         },
         "stats": {
             "steal_attempts": r.total(|w| w.steal_attempts),

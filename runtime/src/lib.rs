@@ -109,8 +109,8 @@ pub use {
     report::{RunReport, WorkerReport},
     rows::PerWorker,
     scheduler::{
-        Chaos, Scheduler, SchedulerBuilder, VictimPolicy, DEFAULT_MAX_INITIAL_CHUNK,
-        DEFAULT_START_TIMEOUT,
+        Chaos, Scheduler, SchedulerBuilder, VictimPolicy, DEFAULT_LOCAL_FIRST_TRIES,
+        DEFAULT_MAX_INITIAL_CHUNK, DEFAULT_START_TIMEOUT,
     },
 };
 

@@ -85,8 +85,13 @@ pub struct SchedConfig {
     pub termination: u32,
     /// [`OverflowMode`] as `u32`.
     pub overflow: u32,
-    /// Probability, in 1/1000, that a victim is drawn from the thief's own device (multi-device runs).
-    pub same_device_bias_permille: u32,
+    /// Probability, in 1/1000, that a victim is drawn from the thief's own device (multi-device
+    /// runs); ignored while `local_first_tries` is set.
+    pub same_device_bias_permille: u16,
+    /// Local first (multi-device runs): a thief draws victims on its own device until this many
+    /// attempts in a row found nothing, then one off it ([`crate::victim::VictimPicker`]); 0
+    /// for the bias above.
+    pub local_first_tries: u16,
     /// [`RunFlags`] bits.
     pub flags: u32,
     /// [`crate::Scope`] of the atomics on orchestration data (public queues, termination state).
@@ -157,6 +162,7 @@ impl SchedConfig {
             termination: TerminationMode::IdleCounter as u32,
             overflow: OverflowMode::Damping as u32,
             same_device_bias_permille: 0,
+            local_first_tries: 0,
             flags: 0,
             queue_scope: crate::Scope::Device as u32,
             progress_interval: 256,
@@ -188,7 +194,7 @@ impl SchedConfig {
             return Err(ConfigError::Overflow(self.overflow));
         }
         if self.same_device_bias_permille > 1000 {
-            return Err(ConfigError::Bias(self.same_device_bias_permille));
+            return Err(ConfigError::Bias(u32::from(self.same_device_bias_permille)));
         }
         if !self.progress_interval.is_power_of_two() {
             return Err(ConfigError::ProgressInterval(self.progress_interval));

@@ -1,5 +1,6 @@
 //! Victim selection (thesis 5.5): uniform over all other public queues, optionally biased toward
-//! queues of the thief's own device, or restricted to them. In a run across nodes the bias has a
+//! queues of the thief's own device, local first (the own device until a few attempts in a row
+//! found nothing, then one other device's queue), or restricted to the own device. In a run across nodes the bias has a
 //! second tier: a victim off the own device is drawn from the own node's other devices with the
 //! same probability, else from the other nodes (`Topology::devices_per_node`).
 
@@ -16,6 +17,13 @@ pub struct VictimPicker {
     own_queue: u32,
     own_device: u32,
     bias_permille: u32,
+    /// Local first: failed attempts in a row on the own device before one off it (0: off).
+    local_first_tries: u32,
+    /// Local first: attempts in a row on the own device that found nothing.
+    misses: u32,
+    /// Local first: whether the last pick was off the own device (its outcome starts a new
+    /// round of local attempts either way).
+    went_remote: bool,
     same_device_only: bool,
 }
 
@@ -27,6 +35,7 @@ impl VictimPicker {
         own_queue: u32,
         topology: &Topology,
         bias_permille: u32,
+        local_first_tries: u32,
         same_device_only: bool,
     ) -> Self {
         let mut rng =
@@ -37,8 +46,23 @@ impl VictimPicker {
             own_queue,
             own_device: topology.device_of_worker(worker),
             bias_permille,
+            local_first_tries,
+            misses: 0,
+            went_remote: false,
             same_device_only,
         }
+    }
+
+    /// Tells the picker whether the attempt on its last pick found tasks (local first counts the
+    /// misses in a row; the other policies ignore it).
+    #[inline(always)]
+    pub fn record(&mut self, found: bool) {
+        self.misses = if found || self.went_remote {
+            0
+        } else {
+            self.misses.saturating_add(1)
+        };
+        self.went_remote = false;
     }
 
     /// A uniform integer in `0..n` (`n > 0`) by multiply-shift, without division.
@@ -57,6 +81,16 @@ impl VictimPicker {
         let others = total - dev_len;
         let local = if others == 0 || self.same_device_only {
             true
+        } else if self.local_first_tries > 0 {
+            // The own device while its queues may still hold tasks; one other device's queue
+            // after `local_first_tries` misses in a row (or where the device has no other queue).
+            if self.misses < self.local_first_tries && dev_len >= 2 {
+                true
+            } else {
+                self.went_remote = true;
+                let r = self.below(others);
+                return Some(if r >= dev_start { r + dev_len } else { r });
+            }
         } else if self.bias_permille == 0 {
             // Uniform over all other queues of the system.
             let r = self.below(total - 1);
@@ -104,7 +138,7 @@ mod tests {
     #[test]
     fn never_picks_itself_and_reaches_every_other_queue() {
         let t = Topology::single(5, 1);
-        let mut p = VictimPicker::new(1, 2, 2, &t, 0, false);
+        let mut p = VictimPicker::new(1, 2, 2, &t, 0, 0, false);
         let mut seen = [0u32; 5];
         for _ in 0..5000 {
             seen[p.pick(&t).unwrap() as usize] += 1;
@@ -123,7 +157,7 @@ mod tests {
         t.devices_per_node = 2;
         // Worker 5 (device 2, node 1), bias 0.8: own device 80%, the node's other device 16%,
         // node 0 4%.
-        let mut p = VictimPicker::new(3, 5, 5, &t, 800, false);
+        let mut p = VictimPicker::new(3, 5, 5, &t, 800, 0, false);
         let mut seen = [0u32; 8];
         for _ in 0..20_000 {
             seen[p.pick(&t).unwrap() as usize] += 1;
@@ -140,7 +174,7 @@ mod tests {
             "every remote queue: {seen:?}"
         );
         // Without a bias: uniform over every other queue, nodes or not.
-        let mut uniform = VictimPicker::new(3, 5, 5, &t, 0, false);
+        let mut uniform = VictimPicker::new(3, 5, 5, &t, 0, 0, false);
         let mut seen = [0u32; 8];
         for _ in 0..16_000 {
             seen[uniform.pick(&t).unwrap() as usize] += 1;
@@ -154,7 +188,7 @@ mod tests {
         // One device per node: off the own device, every other queue is another node's.
         let mut t = Topology::split(&[2, 2], 1);
         t.devices_per_node = 1;
-        let mut p = VictimPicker::new(3, 0, 0, &t, 500, false);
+        let mut p = VictimPicker::new(3, 0, 0, &t, 500, 0, false);
         for _ in 0..1000 {
             assert_ne!(p.pick(&t), Some(0));
         }
@@ -163,8 +197,8 @@ mod tests {
     #[test]
     fn bias_and_same_device_only_prefer_the_own_device() {
         let t = Topology::split(&[4, 4], 1);
-        let mut biased = VictimPicker::new(7, 1, 1, &t, 900, false);
-        let mut only = VictimPicker::new(7, 1, 1, &t, 0, true);
+        let mut biased = VictimPicker::new(7, 1, 1, &t, 900, 0, false);
+        let mut only = VictimPicker::new(7, 1, 1, &t, 0, 0, true);
         let (mut own, mut own_only) = (0, 0);
         for _ in 0..10_000 {
             own += (biased.pick(&t).unwrap() < 4) as u32;
@@ -176,8 +210,49 @@ mod tests {
         assert_eq!(own_only, 10_000);
         let single = Topology::single(1, 1);
         assert_eq!(
-            VictimPicker::new(0, 0, 0, &single, 0, false).pick(&single),
+            VictimPicker::new(0, 0, 0, &single, 0, 0, false).pick(&single),
             None
         );
+    }
+
+    #[test]
+    fn local_first_stays_on_the_own_device_until_misses_in_a_row_then_goes_off_once() {
+        // 2 devices of 4 queues; worker 1 on device 0; 3 misses in a row before a remote pick.
+        let t = Topology::split(&[4, 4], 1);
+        let mut p = VictimPicker::new(5, 1, 1, &t, 0, 3, false);
+        // Every attempt finds tasks: never off the device.
+        for _ in 0..1000 {
+            let q = p.pick(&t).unwrap();
+            assert!(q < 4 && q != 1, "{q}");
+            p.record(true);
+        }
+        // Every attempt misses: 3 local picks, then 1 remote, again and again.
+        for i in 0..40 {
+            let q = p.pick(&t).unwrap();
+            assert_ne!(q, 1);
+            assert_eq!(q >= 4, i % 4 == 3, "attempt {i} picked {q}");
+            p.record(false);
+        }
+        // A success resets the count: after 2 misses and a find, 3 more local picks.
+        for found in [false, false, true] {
+            assert!(p.pick(&t).unwrap() < 4);
+            p.record(found);
+        }
+        for _ in 0..3 {
+            assert!(p.pick(&t).unwrap() < 4);
+            p.record(false);
+        }
+        assert!(p.pick(&t).unwrap() >= 4);
+        // A device with one queue (no local victim) picks off the device at once; one device
+        // has nothing off it.
+        let lonely = Topology::split(&[1, 4], 1);
+        let mut p = VictimPicker::new(5, 0, 0, &lonely, 0, 3, false);
+        assert!(p.pick(&lonely).unwrap() >= 1);
+        let single = Topology::single(4, 1);
+        let mut p = VictimPicker::new(5, 0, 0, &single, 0, 3, false);
+        for _ in 0..100 {
+            assert!((1..4).contains(&p.pick(&single).unwrap()));
+            p.record(false);
+        }
     }
 }

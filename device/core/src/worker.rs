@@ -561,6 +561,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                     tries += 1;
                     if let Some(q) = self.with_leader(|l| l.picker.pick(topology)) {
                         claim = self.claim_initial(q);
+                        let found = claim.1 != 0;
+                        self.with_leader(|l| l.picker.record(found));
                     }
                 }
             }
@@ -719,6 +721,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             let topology = &self.env.topology;
             if let Some(victim) = self.with_leader(|l| l.picker.pick(topology)) {
                 plan = self.claim_from(victim);
+                let found = plan[2] != 0;
+                self.with_leader(|l| l.picker.record(found));
             }
         }
         let [word, offset, count, victim] = self.exchange(plan);
