@@ -60,7 +60,7 @@ pub enum WorkloadCmd {
         sched: SchedArgs,
     },
     /// UTS: expand an unbalanced tree search tree, one task per node; verified by the published
-    /// counts or a sequential traversal.
+    /// counts or a parallel traversal on the host.
     Uts {
         #[command(flatten)]
         args: crate::workload::args::UtsArgs,
@@ -267,7 +267,8 @@ pub struct SchedArgs {
     #[arg(long, help_heading = "Scheduler")]
     pub same_device_bias: Option<f64>,
     /// Steal from the own device until this many attempts in a row found nothing, then once
-    /// from another device (the default policy, with 4 attempts; multi-device runs).
+    /// from another device (the default policy, with 1 attempt; initial tasks wait for 64;
+    /// multi-device runs).
     #[arg(long, help_heading = "Scheduler")]
     pub local_first: Option<u16>,
     /// Steal only from workers of the own device.

@@ -26,7 +26,7 @@ pub enum VictimPolicy {
 
 /// The failed attempts in a row on the own device after which [`VictimPolicy::LocalFirst`]
 /// tries another device, by default (measured on 4 GPUs: docs/results.md).
-pub const DEFAULT_LOCAL_FIRST_TRIES: u16 = 4;
+pub const DEFAULT_LOCAL_FIRST_TRIES: u16 = 1;
 
 /// Host-side chaos injection for tests: random yields and sleeps at every protocol step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

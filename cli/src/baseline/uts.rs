@@ -23,6 +23,52 @@ pub fn sequential_with_stack(p: &UtsParams) -> (UtsCounts, usize) {
     (counts, peak)
 }
 
+/// The reference traversal on every thread of `pool`, for trees without published counts too
+/// large for [`sequential`] (a 1.6e9-node tree took it over a minute): each rayon task walks
+/// its part of the tree depth-first with its own stack and, every [`SPLIT_EVERY`] nodes, hands
+/// the older half of its stack (the shallowest nodes, the largest subtrees) to a new task.
+/// Counts do not depend on the order of the visit.
+pub fn parallel(p: &UtsParams, pool: &rayon::ThreadPool) -> UtsCounts {
+    let total = std::sync::Mutex::new(UtsCounts::default());
+    pool.install(|| rayon::scope(|s| walk(s, p, vec![p.root()], &total)));
+    total.into_inner().expect("no task panicked")
+}
+
+/// The reference counts of a tree without published ones: [`parallel`] on every core.
+pub fn reference(p: &UtsParams) -> UtsCounts {
+    match rayon::ThreadPoolBuilder::new().build() {
+        Ok(pool) => parallel(p, &pool),
+        // No threads to be had: the same counts, on this one.
+        Err(_) => sequential(p),
+    }
+}
+
+/// Nodes a [`parallel`] task visits between two offers of half its stack.
+pub const SPLIT_EVERY: u32 = 4096;
+
+fn walk<'s>(
+    s: &rayon::Scope<'s>,
+    p: &'s UtsParams,
+    mut stack: Vec<UtsNode>,
+    total: &'s std::sync::Mutex<UtsCounts>,
+) {
+    let mut counts = UtsCounts::default();
+    let mut since_split = 0;
+    while let Some(node) = stack.pop() {
+        let n = p.num_children(&node);
+        counts.add_node(&node, n);
+        stack.extend((0..n).map(|i| node.child(i)));
+        since_split += 1;
+        if since_split >= SPLIT_EVERY && stack.len() >= 2 {
+            since_split = 0;
+            let older: Vec<UtsNode> = stack.drain(..stack.len() / 2).collect();
+            s.spawn(move |s| walk(s, p, older, total));
+        }
+    }
+    let mut t = total.lock().expect("no task panicked");
+    *t = t.merge(counts);
+}
+
 /// rayon: every node's children are visited through a binary tree of `rayon::join`s.
 pub fn rayon(p: &UtsParams, pool: &rayon::ThreadPool) -> UtsCounts {
     let root = p.root();

@@ -287,13 +287,13 @@ impl Prepared {
         })
     }
 
-    /// Prepares UTS: the published counts, or a sequential traversal's.
+    /// Prepares UTS: the published counts, or a host traversal's.
     pub fn uts(cfg: UtsConfig) -> Result<Prepared> {
         cfg.validate()?;
         let params = cfg.params();
         let expected = match cfg.published() {
             Some((_, c)) => c,
-            None => baseline::uts::sequential(&params),
+            None => baseline::uts::reference(&params),
         };
         Ok(Prepared::Uts {
             cfg,

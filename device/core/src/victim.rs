@@ -9,6 +9,10 @@ use rand_pcg::Pcg32;
 
 use crate::layout::Topology;
 
+/// Misses in a row on the own device before [`VictimPicker::pick_initial`] tries another
+/// device's home range (local first).
+pub const INITIAL_LOCAL_FIRST_TRIES: u32 = 64;
+
 /// A per-worker victim picker. Only lane 0 of a worker has one (in its `LeaderState`); it draws
 /// each victim and hands it to the other lanes with the rest of the steal plan.
 #[derive(Clone, Debug)]
@@ -74,6 +78,26 @@ impl VictimPicker {
     /// The queue to steal from next, or `None` if this worker has no possible victim.
     #[inline(always)]
     pub fn pick(&mut self, t: &Topology) -> Option<u32> {
+        self.pick_with(t, self.local_first_tries)
+    }
+
+    /// The home range of initial tasks to claim from next, once the own one is claimed: as
+    /// [`VictimPicker::pick`], but local first waits for [`INITIAL_LOCAL_FIRST_TRIES`] misses in
+    /// a row. Random picks on a device whose ranges are nearly all claimed miss about as often
+    /// as ranges are left, so this leaves the device when about 1 in 64 of its ranges still holds
+    /// tasks; a remote range's tasks read and write their data over NVLink.
+    #[inline(always)]
+    pub fn pick_initial(&mut self, t: &Topology) -> Option<u32> {
+        let tries = if self.local_first_tries == 0 {
+            0
+        } else {
+            self.local_first_tries.max(INITIAL_LOCAL_FIRST_TRIES)
+        };
+        self.pick_with(t, tries)
+    }
+
+    #[inline(always)]
+    fn pick_with(&mut self, t: &Topology, local_first_tries: u32) -> Option<u32> {
         let d = self.own_device as usize;
         let (dev_start, dev_end) = (t.first_queue[d], t.first_queue[d + 1]);
         let dev_len = dev_end - dev_start;
@@ -81,10 +105,10 @@ impl VictimPicker {
         let others = total - dev_len;
         let local = if others == 0 || self.same_device_only {
             true
-        } else if self.local_first_tries > 0 {
+        } else if local_first_tries > 0 {
             // The own device while its queues may still hold tasks; one other device's queue
             // after `local_first_tries` misses in a row (or where the device has no other queue).
-            if self.misses < self.local_first_tries && dev_len >= 2 {
+            if self.misses < local_first_tries && dev_len >= 2 {
                 true
             } else {
                 self.went_remote = true;
@@ -254,5 +278,26 @@ mod tests {
             assert!((1..4).contains(&p.pick(&single).unwrap()));
             p.record(false);
         }
+    }
+
+    #[test]
+    fn initial_claims_stay_local_for_longer_and_uniform_stays_uniform() {
+        let t = Topology::split(&[4, 4], 1);
+        let mut p = VictimPicker::new(9, 1, 1, &t, 0, 1, false);
+        for i in 0..(2 * (INITIAL_LOCAL_FIRST_TRIES + 1)) {
+            let q = p.pick_initial(&t).unwrap();
+            assert_eq!(
+                q >= 4,
+                i % (INITIAL_LOCAL_FIRST_TRIES + 1) == INITIAL_LOCAL_FIRST_TRIES,
+                "{i}: {q}"
+            );
+            p.record(false);
+        }
+        // Without local first (uniform), initial picks leave the device as often as steals.
+        let mut u = VictimPicker::new(9, 1, 1, &t, 0, 0, false);
+        let remote = (0..4000)
+            .filter(|_| u.pick_initial(&t).unwrap() >= 4)
+            .count();
+        assert!((2000..2600).contains(&remote), "{remote}");
     }
 }

@@ -559,7 +559,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                 let mut tries = 0;
                 while claim.1 == 0 && tries < INITIAL_VICTIM_TRIES {
                     tries += 1;
-                    if let Some(q) = self.with_leader(|l| l.picker.pick(topology)) {
+                    if let Some(q) = self.with_leader(|l| l.picker.pick_initial(topology)) {
                         claim = self.claim_initial(q);
                         let found = claim.1 != 0;
                         self.with_leader(|l| l.picker.record(found));
@@ -567,12 +567,10 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                 }
             }
             let (start, count) = claim;
-            plan = [
-                start,
-                count,
-                own_done as u64,
-                self.initial_set_claimed() as u64,
-            ];
+            // The run-wide count lives in the shared state (on the first GPU of a multi-GPU run):
+            // read only once the own range is claimed, since until then not every range is.
+            let all_done = own_done && self.initial_set_claimed();
+            plan = [start, count, own_done as u64, all_done as u64];
         }
         let [start, count, own_done, all_done] = self.exchange(plan);
         self.own_range_exhausted = own_done != 0;
