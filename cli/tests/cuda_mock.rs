@@ -561,6 +561,61 @@ fn the_gpu_bench_without_a_gpu_is_a_clear_error() {
 }
 
 #[test]
+fn the_multi_gpu_bench_runs_every_gpu_count_verified_and_writes_its_files() {
+    let dir = mock_dir();
+    let out = dir.join("bench-multi");
+    let _ = std::fs::remove_dir_all(&out);
+    let bench = |gpus: &str, visible: &str| {
+        Command::new(env!("CARGO_BIN_EXE_mgws"))
+            .args(["bench", "multi", "--reps", "2", "--workloads", "memset"])
+            .args([
+                "--memset-tasks",
+                "6000",
+                "--modes",
+                "process",
+                "--gpus",
+                gpus,
+            ])
+            .arg("--ptx")
+            .arg(dir.join("mock.ptx"))
+            .arg("--out")
+            .arg(&out)
+            .env("LD_LIBRARY_PATH", &dir)
+            .env("MOCK_CUDA_MODE", "memset")
+            .env("MOCK_CUDA_GPUS", visible)
+            .output()
+            .expect("running mgws")
+    };
+    let o = bench("1,2,3", "3");
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    // One launch per GPU of each run: (1 + 2 + 3) x 2 repetitions.
+    assert_eq!(t.matches("mock: launch grid").count(), 12, "{t}");
+    for g in 1..=3 {
+        assert!(t.contains(&format!("memset    process      {g}")), "{t}");
+    }
+    assert!(t.contains("1.00x"), "{t}");
+    let csv = std::fs::read_to_string(out.join("multi-runs.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 6, "{csv}");
+    assert!(
+        std::fs::read_to_string(out.join("multi-memset-speedup.svg"))
+            .unwrap()
+            .contains("<svg")
+    );
+    // More GPUs than are visible, or no 1 to compare with: refused before any run (exit 1).
+    for (gpus, why) in [
+        ("1,4", "4 GPUs, but 3 are visible"),
+        ("2", "must include 1"),
+    ] {
+        let o = bench(gpus, "3");
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{t}");
+        assert!(t.contains(why), "{t}");
+        assert!(!t.contains("mock: launch"), "{t}");
+    }
+}
+
+#[test]
 fn a_size_beyond_gpu_memory_names_the_flag_and_both_sizes() {
     // The mock's GPU has 1 GiB free; 2^24 overflow slots of 64 bytes for each worker exceed it.
     let o = mgws(

@@ -451,7 +451,7 @@ fn find_nvcc() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
+pub(super) fn median(mut v: Vec<f64>) -> Option<f64> {
     if v.is_empty() {
         return None;
     }
@@ -589,10 +589,10 @@ fn color(method: &str) -> RGBColor {
 }
 
 /// A named, coloured line of (x, y) points.
-type Series = (String, RGBColor, Vec<(f64, f64)>);
+pub(super) type Series = (String, RGBColor, Vec<(f64, f64)>);
 
 /// One line chart of `series`.
-fn lines(
+pub(super) fn lines(
     path: &Path,
     title: &str,
     x_desc: &str,

@@ -4,9 +4,11 @@
 //! plot of tasks/s against workers as SVG.
 
 mod gpu;
+mod multi;
 mod plot;
 
 pub use gpu::{GpuBenchOpts, SkewBenchOpts};
+pub use multi::MultiBenchOpts;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -72,6 +74,15 @@ pub enum BenchCmd {
     Gpu {
         #[command(flatten)]
         opts: GpuBenchOpts,
+        #[command(flatten)]
+        sched: SchedArgs,
+    },
+    /// Every workload on 1, 2, 4, ... GPUs, in one process and as GPU PEs: speedups over one GPU
+    /// in the same call, PEs against one process, CSV and SVG plots.
+    #[command(mut_arg("workers", |a| a.long("sched-workers").hide(true)))]
+    Multi {
+        #[command(flatten)]
+        opts: MultiBenchOpts,
         #[command(flatten)]
         sched: SchedArgs,
     },
@@ -872,6 +883,7 @@ pub fn main(cmd: BenchCmd) -> Result<i32> {
         BenchCmd::Fib { args, bench, sched } => (Prepared::fib(args.n)?, bench, sched),
         BenchCmd::Gpu { opts, sched } => return gpu::gpu(&opts, &sched),
         BenchCmd::Skew { opts, sched } => return gpu::skew_study(&opts, &sched),
+        BenchCmd::Multi { opts, sched } => return multi::multi(&opts, &sched),
         BenchCmd::Replot {
             summary,
             title,
