@@ -70,7 +70,7 @@ pub struct MultiBenchOpts {
     #[arg(long, default_value = "zwischen")]
     pub word: String,
     /// CONTAINS: articles of the generated corpus.
-    #[arg(long, default_value_t = 1 << 20)]
+    #[arg(long, default_value_t = 1 << 18)]
     pub contains_articles: u64,
     /// Directory for the CSV, the table and the SVG plots.
     #[arg(long, default_value = "target/bench-multi")]
