@@ -580,7 +580,7 @@ fn the_multi_gpu_bench_runs_every_gpu_count_verified_and_writes_its_files() {
             .arg(dir.join("mock.ptx"))
             .arg("--out")
             .arg(&out)
-            .env("LD_LIBRARY_PATH", &dir)
+            .env("LD_LIBRARY_PATH", dir)
             .env("MOCK_CUDA_MODE", "memset")
             .env("MOCK_CUDA_GPUS", visible)
             .output()
