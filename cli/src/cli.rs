@@ -537,13 +537,11 @@ impl SchedArgs {
                 ));
             }
             if self.backend == BackendArg::Cuda
-                && (self.placement != PlacementArg::Global
-                    || self.tasks_in != TasksInArg::Device
-                    || self.area_layout != AreaLayoutArg::Auto)
+                && (self.placement != PlacementArg::Global || self.tasks_in != TasksInArg::Device)
             {
                 return Err(Error::Config(
                     "--processes keeps each PE's queues in NVSHMEM's symmetric heap and its \
-                     tasks on its GPU: --placement, --tasks-in and --area-layout do not apply"
+                     tasks on its GPU: --placement and --tasks-in do not apply"
                         .into(),
                 ));
             }

@@ -773,8 +773,8 @@ fn gpu_pes_join_through_the_unique_id_and_run_over_the_symmetric_heap() {
             &[],
         );
         let t = text(&o);
-        // PE 0's mock kernel ran every task through its env, whose area 0 is PE 0's part of the
-        // symmetric heap; PE 0 copied it back through the control heap.
+        // Each PE's mock kernel ran its share of the tasks through its env, whose area 0 is PE
+        // 0's part of the symmetric heap; PE 0 copied it back through the control heap.
         assert!(o.status.success(), "{t}");
         assert!(
             t.contains(r#""lost":0"#) && t.contains(r#""duplicated":0"#),
@@ -798,6 +798,33 @@ fn gpu_pes_join_through_the_unique_id_and_run_over_the_symmetric_heap() {
                 "{t}"
             );
         }
+    }
+}
+
+#[test]
+fn gpu_pes_over_the_mapped_transport_add_their_own_copies_of_additive_areas() {
+    // Each PE's mock kernel adds its share of the slots into its env's area 0: PE 0's part of
+    // the symmetric heap (one home, the default), or the PE's own copy (replicated-add), whose
+    // changes every PE adds into the launcher's area. Without those additions half the slots
+    // would be lost.
+    for layout in ["auto", "single-home", "replicated-add"] {
+        let args = [
+            "--workers",
+            "4",
+            "--tasks",
+            "5000",
+            "--json",
+            "--area-layout",
+            layout,
+        ];
+        let o = pes("memset", 2, 2, &args, &[]);
+        let t = text(&o);
+        assert!(o.status.success(), "{layout}: {t}");
+        assert!(
+            t.contains(r#""lost":0"#) && t.contains(r#""duplicated":0"#),
+            "{layout}: {t}"
+        );
+        assert!(t.contains(r#""tasks":5000"#), "{layout}: {t}");
     }
 }
 

@@ -57,11 +57,37 @@ pub(crate) fn pe_backend(header: &Header, pe: u32) -> Result<CudaBackend> {
     })
 }
 
-/// The data areas' limits with the writable ones left out: what a PE's part of the symmetric
-/// heap holds over the device-API transport, where each PE writes its own copy of the writable
-/// areas instead ([`Replica`]).
-fn without_writable(area_limits: &[u64; DATA_AREAS]) -> [u64; DATA_AREAS] {
-    area_limits.map(|l| if l & AREA_WRITABLE != 0 { 0 } else { l })
+/// The data areas' limits with the writable ones of `copies` (bit `i`: area `i`) left out: what
+/// a PE's part of the symmetric heap holds where each PE writes its own copy of those areas
+/// instead ([`Replica`]): every writable area over the device-API transport, the areas of
+/// `Header::area_copies` over the mapped one.
+fn without_copies(area_limits: &[u64; DATA_AREAS], copies: u64) -> [u64; DATA_AREAS] {
+    let mut limits = *area_limits;
+    for (i, l) in limits.iter_mut().enumerate() {
+        if *l & AREA_WRITABLE != 0 && copies & (1 << i) != 0 {
+            *l = 0;
+        }
+    }
+    limits
+}
+
+/// The writable areas whose layout a GPU PE run gives each PE a copy of over the mapped
+/// transport, as [`Header::area_copies`]: those laid out per worker (each PE changes only its
+/// workers' rows) or replicated with 64-bit additions ([`Replica`] adds every PE's changes).
+/// Other layouts keep the one area in PE 0's part, which every PE reaches, so any task may
+/// write any word.
+pub(crate) fn area_copies(job: &crate::Job<'_>, overridden: Option<crate::AreaLayout>) -> u64 {
+    use crate::{AreaBytes, AreaLayout, Combine};
+    job.areas
+        .iter()
+        .filter(|(_, bytes)| matches!(bytes, AreaBytes::ReadWrite(_)))
+        .filter(|(index, _)| {
+            matches!(
+                overridden.unwrap_or_else(|| job.layout_of(*index)),
+                AreaLayout::PerWorker { .. } | AreaLayout::Replicated(Combine::AddU64)
+            )
+        })
+        .fold(0, |mask, (index, _)| mask | 1 << index)
 }
 
 /// The environment variable that sends every word of the window through NVSHMEM's calls over the
@@ -85,15 +111,23 @@ pub(crate) fn symmetric_of(
     topology: &Topology,
     public_capacity: u32,
     area_limits: &[u64; DATA_AREAS],
+    area_copies: u64,
 ) -> (SymmetricLayout, u64) {
     match transport {
         PeTransport::Mapped => {
-            let sym = SymmetricLayout::new(topology, public_capacity, area_limits);
+            let sym = SymmetricLayout::new(
+                topology,
+                public_capacity,
+                &without_copies(area_limits, area_copies),
+            );
             (sym, sym.total as u64)
         }
         PeTransport::DeviceApi => {
-            let sym =
-                SymmetricLayout::new(topology, public_capacity, &without_writable(area_limits));
+            let sym = SymmetricLayout::new(
+                topology,
+                public_capacity,
+                &without_copies(area_limits, u64::MAX),
+            );
             let window = PeWindow::new(0, sym.total as u64, topology.devices);
             (sym, window.bytes())
         }
@@ -162,8 +196,9 @@ struct Local {
     env: DeviceBuffer,
 }
 
-/// A PE's copy of a writable data area (the device-API transport): its tasks write it, and after
-/// the run its changes are added into the launcher's area, where every PE adds its own.
+/// A PE's copy of a writable data area (every one over the device-API transport, those of
+/// `Header::area_copies` over the mapped one): its tasks write it, and after the run its changes
+/// are added into the launcher's area, where every PE adds its own.
 ///
 /// Word `w` of the area ends as `initial[w] + sum over PEs of (copy[w] - initial[w])` (wrapping):
 /// exact for words only one PE changes (each of MEMSET's slots, each worker's result row, a
@@ -319,6 +354,7 @@ pub(crate) fn serve<R: Registry>(
         &topology,
         config.public_capacity,
         &header.area_limits,
+        header.area_copies,
     );
     let allocation = match transport {
         PeTransport::Mapped if sym.areas_at.iter().any(|&at| at != 0) => {
@@ -692,7 +728,8 @@ fn allocate_local(
             // Writable: PE 0's copy in the symmetric heap, shared by all.
             *area = parts[0] + sym.areas_at[i] as u64;
         } else if header.area_limits[i] & AREA_WRITABLE != 0 {
-            // Writable, over the device-API transport: this PE's own copy.
+            // Writable, copied (the device-API transport, or `Header::area_copies`): this PE's
+            // own copy.
             let buf = DeviceBuffer::alloc(gpu, len, &format!("this PE's copy of data area {i}"))?;
             // SAFETY: the area lies in the heap (its layout), which the launcher filled; no PE
             // changes it before every kernel ended.

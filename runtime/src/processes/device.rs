@@ -382,6 +382,10 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
             initial_len: job.tasks.len() as u64,
             start_limit_ms: self.start_limit().as_millis() as u64,
             area_limits: limits,
+            area_copies: match (&self.gpu, self.kind()) {
+                (Some(gpu), PeKind::Cuda) => crate::cuda::pe::area_copies(job, gpu.area_layout),
+                _ => 0,
+            },
             kind: self.kind() as u32,
             max_registers: self.gpu.as_ref().and_then(|b| b.max_registers).unwrap_or(0),
             gpus: self.pe_gpus,
@@ -457,6 +461,7 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
                 &grid.config,
                 &grid.topology,
                 &placed.header().area_limits,
+                placed.header().area_copies,
                 self.pe_transport(),
                 self.across_nodes(),
             );
@@ -747,11 +752,17 @@ pub(crate) fn nvshmem_env(
     config: &mgws_core::SchedConfig,
     topology: &Topology,
     area_limits: &[u64; mgws_core::DATA_AREAS],
+    area_copies: u64,
     transport: crate::cuda::PeTransport,
     across_nodes: bool,
 ) -> Vec<(OsString, OsString)> {
-    let (_, need) =
-        crate::cuda::pe::symmetric_of(transport, topology, config.public_capacity, area_limits);
+    let (_, need) = crate::cuda::pe::symmetric_of(
+        transport,
+        topology,
+        config.public_capacity,
+        area_limits,
+        area_copies,
+    );
     // NVSHMEM reserves some of the heap for itself: half again and 64 MiB, at least its
     // default 1 GiB.
     let heap = (need + need / 2 + (64 << 20)).max(1 << 30);

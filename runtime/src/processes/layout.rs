@@ -83,6 +83,11 @@ pub struct Header {
     /// Per data area, its length with [`AREA_WRITABLE`] where tasks may write it (0: none), as
     /// `Env::area_limits` holds them.
     pub area_limits: [u64; DATA_AREAS],
+    /// GPU PEs over the mapped transport: bit `i` set for writable area `i` that each PE writes
+    /// a copy of its own, whose changes it adds into the heap's area after the run (areas laid
+    /// out per worker or replicated with additions; `cuda::pe::Replica`). Over the device API
+    /// every writable area is copied so.
+    pub area_copies: u64,
     /// How long the launcher waits for every PE to be ready, in milliseconds (a PE waits for
     /// the gate a little longer).
     pub start_limit_ms: u64,
