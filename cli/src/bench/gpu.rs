@@ -615,7 +615,14 @@ pub(super) fn lines(
             .configure_mesh()
             .x_desc(x_desc)
             .y_desc(y_desc)
-            .y_label_formatter(&|y| format!("{y:.2e}"))
+            // Rates in scientific notation, ratios and speedups plainly.
+            .y_label_formatter(&|y| {
+                if ymax < 1000.0 {
+                    format!("{y:.2}")
+                } else {
+                    format!("{y:.2e}")
+                }
+            })
             .draw()?;
         for (name, c, pts) in series {
             let c = *c;
