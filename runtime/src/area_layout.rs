@@ -164,6 +164,38 @@ pub fn split_bounds(len: u64, parts: &[u64], granularity: u64) -> Vec<Range<u64>
     bounds
 }
 
+/// Puts one more copy of a replicated or per-worker area back into `dst`, which starts as copy
+/// 0's bytes: `copy` is the bytes of the device whose workers are `workers`, `before` the job's
+/// bytes before the run (used by [`AreaLayout::Replicated`]). Other layouts are one buffer and
+/// have no copies.
+pub fn merge_copy(
+    layout: AreaLayout,
+    dst: &mut [u8],
+    copy: &[u8],
+    workers: Range<u32>,
+    before: &[u8],
+) {
+    match layout {
+        AreaLayout::PerWorker { row_bytes } => {
+            let rows = rows_of(workers, row_bytes, dst.len() as u64);
+            let rows = rows.start as usize..rows.end as usize;
+            dst[rows.clone()].copy_from_slice(&copy[rows]);
+        }
+        AreaLayout::Replicated(combine) => combine.fold(dst, copy, before),
+        AreaLayout::SingleHome | AreaLayout::Partitioned => {
+            unreachable!("one buffer, no copies")
+        }
+    }
+}
+
+/// Whether the layout gives each device a copy of its own (on several devices).
+pub fn copies(layout: AreaLayout) -> bool {
+    matches!(
+        layout,
+        AreaLayout::Replicated(_) | AreaLayout::PerWorker { .. }
+    )
+}
+
 /// The rows (worker ids) whose bytes a [`AreaLayout::PerWorker`] area keeps from GPU `d`'s copy,
 /// as a byte range of an area of `len` bytes: `workers` is GPU `d`'s range of global worker ids.
 pub fn rows_of(workers: Range<u32>, row_bytes: u64, len: u64) -> Range<u64> {

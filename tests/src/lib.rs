@@ -245,6 +245,18 @@ pub fn spawned_memset(
     roots: u64,
     leaf: u64,
 ) -> mgws::Result<(RunReport, MemsetCheck)> {
+    spawned_memset_laid_out(sched, slots, roots, leaf, None)
+}
+
+/// [`spawned_memset`] with the slots' area laid out as `layout` (`None`: the default), which
+/// matters on several CPU domains (docs/design.md 7.1).
+pub fn spawned_memset_laid_out(
+    sched: &Scheduler,
+    slots: u64,
+    roots: u64,
+    leaf: u64,
+    layout: Option<mgws::AreaLayout>,
+) -> mgws::Result<(RunReport, MemsetCheck)> {
     let out = output_descriptor(0, slots);
     let per_root = slots.div_ceil(roots);
     let tasks: Vec<TaskStruct> = (0..roots)
@@ -253,11 +265,11 @@ pub fn spawned_memset(
         .map(|(lo, hi)| TestTasks::task(&SplitRange { lo, hi, leaf }).with_data(0, out))
         .collect();
     let mut memory = vec![0u64; slots as usize];
-    let report = mgws::cpu::run(
-        sched,
-        &TestTasks,
-        Job::new(&tasks).area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut memory))),
-    )?;
+    let mut job = Job::new(&tasks).area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut memory)));
+    if let Some(layout) = layout {
+        job = job.layout(0, layout);
+    }
+    let report = mgws::cpu::run(sched, &TestTasks, job)?;
     Ok((report, verify(&memory)))
 }
 

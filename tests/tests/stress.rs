@@ -1,11 +1,11 @@
 //! Stress: many workers, 1 and 4 lanes, tiny queues that force wrap-around, epoch turnover and
 //! constant stealing, in every termination and overflow mode, on one CPU domain and on several
-//! (the multi-device topology of a GPU run); each run verifies that every MEMSET task (10^6, or
-//! half that with four lanes) ran exactly once; and initial tasks claimed from home ranges that
+//! (the multi-device topology of a GPU run, one of them with the slots replicated per domain);
+//! each run verifies that every MEMSET task (10^6, or half that with four lanes) ran exactly once; and initial tasks claimed from home ranges that
 //! co-owners of a shared queue split.
 
-use mgws::{OverflowMode, Scheduler, TerminationMode};
-use mgws_tests::spawned_memset;
+use mgws::{AreaLayout, Combine, OverflowMode, Scheduler, TerminationMode};
+use mgws_tests::spawned_memset_laid_out;
 
 /// Termination, overflow prevention, and the CPU domains (devices) asked for.
 const MODES: [(TerminationMode, OverflowMode, u32); 6] = [
@@ -36,9 +36,17 @@ fn stress(workers: u32, lanes: u32, sharing: u32, slots: u64) {
             .cpu_domains(domains)
             .build()
             .unwrap();
-        let (report, check) = spawned_memset(&sched, slots, 1, 4).unwrap();
+        // On several domains the slots are also a copy per domain, added up after the run.
+        let layout = [
+            None,
+            Some(AreaLayout::Replicated(Combine::AddU64)),
+            None,
+            None,
+        ][i % 4];
+        let (report, check) = spawned_memset_laid_out(&sched, slots, 1, 4, layout).unwrap();
         let label = format!(
-            "{workers}x{lanes} sharing {sharing}, {domains} domain(s), {termination:?}/{overflow:?}"
+            "{workers}x{lanes} sharing {sharing}, {domains} domain(s), {termination:?}/{overflow:?}, \
+             {layout:?}"
         );
         assert!(check.ok(), "{label}: {check:?}");
         let splits = slots.div_ceil(4).next_power_of_two() * 2; // upper bound on split tasks
@@ -94,7 +102,7 @@ fn initial_tasks_in_shared_home_ranges_run_exactly_once() {
                 .initial_chunk(16)
                 .build()
                 .unwrap();
-            let (report, check) = spawned_memset(&sched, n, n, 1).unwrap();
+            let (report, check) = spawned_memset_laid_out(&sched, n, n, 1, None).unwrap();
             assert!(check.ok(), "sharing {sharing}, {n} roots: {check:?}");
             assert_eq!(report.tasks_run, 2 * n, "sharing {sharing}, {n} roots");
         }

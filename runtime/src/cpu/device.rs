@@ -22,9 +22,10 @@ use mgws_core::bridge::{BridgeState, BRIDGE_CAPACITY};
 use super::arena::Arena;
 use super::platform::{CpuPlatform, LaneGroup};
 use super::threads::{Completion, RunClock};
+use crate::area_layout::{self, AreaLayout};
 use crate::device::{split_workers, Device, Grid, LiveState, ReadBack, Running};
 use crate::error::Result;
-use crate::job::Job;
+use crate::job::{AreaBytes, Job};
 use crate::scheduler::Scheduler;
 
 /// A pointer-bundle that may cross into the worker threads.
@@ -191,14 +192,102 @@ impl<'a, R> CpuDevice<'a, R> {
 pub struct CpuPlaced {
     sides: Vec<CpuSide>,
     groups: Vec<LaneGroup>,
+    /// The per-domain copies of data areas (see [`DomainCopies`]).
+    copies: Vec<DomainCopies>,
     _bridge: Option<Box<HostBridge>>,
 }
 
 /// One side of a CPU run: workers `first..first + env.config.workers`.
 struct CpuSide {
     arena: Arena,
+    /// The env of domain 0 (of the only domain, unless the run has CPU domains and areas that
+    /// each domain copies).
     env: SendEnv,
+    /// The envs of domains 1.., which differ only in the data areas copied per domain.
+    domain_envs: Vec<SendEnv>,
     first: u32,
+}
+
+impl CpuSide {
+    /// The env of the domain that the side's worker `id` belongs to.
+    fn env_of(&self, id: u32) -> &Env<HostWord, TaskStruct> {
+        match self.env.0.topology.device_of_worker(id) {
+            0 => &self.env.0,
+            d => self
+                .domain_envs
+                .get(d as usize - 1)
+                .map_or(&self.env.0, |e| &e.0),
+        }
+    }
+}
+
+/// One 64-byte line of a domain's copy of a data area (rows of per-worker tables start on
+/// lines, as in the job's table).
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([u8; 64]);
+
+/// The copies of one read-write data area that the domains 1.. of a run split into CPU domains
+/// write, where its layout gives each device a copy ([`area_layout::copies`]): replicated or
+/// per worker, as on several GPUs (docs/design.md 7.1), so that CPU runs exercise the same
+/// placement and merge. Domain 0 writes the job's own bytes.
+struct DomainCopies {
+    index: u8,
+    layout: AreaLayout,
+    /// The job's bytes before the run (replicated layouts only).
+    before: Vec<u8>,
+    domains: Vec<Vec<Line>>,
+    len: usize,
+}
+
+impl DomainCopies {
+    /// The copies for the `devices` domains of `job`'s areas that need them.
+    fn of(job: &Job<'_>, devices: u32) -> Vec<DomainCopies> {
+        let mut all = Vec::new();
+        for (index, bytes) in &job.areas {
+            let AreaBytes::ReadWrite(bytes) = bytes else {
+                continue;
+            };
+            let layout = job.layout_of(*index);
+            if !area_layout::copies(layout) {
+                continue;
+            }
+            let copy = || {
+                let mut lines = vec![Line([0; 64]); bytes.len().div_ceil(64)];
+                for (line, chunk) in lines.iter_mut().zip(bytes.chunks(64)) {
+                    line.0[..chunk.len()].copy_from_slice(chunk);
+                }
+                lines
+            };
+            all.push(DomainCopies {
+                index: *index,
+                layout,
+                before: match layout {
+                    AreaLayout::Replicated(_) => bytes.to_vec(),
+                    _ => Vec::new(),
+                },
+                domains: (1..devices).map(|_| copy()).collect(),
+                len: bytes.len(),
+            });
+        }
+        all
+    }
+
+    /// Merges every domain's copy into the job's area, as its layout says.
+    fn merge_into(&self, job: &mut Job<'_>, topology: &Topology) {
+        let Some((_, AreaBytes::ReadWrite(dst))) =
+            job.areas.iter_mut().find(|(i, _)| *i == self.index)
+        else {
+            return;
+        };
+        for (d, lines) in self.domains.iter().enumerate() {
+            let d = d + 1;
+            // SAFETY: `Line` is 64 plain bytes; the copy holds at least `len` of them.
+            let copy = unsafe { std::slice::from_raw_parts(lines.as_ptr() as *const u8, self.len) };
+            let workers = topology.first_worker[d]..topology.first_worker[d + 1];
+            area_layout::merge_copy(self.layout, dst, copy, workers, &self.before);
+        }
+    }
 }
 
 impl CpuPlaced {
@@ -271,6 +360,13 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
             })
         });
         let bridged = bridge.is_some() || self.link.is_some();
+        // Areas that each domain of a run split into domains writes a copy of (bridged runs have
+        // one domain per side).
+        let copies = if counts.len() == 1 && grid.topology.devices > 1 {
+            DomainCopies::of(job, grid.topology.devices)
+        } else {
+            Vec::new()
+        };
         let mut sides = Vec::new();
         let mut first = 0u32;
         for (s, &n) in counts.iter().enumerate() {
@@ -302,9 +398,22 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
                 env.bridge_side = 1;
                 env.worker_base = link.worker_base as u64;
             }
+            let domain_envs = (1..topology.devices as usize)
+                .filter(|_| !copies.is_empty())
+                .map(|d| {
+                    // SAFETY: an env is integers and pointers (`HostWord` appears only behind
+                    // pointers), so a bitwise copy is another valid env of the same memory.
+                    let mut e = unsafe { std::ptr::read(&env) };
+                    for c in &copies {
+                        e.areas[c.index as usize] = c.domains[d - 1].as_ptr() as u64;
+                    }
+                    SendEnv(e)
+                })
+                .collect();
             sides.push(CpuSide {
                 arena,
                 env: SendEnv(env),
+                domain_envs,
                 first,
             });
             first += n;
@@ -325,6 +434,7 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
         Ok(CpuPlaced {
             sides,
             groups,
+            copies,
             _bridge: bridge,
         })
     }
@@ -366,7 +476,7 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
                         start,
                         chaos,
                     },
-                    &side.env.0,
+                    side.env_of(id),
                     registry,
                     (w, id),
                     &panicked,
@@ -394,10 +504,13 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
 
     fn read_back(
         &mut self,
-        _grid: &Grid,
+        grid: &Grid,
         placed: &CpuPlaced,
-        _job: &mut Job<'_>,
+        job: &mut Job<'_>,
     ) -> Result<ReadBack> {
+        for c in &placed.copies {
+            c.merge_into(job, &grid.topology);
+        }
         // The first error of any side. Acquire: pairs with the workers' release of the error
         // word (the set's join already orders it; the ordering documents the pairing).
         let error = placed.sides.iter().find_map(|side| {
