@@ -113,6 +113,22 @@ impl TaskFunctor for Queens {
     }
 }
 
+impl Queens {
+    /// The root task of N-Queens on an `n` x `n` board, counting solutions into the
+    /// `PerWorker<u64>` table that `counts` describes.
+    pub fn root(n: u32, counts: mgws::DataDescriptor) -> TaskStruct {
+        TestTasks::task(&Queens {
+            n,
+            row: 0,
+            cols: 0,
+            diag: 0,
+            anti: 0,
+            _pad: 0,
+        })
+        .with_data(0, counts)
+    }
+}
+
 /// A node of the tree [`TreeSum`] walks: its value and its children `first..first + count`.
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 #[repr(C)]

@@ -89,15 +89,7 @@ fn per_worker_tables_sum_exactly_on_several_domains() {
     for (domains, n, solutions) in [(2, 9, 352), (3, 10, 724), (3, 11, 2680)] {
         let s = sched(domains, 7);
         let mut counts = PerWorker::<u64>::new(s.workers());
-        let root = TestTasks::task(&Queens {
-            n,
-            row: 0,
-            cols: 0,
-            diag: 0,
-            anti: 0,
-            _pad: 0,
-        })
-        .with_data(0, counts.descriptor(0));
+        let root = Queens::root(n, counts.descriptor(0));
         let tasks = [root];
         Backend::Cpu
             .run(&s, &TestTasks, Job::new(&tasks).area(0, counts.area()))

@@ -18,15 +18,7 @@ fn sched(workers: u32, lanes: u32) -> Scheduler {
 fn queens(n: u32, workers: u32, lanes: u32) -> u64 {
     let s = sched(workers, lanes);
     let mut counts = PerWorker::<u64>::new(s.workers());
-    let root = TestTasks::task(&Queens {
-        n,
-        row: 0,
-        cols: 0,
-        diag: 0,
-        anti: 0,
-        _pad: 0,
-    })
-    .with_data(0, counts.descriptor(0));
+    let root = Queens::root(n, counts.descriptor(0));
     let tasks = [root];
     mgws::cpu::run(&s, &TestTasks, Job::new(&tasks).area(0, counts.area())).unwrap();
     counts.sum()
