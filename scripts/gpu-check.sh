@@ -48,6 +48,9 @@
 #                    loopback interface, over the device API: MEMSET 2^27, UTS T1L, FIB(34) against
 #                    the same 2 PEs from one launcher, also with every word through NVSHMEM's calls
 #                    (as on separate nodes); a hang across the nodes (not in the default list)
+#         bench-multi  `mgws bench multi` on 1, 2 and 4 GPUs (as many as there are) in one process
+#                    and as PEs, then compute-sanitizer with the data layouts on every GPU and
+#                    over one PE per GPU (needs 2 GPUs; not in the default list)
 #         nodes-mpirun  the same two launchers started by Open MPI's mpirun (one app context per
 #                    GPU, ranks from OMPI_COMM_WORLD_RANK): MEMSET 2^27, UTS T1L, FIB(34) (needs 2
 #                    GPUs and mpirun; not in the default list)
@@ -518,6 +521,33 @@ PY
                     case_run "multi-san-$tool-memset" 180 run memset --tasks 4096 "${G[@]}" --workers 16 --devices 0,1 --termination hierarchical --watchdog-ms 600000
                     SAN=()
                 done
+            fi
+            ;;
+        bench-multi)
+            # `mgws bench multi`: every workload on 1, 2, 4 GPUs (as many as this machine has), in
+            # one process and as PEs, into $OUT/bench-multi (table, CSV, SVG); then
+            # compute-sanitizer on every GPU with the data layouts (partitioned slots and split
+            # initial tasks, rows per worker, replicated slots) and over one PE per GPU.
+            if [ "$GPUS" -lt 2 ]; then
+                skip bench-multi "needs 2 GPUs, this machine has $GPUS"
+                continue
+            fi
+            local counts=1 all=0
+            [ "$GPUS" -ge 2 ] && counts=1,2
+            [ "$GPUS" -ge 4 ] && counts=1,2,4
+            all=$(seq -s, 0 $(( ${counts##*,} - 1 )))
+            "$BIN" bench multi "${G[@]}" --gpus "$counts" --reps 1 --termination hierarchical \
+                --out "$OUT/bench-multi" 2>&1 | tee "$LOGS/bench-multi.log" | grep -v '^mgws:'
+            if [ -n "$SANITIZER" ]; then
+                for tool in memcheck racecheck; do
+                    SAN=("$SANITIZER" --tool "$tool" --error-exitcode 99)
+                    local S=("${G[@]}" --devices "$all" --workers 32 --watchdog-ms 600000)
+                    case_run "bench-multi-san-$tool-memset" 180 run memset --tasks 200000 "${S[@]}"
+                    case_run "bench-multi-san-$tool-memset-repl" 180 run memset --tasks 200000 "${S[@]}" --area-layout replicated-add
+                    case_run "bench-multi-san-$tool-fib" 180 run fib -n 16 "${S[@]}"
+                    SAN=()
+                done
+                pe_sanitizer_cases bench-multi-pes case_run "${G[@]}" --processes "${counts##*,}" --devices "$all"
             fi
             ;;
         *)
