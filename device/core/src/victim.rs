@@ -1,8 +1,9 @@
 //! Victim selection (thesis 5.5): uniform over all other public queues, optionally biased toward
 //! queues of the thief's own device, local first (the own device until a few attempts in a row
-//! found nothing, then one other device's queue), or restricted to the own device. In a run across nodes the bias has a
-//! second tier: a victim off the own device is drawn from the own node's other devices with the
-//! same probability, else from the other nodes (`Topology::devices_per_node`).
+//! found nothing, then one other device's queue), or restricted to the own device. In a run
+//! across nodes the bias has a second tier: a victim off the own device is drawn from the own
+//! node's other devices with the same probability, else from the other nodes
+//! (`Topology::devices_per_node`).
 
 use rand_core::{RngCore, SeedableRng};
 use rand_pcg::Pcg32;
@@ -10,7 +11,10 @@ use rand_pcg::Pcg32;
 use crate::layout::Topology;
 
 /// Misses in a row on the own device before [`VictimPicker::pick_initial`] tries another
-/// device's home range (local first).
+/// device's home range (local first). The count is the one steals keep too, and a worker's
+/// failed initial claims are followed by a steal, which under local first after 1 miss goes off
+/// the device and starts a new count: in the worker loop, initial claims stay on the own device
+/// and the initial set spreads across devices through steals (docs/design.md 7.1).
 pub const INITIAL_LOCAL_FIRST_TRIES: u32 = 64;
 
 /// A per-worker victim picker. Only lane 0 of a worker has one (in its `LeaderState`); it draws
@@ -83,9 +87,7 @@ impl VictimPicker {
 
     /// The home range of initial tasks to claim from next, once the own one is claimed: as
     /// [`VictimPicker::pick`], but local first waits for [`INITIAL_LOCAL_FIRST_TRIES`] misses in
-    /// a row. Random picks on a device whose ranges are nearly all claimed miss about as often
-    /// as ranges are left, so this leaves the device when about 1 in 64 of its ranges still holds
-    /// tasks; a remote range's tasks read and write their data over NVLink.
+    /// a row, since a remote range's tasks read and write their data over NVLink.
     #[inline(always)]
     pub fn pick_initial(&mut self, t: &Topology) -> Option<u32> {
         let tries = if self.local_first_tries == 0 {
