@@ -230,3 +230,51 @@ pub fn u64_bytes_mut(words: &mut [u64]) -> &mut [u8] {
         std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, std::mem::size_of_val(words))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::area_layout::Combine;
+
+    #[test]
+    fn layouts_are_checked_against_the_areas_they_name() {
+        let mut words = [0u64; 4];
+        let mut odd = [0u8; 12];
+        let read = [1u8; 8];
+        let error = |job: Job<'_>| job.validate().unwrap_err().to_string();
+        let e = error(Job::new(&[]).layout(3, AreaLayout::SingleHome));
+        assert!(
+            e.contains("data area 3 has a layout (single-home) but the job does not have"),
+            "{e}"
+        );
+        let e = error(
+            Job::new(&[])
+                .input(0, &read)
+                .layout(0, AreaLayout::Partitioned),
+        );
+        assert!(e.contains("data area 0 is read-only"), "{e}");
+        let e = error(
+            Job::new(&[])
+                .output(1, &mut words)
+                .layout(1, AreaLayout::SingleHome)
+                .layout(1, AreaLayout::Partitioned),
+        );
+        assert!(e.contains("data area 1 is given a layout twice"), "{e}");
+        let e = error(
+            Job::new(&[])
+                .area(2, AreaBytes::ReadWrite(&mut odd))
+                .layout(2, AreaLayout::Replicated(Combine::AddU64)),
+        );
+        assert!(
+            e.contains("data area 2 (12 bytes) is not a whole number of elements"),
+            "{e}"
+        );
+        // A table brings its layout; the default is partitioned.
+        let mut table = crate::PerWorker::<u64>::new(3);
+        let job = Job::new(&[]).area(0, table.area()).output(1, &mut words);
+        assert!(job.validate().is_ok());
+        assert_eq!(job.layout_of(0), AreaLayout::PerWorker { row_bytes: 64 });
+        assert_eq!(job.layout_of(1), AreaLayout::Partitioned);
+        assert_eq!(job.chosen_layout(1), None);
+    }
+}

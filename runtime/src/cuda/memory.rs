@@ -252,6 +252,7 @@ pub(super) fn allocate(
         envs,
     })
 }
+
 /// The initial tasks in device memory: on one GPU a plain buffer; on several, one range split
 /// so that each GPU holds its own queues' home ranges (`Env::initial_range`) and reaches the
 /// others' over NVLink when it claims from them. No GPU gets a copy of all of them.
