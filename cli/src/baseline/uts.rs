@@ -35,15 +35,16 @@ pub fn parallel(p: &UtsParams, pool: &rayon::ThreadPool) -> UtsCounts {
 }
 
 /// The reference counts of a tree without published ones: [`parallel`] on every core, once per
-/// tree and process (a bench runs the same tree many times).
-pub fn reference(p: &UtsParams) -> UtsCounts {
+/// tree and process (a bench runs the same tree many times); `true` with counts computed by an
+/// earlier call.
+pub fn reference(p: &UtsParams) -> (UtsCounts, bool) {
     static KNOWN: std::sync::Mutex<Vec<(UtsParams, UtsCounts)>> = std::sync::Mutex::new(Vec::new());
     let known = |p: &UtsParams| {
         let list = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
         list.iter().find(|(q, _)| q == p).map(|(_, c)| *c)
     };
     if let Some(c) = known(p) {
-        return c;
+        return (c, true);
     }
     let counts = match rayon::ThreadPoolBuilder::new().build() {
         Ok(pool) => parallel(p, &pool),
@@ -54,7 +55,7 @@ pub fn reference(p: &UtsParams) -> UtsCounts {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .push((*p, counts));
-    counts
+    (counts, false)
 }
 
 /// Nodes a [`parallel`] task visits between two offers of half its stack.

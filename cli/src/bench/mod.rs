@@ -304,7 +304,7 @@ impl Prepared {
         let params = cfg.params();
         let expected = match cfg.published() {
             Some((_, c)) => c,
-            None => baseline::uts::reference(&params),
+            None => baseline::uts::reference(&params).0,
         };
         Ok(Prepared::Uts {
             cfg,

@@ -223,8 +223,7 @@ pub fn multi(opts: &MultiBenchOpts, sched: &SchedArgs) -> Result<i32> {
                             setup_s: o.report.setup_s,
                         }),
                         Err(e @ Error::Verification(_)) => return Err(e),
-                        Err(e) if rep == 0 => notes.push(format!("{label}: not run: {e}")),
-                        Err(_) => {}
+                        Err(e) => notes.push(format!("{label}, repetition {rep}: not run: {e}")),
                     }
                 }
             }
@@ -284,8 +283,13 @@ fn table(rows: &[Row], notes: &[String]) -> String {
         "{:<9} {:<8} {:>5} {:>11} {:>9} {:>10} {:>8}",
         "workload", "mode", "GPUs", "tasks/s", "speedup", "/process", "setup s"
     );
-    let mut workloads: Vec<&str> = rows.iter().map(|r| r.workload.as_str()).collect();
-    workloads.dedup();
+    // In the order first run (rows come repetition by repetition).
+    let mut workloads: Vec<&str> = Vec::new();
+    for r in rows {
+        if !workloads.contains(&r.workload.as_str()) {
+            workloads.push(&r.workload);
+        }
+    }
     let mut gpus: Vec<u32> = rows.iter().map(|r| r.gpus).collect();
     gpus.sort_unstable();
     gpus.dedup();
@@ -436,6 +440,8 @@ mod tests {
         assert!(t.contains("4.00x"), "{t}");
         assert!(t.contains("0.90x"), "{t}");
         assert!(t.contains("note: x: not run"), "{t}");
+        // Two repetitions, one line per workload, mode and GPU count.
+        assert_eq!(t.matches("fib       process      4").count(), 1, "{t}");
         let dir = std::env::temp_dir().join(format!("mgws-multi-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let svg = plot(&dir, "fib", &rows, &[Mode::Process, Mode::Pes]).unwrap();

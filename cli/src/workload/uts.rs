@@ -430,14 +430,17 @@ pub fn run(sched: &Scheduler, backend: &Backend, cfg: &UtsConfig) -> Result<Outc
         Some((name, c)) => (c, format!("the published counts of {name}")),
         None => {
             let t = Instant::now();
-            let c = crate::baseline::uts::reference(&params);
+            let (c, earlier) = crate::baseline::uts::reference(&params);
             let s = t.elapsed().as_secs_f64();
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let when = if earlier {
+                "earlier in this process".to_string()
+            } else {
+                format!("{s:.4} s")
+            };
             (
                 c,
-                format!(
-                    "a traversal on the host's {} cores ({s:.4} s)",
-                    std::thread::available_parallelism().map_or(1, |n| n.get())
-                ),
+                format!("a traversal on the host's {cores} cores ({when})"),
             )
         }
     };

@@ -282,7 +282,8 @@ impl DomainCopies {
         };
         for (d, lines) in self.domains.iter().enumerate() {
             let d = d + 1;
-            // SAFETY: `Line` is 64 plain bytes; the copy holds at least `len` of them.
+            // SAFETY: `Line` is 64 plain bytes; the copy holds at least `len` bytes, and every
+            // worker thread has finished writing it.
             let copy = unsafe { std::slice::from_raw_parts(lines.as_ptr() as *const u8, self.len) };
             let workers = topology.first_worker[d]..topology.first_worker[d + 1];
             area_layout::merge_copy(self.layout, dst, copy, workers, &self.before);
@@ -362,7 +363,7 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
         let bridged = bridge.is_some() || self.link.is_some();
         // Areas that each domain of a run split into domains writes a copy of (bridged runs have
         // one domain per side).
-        let copies = if counts.len() == 1 && grid.topology.devices > 1 {
+        let mut copies = if counts.len() == 1 && grid.topology.devices > 1 {
             DomainCopies::of(job, grid.topology.devices)
         } else {
             Vec::new()
@@ -398,18 +399,21 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
                 env.bridge_side = 1;
                 env.worker_base = link.worker_base as u64;
             }
-            let domain_envs = (1..topology.devices as usize)
-                .filter(|_| !copies.is_empty())
-                .map(|d| {
-                    // SAFETY: an env is integers and pointers (`HostWord` appears only behind
-                    // pointers), so a bitwise copy is another valid env of the same memory.
-                    let mut e = unsafe { std::ptr::read(&env) };
-                    for c in &copies {
-                        e.areas[c.index as usize] = c.domains[d - 1].as_ptr() as u64;
-                    }
-                    SendEnv(e)
-                })
-                .collect();
+            let mut domain_envs = Vec::new();
+            let domains = if copies.is_empty() {
+                1
+            } else {
+                topology.devices as usize
+            };
+            for d in 1..domains {
+                // SAFETY: an env is integers and pointers (`HostWord` appears only behind
+                // pointers), so a bitwise copy is another valid env of the same memory.
+                let mut e = unsafe { std::ptr::read(&env) };
+                for c in copies.iter_mut() {
+                    e.areas[c.index as usize] = c.domains[d - 1].as_mut_ptr() as u64;
+                }
+                domain_envs.push(SendEnv(e));
+            }
             sides.push(CpuSide {
                 arena,
                 env: SendEnv(env),

@@ -146,9 +146,9 @@ pub(super) fn allocate(
     for (index, bytes) in job.areas.iter() {
         let chosen = b.area_layout.or_else(|| job.chosen_layout(*index));
         let mut layout = chosen.unwrap_or(AreaLayout::Partitioned);
-        if matches!(bytes, AreaBytes::ReadWrite(_)) {
+        if matches!(bytes, AreaBytes::ReadWrite(_)) && n > 1 {
             layout.check(*index, bytes.len())?;
-            if layout == AreaLayout::Partitioned && n > 1 && !split::supported(&s.gpus[..n])? {
+            if layout == AreaLayout::Partitioned && !split::supported(&s.gpus[..n])? {
                 // The default falls back to the layout before partitioning; a choice is an error.
                 if chosen.is_some() {
                     return Err(Error::Config(format!(

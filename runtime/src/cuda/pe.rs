@@ -76,6 +76,30 @@ fn without_copies(area_limits: &[u64; DATA_AREAS], copies: u64) -> [u64; DATA_AR
 /// workers' rows) or replicated with 64-bit additions ([`Replica`] adds every PE's changes).
 /// Other layouts keep the one area in PE 0's part, which every PE reaches, so any task may
 /// write any word.
+/// Refuses, over the device-API transport, a writable area laid out replicated with a combine
+/// other than 64-bit additions: every PE's copy of it would be added (design 5.8), not combined
+/// as asked.
+pub(crate) fn check_device_api_layouts(
+    job: &crate::Job<'_>,
+    overridden: Option<crate::AreaLayout>,
+) -> Result<()> {
+    use crate::{AreaBytes, AreaLayout, Combine};
+    for (index, bytes) in &job.areas {
+        let layout = overridden.unwrap_or_else(|| job.layout_of(*index));
+        if let (AreaBytes::ReadWrite(_), AreaLayout::Replicated(c)) = (bytes, layout) {
+            if c != Combine::AddU64 {
+                return Err(Error::Config(format!(
+                    "data area {index} is laid out {}, but over --pe-transport device-api every \
+                     PE's copy of a writable area is added into the result: use \
+                     replicated-add-u64, or the mapped transport",
+                    layout.name()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn area_copies(job: &crate::Job<'_>, overridden: Option<crate::AreaLayout>) -> u64 {
     use crate::{AreaBytes, AreaLayout, Combine};
     job.areas
@@ -970,5 +994,30 @@ mod tests {
         assert!(l.areas_at[2] > l.idle_at);
         assert!(l.total >= l.areas_at[2] + 24);
         assert_eq!(SymmetricLayout::new(&topology, 16, &limits), l);
+    }
+
+    #[test]
+    fn the_device_api_refuses_combines_it_would_add_and_copies_follow_the_layouts() {
+        use crate::{AreaLayout, Combine, Job, PerWorker};
+        let mut slots = [0u64; 8];
+        let mut table = PerWorker::<u64>::new(4);
+        let job = Job::new(&[])
+            .output(0, &mut slots)
+            .layout(0, AreaLayout::Replicated(Combine::MinU64))
+            .area(1, table.area());
+        let e = check_device_api_layouts(&job, None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("data area 0 is laid out replicated-min-u64"),
+            "{e}"
+        );
+        let add = Some(AreaLayout::Replicated(Combine::AddU64));
+        assert!(check_device_api_layouts(&job, add).is_ok());
+        // The mapped transport copies per-worker and additive areas only: area 1 (per worker),
+        // not area 0 (a minimum stays one area in PE 0's part).
+        assert_eq!(area_copies(&job, None), 0b10);
+        assert_eq!(area_copies(&job, add), 0b11);
+        assert_eq!(area_copies(&job, Some(AreaLayout::Partitioned)), 0);
     }
 }

@@ -335,6 +335,9 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
     }
 
     fn place(&mut self, grid: &Grid, job: &mut Job<'_>) -> Result<ProcessPlaced> {
+        if let (Some(gpu), crate::cuda::PeTransport::DeviceApi) = (&self.gpu, self.pe_transport()) {
+            crate::cuda::pe::check_device_api_layouts(job, gpu.area_layout)?;
+        }
         let limits = job.area_limits();
         let layout = HeapLayout::new(
             self.kind(),

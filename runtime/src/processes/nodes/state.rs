@@ -49,7 +49,7 @@ pub(crate) fn fingerprint(header: &Header, tasks: &[u8], areas: &[&[u8]]) -> [u8
     for word in header
         .chaos
         .iter()
-        .chain([&header.chaos_on, &header.initial_len])
+        .chain([&header.chaos_on, &header.initial_len, &header.area_copies])
         .chain(&header.area_limits)
     {
         h.update(word.to_le_bytes());
