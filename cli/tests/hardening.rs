@@ -509,6 +509,28 @@ fn cpu_domains_run_every_termination_exactly_and_bad_counts_are_refused() {
             "--cpu-domains",
         ),
         (&["--cpu-domains", "x"], EXIT_USAGE, "--cpu-domains"),
+        // Victim policies: one at a time, and local first needs a local attempt.
+        (
+            &["--cpu-domains", "2", "--local-first", "0"],
+            EXIT_ERROR,
+            "local-first stealing needs at least one attempt",
+        ),
+        (
+            &["--local-first", "2", "--same-device-bias", "0.5"],
+            EXIT_ERROR,
+            "--same-device-bias and --local-first exclude each other",
+        ),
+        (
+            &["--same-device-only", "--local-first", "2"],
+            EXIT_ERROR,
+            "--same-device-only and --local-first exclude each other",
+        ),
+        (&["--local-first", "x"], EXIT_USAGE, "--local-first"),
+        (
+            &["--area-layout", "replicated-add", "--backend", "cpu"],
+            EXIT_ERROR,
+            "--area-layout",
+        ),
     ] {
         let mut all = vec!["run", "memset", "--tasks", "100", "--workers", "6"];
         all.extend_from_slice(args);
