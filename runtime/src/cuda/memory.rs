@@ -126,6 +126,8 @@ pub(super) fn allocate(
         device_idle.push(Placed::zeroed(s, Loc::Gpu(d), 8, "the idle counter")?);
     }
     let initial_bytes = as_bytes(side.initial);
+    // Whether memory can be split over the run's GPUs (asked once: initial tasks and areas).
+    let splits = n > 1 && split::supported(&s.gpus[..n])?;
     let (initial_host, initial_dev) = match b.tasks_in {
         TasksIn::Host => {
             s.gpus[0].make_current()?;
@@ -137,7 +139,7 @@ pub(super) fn allocate(
             let what = format!("the initial tasks ({} tasks)", side.initial.len());
             (
                 None,
-                InitialTasks::place(s, topology, initial_bytes, &what)?,
+                InitialTasks::place(s, topology, splits, initial_bytes, &what)?,
             )
         }
     };
@@ -148,7 +150,7 @@ pub(super) fn allocate(
         let mut layout = chosen.unwrap_or(AreaLayout::Partitioned);
         if matches!(bytes, AreaBytes::ReadWrite(_)) && n > 1 {
             layout.check(*index, bytes.len())?;
-            if layout == AreaLayout::Partitioned && !split::supported(&s.gpus[..n])? {
+            if layout == AreaLayout::Partitioned && !splits {
                 // The default falls back to the layout before partitioning; a choice is an error.
                 if chosen.is_some() {
                     return Err(Error::Config(format!(
@@ -265,14 +267,21 @@ pub(super) enum InitialTasks {
 }
 
 impl InitialTasks {
-    fn place(s: &Session, topology: &Topology, bytes: &[u8], what: &str) -> Result<Self> {
+    /// `splits`: whether the run's GPUs can hold a [`SplitBuffer`].
+    fn place(
+        s: &Session,
+        topology: &Topology,
+        splits: bool,
+        bytes: &[u8],
+        what: &str,
+    ) -> Result<Self> {
         let n = s.run_devices;
         if n == 1 || bytes.is_empty() {
             let buf = DeviceBuffer::alloc(&s.gpus[0], bytes.len(), what)?;
             buf.write(0, bytes)?;
             return Ok(InitialTasks::One(buf));
         }
-        if !split::supported(&s.gpus[..n])? {
+        if !splits {
             return Ok(InitialTasks::Copies(copy_to_each(
                 &s.gpus[..n],
                 bytes,
@@ -308,9 +317,7 @@ fn split_by_queues(
     let weights: Vec<u64> = (0..n)
         .map(|d| u64::from(topology.first_queue[d + 1] - topology.first_queue[d]))
         .collect();
-    let unit = SplitBuffer::unit(gpus)? as u64;
-    let bounds = area_layout::split_bounds(bytes as u64, &weights, unit);
-    SplitBuffer::alloc(gpus, &bounds, bytes, what)
+    SplitBuffer::alloc(gpus, &weights, bytes, what)
 }
 
 /// One data area in device memory.
@@ -390,30 +397,16 @@ impl PlacedArea {
                 copies,
                 layout,
                 before,
-            } => match *layout {
-                AreaLayout::PerWorker { row_bytes } => {
-                    copies[0].read(0, dst)?;
-                    for (d, copy) in copies.iter().enumerate().skip(1) {
-                        let workers = topology.first_worker[d]..topology.first_worker[d + 1];
-                        let rows = area_layout::rows_of(workers, row_bytes, dst.len() as u64);
-                        let rows = rows.start as usize..rows.end as usize;
-                        copy.read(rows.start, &mut dst[rows])?;
-                    }
-                    Ok(())
+            } => {
+                copies[0].read(0, dst)?;
+                let mut copy = vec![0u8; dst.len()];
+                for (d, c) in copies.iter().enumerate().skip(1) {
+                    c.read(0, &mut copy)?;
+                    let workers = topology.first_worker[d]..topology.first_worker[d + 1];
+                    area_layout::merge_copy(*layout, dst, &copy, workers, before);
                 }
-                AreaLayout::Replicated(combine) => {
-                    copies[0].read(0, dst)?;
-                    let mut copy = vec![0u8; dst.len()];
-                    for c in &copies[1..] {
-                        c.read(0, &mut copy)?;
-                        combine.fold(dst, &copy, before);
-                    }
-                    Ok(())
-                }
-                AreaLayout::SingleHome | AreaLayout::Partitioned => {
-                    unreachable!("placed as one buffer")
-                }
-            },
+                Ok(())
+            }
         }
     }
 }

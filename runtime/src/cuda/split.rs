@@ -12,6 +12,7 @@ use std::sync::Arc;
 use cudarc::driver::sys;
 
 use super::driver::{check, human_bytes, Attr, DeviceBuffer, Gpu};
+use crate::area_layout;
 use crate::error::{Error, Result};
 
 /// Device memory split into slices on several GPUs, mapped at one address in every GPU's
@@ -52,16 +53,8 @@ pub fn supported(gpus: &[Arc<Gpu>]) -> Result<bool> {
     Ok(true)
 }
 
-/// The mapping granularity of `gpu` (the unit of every slice), or an error if the GPU has no
-/// virtual memory management.
-pub fn granularity(gpu: &Gpu) -> Result<usize> {
-    if gpu.attr(Attr::CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)? == 0 {
-        return Err(Error::Config(format!(
-            "GPU {} has no virtual memory management, which a partitioned data area needs: lay \
-             the area out single-home or replicated",
-            gpu.ordinal
-        )));
-    }
+/// The mapping granularity of `gpu`, which has virtual memory management.
+fn granularity(gpu: &Gpu) -> Result<usize> {
     let mut g = 0usize;
     let p = props(gpu);
     // SAFETY: writes one size_t; `p` is a valid property struct.
@@ -79,26 +72,18 @@ pub fn granularity(gpu: &Gpu) -> Result<usize> {
 }
 
 impl SplitBuffer {
-    /// The unit every slice boundary must be a multiple of on all of `gpus`.
-    pub fn unit(gpus: &[Arc<Gpu>]) -> Result<usize> {
+    /// `bytes` bytes split over `gpus` (which have virtual memory management, [`supported`]) in
+    /// proportion to `weights`, one per GPU, with every boundary on the largest mapping
+    /// granularity of the GPUs ([`area_layout::split_bounds`]; a GPU whose slice rounds to
+    /// nothing gets no memory), not initialised. `what` names the buffer in errors.
+    pub fn alloc(gpus: &[Arc<Gpu>], weights: &[u64], bytes: usize, what: &str) -> Result<Self> {
+        assert_eq!(gpus.len(), weights.len());
         let units = gpus
             .iter()
             .map(|g| granularity(g))
             .collect::<Result<Vec<_>>>()?;
-        Ok(units.into_iter().max().unwrap_or(1))
-    }
-
-    /// `bytes` bytes whose byte range `bounds[d]` lives on `gpus[d]` (ranges in order, covering
-    /// `0..bytes`, interior boundaries multiples of [`SplitBuffer::unit`]; empty ranges get no
-    /// memory), not initialised. `what` names the buffer in errors.
-    pub fn alloc(
-        gpus: &[Arc<Gpu>],
-        bounds: &[Range<u64>],
-        bytes: usize,
-        what: &str,
-    ) -> Result<Self> {
-        assert_eq!(gpus.len(), bounds.len());
-        let unit = Self::unit(gpus)?;
+        let unit = units.into_iter().max().unwrap_or(1);
+        let bounds = area_layout::split_bounds(bytes as u64, weights, unit as u64);
         let reserved = bytes.max(1).next_multiple_of(unit);
         gpus[0].make_current()?;
         let mut ptr = 0;
