@@ -54,10 +54,11 @@ impl ResultRows {
     }
 }
 
-/// One 64-byte cache line of a [`PerWorker`] table.
+/// One 64-byte cache line of a [`PerWorker`] table (and of the CPU domains' copies of a data
+/// area, whose per-worker rows start on lines as in the table).
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
-struct Line([u8; 64]);
+pub(crate) struct Line(pub(crate) [u8; 64]);
 
 /// Per-worker accumulators of a plain-data type `T`, merged on the host: one slot per worker,
 /// each on its own cache lines (`mgws_core::accumulator_stride`), exposed to a job as a read-write

@@ -26,6 +26,7 @@ use crate::area_layout::{self, AreaLayout};
 use crate::device::{split_workers, Device, Grid, LiveState, ReadBack, Running};
 use crate::error::Result;
 use crate::job::{AreaBytes, Job};
+use crate::rows::Line;
 use crate::scheduler::Scheduler;
 
 /// A pointer-bundle that may cross into the worker threads.
@@ -220,12 +221,6 @@ impl CpuSide {
         }
     }
 }
-
-/// One 64-byte line of a domain's copy of a data area (rows of per-worker tables start on
-/// lines, as in the job's table).
-#[derive(Clone, Copy)]
-#[repr(C, align(64))]
-struct Line([u8; 64]);
 
 /// The copies of one read-write data area that the domains 1.. of a run split into CPU domains
 /// write, where its layout gives each device a copy ([`area_layout::copies`]): replicated or

@@ -71,11 +71,6 @@ fn without_copies(area_limits: &[u64; DATA_AREAS], copies: u64) -> [u64; DATA_AR
     limits
 }
 
-/// The writable areas whose layout a GPU PE run gives each PE a copy of over the mapped
-/// transport, as [`Header::area_copies`]: those laid out per worker (each PE changes only its
-/// workers' rows) or replicated with 64-bit additions ([`Replica`] adds every PE's changes).
-/// Other layouts keep the one area in PE 0's part, which every PE reaches, so any task may
-/// write any word.
 /// Refuses, over the device-API transport, a writable area laid out replicated with a combine
 /// other than 64-bit additions: every PE's copy of it would be added (design 5.8), not combined
 /// as asked.
@@ -100,6 +95,11 @@ pub(crate) fn check_device_api_layouts(
     Ok(())
 }
 
+/// The writable areas whose layout a GPU PE run gives each PE a copy of over the mapped
+/// transport, as [`Header::area_copies`]: those laid out per worker (each PE changes only its
+/// workers' rows) or replicated with 64-bit additions ([`Replica`] adds every PE's changes).
+/// Other layouts keep the one area in PE 0's part, which every PE reaches, so any task may
+/// write any word.
 pub(crate) fn area_copies(job: &crate::Job<'_>, overridden: Option<crate::AreaLayout>) -> u64 {
     use crate::{AreaBytes, AreaLayout, Combine};
     job.areas
