@@ -8,6 +8,7 @@ use mgws::backend::Backend;
 use mgws::error::{Error, Result};
 use mgws::job::{u64_bytes_mut, AreaBytes, Job};
 use mgws::scheduler::Scheduler;
+use mgws::{AreaLayout, Combine};
 
 /// The tag `run_with_fault` writes: not a tag of the built-in registry.
 pub const UNKNOWN_TAG: u32 = 0xdead;
@@ -55,11 +56,13 @@ pub fn run_with_fault(
         task.tag = UNKNOWN_TAG;
     }
     let mut slots = mgws::memory::try_filled(format_args!("--tasks {n}"), n, 0u64)?;
-    let report = backend.run(
-        sched,
-        &MemsetTasks,
-        Job::new(&initial).area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut slots))),
-    )?;
+    let mut job = Job::new(&initial).area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut slots)));
+    if matches!(backend, Backend::CudaProcesses { .. }) {
+        // One address range cannot span the PEs' processes, so a partitioned area would stay in
+        // PE 0's part; the slots only ever receive additions, so each PE adds into its own copy.
+        job = job.layout(0, AreaLayout::Replicated(Combine::AddU64));
+    }
+    let report = backend.run(sched, &MemsetTasks, job)?;
     let check = verify(&slots);
     let verified = check.ok() && report.tasks_run == n;
     Ok(Outcome {

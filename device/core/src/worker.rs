@@ -285,12 +285,30 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         let mut answer = [0u64; 2];
         if self.p.is_leader() {
             let abort = (self.abort_flag())();
-            let exhausted = self.initial_exhausted || self.initial_set_claimed();
+            let exhausted =
+                self.initial_exhausted || (self.own_range_claimed() && self.initial_set_claimed());
             answer = [abort as u64, exhausted as u64];
         }
         let [abort, exhausted] = self.exchange(answer);
         self.aborted |= abort != 0;
         self.initial_exhausted = exhausted != 0;
+    }
+
+    /// Lane 0: whether this worker's home range has been claimed to its end. Until it is, not
+    /// every range is, so the run-wide count need not be read: it lives on the first GPU of a
+    /// multi-GPU run, while the own queue's cursor is in the own GPU's memory (Relaxed, as in
+    /// `claim_initial`: a stale cursor only delays the first release by one check).
+    #[inline(always)]
+    fn own_range_claimed(&self) -> bool {
+        if self.own_range_exhausted {
+            return true;
+        }
+        let (lo, hi) = self.with_leader(|l| l.own_range);
+        // SAFETY: `queue` is this worker's queue, a valid index of the env's topology.
+        let claimed = unsafe { self.env.header(self.queue) }
+            .initial_claimed
+            .load(Ordering::Relaxed, self.scope);
+        claimed >= hi - lo
     }
 
     /// Lane 0: whether every home range has been claimed to its end (Relaxed: a late answer only
