@@ -280,7 +280,7 @@ fn a_partitioned_area_needs_virtual_memory_management_and_the_default_falls_back
 }
 
 #[test]
-fn one_gpu_shares_queues_by_two_unless_told_or_unable() {
+fn gpu_runs_share_queues_by_two_unless_told_or_unable() {
     let sharing = |gpus, args: &[&str]| {
         let mut all = vec!["--backend", "cuda", "--tasks", "100"];
         all.extend_from_slice(args);
@@ -297,11 +297,12 @@ fn one_gpu_shares_queues_by_two_unless_told_or_unable() {
     assert_eq!(sharing(1, &["--queue-sharing", "4"]), "4");
     // An odd worker count runs unshared rather than failing.
     assert_eq!(sharing(1, &["--workers", "127"]), "1");
-    // Several GPUs stay unshared unless asked.
-    assert_eq!(sharing(2, &["--devices", "0,1"]), "1");
+    // Several GPUs share by two as well, unless the workers do not pair up on every GPU.
+    assert_eq!(sharing(2, &["--devices", "0,1"]), "2");
+    assert_eq!(sharing(2, &["--devices", "0,1", "--workers", "2"]), "1");
     assert_eq!(
-        sharing(2, &["--devices", "0,1", "--queue-sharing", "2"]),
-        "2"
+        sharing(2, &["--devices", "0,1", "--queue-sharing", "1"]),
+        "1"
     );
 }
 

@@ -258,9 +258,7 @@ pub const DEFAULT_LANES: u32 = 32;
 pub const DEFAULT_LOCAL_CAPACITY: u32 = 64;
 
 /// Workers per public queue of a GPU run that names none
-/// ([`CudaBackend::default_queue_sharing`]). On an H100, two blocks sharing a queue ran the
-/// CONTAINS man pages 23% faster than one, UTS T3 12%, T5 and FIB(30) 3-4%, and MEMSET 0.3%
-/// slower (docs/results.md).
+/// ([`CudaBackend::default_queue_sharing`]; measured in docs/results.md, one GPU and four).
 pub const DEFAULT_QUEUE_SHARING: u32 = 2;
 
 impl CudaBackend {
@@ -500,15 +498,17 @@ impl CudaBackend {
     }
 
     /// Workers per public queue when the caller names none: [`DEFAULT_QUEUE_SHARING`] for a
-    /// run of the mgws kernel on one GPU alone whose worker count, if given, is a multiple of
-    /// it; else 1. Runs with CPU workers beside the GPUs have no shared-queue entry, and the
-    /// baselines have no public queues. Runs on several GPUs stay unshared until shared queues
-    /// have run on several GPUs (docs/results.md has one GPU only); `--queue-sharing` still
-    /// asks for them there.
+    /// run of the mgws kernel whose worker count, if given, splits into pairs on every GPU;
+    /// else 1. Runs with CPU workers beside the GPUs have no shared-queue entry, and the
+    /// baselines have no public queues. On several GPUs, sharing also halves the steal-damping
+    /// bitmap that every worker keeps for every queue of the run, which lets a full block count
+    /// fit again.
     pub fn default_queue_sharing(&self, workers: Option<u32>) -> u32 {
-        let fits = workers.is_none_or(|w| w.is_multiple_of(DEFAULT_QUEUE_SHARING));
-        let one_gpu = self.devices.len() <= 1;
-        if self.kernel == GpuKernel::Mgws && self.cpu_workers == 0 && one_gpu && fits {
+        let gpus = self.devices.len().max(1) as u32;
+        let pairs_up = workers.is_none_or(|w| {
+            w.is_multiple_of(DEFAULT_QUEUE_SHARING) && w / DEFAULT_QUEUE_SHARING >= gpus
+        });
+        if self.kernel == GpuKernel::Mgws && self.cpu_workers == 0 && pairs_up {
             DEFAULT_QUEUE_SHARING
         } else {
             1
@@ -662,7 +662,10 @@ mod tests {
             devices: vec![0, 1],
             ..CudaBackend::new()
         };
-        assert_eq!(two_gpus.default_queue_sharing(None), 1);
+        assert_eq!(two_gpus.default_queue_sharing(None), DEFAULT_QUEUE_SHARING);
+        assert_eq!(two_gpus.default_queue_sharing(Some(8)), DEFAULT_QUEUE_SHARING);
+        // Two workers over two GPUs: one each, no pair to share a queue.
+        assert_eq!(two_gpus.default_queue_sharing(Some(2)), 1);
         for kernel in [GpuKernel::Static, GpuKernel::Levels] {
             let baseline = CudaBackend {
                 kernel,
