@@ -53,6 +53,10 @@ bitflags! {
         const SAME_DEVICE_ONLY = 1 << 1;
         /// One side of a bridged run (`Env::bridge`): termination is decided across both sides.
         const BRIDGED = 1 << 2;
+        /// Initial tasks are claimed from the own device's home ranges only, so that a device
+        /// needs only its own ranges' tasks in its memory (PE runs, where each PE copies them
+        /// into its GPU).
+        const INITIAL_OWN_DEVICE = 1 << 3;
         /// TESTING ONLY: let a worker count itself idle while steals from its queue are in flight
         /// (breaks termination; used to show that the loom models catch the race).
         const BREAK_IN_FLIGHT_RULE = 1 << 30;

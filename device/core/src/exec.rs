@@ -166,7 +166,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                     u32::from(cfg.same_device_bias_permille),
                     u32::from(cfg.local_first_tries),
                     flags.contains(RunFlags::SAME_DEVICE_ONLY),
-                ),
+                )
+                .initial_on_own_device(flags.contains(RunFlags::INITIAL_OWN_DEVICE)),
                 claims_at_last_vote: 0,
                 iterations_total: 0,
                 iterations_reported: 0,

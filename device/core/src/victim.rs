@@ -33,6 +33,8 @@ pub struct VictimPicker {
     /// round of local attempts either way).
     went_remote: bool,
     same_device_only: bool,
+    /// [`crate::RunFlags::INITIAL_OWN_DEVICE`]: initial picks never leave the own device.
+    initial_own_device: bool,
 }
 
 impl VictimPicker {
@@ -58,7 +60,15 @@ impl VictimPicker {
             misses: 0,
             went_remote: false,
             same_device_only,
+            initial_own_device: false,
         }
+    }
+
+    /// Keeps [`VictimPicker::pick_initial`] on the own device (`on`), whatever the policy.
+    #[inline(always)]
+    pub fn initial_on_own_device(mut self, on: bool) -> Self {
+        self.initial_own_device = on;
+        self
     }
 
     /// Tells the picker whether the attempt on its last pick found tasks (local first counts the
@@ -87,9 +97,13 @@ impl VictimPicker {
 
     /// The home range of initial tasks to claim from next, once the own one is claimed: as
     /// [`VictimPicker::pick`], but local first waits for [`INITIAL_LOCAL_FIRST_TRIES`] misses in
-    /// a row, since a remote range's tasks read and write their data over NVLink.
+    /// a row, since a remote range's tasks read and write their data over NVLink. Only the own
+    /// device's ranges with [`VictimPicker::initial_on_own_device`].
     #[inline(always)]
     pub fn pick_initial(&mut self, t: &Topology) -> Option<u32> {
+        if self.initial_own_device {
+            return self.pick_on_own_device(t);
+        }
         let tries = if self.local_first_tries == 0 {
             0
         } else {
@@ -126,11 +140,7 @@ impl VictimPicker {
             self.below(1000) < self.bias_permille
         };
         if local {
-            if dev_len < 2 {
-                return None;
-            }
-            let r = dev_start + self.below(dev_len - 1);
-            Some(if r >= self.own_queue { r + 1 } else { r })
+            self.pick_on_own_device(t)
         } else {
             // The own node's queues (a run across nodes), if it has other devices and there are
             // other nodes: the bias again between the two; else uniform over the other devices.
@@ -154,6 +164,18 @@ impl VictimPicker {
             let r = self.below(others);
             Some(if r >= dev_start { r + dev_len } else { r })
         }
+    }
+
+    /// Another queue of the own device, uniformly; `None` where the device has no other.
+    #[inline(always)]
+    fn pick_on_own_device(&mut self, t: &Topology) -> Option<u32> {
+        let d = self.own_device as usize;
+        let (dev_start, dev_len) = (t.first_queue[d], t.first_queue[d + 1] - t.first_queue[d]);
+        if dev_len < 2 {
+            return None;
+        }
+        let r = dev_start + self.below(dev_len - 1);
+        Some(if r >= self.own_queue { r + 1 } else { r })
     }
 }
 
@@ -295,6 +317,22 @@ mod tests {
             );
             p.record(false);
         }
+        // Kept on the own device, initial picks never leave it, under any policy; steals do.
+        for (bias, tries) in [(0, 0), (0, 1), (900, 0)] {
+            let mut kept =
+                VictimPicker::new(9, 1, 1, &t, bias, tries, false).initial_on_own_device(true);
+            for _ in 0..1000 {
+                let q = kept.pick_initial(&t).unwrap();
+                assert!(q < 4 && q != 1, "{q}");
+                kept.record(false);
+            }
+            assert!((0..1000).any(|_| kept.pick(&t).unwrap() >= 4));
+        }
+        // A device with one queue has nothing else to claim from.
+        let lonely = Topology::split(&[1, 4], 1);
+        let mut alone =
+            VictimPicker::new(9, 0, 0, &lonely, 0, 1, false).initial_on_own_device(true);
+        assert_eq!(alone.pick_initial(&lonely), None);
         // Without local first (uniform), initial picks leave the device as often as steals.
         let mut u = VictimPicker::new(9, 1, 1, &t, 0, 0, false);
         let remote = (0..4000)

@@ -663,7 +663,10 @@ mod tests {
             ..CudaBackend::new()
         };
         assert_eq!(two_gpus.default_queue_sharing(None), DEFAULT_QUEUE_SHARING);
-        assert_eq!(two_gpus.default_queue_sharing(Some(8)), DEFAULT_QUEUE_SHARING);
+        assert_eq!(
+            two_gpus.default_queue_sharing(Some(8)),
+            DEFAULT_QUEUE_SHARING
+        );
         // Two workers over two GPUs: one each, no pair to share a queue.
         assert_eq!(two_gpus.default_queue_sharing(Some(2)), 1);
         for kernel in [GpuKernel::Static, GpuKernel::Levels] {

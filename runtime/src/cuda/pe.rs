@@ -13,7 +13,8 @@
 //!   memory; its main thread copies the records into the control heap every few milliseconds
 //!   and forwards the launcher's abort request to the shared state.
 //!
-//! Read-only data areas and the initial tasks are copied to every PE's GPU.
+//! Read-only data areas are copied to every PE's GPU, and each PE's own home ranges of initial
+//! tasks to its GPU (its workers claim from no other: `RunFlags::INITIAL_OWN_DEVICE`).
 //!
 //! Over NVSHMEM's device API ([`PeTransport::DeviceApi`], docs/design.md 5.8) the parts are not
 //! mapped: every PE allocates a window of one part per PE ([`PeWindow`]), whose address names
@@ -734,12 +735,26 @@ fn allocate_local(
         ),
     )?;
     let initial_len = header.initial_len as usize;
+    // Only this PE's home ranges: its workers claim from no other (`INITIAL_OWN_DEVICE`, set by
+    // the launcher), so the rest of the buffer is never read.
+    if !config.run_flags().contains(RunFlags::INITIAL_OWN_DEVICE) {
+        return Err(Error::Config(
+            "a GPU PE holds only its own initial tasks, but the run lets PEs claim each other's \
+             (the launcher sets INITIAL_OWN_DEVICE)"
+                .into(),
+        ));
+    }
     let initial = DeviceBuffer::alloc(gpu, initial_len * task, "the initial tasks")?;
-    // SAFETY: the heap holds `initial_len` initial tasks (its layout), plain 64-byte structs.
-    let initial_bytes = unsafe {
-        std::slice::from_raw_parts(layout.initial(base) as *const u8, initial_len * task)
+    let own = own_initial_tasks(&header.topology, pe, initial_len as u64);
+    // SAFETY: the heap holds `initial_len` initial tasks (its layout), plain 64-byte structs,
+    // and `own` lies within them.
+    let own_bytes = unsafe {
+        std::slice::from_raw_parts(
+            (layout.initial(base) as *const u8).add(own.start * task),
+            own.len() * task,
+        )
     };
-    initial.write(0, initial_bytes)?;
+    initial.write(own.start * task, own_bytes)?;
     let mut read_only = Vec::new();
     let mut replicas = Vec::new();
     let mut areas = [0u64; DATA_AREAS];
@@ -976,9 +991,44 @@ impl Mirror<'_> {
     }
 }
 
+/// The initial tasks of PE `pe`'s home ranges (`Env::initial_range` of its queues, which are
+/// contiguous).
+fn own_initial_tasks(topology: &Topology, pe: u32, initial_len: u64) -> std::ops::Range<usize> {
+    let queues = u64::from(topology.queues());
+    let (first, end) = (
+        u64::from(topology.first_queue[pe as usize]),
+        u64::from(topology.first_queue[pe as usize + 1]),
+    );
+    (first * initial_len / queues) as usize..(end * initial_len / queues) as usize
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_pe_copies_exactly_its_queues_home_ranges() {
+        for (workers, n) in [
+            (vec![4, 4, 4, 4], 1000u64),
+            (vec![6, 2], 7),
+            (vec![3, 5, 1], 1 << 20),
+        ] {
+            let t = Topology::split(&workers, 1);
+            let q = u64::from(t.queues());
+            let mut next = 0;
+            for pe in 0..workers.len() as u32 {
+                let own = own_initial_tasks(&t, pe, n);
+                assert_eq!(own.start, next, "PE {pe} starts where the one before ended");
+                let first = u64::from(t.first_queue[pe as usize]);
+                let last = u64::from(t.first_queue[pe as usize + 1]) - 1;
+                // Env::initial_range of its first and last queue.
+                assert_eq!(own.start as u64, first * n / q);
+                assert_eq!(own.end as u64, (last + 1) * n / q);
+                next = own.end;
+            }
+            assert_eq!(next as u64, n);
+        }
+    }
 
     #[test]
     fn the_symmetric_layout_fits_the_pe_with_most_queues_and_writable_areas_only() {

@@ -309,6 +309,9 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
             }
         }
         let mut config = *cfg;
+        // Each PE claims initial tasks from its own ranges only: a GPU PE then copies only those
+        // into its GPU (`cuda::pe`), and the CPU PEs, their twin, claim the same way.
+        config.flags |= mgws_core::RunFlags::INITIAL_OWN_DEVICE.bits();
         if let Some(b) = self.gpu.clone() {
             self.prepare_gpus(&b)?;
             // Other processes' GPUs reach every PE's queues.
