@@ -50,16 +50,20 @@
 //! mgws links in when a run over `--pe-transport device-api` loads the module; ptxas assembles it
 //! as relocatable code (`-c`). `cargo xtask ptx --nvshmem` does this for the built-in kernel.
 //!
-//! ## Without nightly
+//! ## From a build script
 //!
 //! [`KernelBuilder::build_script`] never fails a host build for a missing tool: without a nightly
 //! toolchain or an nvptx64 sysroot it writes a placeholder PTX whose first line is
 //! `// mgws-builder: not built: <reason and what to install>` and emits a `cargo:warning`; the CPU
-//! backend runs as usual and the CUDA backend reports that line when asked to load it. A kernel
-//! that does not compile fails the build.
+//! backend runs as usual and the CUDA backend reports that line when asked to load it.
+//! [`MGWS_SKIP_KERNEL`]`=1` writes the same placeholder on purpose, for work on the CPU side. A
+//! kernel that does not compile fails the build with rustc's own messages and a one-line summary
+//! (exit status 1, no panic). The build script reruns only when the kernel's inputs change (its
+//! library's modules, not `src/main.rs` or `src/bin/`; see [`KernelBuilder::build_script`]).
 //!
 //! ## Environment
 //!
+//! - [`MGWS_SKIP_KERNEL`]: `1` skips the kernel build (a placeholder PTX, as without nightly).
 //! - `MGWS_NIGHTLY`: the nightly toolchain directory (with `bin/cargo` and `bin/rustc`).
 //! - `MGWS_NVPTX_SYSROOT`: a sysroot with `lib/rustlib/nvptx64-nvidia-cuda/lib/libcore*.rlib`
 //!   built by that nightly, for toolchains that lack the target.
@@ -69,6 +73,7 @@
 
 mod ptx;
 mod toolchain;
+mod watch;
 
 use std::env;
 use std::ffi::OsString;
@@ -82,6 +87,7 @@ pub use ptx::{
     PtxCheck, PtxasReport,
 };
 pub use toolchain::Toolchain;
+pub use watch::{skip_kernel, MGWS_SKIP_KERNEL};
 
 /// The GPU target.
 pub const TARGET: &str = "nvptx64-nvidia-cuda";
@@ -96,7 +102,8 @@ pub const MGWS_BUILDER_NESTED: &str = "MGWS_BUILDER_NESTED";
 /// The first words of a placeholder PTX file (see [`KernelBuilder::build_script`]).
 pub const PLACEHOLDER_PREFIX: &str = "// mgws-builder: not built: ";
 /// The environment variables the builder reads.
-pub const ENV_VARS: [&str; 6] = [
+pub const ENV_VARS: [&str; 7] = [
+    MGWS_SKIP_KERNEL,
     "MGWS_NIGHTLY",
     "MGWS_NVPTX_SYSROOT",
     "MGWS_PTXAS",
@@ -138,6 +145,9 @@ pub struct Kernel {
     /// The directories of the local packages compiled into it (the kernel crate and its path
     /// dependencies).
     pub sources: Vec<PathBuf>,
+    /// The files rustc read to build it (the nested build's dep-info: the modules of those
+    /// packages compiled for nvptx64, and the build scripts); empty if cargo wrote none.
+    pub inputs: Vec<PathBuf>,
     /// `rustc -V` of the nightly that built it.
     pub rustc: String,
 }
@@ -239,7 +249,8 @@ impl KernelBuilder {
         self
     }
 
-    /// Lets the nested cargo's messages through to stdout too (default: stderr only).
+    /// Passes `--quiet` to the nested cargo: the compiler's messages without its progress lines
+    /// (default: off; [`KernelBuilder::build_script`] turns it on).
     pub fn quiet(mut self, quiet: bool) -> Self {
         self.quiet = quiet;
         self
@@ -262,28 +273,37 @@ impl KernelBuilder {
     }
 
     /// For a build script: builds the kernel to `$OUT_DIR/<lib>.ptx` (or [`KernelBuilder::out`])
-    /// and emits the `cargo:` directives (`rerun-if-changed` for the sources of the kernel crate
-    /// and its path dependencies, `rerun-if-env-changed` for [`ENV_VARS`]). When ptxas ran
-    /// ([`Ptxas::IfConfigured`]: `MGWS_PTXAS` is set), its cubin is `<lib>.cubin` and its
-    /// figures `<lib>.ptxas.txt` beside the PTX. Returns the kernel, or `None` when nothing was built:
-    /// inside the builder's own nested build ([`MGWS_BUILDER_NESTED`]), when the build script runs
-    /// for nvptx64, or when a tool is missing (then the PTX file is a placeholder whose first line
-    /// starts with [`PLACEHOLDER_PREFIX`], and a `cargo:warning` says the same).
+    /// and emits the `cargo:` directives: `rerun-if-env-changed` for [`ENV_VARS`], and
+    /// `rerun-if-changed` for the kernel's inputs only, so that editing the host program
+    /// (`src/main.rs`, `src/bin/`) does not rebuild the kernel. After a build those are the files
+    /// rustc read for it (the nested build's dep-info: the library's modules, the build script,
+    /// the path dependencies' modules compiled for nvptx64) and the manifests of those packages;
+    /// otherwise the crate's `Cargo.toml`, `Cargo.lock`, `build.rs` and every file under its
+    /// library root's directory except the binaries' (`src/main.rs`, `src/bin/`, `[[bin]] path`).
     ///
-    /// # Panics
-    /// When the kernel does not compile or fails a check: the build fails with the message.
+    /// When ptxas ran ([`Ptxas::IfConfigured`]: `MGWS_PTXAS` is set), its cubin is `<lib>.cubin`
+    /// and its figures `<lib>.ptxas.txt` beside the PTX. Returns the kernel, or `None` when
+    /// nothing was built: inside the builder's own nested build ([`MGWS_BUILDER_NESTED`]), when the
+    /// build script runs for nvptx64, when [`MGWS_SKIP_KERNEL`] is `1`, or when a tool is missing.
+    /// In the last two cases the PTX file is a placeholder whose first line starts with
+    /// [`PLACEHOLDER_PREFIX`], and a `cargo:warning` says why.
+    ///
+    /// # Exits
+    /// When the kernel does not compile or fails a check: the compiler's messages stay on stderr,
+    /// a one-line summary follows them, and the process exits with status 1 (no panic, so no
+    /// backtrace buries them).
     pub fn build_script(mut self) -> Option<Kernel> {
         if env::var_os(MGWS_BUILDER_NESTED).is_some()
             || env::var("TARGET").is_ok_and(|t| t.starts_with("nvptx64"))
         {
             return None;
         }
-        for var in ENV_VARS {
-            println!("cargo:rerun-if-env-changed={var}");
-        }
         if let Ok(arch) = env::var("MGWS_PTX_ARCH") {
             self.arch = arch;
         }
+        // The nested cargo's progress lines would only show when the build fails, above the
+        // compiler's errors.
+        self.quiet = true;
         let out_dir = env::var_os("OUT_DIR").map(PathBuf::from);
         if self.target_dir.is_none() {
             // OUT_DIR is <target>[/<triple>]/<profile>/build/<pkg>-<hash>/out.
@@ -300,23 +320,30 @@ impl KernelBuilder {
                 .join(format!("{lib}.ptx"))
         });
         self.out = Some(out.clone());
-        // Until the build reports its sources, the crate's own.
-        for f in ["src", "Cargo.toml", "Cargo.lock", "build.rs"] {
-            let p = self.manifest_dir.join(f);
-            if p.exists() {
-                println!("cargo:rerun-if-changed={}", p.display());
-            }
-        }
-        match self.build() {
+        // The directives go out only once the outcome is known: a failed build script is run
+        // again anyway, and its stdout would stand between cargo's error line and rustc's errors.
+        let skip_value = env::var_os(MGWS_SKIP_KERNEL).map(|v| v.to_string_lossy().into_owned());
+        let skip = skip_kernel(skip_value.as_deref()).unwrap_or_else(|e| fail(&e));
+        let result = if skip {
+            Err(BuildError::ToolsMissing(format!(
+                "skipped because {MGWS_SKIP_KERNEL}={} was set for this build; build without it \
+                 (or with {MGWS_SKIP_KERNEL}=0) to get the kernel",
+                skip_value.as_deref().unwrap_or("").trim()
+            )))
+        } else {
+            self.build()
+        };
+        match result {
             Ok(kernel) => {
-                for dir in &kernel.sources {
-                    for f in ["src", "Cargo.toml"] {
-                        let p = dir.join(f);
-                        if p.exists() {
-                            println!("cargo:rerun-if-changed={}", p.display());
-                        }
-                    }
+                let mut watched = watch::manifest_files(&self.manifest_dir);
+                if kernel.inputs.is_empty() {
+                    watched.extend(watch::library_files(&self.manifest_dir));
+                    watched.extend(kernel.sources.iter().flat_map(|d| watch::package_files(d)));
+                } else {
+                    watched.extend(kernel.inputs.iter().cloned());
+                    watched.extend(kernel.sources.iter().map(|d| d.join("Cargo.toml")));
                 }
+                rerun_directives(watched);
                 if let Some((_, report)) = &kernel.ptxas {
                     // The figures, for whoever wants to see them (cargo hides build-script output).
                     let _ = fs::write(
@@ -339,7 +366,16 @@ impl KernelBuilder {
                     let _ = fs::create_dir_all(dir);
                 }
                 if let Err(e) = fs::write(&out, text) {
-                    panic!("mgws-builder: cannot write {}: {e}", out.display());
+                    fail(&format!("cannot write {}: {e}", out.display()));
+                }
+                rerun_directives(watch::package_files(&self.manifest_dir));
+                if skip {
+                    println!(
+                        "cargo:warning=mgws-builder: GPU kernel {lib} skipped ({MGWS_SKIP_KERNEL} \
+                         is set): the CPU backend runs as usual, a GPU run reports the kernel as \
+                         not built. Unset {MGWS_SKIP_KERNEL} to build the kernel again."
+                    );
+                    return None;
                 }
                 println!("cargo:warning=mgws-builder: GPU kernel {lib} not built: {reason}");
                 // Build again once tools may have arrived: a new toolchain or target in rustup's
@@ -355,7 +391,7 @@ impl KernelBuilder {
                 }
                 None
             }
-            Err(BuildError::Failed(msg)) => panic!("mgws-builder: building kernel {lib}: {msg}"),
+            Err(BuildError::Failed(msg)) => fail(&format!("GPU kernel {lib} not built: {msg}")),
         }
     }
 
@@ -423,6 +459,9 @@ impl KernelBuilder {
         if self.nvshmem {
             cargo.args(["--features", "nvshmem"]);
         }
+        if self.quiet {
+            cargo.arg("--quiet");
+        }
         // `--crate-type cdylib`: the PTX module is one LTO'd cdylib, and only that crate type, or
         // rustc's `.s` would not be the LTO'd module. The crate may list `rlib` too for the host.
         cargo
@@ -487,6 +526,16 @@ impl KernelBuilder {
             fs::create_dir_all(dir)
                 .map_err(|e| BuildError::Failed(format!("cannot create {}: {e}", dir.display())))?;
         }
+        // Cargo writes the dep-info of the uplifted artifact beside it.
+        let mut inputs: Vec<PathBuf> = fs::read_to_string(built.with_extension("d"))
+            .map(|d| watch::dep_info_files(&d))
+            .unwrap_or_default();
+        // Files the nested build generated itself change with every build of it.
+        inputs.retain(|f| !f.starts_with(&target_dir));
+        if inputs.iter().any(|f| f.is_relative()) {
+            // Relative to a `build.dep-info-basedir` we do not know: watch by the rule instead.
+            inputs.clear();
+        }
         let text = fs::read_to_string(&built)
             .map_err(|e| BuildError::Failed(format!("cannot read {}: {e}", built.display())))?;
         let text = normalize_fingerprint(&text);
@@ -520,6 +569,7 @@ impl KernelBuilder {
             check,
             ptxas,
             sources: ptx::path_packages(&messages),
+            inputs,
             rustc: toolchain.version,
         })
     }
@@ -528,30 +578,34 @@ impl KernelBuilder {
 /// The library name of the crate in `manifest_dir`: `[lib] name`, else the package name with `_`
 /// for `-` (read from its `Cargo.toml`; `kernel` if neither is found).
 pub fn lib_name(manifest_dir: &Path) -> String {
-    let manifest = fs::read_to_string(manifest_dir.join("Cargo.toml")).unwrap_or_default();
-    let mut section = String::new();
-    let (mut package, mut lib) = (None, None);
-    for line in manifest.lines().map(str::trim) {
-        if line.starts_with('[') {
-            section = line.to_string();
-            continue;
-        }
-        let Some((key, value)) = line.split_once('=') else {
-            continue;
-        };
-        if key.trim() != "name" {
-            continue;
-        }
-        let value = value.trim().trim_matches('"').to_string();
-        match section.as_str() {
-            "[package]" => package = Some(value),
-            "[lib]" => lib = Some(value),
-            _ => {}
-        }
-    }
-    lib.or(package)
+    let manifest = watch::Manifest::read(manifest_dir);
+    manifest
+        .lib_name
+        .or(manifest.package)
         .map(|n| n.replace('-', "_"))
         .unwrap_or_else(|| "kernel".into())
+}
+
+/// Prints `cargo:rerun-if-env-changed` for [`ENV_VARS`] and `cargo:rerun-if-changed` for each of
+/// `files` that exists (cargo reruns a build script on every build while a watched file is
+/// missing), once each.
+fn rerun_directives(mut files: Vec<PathBuf>) {
+    for var in ENV_VARS {
+        println!("cargo:rerun-if-env-changed={var}");
+    }
+    files.retain(|f| f.exists());
+    files.sort();
+    files.dedup();
+    for f in files {
+        println!("cargo:rerun-if-changed={}", f.display());
+    }
+}
+
+/// Ends a build script on an error: the message after whatever the compiler printed, exit status
+/// 1 and no panic (whose backtrace would bury the compiler's messages).
+fn fail(msg: &str) -> ! {
+    eprintln!("error: mgws-builder: {msg}");
+    std::process::exit(1)
 }
 
 /// The message of a placeholder PTX (`// mgws-builder: not built: <reason>` on its first line), or

@@ -144,8 +144,9 @@ pub(crate) fn find_sysroot(
             "the nightly toolchain at {} lacks the {TARGET} target. Run `rustup target add \
              {TARGET} --toolchain nightly`, or, where it cannot be downloaded, set \
              MGWS_NVPTX_SYSROOT to a sysroot holding lib/rustlib/{TARGET}/lib/libcore*.rlib \
-             built by that nightly (a shared/tools/nvptx-sysroot.sh in the crate's directory or \
-             an ancestor is used when present)",
+             built by that nightly (mgws's docs/kernels.md says how to build one; a \
+             shared/tools/nvptx-sysroot.sh in the crate's directory or an ancestor is used when \
+             present)",
             toolchain.dir().display()
         ))),
     }
