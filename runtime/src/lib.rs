@@ -10,9 +10,7 @@
 //! use mgws::{Backend, Ctx, Job, PerWorker, Scheduler, TaskFunctor, TaskResult, TaskStruct};
 //!
 //! /// Counts the calls of a naive Fibonacci recursion: fib(n) spawns fib(n - 1) and fib(n - 2).
-//! #[derive(Clone, Copy, mgws::Pod, mgws::Zeroable)]
-//! #[bytemuck(crate = "mgws::bytemuck")]
-//! #[repr(C)]
+//! #[mgws::task]
 //! struct Fib {
 //!     n: u64,
 //! }
@@ -121,7 +119,7 @@ pub use {
     mgws_core::Platform,
     mgws_kernel_support::{kernel_ptx, worker_kernel},
     mgws_tasks::{
-        bytemuck, registry, Access, Context, Ctx, DataDescriptor, Pod, Registry, TaskError,
+        bytemuck, registry, task, Access, Context, Ctx, DataDescriptor, Pod, Registry, TaskError,
         TaskFunctor, TaskResult, TaskStruct, Zeroable,
     },
 };

@@ -9,9 +9,7 @@ use mgws::processes::{Pe, ProcessDevice};
 use mgws::{Backend, Ctx, Error, Job, PerWorker, Scheduler, TaskFunctor, TaskResult, TaskStruct};
 
 /// Counts the calls of a naive Fibonacci recursion.
-#[derive(Clone, Copy, mgws::Pod, mgws::Zeroable)]
-#[bytemuck(crate = "mgws::bytemuck")]
-#[repr(C)]
+#[mgws::task]
 struct Fib {
     n: u64,
 }
@@ -28,9 +26,7 @@ impl TaskFunctor for Fib {
 }
 
 /// Panics: a task that fails on a PE.
-#[derive(Clone, Copy, mgws::Pod, mgws::Zeroable)]
-#[bytemuck(crate = "mgws::bytemuck")]
-#[repr(C)]
+#[mgws::task]
 struct Boom {
     code: u64,
 }
@@ -43,9 +39,7 @@ impl TaskFunctor for Boom {
 
 /// Fails if its PE's environment still names the heap (a program the PE started would take
 /// itself for the PE).
-#[derive(Clone, Copy, mgws::Pod, mgws::Zeroable)]
-#[bytemuck(crate = "mgws::bytemuck")]
-#[repr(C)]
+#[mgws::task]
 struct EnvCheck {
     _unused: u64,
 }
@@ -70,9 +64,7 @@ enum MyTasks {
 }
 
 /// A task of another registry.
-#[derive(Clone, Copy, mgws::Pod, mgws::Zeroable)]
-#[bytemuck(crate = "mgws::bytemuck")]
-#[repr(C)]
+#[mgws::task]
 struct Nothing {
     _unused: u64,
 }

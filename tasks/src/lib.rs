@@ -8,6 +8,8 @@
 //!   into numbered data areas, never raw pointers (thesis 5.3's offset pointers).
 //! - [`TaskFunctor`]: what a task does. Its `run` executes on every lane of a worker and may spawn
 //!   subtasks through its [`Ctx`].
+//! - [`task`](macro@task): the attribute that makes a struct a task type (plain data that fits the
+//!   parameter area).
 //! - [`registry`](macro@registry): the attribute that turns a list of functor types into a dispatcher by tag.
 #![no_std]
 
@@ -25,9 +27,11 @@ pub mod workloads;
 pub use bytemuck::{self, Pod, Zeroable};
 pub use data::{Access, DataDescriptor};
 pub use mgws_core::{Context, DataMut, TaskError};
-pub use mgws_tasks_macros::registry;
+pub use mgws_tasks_macros::{registry, task};
 pub use registry::Registry;
-pub use task::{Tagged, TaskFunctor, TaskStruct, DESCRIPTORS, PARAM_ALIGN, PARAM_BYTES};
+pub use task::{
+    FitsParams, Tagged, TaskFunctor, TaskStruct, DESCRIPTORS, PARAM_ALIGN, PARAM_BYTES,
+};
 pub use workloads::{ContainsTasks, FibTasks, MemsetTasks, SkewTasks, StallTasks, UtsTasks};
 
 /// The task context a functor receives: a [`Context`] whose tasks are [`TaskStruct`]s. Write

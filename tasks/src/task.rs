@@ -29,15 +29,32 @@ pub struct TaskStruct {
 
 const _: () = assert!(core::mem::size_of::<TaskStruct>() == 64);
 
+/// The compile-time check that `#[task]` and `#[registry]` make of a functor type: a type of
+/// `SIZE` bytes aligned to `ALIGN` must fit the parameter area. A failed check names the type's
+/// size and alignment in the type's own parameters, `FitsParams::<SIZE, ALIGN>`.
+#[doc(hidden)]
+pub struct FitsParams<const SIZE: usize, const ALIGN: usize>;
+
+impl<const SIZE: usize, const ALIGN: usize> FitsParams<SIZE, ALIGN> {
+    /// Evaluated by each check; fails to compile where the type does not fit.
+    pub const OK: () = assert!(
+        SIZE <= PARAM_BYTES && ALIGN <= PARAM_ALIGN,
+        "a task type may have at most 24 bytes (mgws::PARAM_BYTES), aligned to at most 8 \
+         (mgws::PARAM_ALIGN); this one's size and alignment in bytes are the numbers in \
+         `FitsParams::<size, alignment>` in the note below. Move larger data into a data area \
+         and give the task its descriptor"
+    );
+}
+
 /// Implemented by a registry for each functor type it contains, giving that type's tag.
 pub trait Tagged<F> {
     const TAG: u32;
 }
 
 /// What a task does. The functor value is stored in the task's parameter area, so it is plain
-/// data: `bytemuck::Pod` (derive it with `#[derive(Clone, Copy, Pod, Zeroable)]` and
-/// `#[repr(C)]`), valid for any bytes, which makes reading it back ([`TaskStruct::params_as`]) safe
-/// and sound whatever the bytes of a task struct are.
+/// data: `bytemuck::Pod` (`#[task]` on the struct derives it, lays it out `#[repr(C)]` and checks
+/// that it fits), valid for any bytes, which makes reading it back ([`TaskStruct::params_as`])
+/// safe and sound whatever the bytes of a task struct are.
 pub trait TaskFunctor: Pod + 'static {
     /// Runs the task on every lane of the worker. `task` is the whole struct (for its data
     /// descriptors and tag); spawned subtasks go through `ctx`.

@@ -15,11 +15,11 @@ use mgws::job::u64_bytes_mut;
 use mgws::{AreaBytes, Job, RunReport, Scheduler};
 use mgws_core::TaskError;
 use mgws_tasks::workloads::memset::{output_descriptor, verify, MemsetCheck, MemsetTask};
-use mgws_tasks::{Ctx, DataDescriptor, Pod, TaskFunctor, TaskStruct, Zeroable};
+use mgws_tasks::{Ctx, DataDescriptor, TaskFunctor, TaskStruct};
 
 /// Spawns MEMSET tasks for slots `lo..hi`: halves the range until it has at most `leaf` slots.
-#[derive(Clone, Copy, Debug, Pod, Zeroable)]
-#[repr(C)]
+#[mgws_tasks::task]
+#[derive(Debug)]
 pub struct SplitRange {
     pub lo: u64,
     pub hi: u64,
@@ -51,8 +51,8 @@ impl TaskFunctor for SplitRange {
 
 /// Sleeps for `micros` on every lane; with `heartbeat_micros` > 0, in steps of that length with a
 /// `ctx.heartbeat()` after each (a long task that tells the watchdog it is alive).
-#[derive(Clone, Copy, Debug, Pod, Zeroable)]
-#[repr(C)]
+#[mgws_tasks::task]
+#[derive(Debug)]
 pub struct Stall {
     pub micros: u64,
     pub heartbeat_micros: u64,
@@ -77,8 +77,8 @@ impl TaskFunctor for Stall {
 
 /// One partial N-Queens board: queens are placed on rows `0..row`; `cols`, `diag` and `anti` are
 /// the attacked columns. Descriptor 0: a `PerWorker<u64>` of solution counts.
-#[derive(Clone, Copy, Debug, Pod, Zeroable)]
-#[repr(C)]
+#[mgws_tasks::task]
+#[derive(Debug)]
 pub struct Queens {
     pub n: u32,
     pub row: u32,
@@ -130,8 +130,8 @@ impl Queens {
 }
 
 /// A node of the tree [`TreeSum`] walks: its value and its children `first..first + count`.
-#[derive(Clone, Copy, Debug, Pod, Zeroable)]
-#[repr(C)]
+#[mgws_tasks::task]
+#[derive(Debug)]
 pub struct TreeNode {
     pub value: u64,
     pub first: u32,
@@ -142,8 +142,8 @@ pub struct TreeNode {
 /// sum, marks the node visited and spawns a task per child. Descriptor 0: the tree (`Read`, an
 /// array of [`TreeNode`]); descriptor 1: a `PerWorker<u64>` of sums. The root's own value is added
 /// by the task with `root` set.
-#[derive(Clone, Copy, Debug, Pod, Zeroable)]
-#[repr(C)]
+#[mgws_tasks::task]
+#[derive(Debug)]
 pub struct TreeSum {
     pub node: u32,
     pub root: u32,
@@ -183,8 +183,8 @@ pub const TREE_BAD_NODE: u32 = 0x7472_0001;
 /// Misuses descriptor 0 on purpose: `mode` 0 reads past it, 1 writes through it (a `Read`
 /// descriptor), 2 reads it as misaligned `u64`s, 4 takes a shared slice of its writable area, and
 /// any other mode writes `value` at `index` (in bounds).
-#[derive(Clone, Copy, Debug, Pod, Zeroable)]
-#[repr(C)]
+#[mgws_tasks::task]
+#[derive(Debug)]
 pub struct Probe {
     pub mode: u64,
     pub index: u64,
@@ -224,8 +224,8 @@ impl TaskFunctor for Probe {
 }
 
 /// Panics: on lane 0 only (inside `ctx.leader`) when `on_leader` is 1, else on every lane.
-#[derive(Clone, Copy, Debug, Pod, Zeroable)]
-#[repr(C)]
+#[mgws_tasks::task]
+#[derive(Debug)]
 pub struct Panic {
     pub on_leader: u64,
 }

@@ -23,9 +23,8 @@ pub const LEAF: u64 = 256;
 
 /// Writes `collatz_steps(x + 1)` to slot `x` of the output array (descriptor 0, `u64`s) for every
 /// `x` in `start..start + len`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, mgws::Pod, mgws::Zeroable)]
-#[bytemuck(crate = "mgws::bytemuck")]
-#[repr(C)]
+#[mgws::task]
+#[derive(Debug, PartialEq, Eq)]
 pub struct CollatzRange {
     pub start: u64,
     pub len: u64,

@@ -40,9 +40,7 @@ static TAKEN: AtomicBool = AtomicBool::new(false);
 ///
 /// ```no_run
 /// # use mgws::{Ctx, TaskFunctor, TaskResult, TaskStruct};
-/// # #[derive(Clone, Copy, mgws::Pod, mgws::Zeroable)]
-/// # #[bytemuck(crate = "mgws::bytemuck")]
-/// # #[repr(C)]
+/// # #[mgws::task]
 /// # struct Leaf { n: u64 }
 /// # impl TaskFunctor for Leaf {
 /// #     fn run(&self, _: &TaskStruct, _: &mut impl Ctx) -> TaskResult { Ok(()) }

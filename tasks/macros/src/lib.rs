@@ -138,6 +138,127 @@ pub fn registry(attr: TokenStream, item: TokenStream) -> TokenStream {
     }
 }
 
+/// `#[task]`: makes a struct a task type. It adds `#[derive(Clone, Copy, Pod, Zeroable)]` (with
+/// the crate path that `bytemuck`'s derives need), `#[repr(C)]`, and a compile-time check that
+/// the struct fits the 24-byte parameter area, whose error states its size and the limit. Other
+/// derives (`Debug`, `PartialEq`, ...) stay the user's; `Clone`, `Copy`, `Pod`, `Zeroable` and
+/// `#[repr(C)]` written by hand are taken as given. `crate = PATH` as for `#[registry]`.
+///
+/// ```ignore
+/// #[mgws::task]
+/// pub struct CollatzRange {
+///     pub start: u64,
+///     pub len: u64,
+/// }
+/// ```
+#[proc_macro_attribute]
+pub fn task(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let krate = match parse_crate_only(attr) {
+        Ok(Some(p)) => quote!(#p),
+        Ok(None) => default_crate_path(),
+        Err(e) => return e.to_compile_error().into(),
+    };
+    let input = parse_macro_input!(item as syn::ItemStruct);
+    match expand_task(input, krate) {
+        Ok(ts) => ts.into(),
+        Err(e) => e.to_compile_error().into(),
+    }
+}
+
+/// The only argument `#[task]` takes: `crate = PATH`.
+fn parse_crate_only(attr: TokenStream) -> syn::Result<Option<Path>> {
+    let mut krate = None;
+    let parser = syn::meta::parser(|meta| {
+        if meta.path.is_ident("crate") {
+            if krate.is_some() {
+                return Err(meta.error("`crate` is given twice"));
+            }
+            krate = Some(meta.value()?.call(Path::parse_mod_style)?);
+            Ok(())
+        } else {
+            Err(meta.error(
+                "unknown #[task] argument; the only one is `crate = PATH` (where the task model \
+                 lives, e.g. `crate = ::mgws::__tasks`)",
+            ))
+        }
+    });
+    syn::parse::Parser::parse(parser, attr)?;
+    Ok(krate)
+}
+
+/// The derives `#[task]` supplies itself.
+const SUPPLIED_DERIVES: [&str; 4] = ["Clone", "Copy", "Pod", "Zeroable"];
+
+fn expand_task(
+    mut input: syn::ItemStruct,
+    krate: proc_macro2::TokenStream,
+) -> syn::Result<proc_macro2::TokenStream> {
+    if !input.generics.params.is_empty() {
+        return Err(syn::Error::new_spanned(
+            &input.generics,
+            "a task type cannot be generic: its bytes are read back by tag, which names one \
+             concrete type (write one struct per type)",
+        ));
+    }
+    let mut attrs = Vec::new();
+    for attr in input.attrs.drain(..) {
+        if attr.path().is_ident("derive") {
+            // Keep the user's own derives; drop the ones supplied below.
+            let list = attr.parse_args_with(
+                syn::punctuated::Punctuated::<Path, syn::Token![,]>::parse_terminated,
+            )?;
+            let kept: Vec<&Path> = list
+                .iter()
+                .filter(|p| {
+                    let last = p.segments.last().map(|s| s.ident.to_string());
+                    !last.is_some_and(|l| SUPPLIED_DERIVES.contains(&l.as_str()))
+                })
+                .collect();
+            if !kept.is_empty() {
+                attrs.push(syn::parse_quote!(#[derive(#(#kept),*)]));
+            }
+        } else if attr.path().is_ident("repr") {
+            let repr: proc_macro2::TokenStream = attr.parse_args()?;
+            if repr.to_string() != "C" {
+                return Err(syn::Error::new_spanned(
+                    &attr,
+                    "#[task] lays the struct out as #[repr(C)] (its bytes must mean the same on \
+                     every device): remove this #[repr(...)]",
+                ));
+            }
+        } else if attr.path().is_ident("bytemuck") {
+            // Supplied below with the right crate path.
+        } else {
+            attrs.push(attr);
+        }
+    }
+    input.attrs = attrs;
+    let ty = &input.ident;
+    let bytemuck = format!("{}::bytemuck", krate.to_string().replace(' ', ""));
+    let check = fits_params(&krate, &quote!(#ty));
+    Ok(quote! {
+        #[derive(::core::clone::Clone, ::core::marker::Copy, #krate::Pod, #krate::Zeroable)]
+        #[bytemuck(crate = #bytemuck)]
+        #[repr(C)]
+        #input
+        #check
+    })
+}
+
+/// The compile-time check that functor type `ty` fits the parameter area (`FitsParams`, whose
+/// failure names the type's size and alignment).
+fn fits_params(
+    krate: &proc_macro2::TokenStream,
+    ty: &proc_macro2::TokenStream,
+) -> proc_macro2::TokenStream {
+    quote! {
+        const _: () = #krate::FitsParams::<
+            { ::core::mem::size_of::<#ty>() },
+            { ::core::mem::align_of::<#ty>() },
+        >::OK;
+    }
+}
+
 /// The path of the task model as the calling crate sees it: `::mgws_tasks` inside `mgws-tasks`
 /// and in crates that depend on it, else `::mgws::__tasks` in crates that depend on `mgws`
 /// (possibly renamed) but not on `mgws-tasks`.
@@ -303,18 +424,7 @@ fn expand(
         tagged.push(quote! {
             impl #krate::Tagged<#ty> for #name { const TAG: u32 = #tag; }
         });
-        asserts.push(quote! {
-            const _: () = {
-                assert!(
-                    ::core::mem::size_of::<#ty>() <= #krate::PARAM_BYTES,
-                    concat!("task functor ", stringify!(#ty), " does not fit the task parameter area")
-                );
-                assert!(
-                    ::core::mem::align_of::<#ty>() <= #krate::PARAM_ALIGN,
-                    concat!("task functor ", stringify!(#ty), " is aligned more strictly than the parameter area")
-                );
-            };
-        });
+        asserts.push(fits_params(&krate, &quote!(#ty)));
         tag_list.push(quote! { (#tag, #vname) });
         description.push_str(&format!(";{tag}:{vname}:{}", quote!(#ty)));
         layout_mix.push(quote! {

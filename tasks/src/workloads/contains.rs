@@ -31,8 +31,8 @@ pub const CONTAINS_OUT_OF_BOUNDS: u32 = 0x434e_0001;
 pub const CONTAINS_EMPTY_WORD: u32 = 0x434e_0002;
 
 /// One article to scan.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
-#[repr(C)]
+#[mgws_tasks::task]
+#[derive(Debug, PartialEq, Eq)]
 pub struct ContainsTask {
     /// Byte offset of the article in the corpus descriptor.
     pub offset: u64,

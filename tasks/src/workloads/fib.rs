@@ -21,8 +21,8 @@ pub const COL_NODES: usize = 1;
 pub const MAX_N: u64 = 93;
 
 /// One node of the call tree.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
-#[repr(C)]
+#[mgws_tasks::task]
+#[derive(Debug, PartialEq, Eq)]
 pub struct FibTask {
     pub n: u64,
 }

@@ -11,8 +11,8 @@ use crate::task::{TaskFunctor, TaskStruct};
 use crate::Ctx;
 
 /// Parameters of one MEMSET task: the slot index.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
-#[repr(C)]
+#[mgws_tasks::task]
+#[derive(Debug, PartialEq, Eq)]
 pub struct MemsetTask {
     pub index: u64,
 }

@@ -27,8 +27,8 @@ pub const MAX_K: u32 = 32;
 pub const SKEW_OUT_OF_BOUNDS: u32 = 0x534b_0001;
 
 /// One SKEW task.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
-#[repr(C)]
+#[mgws_tasks::task]
+#[derive(Debug, PartialEq, Eq)]
 pub struct SkewTask {
     /// The task's index: its slot, and part of its cost's hash.
     pub index: u64,

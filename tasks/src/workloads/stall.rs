@@ -11,8 +11,8 @@ use crate::Ctx;
 pub const STALL_NO_CLOCK: u32 = 0x5354_0001;
 
 /// Busy-waits `nanos` nanoseconds on every lane.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
-#[repr(C)]
+#[mgws_tasks::task]
+#[derive(Debug, PartialEq, Eq)]
 pub struct StallTask {
     pub nanos: u64,
 }

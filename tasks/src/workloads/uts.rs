@@ -93,8 +93,8 @@ fn probability(rand: u32) -> f64 {
 }
 
 /// A node of the tree and the functor of its task: the SHA-1 state and the depth (root: 0).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, bytemuck::Pod, bytemuck::Zeroable)]
-#[repr(C)]
+#[mgws_tasks::task]
+#[derive(Debug, PartialEq, Eq, Hash)]
 pub struct UtsNode {
     pub state: [u8; 20],
     pub depth: u32,

@@ -1,0 +1,6 @@
+#[mgws_tasks::task]
+struct Wrapper<T: Copy> {
+    value: T,
+}
+
+fn main() {}

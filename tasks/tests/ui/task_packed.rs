@@ -1,0 +1,7 @@
+#[mgws_tasks::task]
+#[repr(packed)]
+struct Packed {
+    value: u64,
+}
+
+fn main() {}
