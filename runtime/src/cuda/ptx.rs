@@ -59,10 +59,9 @@ fn embedded<R: Registry>(text: &str) -> Result<PtxSource> {
     if let Some(rest) = text.trim_start().strip_prefix(NOT_BUILT_MARKER) {
         let reason = rest.lines().next().unwrap_or("").trim();
         return Err(Error::BackendUnavailable(format!(
-            "the kernel of registry {} was not built: {reason}; install what it names (the nvptx64 \
-             target and its linker: `rustup target add nvptx64-nvidia-cuda` on a nightly \
-             toolchain, and `cargo install bpf-linker` or the LLVM bitcode linker) and rebuild, \
-             or pass --ptx PATH",
+            "the kernel of registry {} was not built: {reason}; do what it says and rebuild \
+             (docs/kernels.md: a nightly toolchain with the nvptx64 target or a sysroot, and \
+             MGWS_SKIP_KERNEL unset), or pass --ptx PATH",
             R::NAME
         )));
     }
