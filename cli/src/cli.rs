@@ -400,8 +400,6 @@ impl SchedArgs {
             _ => VictimPolicy::LocalFirst(mgws::DEFAULT_LOCAL_FIRST_TRIES),
         };
         let backend = self.backend::<R>()?;
-        // The backend reports what it runs for the settings left open (one JIT compile of the
-        // kernel on a GPU, cached for the run that follows).
         let default_termination = if self.processes.is_some() {
             TerminationArg::Hierarchical
         } else {
@@ -416,46 +414,32 @@ impl SchedArgs {
             OverflowArg::TwoAtomics => OverflowMode::TwoAtomics,
             OverflowArg::Damping => OverflowMode::Damping,
         };
-        let defaults = backend.defaults::<R>(
-            self.lanes,
-            self.local_capacity,
-            self.workers,
-            mgws::cuda::KernelOptions {
-                workers_per_queue: self.queue_sharing,
-                termination,
-                overflow,
-            },
-        )?;
-        let (lanes, workers, local_capacity, queue_sharing) = (
-            defaults.lanes,
-            defaults.workers,
-            defaults.local_capacity,
-            defaults.queue_sharing,
-        );
-        if lanes > 1 && !backend.on_gpu() {
-            tracing::warn!(lanes, "--lanes above 1 on the CPU");
-            eprintln!(
-                "mgws: warning: --lanes {lanes} on the CPU runs about 40x slower: the lanes of a \
-                 worker meet at barriers around every task. It exists to test the lane protocol \
-                 GPU blocks run; leave it at 1 for speed"
-            );
-        }
         let mut builder = Scheduler::builder();
         if self.show_progress {
             if let Some(bar) = output::progress_bar(self.json) {
                 builder = builder.on_progress(bar);
             }
         }
-        builder = builder.local_capacity(local_capacity);
+        // The backend fills in what is left open (one JIT compile of the kernel on a GPU,
+        // cached for the run that follows).
+        if let Some(n) = self.workers {
+            builder = builder.workers(n);
+        }
+        if let Some(n) = self.lanes {
+            builder = builder.lanes(n);
+        }
+        if let Some(n) = self.local_capacity {
+            builder = builder.local_capacity(n);
+        }
+        if let Some(n) = self.queue_sharing {
+            builder = builder.queue_sharing(n);
+        }
         if let Some(n) = self.initial_chunk {
             builder = builder.initial_chunk(n);
         }
-        builder
-            .workers(workers)
-            .lanes(lanes)
+        let sched = builder
             .public_capacity(self.public_capacity)
             .spill_capacity(self.spill_capacity.unwrap_or(DEFAULT_SPILL_CAPACITY))
-            .queue_sharing(queue_sharing)
             .termination(termination)
             .overflow(overflow)
             .victims(victims)
@@ -465,7 +449,17 @@ impl SchedArgs {
             .pin_threads(!self.no_pin_threads)
             .cpu_domains(self.cpu_domains)
             .on_stuck_workers(output::exit_on_stuck_workers)
-            .build()
+            .build_for::<R>(&backend)?;
+        let lanes = sched.lanes();
+        if lanes > 1 && !backend.on_gpu() {
+            tracing::warn!(lanes, "--lanes above 1 on the CPU");
+            eprintln!(
+                "mgws: warning: --lanes {lanes} on the CPU runs about 40x slower: the lanes of a \
+                 worker meet at barriers around every task. It exists to test the lane protocol \
+                 GPU blocks run; leave it at 1 for speed"
+            );
+        }
+        Ok(sched)
     }
 
     /// Refuses flags that the selected backend and baselines would ignore silently.

@@ -50,7 +50,8 @@ pub enum Backend {
 }
 
 /// What a backend runs when the caller leaves a setting open: the device reports its own
-/// defaults (see [`Backend::defaults`]), so a front end never hard-codes per-backend values.
+/// defaults, which [`crate::SchedulerBuilder::build_for`] fills in, so a front end never
+/// hard-codes per-backend values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Defaults {
     /// Lanes per worker (CPU: threads per worker; GPU: threads per block).
@@ -95,7 +96,7 @@ impl Backend {
     /// The settings this backend uses for those the caller leaves open (`None`), given the ones
     /// it sets. A GPU backend loads the entry of `R`'s kernel that `options` pick to ask the
     /// occupancy API how many workers fit (the module stays cached for the run that follows).
-    pub fn defaults<R: Registry>(
+    pub(crate) fn defaults<R: Registry>(
         &self,
         lanes: Option<u32>,
         local_capacity: Option<u32>,

@@ -95,8 +95,8 @@ impl<'a> Job<'a> {
             .map(|&(_, l)| l)
     }
 
-    /// Adds data area `index`: its bytes, and for a table that knows its layout (such as
-    /// [`crate::PerWorker::area`]) that layout.
+    /// Adds data area `index`: its bytes, and for a table that knows its layout (a result table,
+    /// which [`Job::results`] attaches) that layout.
     pub fn area(mut self, index: u8, area: impl Into<LaidOut<'a>>) -> Self {
         let area = area.into();
         self.areas.push((index, area.bytes));
@@ -104,6 +104,15 @@ impl<'a> Job<'a> {
             self.layouts.push((index, layout));
         }
         self
+    }
+
+    /// Attaches result table `table`: tasks update it through its handle
+    /// (`ctx.accumulate(handle, ..)`), and after the run it holds every worker's slot. It takes
+    /// the data area its registry assigned to it (the last ones), which the job's own areas must
+    /// leave free.
+    pub fn results<T: bytemuck::Pod>(self, table: &'a mut crate::PerWorker<T>) -> Self {
+        let index = table.handle().area();
+        self.area(index, table.area())
     }
 
     /// Adds data area `index`, which tasks read as `T`s (`ctx.read::<T>`).
@@ -270,8 +279,8 @@ mod tests {
             "{e}"
         );
         // A table brings its layout; the default is partitioned.
-        let mut table = crate::PerWorker::<u64>::new(3);
-        let job = Job::new(&[]).area(0, table.area()).output(1, &mut words);
+        let mut table = crate::PerWorker::with_workers(crate::Results::<u64>::in_area(0), 3);
+        let job = Job::new(&[]).results(&mut table).output(1, &mut words);
         assert!(job.validate().is_ok());
         assert_eq!(job.layout_of(0), AreaLayout::PerWorker { row_bytes: 64 });
         assert_eq!(job.layout_of(1), AreaLayout::Partitioned);

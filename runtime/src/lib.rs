@@ -17,8 +17,8 @@
 //!
 //! impl TaskFunctor for Fib {
 //!     fn run(&self, task: &TaskStruct, ctx: &mut impl Ctx) -> TaskResult {
-//!         // One worker's slot of the result table, updated by one lane.
-//!         ctx.accumulate(&task.data[0], |calls: &mut u64| *calls += 1)?;
+//!         // This worker's slot of the result table, updated by one lane.
+//!         ctx.accumulate(MyTasks::CALLS, |calls| *calls += 1)?;
 //!         if self.n >= 2 {
 //!             ctx.spawn(&task.with_params(&Fib { n: self.n - 1 }));
 //!             ctx.spawn(&task.with_params(&Fib { n: self.n - 2 }));
@@ -27,15 +27,17 @@
 //!     }
 //! }
 //!
-//! #[mgws::registry]
+//! // The task types, and a result table of one `u64` per worker.
+//! #[mgws::registry(results(calls: u64))]
 //! enum MyTasks {
 //!     Fib(Fib),
 //! }
 //!
-//! let sched = Scheduler::builder().workers(2).build()?;
-//! let mut calls = PerWorker::<u64>::new(sched.workers());
-//! let root = MyTasks::task(&Fib { n: 20 }).with_data(0, calls.descriptor(0));
-//! let report = Backend::Cpu.run(&sched, &MyTasks, Job::new(&[root]).area(0, calls.area()))?;
+//! let backend = Backend::Cpu;
+//! let sched = Scheduler::builder().workers(2).build_for::<MyTasks>(&backend)?;
+//! let mut calls = PerWorker::of(MyTasks::CALLS, &sched);
+//! let root = MyTasks::task(&Fib { n: 20 });
+//! let report = backend.run(&sched, &MyTasks, Job::new(&[root]).results(&mut calls))?;
 //! assert_eq!(calls.sum(), 21_891); // 2 fib(21) - 1 calls
 //! assert_eq!(report.tasks_run, 21_891);
 //! # Ok::<(), mgws::Error>(())
@@ -119,7 +121,7 @@ pub use {
     mgws_core::Platform,
     mgws_kernel_support::{kernel_ptx, worker_kernel},
     mgws_tasks::{
-        bytemuck, registry, task, Access, Context, Ctx, DataDescriptor, Pod, Registry, TaskError,
-        TaskFunctor, TaskResult, TaskStruct, Zeroable,
+        bytemuck, registry, task, Access, Context, Ctx, DataDescriptor, Pod, Registry, Results,
+        TaskError, TaskFunctor, TaskResult, TaskStruct, Zeroable,
     },
 };

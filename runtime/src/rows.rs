@@ -60,43 +60,53 @@ impl ResultRows {
 #[repr(C, align(64))]
 pub(crate) struct Line(pub(crate) [u8; 64]);
 
-/// Per-worker accumulators of a plain-data type `T`, merged on the host: one slot per worker,
-/// each on its own cache lines (`mgws_core::accumulator_stride`), exposed to a job as a read-write
-/// data area. Tasks update their worker's slot with `TaskContext::accumulate` (lane 0 only, no
-/// atomics); after the run, [`PerWorker::iter`], [`PerWorker::merge`] or [`PerWorker::sum`]
-/// combine the slots.
+/// A result table on the host: one slot of `T` per worker, each on its own cache lines
+/// (`mgws_core::accumulator_stride`), for the table a registry declares
+/// (`#[mgws::registry(results(name: T))]`, whose handle constant it is made from). Attach it to a
+/// job with [`crate::Job::results`]; tasks update their worker's slot with `ctx.accumulate(handle,
+/// ..)` (lane 0, no atomics); after the run [`PerWorker::sum`], [`PerWorker::min`],
+/// [`PerWorker::max`] or [`PerWorker::merge`] combine the slots.
 ///
 /// ```ignore
-/// let mut counts = PerWorker::<u64>::new(sched.workers());
-/// let task = MyTasks::task(&Count { .. }).with_data(0, counts.descriptor(1));
-/// Backend::Cpu.run(&sched, &MyTasks, Job::new(&[task]).area(1, counts.area()))?;
+/// let mut counts = PerWorker::of(MyTasks::COUNTS, &sched);
+/// Backend::Cpu.run(&sched, &MyTasks, Job::new(&[root]).results(&mut counts))?;
 /// let total = counts.sum();
 /// ```
 pub struct PerWorker<T: bytemuck::Pod> {
     lines: Vec<Line>,
     workers: u32,
-    _slot: std::marker::PhantomData<T>,
+    handle: mgws_core::Results<T>,
 }
 
 impl<T: bytemuck::Pod> PerWorker<T> {
     const STRIDE: usize = mgws_core::accumulator_stride(std::mem::size_of::<T>());
 
-    /// `workers` zeroed slots.
-    pub fn new(workers: u32) -> Self {
-        Self::filled(workers, T::zeroed())
+    /// The table of `handle` with a zeroed slot for each of `sched`'s workers.
+    pub fn of(handle: mgws_core::Results<T>, sched: &crate::Scheduler) -> Self {
+        Self::with_workers(handle, sched.workers())
     }
 
-    /// `workers` slots holding `init` (the identity of the merge the host will do).
-    pub fn filled(workers: u32, init: T) -> Self {
-        let mut table = PerWorker {
+    /// The table of `handle` with `workers` zeroed slots.
+    pub(crate) fn with_workers(handle: mgws_core::Results<T>, workers: u32) -> Self {
+        PerWorker {
             lines: vec![Line([0; 64]); workers as usize * Self::STRIDE / 64],
             workers,
-            _slot: std::marker::PhantomData,
-        };
-        for w in 0..workers {
-            table.set(w, init);
+            handle,
         }
-        table
+    }
+
+    /// The same table with every slot holding `init` instead: the identity of the combine the
+    /// host will do (`T::MAX` for [`PerWorker::min`]: a worker that ran no task keeps it).
+    pub fn starting_at(mut self, init: T) -> Self {
+        for w in 0..self.workers {
+            self.set(w, init);
+        }
+        self
+    }
+
+    /// The handle tasks name this table by.
+    pub fn handle(&self) -> mgws_core::Results<T> {
+        self.handle
     }
 
     fn bytes(&self) -> &[u8] {
@@ -114,24 +124,14 @@ impl<T: bytemuck::Pod> PerWorker<T> {
         self.lines.len() * 64
     }
 
-    /// The table as a read-write data area for `Job::area`, laid out per worker (on several
-    /// GPUs each worker's slot lives in its own GPU's memory).
-    pub fn area(&mut self) -> crate::job::LaidOut<'_> {
+    /// The table as a read-write data area, laid out per worker (on several GPUs each worker's
+    /// slot lives in its own GPU's memory).
+    pub(crate) fn area(&mut self) -> crate::job::LaidOut<'_> {
         let row_bytes = Self::STRIDE as u64;
         crate::job::LaidOut {
             bytes: crate::AreaBytes::ReadWrite(self.bytes_mut()),
             layout: Some(crate::AreaLayout::PerWorker { row_bytes }),
         }
-    }
-
-    /// A `ReadWrite` descriptor of the whole table in data area `area`, for the tasks' data.
-    pub fn descriptor(&self, area: u8) -> mgws_core::DataDescriptor {
-        mgws_core::DataDescriptor::new(
-            area,
-            0,
-            self.byte_len() as u32,
-            mgws_core::Access::ReadWrite,
-        )
     }
 
     /// Worker `w`'s slot.
@@ -162,15 +162,37 @@ impl<T: bytemuck::Pod> PerWorker<T> {
         (0..self.workers).map(|w| self.get(w))
     }
 
-    /// Folds the slots into one value, starting from `init`.
+    /// Folds the slots into one value with a combine of the caller's, starting from `init`.
     pub fn merge<A>(&self, init: A, f: impl FnMut(A, T) -> A) -> A {
         self.iter().fold(init, f)
     }
-}
 
-impl PerWorker<u64> {
-    /// The sum of all workers' counts (wrapping).
-    pub fn sum(&self) -> u64 {
-        self.merge(0u64, |a, b| a.wrapping_add(b))
+    /// The sum of every worker's slot.
+    pub fn sum(&self) -> T
+    where
+        T: std::iter::Sum<T>,
+    {
+        self.iter().sum()
+    }
+
+    /// The least slot (start the table at the type's largest value with
+    /// [`PerWorker::starting_at`], so that a worker that ran no task does not count).
+    pub fn min(&self) -> T
+    where
+        T: Ord,
+    {
+        self.iter()
+            .min()
+            .expect("a scheduler has at least one worker")
+    }
+
+    /// The greatest slot (a table of zeroes starts at the identity for unsigned values).
+    pub fn max(&self) -> T
+    where
+        T: Ord,
+    {
+        self.iter()
+            .max()
+            .expect("a scheduler has at least one worker")
     }
 }

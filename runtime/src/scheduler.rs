@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use mgws_core::{OverflowMode, RunFlags, SchedConfig, TerminationMode};
 
+use crate::backend::Backend;
 use crate::error::{Error, Result};
+use mgws_tasks::Registry;
 
 /// How thieves choose victims.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -84,8 +86,19 @@ pub struct SchedulerBuilder {
     /// The initial chunk the caller asked for; `None`: half the local queue, at most
     /// [`DEFAULT_MAX_INITIAL_CHUNK`].
     initial_chunk: Option<u32>,
+    /// What the caller chose of the settings a backend can fill in ([`Self::build_for`]).
+    chosen: Chosen,
     on_stuck_workers: Option<StuckWorkersHook>,
     on_progress: Option<ProgressHook>,
+}
+
+/// The settings whose defaults depend on the backend, as far as the caller named them.
+#[derive(Clone, Copy, Debug, Default)]
+struct Chosen {
+    workers: Option<u32>,
+    lanes: Option<u32>,
+    local_capacity: Option<u32>,
+    queue_sharing: Option<u32>,
 }
 
 /// The largest initial chunk a run gets when it names none: half the local queue up to this.
@@ -144,6 +157,7 @@ impl Default for SchedulerBuilder {
             cpu_domains: 1,
             cpu_bridge: 0,
             initial_chunk: None,
+            chosen: Chosen::default(),
             on_stuck_workers: None,
             on_progress: None,
         }
@@ -166,17 +180,20 @@ impl SchedulerBuilder {
     /// Number of workers (CPU: worker thread groups; GPU: thread blocks, per device).
     pub fn workers(mut self, n: u32) -> Self {
         self.config.workers = n;
+        self.chosen.workers = Some(n);
         self
     }
     /// Lanes per worker (CPU: threads per worker; GPU: threads per block).
     pub fn lanes(mut self, n: u32) -> Self {
         self.lanes = n;
+        self.chosen.lanes = Some(n);
         self
     }
     /// Tasks per worker's local queue (the GPU keeps it in shared memory); unless the caller
     /// names one, the initial chunk is half of it, at most [`DEFAULT_MAX_INITIAL_CHUNK`].
     pub fn local_capacity(mut self, n: u32) -> Self {
         self.config.local_capacity = n;
+        self.chosen.local_capacity = Some(n);
         self
     }
     /// Tasks per public queue, which thieves steal from: 2 to 2^19 - 1.
@@ -199,6 +216,7 @@ impl SchedulerBuilder {
     /// Workers sharing one public queue: 1, 2 or 4.
     pub fn queue_sharing(mut self, n: u32) -> Self {
         self.config.workers_per_queue = n;
+        self.chosen.queue_sharing = Some(n);
         self
     }
     /// How workers detect that every task ran: an idle counter (default) or a voting tree.
@@ -297,7 +315,48 @@ impl SchedulerBuilder {
         self
     }
 
-    /// Checks the configuration and builds the scheduler.
+    /// Builds the scheduler for running registry `R` on `backend`, in one call: the settings
+    /// this builder leaves open take that backend's defaults. On the CPU: one worker per CPU,
+    /// one lane, local queues of 32. On GPUs: every worker that fits at once with the kernel
+    /// entry these options pick (the kernel is compiled once here, and the run reuses it), 32
+    /// lanes, local queues of 64, and queues shared by two where the workers pair up
+    /// ([`crate::cuda::CudaBackend::default_queue_sharing`]). What the builder names is kept,
+    /// and refused if the backend cannot run it (more workers than fit at once, for one).
+    ///
+    /// ```
+    /// # #[mgws::task]
+    /// # struct Noop { x: u64 }
+    /// # impl mgws::TaskFunctor for Noop {
+    /// #     fn run(&self, _: &mgws::TaskStruct, _: &mut impl mgws::Ctx) -> mgws::TaskResult {
+    /// #         Ok(())
+    /// #     }
+    /// # }
+    /// # #[mgws::registry]
+    /// # enum MyTasks { Noop(Noop) }
+    /// # fn main() -> mgws::Result<()> {
+    /// let backend = mgws::Backend::Cpu;
+    /// let sched = mgws::Scheduler::builder().workers(3).build_for::<MyTasks>(&backend)?;
+    /// assert_eq!((sched.workers(), sched.lanes()), (3, 1));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn build_for<R: Registry>(mut self, backend: &Backend) -> Result<Scheduler> {
+        let c = self.chosen;
+        let options = crate::cuda::KernelOptions {
+            workers_per_queue: c.queue_sharing,
+            termination: self.config.termination_mode(),
+            overflow: self.config.overflow_mode(),
+        };
+        let d = backend.defaults::<R>(c.lanes, c.local_capacity, c.workers, options)?;
+        self.config.workers = d.workers;
+        self.lanes = d.lanes;
+        self.config.local_capacity = d.local_capacity;
+        self.config.workers_per_queue = d.queue_sharing;
+        self.build()
+    }
+
+    /// Checks the configuration and builds the scheduler. The settings left open keep the CPU's
+    /// defaults; [`Self::build_for`] takes a backend's instead.
     pub fn build(self) -> Result<Scheduler> {
         let mut config = self.config;
         let mut flags = self.flags;
@@ -380,6 +439,12 @@ impl SchedulerBuilder {
 }
 
 impl Scheduler {
+    /// A scheduler with every default of `backend` for registry `R`
+    /// (`Scheduler::builder().build_for::<R>(backend)`).
+    pub fn for_backend<R: Registry>(backend: &Backend) -> Result<Scheduler> {
+        Self::builder().build_for::<R>(backend)
+    }
+
     /// A builder with the defaults.
     pub fn builder() -> SchedulerBuilder {
         SchedulerBuilder::new()

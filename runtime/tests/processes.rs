@@ -16,7 +16,7 @@ struct Fib {
 
 impl TaskFunctor for Fib {
     fn run(&self, task: &TaskStruct, ctx: &mut impl Ctx) -> TaskResult {
-        ctx.accumulate(&task.data[0], |calls: &mut u64| *calls += 1)?;
+        ctx.accumulate(MyTasks::CALLS, |calls| *calls += 1)?;
         if self.n >= 2 {
             ctx.spawn(&task.with_params(&Fib { n: self.n - 1 }));
             ctx.spawn(&task.with_params(&Fib { n: self.n - 2 }));
@@ -56,7 +56,7 @@ impl TaskFunctor for EnvCheck {
     }
 }
 
-#[mgws::registry]
+#[mgws::registry(results(calls: u64))]
 enum MyTasks {
     Fib(Fib),
     Boom(Boom),
@@ -94,12 +94,12 @@ fn calls(n: u64) -> u64 {
 }
 
 fn run_fib(sched: &Scheduler, processes: u32, n: u64) -> mgws::Result<(u64, u64)> {
-    let mut counts = PerWorker::<u64>::new(sched.workers());
-    let root = MyTasks::task(&Fib { n }).with_data(0, counts.descriptor(0));
+    let mut counts = PerWorker::of(MyTasks::CALLS, sched);
+    let root = MyTasks::task(&Fib { n });
     let report = Backend::CpuProcesses { processes }.run(
         sched,
         &MyTasks,
-        Job::new(&[root]).area(0, counts.area()),
+        Job::new(&[root]).results(&mut counts),
     )?;
     assert_eq!(report.backend, "cpu-processes");
     Ok((counts.sum(), report.tasks_run))
@@ -107,11 +107,11 @@ fn run_fib(sched: &Scheduler, processes: u32, n: u64) -> mgws::Result<(u64, u64)
 
 fn empty_data_areas_are_placed_and_read_back() {
     let sched = Scheduler::builder().workers(2).build().unwrap();
-    let mut counts = PerWorker::<u64>::new(2);
+    let mut counts = PerWorker::of(MyTasks::CALLS, &sched);
     let mut empty_out: [u64; 0] = [];
-    let root = MyTasks::task(&Fib { n: 10 }).with_data(0, counts.descriptor(0));
+    let root = MyTasks::task(&Fib { n: 10 });
     let job = Job::new(std::slice::from_ref(&root))
-        .area(0, counts.area())
+        .results(&mut counts)
         .input::<u64>(1, &[])
         .output(2, &mut empty_out);
     Backend::CpuProcesses { processes: 2 }
@@ -169,13 +169,11 @@ fn chaos_delays_on_every_pe_lose_nothing() {
 
 fn a_panic_on_a_pe_is_the_runs_error_naming_the_pe() {
     let sched = Scheduler::builder().workers(4).build().unwrap();
-    let mut counts = PerWorker::<u64>::new(4);
-    let mut tasks: Vec<TaskStruct> = (0..64)
-        .map(|_| MyTasks::task(&Fib { n: 12 }).with_data(0, counts.descriptor(0)))
-        .collect();
+    let mut counts = PerWorker::of(MyTasks::CALLS, &sched);
+    let mut tasks: Vec<TaskStruct> = (0..64).map(|_| MyTasks::task(&Fib { n: 12 })).collect();
     tasks.push(MyTasks::task(&Boom { code: 7 }));
     let e = Backend::CpuProcesses { processes: 2 }
-        .run(&sched, &MyTasks, Job::new(&tasks).area(0, counts.area()))
+        .run(&sched, &MyTasks, Job::new(&tasks).results(&mut counts))
         .unwrap_err();
     match &e {
         Error::TaskPanicked { message, .. } => {
@@ -207,10 +205,10 @@ fn a_pe_serving_another_registry_is_refused_with_its_reason() {
 
 fn a_program_that_does_not_serve_its_pe_is_refused() {
     let sched = Scheduler::builder().workers(2).build().unwrap();
-    let mut counts = PerWorker::<u64>::new(2);
-    let root = MyTasks::task(&Fib { n: 5 }).with_data(0, counts.descriptor(0));
+    let mut counts = PerWorker::of(MyTasks::CALLS, &sched);
+    let root = MyTasks::task(&Fib { n: 5 });
     let mut device = ProcessDevice::<MyTasks>::new(&sched, 2, "true".into(), None);
-    let job = Job::new(std::slice::from_ref(&root)).area(0, counts.area());
+    let job = Job::new(std::slice::from_ref(&root)).results(&mut counts);
     let e = mgws::pipeline::run(&mut device, &sched, job, Instant::now()).unwrap_err();
     let message = e.to_string();
     assert!(message.contains("before it joined the run"), "{message}");
@@ -226,7 +224,7 @@ fn a_program_that_does_not_serve_its_pe_is_refused() {
         .build()
         .unwrap();
     let mut device = ProcessDevice::<MyTasks>::new(&quick, 2, script.clone(), None);
-    let job = Job::new(std::slice::from_ref(&root)).area(0, counts.area());
+    let job = Job::new(std::slice::from_ref(&root)).results(&mut counts);
     let started = Instant::now();
     let e = mgws::pipeline::run(&mut device, &quick, job, Instant::now()).unwrap_err();
     std::fs::remove_file(&script).unwrap();
@@ -243,7 +241,7 @@ fn a_program_that_does_not_serve_its_pe_is_refused() {
     std::fs::write(&script, "#!/bin/sh\nkill -9 $$\n").unwrap();
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let mut device = ProcessDevice::<MyTasks>::new(&quick, 2, script.clone(), None);
-    let job = Job::new(std::slice::from_ref(&root)).area(0, counts.area());
+    let job = Job::new(std::slice::from_ref(&root)).results(&mut counts);
     let e = mgws::pipeline::run(&mut device, &quick, job, Instant::now()).unwrap_err();
     std::fs::remove_file(&script).unwrap();
     let message = e.to_string();
@@ -254,7 +252,7 @@ fn a_program_that_does_not_serve_its_pe_is_refused() {
     );
     // And a program that cannot be started at all.
     let mut device = ProcessDevice::<MyTasks>::new(&sched, 2, "/nonexistent/mgws".into(), None);
-    let job = Job::new(std::slice::from_ref(&root)).area(0, counts.area());
+    let job = Job::new(std::slice::from_ref(&root)).results(&mut counts);
     let e = mgws::pipeline::run(&mut device, &sched, job, Instant::now()).unwrap_err();
     assert!(e.to_string().contains("cannot start PE 0"), "{e}");
 }

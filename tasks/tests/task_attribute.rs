@@ -1,4 +1,5 @@
-//! `#[task]`'s compile-time errors: each names what is wrong and how to fix it.
+//! The compile-time errors of `#[task]`, `#[registry]`'s result tables and typed accumulation:
+//! each names what is wrong and how to fix it.
 
 #[test]
 fn task_attribute_errors_and_passes() {
@@ -8,4 +9,6 @@ fn task_attribute_errors_and_passes() {
     t.compile_fail("tests/ui/task_generic.rs");
     t.compile_fail("tests/ui/task_packed.rs");
     t.compile_fail("tests/ui/registry_functor_too_big.rs");
+    t.compile_fail("tests/ui/accumulate_wrong_type.rs");
+    t.compile_fail("tests/ui/registry_results_twice.rs");
 }

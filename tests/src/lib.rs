@@ -76,7 +76,7 @@ impl TaskFunctor for Stall {
 }
 
 /// One partial N-Queens board: queens are placed on rows `0..row`; `cols`, `diag` and `anti` are
-/// the attacked columns. Descriptor 0: a `PerWorker<u64>` of solution counts.
+/// the attacked columns. Counts its solutions in result table [`TestTasks::SOLUTIONS`].
 #[mgws_tasks::task]
 #[derive(Debug)]
 pub struct Queens {
@@ -85,13 +85,12 @@ pub struct Queens {
     pub cols: u32,
     pub diag: u32,
     pub anti: u32,
-    pub _pad: u32,
 }
 
 impl TaskFunctor for Queens {
     fn run(&self, task: &TaskStruct, ctx: &mut impl Ctx) -> Result<(), TaskError> {
         if self.row == self.n {
-            ctx.accumulate(&task.data[0], |count: &mut u64| *count += 1)?;
+            ctx.accumulate(TestTasks::SOLUTIONS, |count| *count += 1)?;
             return Ok(());
         }
         let full = (1u32 << self.n) - 1;
@@ -114,18 +113,15 @@ impl TaskFunctor for Queens {
 }
 
 impl Queens {
-    /// The root task of N-Queens on an `n` x `n` board, counting solutions into the
-    /// `PerWorker<u64>` table that `counts` describes.
-    pub fn root(n: u32, counts: mgws::DataDescriptor) -> TaskStruct {
+    /// The root task of N-Queens on an `n` x `n` board.
+    pub fn root(n: u32) -> TaskStruct {
         TestTasks::task(&Queens {
             n,
             row: 0,
             cols: 0,
             diag: 0,
             anti: 0,
-            _pad: 0,
         })
-        .with_data(0, counts)
     }
 }
 
@@ -140,8 +136,8 @@ pub struct TreeNode {
 
 /// Adds the values of node `node`'s children (lanes split them with `lane_range`) to this worker's
 /// sum, marks the node visited and spawns a task per child. Descriptor 0: the tree (`Read`, an
-/// array of [`TreeNode`]); descriptor 1: a `PerWorker<u64>` of sums. The root's own value is added
-/// by the task with `root` set.
+/// array of [`TreeNode`]); the sums go to result table [`TestTasks::SUMS`]. The root's own value
+/// is added by the task with `root` set.
 #[mgws_tasks::task]
 #[derive(Debug)]
 pub struct TreeSum {
@@ -166,7 +162,7 @@ impl TaskFunctor for TreeSum {
         if self.root != 0 {
             sum += me.value;
         }
-        ctx.accumulate(&task.data[1], |acc: &mut u64| *acc += sum)?;
+        ctx.accumulate(TestTasks::SUMS, |acc| *acc += sum)?;
         for c in 0..me.count {
             ctx.spawn(&task.with_params(&TreeSum {
                 node: me.first + c,
@@ -241,8 +237,8 @@ impl TaskFunctor for Panic {
     }
 }
 
-/// The registry of the test tasks.
-#[mgws_tasks::registry]
+/// The registry of the test tasks, and its result tables.
+#[mgws_tasks::registry(results(solutions: u64, sums: u64))]
 pub enum TestTasks {
     Memset(MemsetTask),
     Split(SplitRange),

@@ -88,11 +88,10 @@ fn per_worker_tables_sum_exactly_on_several_domains() {
     // copies are real, the twin above shows).
     for (domains, n, solutions) in [(2, 9, 352), (3, 10, 724), (3, 11, 2680)] {
         let s = sched(domains, 7);
-        let mut counts = PerWorker::<u64>::new(s.workers());
-        let root = Queens::root(n, counts.descriptor(0));
-        let tasks = [root];
+        let mut counts = PerWorker::of(TestTasks::SOLUTIONS, &s);
+        let tasks = [Queens::root(n)];
         Backend::Cpu
-            .run(&s, &TestTasks, Job::new(&tasks).area(0, counts.area()))
+            .run(&s, &TestTasks, Job::new(&tasks).results(&mut counts))
             .unwrap();
         assert_eq!(counts.sum(), solutions, "{domains} domains");
     }

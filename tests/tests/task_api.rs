@@ -17,10 +17,9 @@ fn sched(workers: u32, lanes: u32) -> Scheduler {
 
 fn queens(n: u32, workers: u32, lanes: u32) -> u64 {
     let s = sched(workers, lanes);
-    let mut counts = PerWorker::<u64>::new(s.workers());
-    let root = Queens::root(n, counts.descriptor(0));
-    let tasks = [root];
-    mgws::cpu::run(&s, &TestTasks, Job::new(&tasks).area(0, counts.area())).unwrap();
+    let mut counts = PerWorker::of(TestTasks::SOLUTIONS, &s);
+    let tasks = [Queens::root(n)];
+    mgws::cpu::run(&s, &TestTasks, Job::new(&tasks).results(&mut counts)).unwrap();
     counts.sum()
 }
 
@@ -65,20 +64,18 @@ fn tree_sum_is_exact_with_1_2_and_4_lanes() {
     let bytes: &[u8] = bytemuck::cast_slice(&nodes);
     for lanes in [1, 2, 4] {
         let s = sched(2, lanes);
-        let mut sums = PerWorker::<u64>::new(s.workers());
-        let root = TestTasks::task(&TreeSum { node: 0, root: 1 })
-            .with_data(
-                0,
-                DataDescriptor::new(0, 0, bytes.len() as u32, Access::Read),
-            )
-            .with_data(1, sums.descriptor(1));
+        let mut sums = PerWorker::of(TestTasks::SUMS, &s);
+        let root = TestTasks::task(&TreeSum { node: 0, root: 1 }).with_data(
+            0,
+            DataDescriptor::new(0, 0, bytes.len() as u32, Access::Read),
+        );
         let tasks = [root];
         let report = mgws::cpu::run(
             &s,
             &TestTasks,
             Job::new(&tasks)
                 .area(0, AreaBytes::Read(bytes))
-                .area(1, sums.area()),
+                .results(&mut sums),
         )
         .unwrap();
         assert_eq!(sums.sum(), expected, "{lanes} lanes");
@@ -135,4 +132,39 @@ fn checked_views_report_what_failed_with_the_tasks_tag() {
         r.unwrap();
         assert_eq!(memory, [0, 0, 99, 0], "{lanes} lanes");
     }
+}
+
+#[test]
+fn a_result_table_left_off_the_job_fails_the_task_and_says_how_to_attach_it() {
+    let s = sched(2, 1);
+    let tasks = [Queens::root(6)];
+    let e = mgws::cpu::run(&s, &TestTasks, Job::new(&tasks)).unwrap_err();
+    let message = e.to_string();
+    assert!(matches!(e, Error::TaskFailed { .. }), "{e:?}");
+    assert!(message.contains("Job::results"), "{message}");
+    // A table sized for fewer workers than run has no slot for some of them.
+    let mut small = PerWorker::of(TestTasks::SOLUTIONS, &sched(1, 1));
+    let e = mgws::cpu::run(&s, &TestTasks, Job::new(&tasks).results(&mut small)).unwrap_err();
+    assert!(
+        e.to_string().contains("PerWorker::of(handle, &sched)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn result_tables_reduce_like_iterators() {
+    // N-Queens 8 on 3 workers: the sum is the count; min and max bound every worker's share.
+    let s = sched(3, 1);
+    let tasks = [Queens::root(8)];
+    let mut counts = PerWorker::of(TestTasks::SOLUTIONS, &s);
+    mgws::cpu::run(&s, &TestTasks, Job::new(&tasks).results(&mut counts)).unwrap();
+    let slots: Vec<u64> = counts.iter().collect();
+    assert_eq!(slots.len(), 3);
+    assert_eq!(counts.sum(), 92);
+    assert_eq!(counts.min(), *slots.iter().min().unwrap());
+    assert_eq!(counts.max(), *slots.iter().max().unwrap());
+    assert_eq!(counts.merge(0, |a, b| a + b), 92);
+    // `starting_at` gives every slot the combine's identity before the run.
+    let table = PerWorker::of(TestTasks::SOLUTIONS, &s).starting_at(u64::MAX);
+    assert_eq!((table.min(), table.max()), (u64::MAX, u64::MAX));
 }

@@ -458,7 +458,7 @@ static void *kernel(void *arg) {
         *abort_flag = 1;
     }
     /* Over the device-API transport (a window is set) each PE writes its own copy of area 0, and
-     * each adds a share of every slot's value (below). Otherwise each device runs the tasks of
+     * each adds a share of every slot's value (below), reading only its own ranges' tasks. Otherwise each device runs the tasks of
      * its own queues' home ranges (Env::initial_range) through its own pointer to area 0, and
      * records them as run by its first worker. */
     int split = pe_window.pes != 0;
@@ -471,9 +471,12 @@ static void *kernel(void *arg) {
         memcpy(fq, l->env + ENV_FIRST_QUEUE + 4 * l->device, 8);
         memcpy(&queues, l->env + ENV_FIRST_QUEUE + 4 * (devices ? devices : 1), 4);
         memcpy(&first_worker, l->env + ENV_FIRST_WORKER + 4 * l->device, 4);
-        uint64_t lo = split ? 0 : fq[0] * n / queues, hi = split ? n : fq[1] * n / queues;
+        uint64_t own_lo = fq[0] * n / queues, own_hi = fq[1] * n / queues;
+        uint64_t lo = split ? 0 : own_lo, hi = split ? n : own_hi;
         for (uint64_t i = lo; i < hi; i++) {
-            uint64_t x = rd(tasks + 64 * i + 8);
+            /* A PE holds only its own ranges' tasks (RunFlags::INITIAL_OWN_DEVICE); task i of a
+             * MEMSET run marks slot i, which stands in for the others'. */
+            uint64_t x = i >= own_lo && i < own_hi ? rd(tasks + 64 * i + 8) : i;
             if (!split) {
                 slots[x] += x + 1;
                 continue;

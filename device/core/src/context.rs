@@ -238,18 +238,22 @@ pub trait Context {
         })
     }
 
-    /// Updates this worker's slot of a per-worker accumulator area on lane 0 only: `d` is a
-    /// `ReadWrite` descriptor of one slot per worker, each [`accumulator_stride`]`(size_of::<U>())`
-    /// bytes apart (the host's `mgws::PerWorker<U>`), and `f` runs on a copy of this worker's slot
-    /// that is then written back. No other worker touches the slot, so no atomics are needed;
-    /// the host merges the slots after the run. Returns `f`'s result on lane 0, `None` elsewhere.
+    /// Updates this worker's slot of result table `results` on lane 0 only: the table's area
+    /// holds one slot per worker, each [`accumulator_stride`]`(size_of::<U>())` bytes apart (the
+    /// host's `mgws::PerWorker<U>`), and `f` runs on a copy of this worker's slot that is then
+    /// written back. No other worker touches the slot, so no atomics are needed; the host merges
+    /// the slots after the run. Returns `f`'s result on lane 0, `None` elsewhere. A job that did
+    /// not attach the table fails the task with [`TaskError::NoArea`].
     #[inline(always)]
     fn accumulate<U: Pod, R>(
         &self,
-        d: &DataDescriptor,
+        results: crate::Results<U>,
         f: impl FnOnce(&mut U) -> R,
     ) -> Result<Option<R>, TaskError> {
-        let (ptr, bytes) = checked(self, d, true)?;
+        let area = results.area();
+        let len = self.area_limit(area as usize) & !AREA_WRITABLE;
+        let d = DataDescriptor::new(area, 0, len.min(u32::MAX as u64) as u32, Access::ReadWrite);
+        let (ptr, bytes) = checked(self, &d, true)?;
         let stride = accumulator_stride(core::mem::size_of::<U>());
         let at = self.worker_id() as usize * stride;
         if at + core::mem::size_of::<U>() > bytes {

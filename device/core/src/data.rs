@@ -64,3 +64,42 @@ impl DataDescriptor {
         (area_base + self.offset) as *mut u8
     }
 }
+
+/// A typed handle to a result table: one slot of `T` per worker in data area `area`, which tasks
+/// update with [`crate::Context::accumulate`] and the host reads as an `mgws::PerWorker<T>`.
+/// A registry declares its tables (`#[registry(results(name: T, ...))]`) and gets one handle
+/// constant per table, so tasks and the job name the same table through one value, and a task
+/// can only accumulate the table's own type.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Results<T> {
+    area: u8,
+    _slot: core::marker::PhantomData<fn() -> T>,
+}
+
+// Derived impls would ask `T: Clone`; the handle is an index whatever `T` is.
+impl<T> Clone for Results<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Results<T> {}
+
+impl<T> Results<T> {
+    /// The table in data area `area` (the registry macro assigns the areas from the top,
+    /// `DATA_AREAS - 1` down, leaving the low ones to the job's own data).
+    pub const fn in_area(area: u8) -> Self {
+        assert!(
+            (area as usize) < crate::DATA_AREAS,
+            "a data area index is below DATA_AREAS"
+        );
+        Results {
+            area,
+            _slot: core::marker::PhantomData,
+        }
+    }
+
+    /// The data area that holds the table.
+    pub const fn area(self) -> u8 {
+        self.area
+    }
+}

@@ -51,9 +51,9 @@ pub enum TaskError {
     WrongAccess,
     /// The data is not aligned for the element type, or its size is not a multiple of it.
     Misaligned,
-    /// The descriptor names a data area that the run does not have.
+    /// The descriptor or result table names a data area that the run does not have.
     NoArea,
-    /// A per-worker accumulator area has no slot for this worker.
+    /// A result table has no slot for this worker.
     NoSlot,
 }
 
@@ -88,8 +88,8 @@ impl TaskError {
             1 => "a data view is out of bounds of its descriptor or data area",
             2 => "the descriptor's access does not allow this use (write through a read-only descriptor or area, or an unused descriptor)",
             3 => "the data is misaligned for its element type, or its size is not a multiple of it",
-            4 => "the descriptor names a data area the run does not have",
-            5 => "the per-worker accumulator area has no slot for this worker",
+            4 => "the descriptor or result table names a data area the run does not have (attach a result table with Job::results)",
+            5 => "the result table has no slot for this worker (size it for the run's scheduler: PerWorker::of(handle, &sched))",
             _ => return None,
         })
     }

@@ -71,17 +71,16 @@ fn parse() -> Result<Args, String> {
 
 /// Runs Collatz over `1..=n` and returns the number of wrong slots.
 fn run(args: &Args) -> mgws::Result<usize> {
-    // The backend fills in what is left open: on a GPU as many workers as fit, 32 lanes and (on
-    // one GPU) two workers per public queue.
-    let defaults =
-        args.backend
-            .defaults::<CustomTasks>(args.lanes, None, args.workers, Default::default())?;
-    let sched = Scheduler::builder()
-        .workers(defaults.workers)
-        .lanes(defaults.lanes)
-        .local_capacity(defaults.local_capacity)
-        .queue_sharing(defaults.queue_sharing)
-        .build()?;
+    // The backend fills in what is left open: on a GPU as many workers as fit, 32 lanes and two
+    // workers per public queue.
+    let mut builder = Scheduler::builder();
+    if let Some(n) = args.workers {
+        builder = builder.workers(n);
+    }
+    if let Some(n) = args.lanes {
+        builder = builder.lanes(n);
+    }
+    let sched = builder.build_for::<CustomTasks>(&args.backend)?;
     let out = DataDescriptor::new(0, 0, (args.n * 8) as u32, Access::ReadWrite);
     let tasks = [CustomTasks::task(&CollatzRange {
         start: 0,

@@ -194,7 +194,8 @@ impl PeTransport {
 }
 
 /// The scheduler options that pick a kernel entry (and with it the kernel's registers, hence how
-/// many workers fit): [`CudaBackend::defaults`] sizes the default worker count for them.
+/// many workers fit): [`crate::SchedulerBuilder::build_for`] sizes the default worker count for
+/// them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelOptions {
     /// Workers per public queue (1, 2 or 4); `None`: the backend's default
@@ -441,7 +442,7 @@ impl CudaBackend {
     /// The settings a run of registry `R` uses for those left open: [`DEFAULT_LANES`] threads
     /// per block, [`DEFAULT_LOCAL_CAPACITY`] and as many workers as are co-resident
     /// ([`Self::max_workers`]; the kernel is loaded once and cached for the run).
-    pub fn defaults<R: Registry>(
+    pub(crate) fn defaults<R: Registry>(
         &self,
         lanes: Option<u32>,
         local_capacity: Option<u32>,

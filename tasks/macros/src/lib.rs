@@ -48,7 +48,13 @@ struct Args {
     krate: Option<Path>,
     kernel: Option<syn::LitStr>,
     max_registers: Option<syn::LitInt>,
+    /// `results(name: Type, ...)`: the registry's result tables.
+    results: Vec<(syn::Ident, syn::Type)>,
 }
+
+/// The most result tables a registry may declare: they take data areas from the top, and the
+/// job's own data keeps at least area 0.
+const MAX_RESULTS: usize = 4;
 
 impl Args {
     fn parse(attr: TokenStream) -> syn::Result<Args> {
@@ -93,6 +99,32 @@ impl Args {
                 }
                 args.max_registers = Some(n);
                 Ok(())
+            } else if meta.path.is_ident("results") {
+                if !args.results.is_empty() {
+                    return Err(meta.error("`results` is given twice"));
+                }
+                let content;
+                syn::parenthesized!(content in meta.input);
+                let decls =
+                    syn::punctuated::Punctuated::<ResultDecl, syn::Token![,]>::parse_terminated(
+                        &content,
+                    )?;
+                if decls.is_empty() || decls.len() > MAX_RESULTS {
+                    return Err(meta.error(format!(
+                        "`results(...)` declares 1 to {MAX_RESULTS} result tables, like \
+                         `results(solutions: u64)`"
+                    )));
+                }
+                for d in decls {
+                    if args.results.iter().any(|(n, _)| *n == d.name) {
+                        return Err(syn::Error::new_spanned(
+                            &d.name,
+                            "a result table is declared twice",
+                        ));
+                    }
+                    args.results.push((d.name, d.ty));
+                }
+                Ok(())
             } else if meta.path.is_ident("crate") {
                 if args.krate.is_some() {
                     return Err(meta.error("`crate` is given twice"));
@@ -106,7 +138,8 @@ impl Args {
                     "unknown #[registry] argument `{name}`; expected `ptx = EXPR` (the kernel's \
                      PTX text, e.g. `include_str!(concat!(env!(\"OUT_DIR\"), \"/kernel.ptx\"))`), \
                      `kernel = \"name\"` (the name its kernel entries carry), `max_registers = N` \
-                     (the CUDA backend's default register cap for its kernels) or `crate = PATH`"
+                     (the CUDA backend's default register cap for its kernels), \
+                     `results(name: Type, ...)` (its result tables) or `crate = PATH`"
                 )))
             }
         });
@@ -131,10 +164,28 @@ pub fn registry(attr: TokenStream, item: TokenStream) -> TokenStream {
         args.ptx.as_ref(),
         args.kernel.as_ref(),
         args.max_registers.as_ref(),
+        &args.results,
         krate,
     ) {
         Ok(ts) => ts.into(),
         Err(e) => e.to_compile_error().into(),
+    }
+}
+
+/// One `name: Type` of `results(...)`.
+struct ResultDecl {
+    name: syn::Ident,
+    ty: syn::Type,
+}
+
+impl syn::parse::Parse for ResultDecl {
+    fn parse(input: syn::parse::ParseStream<'_>) -> syn::Result<Self> {
+        let name = input.parse()?;
+        input.parse::<syn::Token![:]>()?;
+        Ok(ResultDecl {
+            name,
+            ty: input.parse()?,
+        })
     }
 }
 
@@ -364,6 +415,7 @@ fn expand(
     ptx: Option<&Expr>,
     kernel: Option<&syn::LitStr>,
     max_registers: Option<&syn::LitInt>,
+    results: &[(syn::Ident, syn::Type)],
     krate: proc_macro2::TokenStream,
 ) -> syn::Result<proc_macro2::TokenStream> {
     let vis = &input.vis;
@@ -432,6 +484,25 @@ fn expand(
             let h = #krate::registry::fingerprint_mix(h, ::core::mem::align_of::<#ty>() as u64);
         });
     }
+    // Result tables take data areas from the top: the first declared gets the last area.
+    let mut result_consts = Vec::new();
+    for (i, (rname, rty)) in results.iter().enumerate() {
+        let cname = format_ident!("{}", screaming_snake(&rname.to_string()));
+        let doc = format!(
+            "Result table `{rname}`: one `{}` per worker (`ctx.accumulate(Self::{cname}, ..)` \
+             in tasks, `mgws::PerWorker::of(Self::{cname}, &sched)` on the host).",
+            quote!(#rty).to_string().replace(' ', "")
+        );
+        result_consts.push(quote! {
+            #[doc = #doc]
+            pub const #cname: #krate::Results<#rty> =
+                #krate::Results::in_area((#krate::__core::DATA_AREAS - 1 - #i) as u8);
+        });
+        description.push_str(&format!(";results:{rname}:{}", quote!(#rty)));
+        layout_mix.push(quote! {
+            let h = #krate::registry::fingerprint_mix(h, ::core::mem::size_of::<#rty>() as u64);
+        });
+    }
     let count = input.variants.len();
     let kernel_ptx = ptx.map(|ptx| {
         quote! {
@@ -453,6 +524,7 @@ fn expand(
 
         impl #name {
             #(#consts)*
+            #(#result_consts)*
             /// Every tag of this registry with its variant name.
             pub const TAGS: [(u32, &'static str); #count] = [#(#tag_list),*];
 
