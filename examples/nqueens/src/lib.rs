@@ -1,0 +1,37 @@
+//! N-Queens: one task per partial board, counting the solutions in a result table. The same code
+//! runs on CPU threads and, built for nvptx64 by `build.rs`, on a GPU.
+#![cfg_attr(target_arch = "nvptx64", no_std)]
+
+/// A board of `n` columns with a queen on each of its first rows: `cols` are their columns, and
+/// `diag` and `anti` the squares of the next row that they attack diagonally.
+#[mgws::task]
+pub struct Queens {
+    pub n: u32,
+    pub cols: u32,
+    pub diag: u32,
+    pub anti: u32,
+}
+
+impl mgws::TaskFunctor for Queens {
+    fn run(&self, task: &mgws::TaskStruct, ctx: &mut impl mgws::Ctx) -> mgws::TaskResult {
+        let full = (1u32 << self.n) - 1;
+        if self.cols == full {
+            ctx.accumulate(NQueens::SOLUTIONS, |solutions| *solutions += 1)?;
+        }
+        // One task per square of the next row that no queen attacks (none once the board is full).
+        let free = full & !(self.cols | self.diag | self.anti);
+        for bit in (0..self.n).map(|col| 1 << col).filter(|bit| free & bit != 0) {
+            let (diag, anti) = (((self.diag | bit) << 1) & full, (self.anti | bit) >> 1);
+            ctx.spawn(&task.with_params(&Queens { n: self.n, cols: self.cols | bit, diag, anti }));
+        }
+        Ok(())
+    }
+}
+
+/// The task types, the solutions each worker counted, and the kernel `build.rs` built.
+#[mgws::registry(ptx = mgws::kernel_ptx!(), kernel = "nqueens", results(solutions: u64))]
+pub enum NQueens {
+    Queens(Queens),
+}
+
+mgws::worker_kernel!(nqueens => NQueens);
