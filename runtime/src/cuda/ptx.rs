@@ -420,13 +420,16 @@ mod tests {
     }
 
     #[test]
-    fn an_embedded_placeholder_names_what_to_install() {
+    fn an_embedded_placeholder_says_why_and_where_to_read_on() {
         let e =
             embedded::<Fib>("// mgws-builder: not built: nvptx64 target missing\n").unwrap_err();
         assert!(matches!(e, Error::BackendUnavailable(_)), "{e:?}");
         let e = e.to_string();
         assert!(
-            e.contains("nvptx64 target missing") && e.contains("install") && e.contains("FibTasks"),
+            e.contains("nvptx64 target missing")
+                && e.contains("docs/kernels.md")
+                && e.contains("MGWS_SKIP_KERNEL")
+                && e.contains("FibTasks"),
             "{e}"
         );
         let ok = embedded::<Fib>(".visible .entry mgws_worker()\n").unwrap();
