@@ -90,7 +90,7 @@ impl<T> Results<T> {
     pub const fn in_area(area: u8) -> Self {
         assert!(
             (area as usize) < crate::DATA_AREAS,
-            "a data area index is below DATA_AREAS"
+            "a result table needs a data area below DATA_AREAS"
         );
         Results {
             area,
