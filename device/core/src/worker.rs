@@ -209,7 +209,9 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         } else {
             progress
         };
-        if S::bridged(&self.env.config) {
+        // Only the bridge worker serves the bridge every few iterations; the other workers of a
+        // bridged run batch their tasks as in any run.
+        if S::bridged(&self.env.config) && self.id == self.env.bridge_worker {
             cadence.min(BRIDGE_INTERVAL)
         } else {
             cadence
