@@ -279,7 +279,7 @@ mod tests {
             "{e}"
         );
         // A table brings its layout; the default is partitioned.
-        let mut table = crate::PerWorker::with_workers(crate::Results::<u64>::in_area(0), 3);
+        let mut table = crate::PerWorker::with_workers(crate::ResultTable::<u64>::in_area(0), 3);
         let job = Job::new(&[]).results(&mut table).output(1, &mut words);
         assert!(job.validate().is_ok());
         assert_eq!(job.layout_of(0), AreaLayout::PerWorker { row_bytes: 64 });

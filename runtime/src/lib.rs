@@ -121,7 +121,7 @@ pub use {
     mgws_core::Platform,
     mgws_kernel_support::{kernel_ptx, worker_kernel},
     mgws_tasks::{
-        bytemuck, registry, task, Access, Context, Ctx, DataDescriptor, Pod, Registry, Results,
+        bytemuck, registry, task, Access, Context, Ctx, DataDescriptor, Pod, Registry, ResultTable,
         TaskError, TaskFunctor, TaskResult, TaskStruct, Zeroable,
     },
 };

@@ -75,19 +75,19 @@ pub(crate) struct Line(pub(crate) [u8; 64]);
 pub struct PerWorker<T: bytemuck::Pod> {
     lines: Vec<Line>,
     workers: u32,
-    handle: mgws_core::Results<T>,
+    handle: mgws_core::ResultTable<T>,
 }
 
 impl<T: bytemuck::Pod> PerWorker<T> {
     const STRIDE: usize = mgws_core::accumulator_stride(std::mem::size_of::<T>());
 
     /// The table of `handle` with a zeroed slot for each of `sched`'s workers.
-    pub fn of(handle: mgws_core::Results<T>, sched: &crate::Scheduler) -> Self {
+    pub fn of(handle: mgws_core::ResultTable<T>, sched: &crate::Scheduler) -> Self {
         Self::with_workers(handle, sched.workers())
     }
 
     /// The table of `handle` with `workers` zeroed slots.
-    pub(crate) fn with_workers(handle: mgws_core::Results<T>, workers: u32) -> Self {
+    pub(crate) fn with_workers(handle: mgws_core::ResultTable<T>, workers: u32) -> Self {
         PerWorker {
             lines: vec![Line([0; 64]); workers as usize * Self::STRIDE / 64],
             workers,
@@ -105,7 +105,7 @@ impl<T: bytemuck::Pod> PerWorker<T> {
     }
 
     /// The handle tasks name this table by.
-    pub fn handle(&self) -> mgws_core::Results<T> {
+    pub fn handle(&self) -> mgws_core::ResultTable<T> {
         self.handle
     }
 

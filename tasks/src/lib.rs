@@ -26,7 +26,7 @@ pub mod workloads;
 
 pub use bytemuck::{self, Pod, Zeroable};
 pub use data::{Access, DataDescriptor};
-pub use mgws_core::{Context, DataMut, Results, TaskError};
+pub use mgws_core::{Context, DataMut, ResultTable, TaskError};
 pub use mgws_tasks_macros::{registry, task};
 pub use registry::Registry;
 pub use task::{

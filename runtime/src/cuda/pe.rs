@@ -1050,7 +1050,7 @@ mod tests {
     fn the_device_api_refuses_combines_it_would_add_and_copies_follow_the_layouts() {
         use crate::{AreaLayout, Combine, Job, PerWorker};
         let mut slots = [0u64; 8];
-        let mut table = PerWorker::with_workers(crate::Results::<u64>::in_area(1), 4);
+        let mut table = PerWorker::with_workers(crate::ResultTable::<u64>::in_area(1), 4);
         let job = Job::new(&[])
             .output(0, &mut slots)
             .layout(0, AreaLayout::Replicated(Combine::MinU64))

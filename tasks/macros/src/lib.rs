@@ -495,8 +495,8 @@ fn expand(
         );
         result_consts.push(quote! {
             #[doc = #doc]
-            pub const #cname: #krate::Results<#rty> =
-                #krate::Results::in_area((#krate::__core::DATA_AREAS - 1 - #i) as u8);
+            pub const #cname: #krate::ResultTable<#rty> =
+                #krate::ResultTable::in_area((#krate::__core::DATA_AREAS - 1 - #i) as u8);
         });
         description.push_str(&format!(";results:{rname}:{}", quote!(#rty)));
         layout_mix.push(quote! {
