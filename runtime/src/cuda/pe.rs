@@ -236,42 +236,87 @@ struct Local {
 struct Replica {
     area: usize,
     buffer: DeviceBuffer,
-    /// The area's bytes before the run.
-    initial: Vec<u8>,
+    /// The area's bytes before the run; `None` where they were all zero (counters and result
+    /// rows): then no host copy is kept and the device copy is zeroed rather than written.
+    initial: Option<Vec<u8>>,
 }
 
 impl Replica {
+    /// This PE's copy of `src` (the area's bytes in the heap) on `gpu`.
+    fn place(gpu: &driver::Gpu, area: usize, src: &[u8]) -> Result<Replica> {
+        let buffer = DeviceBuffer::alloc(
+            gpu,
+            src.len(),
+            &format!("this PE's copy of data area {area}"),
+        )?;
+        let initial = if all_zero(src) {
+            buffer.zero()?;
+            None
+        } else {
+            buffer.write(0, src)?;
+            Some(src.to_vec())
+        };
+        Ok(Replica {
+            area,
+            buffer,
+            initial,
+        })
+    }
+
     /// Adds this PE's changes of the area into the launcher's copy in the heap at `base`.
     fn merge_into(self, layout: &HeapLayout, base: *mut u8, header: &Header) -> Result<()> {
         let (dst, len) = layout.area(base, self.area, &header.area_limits);
         let mut copy = vec![0u8; len];
         self.buffer.read(0, &mut copy)?;
-        let words = len / 8;
-        assert!(
-            (dst as usize).is_multiple_of(8),
-            "the heap aligns its data areas"
-        );
-        for w in 0..words {
-            let at = w * 8;
-            let now = u64::from_ne_bytes(copy[at..at + 8].try_into().expect("8 bytes"));
-            let was = u64::from_ne_bytes(self.initial[at..at + 8].try_into().expect("8 bytes"));
-            if now != was {
-                // SAFETY: the heap holds the area (its layout), 8-byte aligned (asserted), and
-                // every PE adds into it with atomic operations only, after every kernel ended.
-                let word = unsafe { &*(dst.add(at) as *const std::sync::atomic::AtomicU64) };
-                // Relaxed: the PE's finished state (a release store) publishes the sums.
-                word.fetch_add(now.wrapping_sub(was), AtomicOrdering::Relaxed);
-            }
-        }
-        let tail = words * 8;
-        for (i, (&now, &was)) in copy[tail..].iter().zip(&self.initial[tail..]).enumerate() {
-            if now != was {
-                // SAFETY: in the area, as above; a byte no other PE changed in a well-formed
-                // run (see the type's documentation).
-                unsafe { dst.add(tail + i).write_volatile(now) };
-            }
-        }
+        // SAFETY: the heap holds the area's `len` bytes at `dst` (its layout), and every PE adds
+        // into it with atomic operations only, after every kernel ended.
+        unsafe { add_changes(dst, &copy, self.initial.as_deref()) };
         Ok(())
+    }
+}
+
+/// Whether every byte of `bytes` is zero (eight at a time).
+fn all_zero(bytes: &[u8]) -> bool {
+    let words = bytes.chunks_exact(8);
+    let tail = words.remainder();
+    words
+        .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")))
+        .all(|w| w == 0)
+        && tail.iter().all(|&b| b == 0)
+}
+
+/// Adds `copy`'s changes against `initial` (all zero where `None`) into the `copy.len()` bytes at
+/// `dst`: word by word with atomic additions (other PEs add theirs at the same time), and bytes
+/// past the last whole word by storing the changed ones (see [`Replica`]).
+///
+/// # Safety
+/// `dst` is valid for `copy.len()` bytes, 8-byte aligned, and only changed this way meanwhile.
+unsafe fn add_changes(dst: *mut u8, copy: &[u8], initial: Option<&[u8]>) {
+    assert!(
+        (dst as usize).is_multiple_of(8),
+        "the heap aligns its data areas"
+    );
+    let was = |at: usize| initial.map_or(0, |b| b[at]);
+    let words = copy.len() / 8;
+    for w in 0..words {
+        let at = w * 8;
+        let now = u64::from_ne_bytes(copy[at..at + 8].try_into().expect("8 bytes"));
+        let before = initial.map_or(0, |b| {
+            u64::from_ne_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+        });
+        if now != before {
+            // SAFETY: in bounds and aligned (the contract); other PEs only add atomically.
+            let word = unsafe { &*(dst.add(at) as *const std::sync::atomic::AtomicU64) };
+            // Relaxed: the PE's finished state (a release store) publishes the sums.
+            word.fetch_add(now.wrapping_sub(before), AtomicOrdering::Relaxed);
+        }
+    }
+    for (at, &now) in copy.iter().enumerate().skip(words * 8) {
+        if now != was(at) {
+            // SAFETY: in bounds (the contract); a byte no other PE changed in a well-formed run
+            // (see `Replica`).
+            unsafe { dst.add(at).write_volatile(now) };
+        }
     }
 }
 
@@ -769,17 +814,11 @@ fn allocate_local(
         } else if header.area_limits[i] & AREA_WRITABLE != 0 {
             // Writable, copied (the device-API transport, or `Header::area_copies`): this PE's
             // own copy.
-            let buf = DeviceBuffer::alloc(gpu, len, &format!("this PE's copy of data area {i}"))?;
             // SAFETY: the area lies in the heap (its layout), which the launcher filled; no PE
             // changes it before every kernel ended.
-            let initial = unsafe { std::slice::from_raw_parts(src, len) }.to_vec();
-            buf.write(0, &initial)?;
-            *area = buf.ptr;
-            replicas.push(Replica {
-                area: i,
-                buffer: buf,
-                initial,
-            });
+            let replica = Replica::place(gpu, i, unsafe { std::slice::from_raw_parts(src, len) })?;
+            *area = replica.buffer.ptr;
+            replicas.push(replica);
         } else {
             let buf = DeviceBuffer::alloc(gpu, len, &format!("data area {i}"))?;
             // SAFETY: the area lies in the heap (its layout), which the launcher filled.
@@ -1005,6 +1044,40 @@ fn own_initial_tasks(topology: &Topology, pe: u32, initial_len: u64) -> std::ops
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_replica_adds_its_changes_from_zero_or_from_the_bytes_before() {
+        // 3 words and 3 tail bytes; the heap's area already holds another PE's additions.
+        let before: Vec<u8> = (0..27u8).collect();
+        for initial in [None, Some(before.as_slice())] {
+            let start = initial.map_or(vec![0u8; 27], <[u8]>::to_vec);
+            let mut copy = start.clone();
+            copy[0..8].copy_from_slice(
+                &(u64::from_ne_bytes(start[0..8].try_into().unwrap()) + 5).to_ne_bytes(),
+            );
+            copy[25] = 0xee;
+            let mut heap = vec![0u64; 4];
+            let dst = heap.as_mut_ptr() as *mut u8;
+            // SAFETY: 32 bytes, 8-byte aligned, used by this thread alone.
+            unsafe {
+                std::ptr::copy_nonoverlapping(start.as_ptr(), dst, 27);
+                *(dst as *mut u64) += 100; // another PE's addition to word 0
+                add_changes(dst, &copy, initial);
+            }
+            // SAFETY: as above.
+            let bytes = unsafe { std::slice::from_raw_parts(dst, 27) };
+            let word0 = u64::from_ne_bytes(bytes[0..8].try_into().unwrap());
+            let start0 = u64::from_ne_bytes(start[0..8].try_into().unwrap());
+            assert_eq!(word0, start0 + 105, "{initial:?}");
+            assert_eq!(
+                &bytes[8..25],
+                &start[8..25],
+                "unchanged words and bytes stay"
+            );
+            assert_eq!((bytes[25], bytes[26]), (0xee, start[26]));
+        }
+        assert!(all_zero(&[0; 13]) && !all_zero(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]));
+    }
 
     #[test]
     fn each_pe_copies_exactly_its_queues_home_ranges() {
