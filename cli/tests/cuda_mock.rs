@@ -592,6 +592,9 @@ fn the_multi_gpu_bench_runs_every_gpu_count_verified_and_writes_its_files() {
     assert!(o.status.success(), "{t}");
     // One launch per GPU of each run: (1 + 2 + 3) x 2 repetitions.
     assert_eq!(t.matches("mock: launch grid").count(), 12, "{t}");
+    // The process pays each module load once, whatever the runs: one per GPU and entry (GPU 0:
+    // one GPU's device-scope entry and several GPUs' system-scope one; GPUs 1 and 2: the latter).
+    assert_eq!(t.matches("mock: module load").count(), 4, "{t}");
     for g in 1..=3 {
         assert!(t.contains(&format!("memset    process      {g}")), "{t}");
     }
