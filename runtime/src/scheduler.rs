@@ -4,10 +4,10 @@
 use std::time::Duration;
 
 use mgws_core::{OverflowMode, RunFlags, SchedConfig, TerminationMode};
+use mgws_tasks::Registry;
 
 use crate::backend::Backend;
 use crate::error::{Error, Result};
-use mgws_tasks::Registry;
 
 /// How thieves choose victims.
 #[derive(Clone, Copy, Debug, PartialEq)]
