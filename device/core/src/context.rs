@@ -250,17 +250,14 @@ pub trait Context {
         results: crate::ResultTable<U>,
         f: impl FnOnce(&mut U) -> R,
     ) -> Result<Option<R>, TaskError> {
-        let area = results.area();
-        let len = self.area_limit(area as usize) & !AREA_WRITABLE;
-        let d = DataDescriptor::new(area, 0, len.min(u32::MAX as u64) as u32, Access::ReadWrite);
-        let (ptr, bytes) = checked(self, &d, true)?;
+        let (base, len) = checked_area(self, results.area() as usize, true)?;
         let stride = accumulator_stride(core::mem::size_of::<U>());
-        let at = self.worker_id() as usize * stride;
-        if at + core::mem::size_of::<U>() > bytes {
+        let at = self.worker_id() as u64 * stride as u64;
+        if at + core::mem::size_of::<U>() as u64 > len {
             return Err(TaskError::NoSlot);
         }
-        // SAFETY: in bounds (checked above and by `checked`).
-        let slot = unsafe { ptr.add(at) };
+        // In the area: checked above.
+        let slot = (base + at) as *mut u8;
         let (slot, _) = typed::<U>(slot, core::mem::size_of::<U>())?;
         Ok(self.leader(|| {
             // SAFETY: the slot is aligned, inside a writable area, and only this worker's lane 0
@@ -310,15 +307,7 @@ fn checked<C: Context + ?Sized>(
         (Access::Read, false) | (Access::ReadWrite, _) => {}
         _ => return Err(TaskError::WrongAccess),
     }
-    let area = d.area as usize;
-    let (base, limit) = (ctx.area(area), ctx.area_limit(area));
-    if base == 0 || limit == 0 {
-        return Err(TaskError::NoArea);
-    }
-    if write && limit & AREA_WRITABLE == 0 {
-        return Err(TaskError::WrongAccess);
-    }
-    let len = limit & !AREA_WRITABLE;
+    let (base, len) = checked_area(ctx, d.area as usize, write)?;
     let end = d
         .offset
         .checked_add(d.size as u64)
@@ -327,6 +316,23 @@ fn checked<C: Context + ?Sized>(
         return Err(TaskError::OutOfBounds);
     }
     Ok(((base + d.offset) as *mut u8, d.size as usize))
+}
+
+/// Data area `area`'s base address and length, checked: it exists, and is writable if `write`.
+#[inline(always)]
+fn checked_area<C: Context + ?Sized>(
+    ctx: &C,
+    area: usize,
+    write: bool,
+) -> Result<(u64, u64), TaskError> {
+    let (base, limit) = (ctx.area(area), ctx.area_limit(area));
+    if base == 0 || limit == 0 {
+        return Err(TaskError::NoArea);
+    }
+    if write && limit & AREA_WRITABLE == 0 {
+        return Err(TaskError::WrongAccess);
+    }
+    Ok((base, limit & !AREA_WRITABLE))
 }
 
 /// `bytes` at `ptr` as a `[U]`: aligned and a whole number of elements.
