@@ -1031,14 +1031,11 @@ impl Mirror<'_> {
 }
 
 /// The initial tasks of PE `pe`'s home ranges (`Env::initial_range` of its queues, which are
-/// contiguous).
+/// contiguous): from the first task of its first queue's share to the first of the next PE's.
 fn own_initial_tasks(topology: &Topology, pe: u32, initial_len: u64) -> std::ops::Range<usize> {
-    let queues = u64::from(topology.queues());
-    let (first, end) = (
-        u64::from(topology.first_queue[pe as usize]),
-        u64::from(topology.first_queue[pe as usize + 1]),
-    );
-    (first * initial_len / queues) as usize..(end * initial_len / queues) as usize
+    let queues = topology.queues();
+    let start_of = |q: u32| mgws_core::static_share(q, queues, initial_len).0 as usize;
+    start_of(topology.first_queue[pe as usize])..start_of(topology.first_queue[pe as usize + 1])
 }
 
 #[cfg(test)]
