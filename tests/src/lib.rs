@@ -15,7 +15,7 @@ use mgws::job::u64_bytes_mut;
 use mgws::{AreaBytes, Job, RunReport, Scheduler};
 use mgws_core::TaskError;
 use mgws_tasks::workloads::memset::{output_descriptor, verify, MemsetCheck, MemsetTask};
-use mgws_tasks::{Ctx, DataDescriptor, TaskFunctor, TaskStruct};
+use mgws_tasks::{Ctx, DataDescriptor, Pod, TaskFunctor, TaskStruct, Zeroable};
 
 /// Spawns MEMSET tasks for slots `lo..hi`: halves the range until it has at most `leaf` slots.
 #[mgws_tasks::task]
@@ -125,9 +125,10 @@ impl Queens {
     }
 }
 
-/// A node of the tree [`TreeSum`] walks: its value and its children `first..first + count`.
-#[mgws_tasks::task]
-#[derive(Debug)]
+/// A node of the tree [`TreeSum`] walks: its value and its children `first..first + count`
+/// (data the tasks read, not a task).
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C)]
 pub struct TreeNode {
     pub value: u64,
     pub first: u32,
