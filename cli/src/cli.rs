@@ -320,6 +320,12 @@ pub struct SchedArgs {
     /// Print one JSON object on stdout instead of text.
     #[arg(long, help_heading = "Output")]
     pub json: bool,
+    /// Run the workload N times in this process, each run verified and reported (under --json,
+    /// runs 2 to N in `repeats`). A GPU's context and loaded kernel are kept for the later runs,
+    /// so their set-up shows what a program that reuses its backend pays per run.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..), help_heading = "Output")]
+    pub repeat: u32,
     /// CUDA: the GPU to run on (default 0).
     #[arg(long, conflicts_with = "devices", help_heading = "CUDA")]
     pub device: Option<u32>,
@@ -731,7 +737,14 @@ pub fn outcome_json(outcome: &Outcome, sched: &Scheduler) -> serde_json::Value {
         "lanes": r.lanes,
         "tasks": r.tasks_run,
         "setup_s": r.setup_s,
+        "setup": {
+            "open_s": r.setup.open_s,
+            "module_s": r.setup.module_s,
+            "memory_s": r.setup.memory_s,
+            "launch_s": r.setup.launch_s,
+        },
         "elapsed_s": r.elapsed_s,
+        "finish_s": r.finish_s,
         "tasks_per_s": r.tasks_per_s(),
         "verified": outcome.verified,
         "check": outcome.check,
@@ -767,7 +780,7 @@ pub fn outcome_text(outcome: &Outcome) -> String {
     let _ = writeln!(
         s,
         "{} on {} backend: {} workers x {} lanes, {} tasks in {:.4} s = {:.3e} tasks/s \
-         (set-up before it {:.4} s)",
+         (set-up before it {:.4} s, finish after it {:.4} s)",
         outcome.workload,
         r.backend,
         r.workers,
@@ -775,7 +788,14 @@ pub fn outcome_text(outcome: &Outcome) -> String {
         r.tasks_run,
         r.elapsed_s,
         r.tasks_per_s(),
-        r.setup_s
+        r.setup_s,
+        r.finish_s
+    );
+    let t = &r.setup;
+    let _ = writeln!(
+        s,
+        "set-up: open {:.4} s, kernel module {:.4} s, memory {:.4} s, launch {:.4} s",
+        t.open_s, t.module_s, t.memory_s, t.launch_s
     );
     let _ = writeln!(s, "result: {}", outcome.result);
     if let Some(idle) = r.idle_share().filter(|_| r.workers > 1) {
@@ -846,6 +866,7 @@ pub fn main_with(cli: Cli) -> Result<i32> {
             workload.sched_mut().show_progress = true;
             let baselines = std::mem::take(&mut workload.sched_mut().baselines);
             let json = workload.sched_mut().json;
+            let repeat = workload.sched_mut().repeat;
             let (outcome, sched) = run_workload(&workload)?;
             let mut code = outcome_code(&outcome);
             let mut main = if json {
@@ -854,6 +875,19 @@ pub fn main_with(cli: Cli) -> Result<i32> {
                 output::emit(&outcome_text(&outcome))?;
                 serde_json::Value::Null
             };
+            let mut repeats = Vec::new();
+            for _ in 1..repeat {
+                let (o, s) = run_workload(&workload)?;
+                code = code.max(outcome_code(&o));
+                if json {
+                    repeats.push(outcome_json(&o, &s));
+                } else {
+                    output::emit(&outcome_text(&o))?;
+                }
+            }
+            if json && !repeats.is_empty() {
+                main["repeats"] = repeats.into();
+            }
             // Baselines: the same workload, built and verified the same way, in this process, on
             // the same kind of device (`auto` resolved once, by the main run).
             let on_gpu = !baselines.is_empty() && workload.on_gpu()?;

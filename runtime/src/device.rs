@@ -123,6 +123,12 @@ pub trait Device {
     /// The name runs on this device report as their backend.
     fn name(&self) -> &'static str;
 
+    /// Seconds that opening this device spent loading kernel modules (JIT compiles included;
+    /// 0 where it loaded none, or found them loaded): [`crate::SetupTimes::module_s`].
+    fn module_load_s(&self) -> f64 {
+        0.0
+    }
+
     /// Sizes the grid for `sched`: the workers the device runs (it may refuse more than fit at
     /// once), their topology, lanes, and the scope of the orchestration atomics.
     fn size_grid(&mut self, sched: &Scheduler) -> Result<Grid>;

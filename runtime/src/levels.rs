@@ -19,7 +19,7 @@ use mgws_core::RunError;
 use crate::device::{Grid, Running, Supervised};
 use crate::error::{Error, Result};
 use crate::job::Job;
-use crate::report::{RunReport, WorkerReport};
+use crate::report::{RunReport, SetupTimes, WorkerReport};
 use crate::scheduler::Scheduler;
 
 /// What a device placed for a level run.
@@ -84,6 +84,7 @@ pub fn run<D: LevelDevice>(
     opened: Instant,
 ) -> Result<RunReport> {
     job.validate()?;
+    let placing = Instant::now();
     let plan = device.place(sched, &mut job)?;
     let name = device.name();
     let span = tracing::info_span!(
@@ -99,7 +100,11 @@ pub fn run<D: LevelDevice>(
     let mut tasks_run = 0u64;
     let mut level = 0u32;
     let start = Instant::now();
-    let setup_s = start.duration_since(opened).as_secs_f64();
+    let setup = SetupTimes {
+        open_s: placing.duration_since(opened).as_secs_f64(),
+        memory_s: start.duration_since(placing).as_secs_f64(),
+        ..SetupTimes::default()
+    };
     while frontier > 0 {
         // The supervisor watches each level: a level that stops making progress is a hang.
         let supervised = device.launch_level(level, frontier, |live| {
@@ -136,14 +141,17 @@ pub fn run<D: LevelDevice>(
         level += 1;
     }
     let elapsed_s = start.elapsed().as_secs_f64();
+    let finishing = Instant::now();
     let per_worker = device.read_back(&mut job)?;
     tracing::info!(levels = level, tasks_run, elapsed_s, "level run finished");
     Ok(RunReport {
         backend: name.into(),
         workers: plan.grid.config.workers,
         lanes: plan.grid.lanes,
-        setup_s,
+        setup_s: setup.total(),
+        setup,
         elapsed_s,
+        finish_s: finishing.elapsed().as_secs_f64(),
         tasks_run,
         per_worker,
     })

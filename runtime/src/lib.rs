@@ -106,7 +106,7 @@ pub use {
     error::{Error, Result},
     job::{AreaBytes, Job},
     mgws_core::{OverflowMode, TerminationMode},
-    report::{RunReport, WorkerReport},
+    report::{RunReport, SetupTimes, WorkerReport},
     rows::PerWorker,
     scheduler::{
         Chaos, Scheduler, SchedulerBuilder, VictimPolicy, DEFAULT_LOCAL_FIRST_TRIES,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::device::{Device, Grid, Running, Supervised};
 use crate::error::{Error, Result};
 use crate::job::Job;
-use crate::report::{HangReport, RunReport, WorkerHangState, WorkerReport};
+use crate::report::{HangReport, RunReport, SetupTimes, WorkerHangState, WorkerReport};
 use crate::scheduler::{RunProgress, Scheduler, STUCK_GRACE};
 use crate::watchdog::Watchdog;
 
@@ -20,6 +20,7 @@ pub fn run<D: Device>(
     opened: Instant,
 ) -> Result<RunReport> {
     job.validate()?;
+    let placing = Instant::now();
     let grid = device.size_grid(sched)?;
     grid.config.validate()?;
     let placed = device.place(&grid, &mut job)?;
@@ -31,7 +32,7 @@ pub fn run<D: Device>(
         tasks = job.tasks.len()
     );
     let _enter = span.enter();
-    let setup_s = opened.elapsed().as_secs_f64();
+    let placed_at = Instant::now();
     match device.launch(&grid, &placed, |live| supervise(live, sched, &grid))? {
         Supervised::Done => {}
         Supervised::Failed(e) => return Err(e),
@@ -42,7 +43,10 @@ pub fn run<D: Device>(
             return Err(e);
         }
     }
+    let finishing = Instant::now();
     let back = device.read_back(&grid, &placed, &mut job)?;
+    drop(placed);
+    let finish_s = finishing.elapsed().as_secs_f64();
     if let Some(e) = back.error {
         return Err(e.into());
     }
@@ -70,13 +74,22 @@ pub fn run<D: Device>(
             per_worker.iter().map(|w| w.tasks_run).sum()
         }
     });
+    let module_s = device.module_load_s();
+    let setup = SetupTimes {
+        open_s: (placing.duration_since(opened).as_secs_f64() - module_s).max(0.0),
+        module_s,
+        memory_s: placed_at.duration_since(placing).as_secs_f64(),
+        launch_s: back.launch_s,
+    };
     tracing::info!(elapsed_s = back.elapsed_s, tasks_run, "run finished");
     Ok(RunReport {
         backend: device.name().into(),
         workers,
         lanes: grid.lanes,
-        setup_s: setup_s + back.launch_s,
+        setup_s: setup.total(),
+        setup,
         elapsed_s: back.elapsed_s,
+        finish_s,
         tasks_run,
         per_worker,
     })

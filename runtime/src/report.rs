@@ -77,17 +77,51 @@ pub struct RunReport {
     pub lanes: u32,
     /// Wall time before the scheduling phase: opening the device (on a GPU: contexts, module
     /// loads, JIT compiles on first use), sizing the grid, allocating and copying the job in,
-    /// and on GPUs the launch calls, which happen behind a closed launch gate.
+    /// and on GPUs the launch calls, which happen behind a closed launch gate. The sum of
+    /// [`RunReport::setup`]'s parts.
     pub setup_s: f64,
+    /// [`RunReport::setup_s`] part by part.
+    pub setup: SetupTimes,
     /// Wall time of the scheduling phase alone (no allocation or copies).
     pub elapsed_s: f64,
+    /// Wall time after the scheduling phase: reading the results back and freeing the run's
+    /// memory.
+    pub finish_s: f64,
     /// Tasks executed, initial and spawned.
     pub tasks_run: u64,
     /// Each worker's statistics.
     pub per_worker: Vec<WorkerReport>,
 }
 
+/// Where a run's set-up time went, in seconds of wall time. A device opened once per process
+/// (a GPU's context, a JIT-compiled module) costs its first run alone.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct SetupTimes {
+    /// Opening the device apart from its modules: on a GPU the driver, the contexts, the
+    /// streams and the kernel text's checks.
+    pub open_s: f64,
+    /// Loading the kernel modules (a JIT compile on first use in the process).
+    pub module_s: f64,
+    /// Sizing the grid, allocating the run's memory and copying the job in.
+    pub memory_s: f64,
+    /// The launch calls, up to the moment every worker may start.
+    pub launch_s: f64,
+}
+
+impl SetupTimes {
+    /// The parts' sum: [`RunReport::setup_s`].
+    pub fn total(&self) -> f64 {
+        self.open_s + self.module_s + self.memory_s + self.launch_s
+    }
+}
+
 impl RunReport {
+    /// Wall time of the whole run: set-up, scheduling phase and finish.
+    pub fn wall_s(&self) -> f64 {
+        self.setup_s + self.elapsed_s + self.finish_s
+    }
+
     /// Tasks executed per second of [`RunReport::elapsed_s`].
     pub fn tasks_per_s(&self) -> f64 {
         self.tasks_run as f64 / self.elapsed_s.max(1e-12)
@@ -247,7 +281,9 @@ mod tests {
             workers: 3,
             lanes: 1,
             setup_s: 0.0,
+            setup: SetupTimes::default(),
             elapsed_s: 3e-3,
+            finish_s: 0.0,
             tasks_run: 0,
             per_worker: vec![
                 worker(0, Some(300_000)),

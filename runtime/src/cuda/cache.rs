@@ -11,12 +11,10 @@
 //! Entries live until the process exits: a module is valid only while its context is, and a
 //! kernel that ignored an abort may still use both (see `persistent::Supervised::Leak`).
 
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::driver::{Gpu, Module};
-use super::ptx::PtxSource;
+use super::ptx::EntryPtx;
 use crate::error::Result;
 
 /// Which module: the GPU, a digest and the length of the PTX text, and the register cap.
@@ -52,12 +50,11 @@ pub fn gpu(ordinal: u32) -> Result<Arc<Gpu>> {
 
 /// `src` JIT-compiled for `gpu` with `max_registers` (compiled on first use; the driver's own
 /// JIT cache, `CUDA_CACHE_PATH`, keeps the compiled code for later processes).
-pub fn module(gpu: &Gpu, src: &PtxSource, max_registers: Option<u32>) -> Result<Arc<Module>> {
-    let mut h = DefaultHasher::new();
-    src.text.hash(&mut h);
+pub fn module(gpu: &Gpu, ptx: &EntryPtx, max_registers: Option<u32>) -> Result<Arc<Module>> {
+    let src = &ptx.src;
     let key = ModuleKey {
         ordinal: gpu.ordinal,
-        digest: h.finish(),
+        digest: ptx.digest,
         len: src.text.len(),
         max_registers,
     };

@@ -78,6 +78,10 @@ impl<R: Registry + TaskExecutor<TaskStruct> + Sync> Device for MixedDevice<'_, R
         "cuda+cpu"
     }
 
+    fn module_load_s(&self) -> f64 {
+        self.gpu.module_load_s()
+    }
+
     fn size_grid(&mut self, sched: &Scheduler) -> Result<Grid> {
         let gpu = self.gpu.size_grid(sched)?;
         crate::cpu::check_bridged(&gpu.config)?;

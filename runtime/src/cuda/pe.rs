@@ -328,7 +328,7 @@ fn set_window(s: &Session, gpu: &driver::Gpu, window: &PeWindow) -> Result<()> {
         Error::BackendUnavailable(format!(
             "{} has no global `{global}`: it was not built with `cargo xtask ptx --nvshmem` from \
              this version of mgws",
-            s.ptx.origin
+            s.ptx.src.origin
         ))
     })?;
     if bytes != size_of::<PeWindow>() {

@@ -117,6 +117,10 @@ impl Device for CudaDevice<'_> {
         self.b.kernel.backend_name()
     }
 
+    fn module_load_s(&self) -> f64 {
+        self.s.module_load_s
+    }
+
     fn size_grid(&mut self, sched: &Scheduler) -> Result<Grid> {
         let lanes = sched.lanes;
         let grid = size_grid(

@@ -10,7 +10,11 @@
 //! `mgws_<name>_fingerprint`; [`check_fingerprint`] refuses a module whose fingerprint for the
 //! run's registry differs, or that has none.
 
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::SystemTime;
 
 use mgws_tasks::Registry;
 
@@ -37,14 +41,121 @@ pub struct PtxSource {
 
 /// The PTX of a run of registry `R`: `explicit` if given, else `R::KERNEL_PTX`, else the search
 /// of [`resolve`]. Checks the fingerprint against `R` before anything is loaded.
-pub fn source<R: Registry>(explicit: Option<&Path>) -> Result<PtxSource> {
-    let src = match (explicit, R::KERNEL_PTX) {
-        (Some(path), _) => from_file(&resolve(Some(path))?)?,
-        (None, Some(text)) => embedded::<R>(text)?,
-        (None, None) => from_file(&resolve(None)?)?,
+///
+/// Read and checked once per process: later runs find it in a cache keyed by the file's path,
+/// length and modification time (a rebuilt file is read again) or by the embedded text.
+pub fn source<R: Registry>(explicit: Option<&Path>) -> Result<Arc<PtxSource>> {
+    let origin = TextOrigin::of::<R>(explicit)?;
+    let key = (origin.clone(), R::FINGERPRINT);
+    if let Some(src) = lookup(&SOURCES, &key) {
+        return Ok(src);
+    }
+    let src = match origin {
+        TextOrigin::File { path, .. } => from_file(&path)?,
+        TextOrigin::Embedded { .. } => embedded::<R>(R::KERNEL_PTX.unwrap_or_default())?,
     };
     check_fingerprint::<R>(&src.text, &src.origin)?;
-    Ok(src)
+    Ok(remember(&SOURCES, key, Arc::new(src)))
+}
+
+/// Registry `R`'s PTX ([`source`]) pruned to the one entry a run launches
+/// ([`prune_to_entry`]), with a digest of the pruned text for the module cache. Pruned once per
+/// process and entry.
+pub fn entry_source<R: Registry>(explicit: Option<&Path>, entry: &str) -> Result<Arc<EntryPtx>> {
+    let key = (
+        TextOrigin::of::<R>(explicit)?,
+        R::FINGERPRINT,
+        entry.to_owned(),
+    );
+    if let Some(e) = lookup(&ENTRIES, &key) {
+        return Ok(e);
+    }
+    let full = source::<R>(explicit)?;
+    let Some(text) = prune_to_entry(&full.text, entry) else {
+        return Err(Error::BackendUnavailable(format!(
+            "{} has no kernel `{entry}` (registry {}); rebuild it with `cargo xtask ptx` (or the \
+             registry's build script) from this version of mgws",
+            full.origin,
+            R::NAME
+        )));
+    };
+    let mut h = DefaultHasher::new();
+    text.hash(&mut h);
+    let e = EntryPtx {
+        digest: h.finish(),
+        src: PtxSource {
+            text,
+            origin: full.origin.clone(),
+        },
+    };
+    Ok(remember(&ENTRIES, key, Arc::new(e)))
+}
+
+/// One entry's PTX ([`entry_source`]).
+#[derive(Debug)]
+pub struct EntryPtx {
+    /// The pruned text and where its module came from.
+    pub src: PtxSource,
+    /// A hash of the pruned text.
+    pub digest: u64,
+}
+
+/// Where a kernel text comes from, as the caches tell texts apart.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum TextOrigin {
+    /// A file, with its length and modification time when it was looked at.
+    File {
+        path: PathBuf,
+        len: u64,
+        modified: Option<SystemTime>,
+    },
+    /// A registry's embedded text (`'static`: its address names it).
+    Embedded { addr: usize, len: usize },
+}
+
+impl TextOrigin {
+    /// Where [`source`] takes registry `R`'s PTX from; only looks at the file's metadata.
+    fn of<R: Registry>(explicit: Option<&Path>) -> Result<TextOrigin> {
+        if let (None, Some(text)) = (explicit, R::KERNEL_PTX) {
+            return Ok(TextOrigin::Embedded {
+                addr: text.as_ptr() as usize,
+                len: text.len(),
+            });
+        }
+        let path = resolve(explicit)?;
+        let meta = std::fs::metadata(&path).map_err(|source| Error::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Ok(TextOrigin::File {
+            path,
+            len: meta.len(),
+            modified: meta.modified().ok(),
+        })
+    }
+}
+
+type SourceKey = (TextOrigin, u64);
+type EntryKey = (TextOrigin, u64, String);
+
+/// Checked sources by origin and registry fingerprint, and pruned entries by origin,
+/// fingerprint and entry; both live until the process exits.
+static SOURCES: Mutex<Vec<(SourceKey, Arc<PtxSource>)>> = Mutex::new(Vec::new());
+static ENTRIES: Mutex<Vec<(EntryKey, Arc<EntryPtx>)>> = Mutex::new(Vec::new());
+
+fn lookup<K: PartialEq, V>(cache: &Mutex<Vec<(K, Arc<V>)>>, key: &K) -> Option<Arc<V>> {
+    let held = cache.lock().unwrap_or_else(PoisonError::into_inner);
+    held.iter().find(|(k, _)| k == key).map(|(_, v)| Arc::clone(v))
+}
+
+/// Adds `value` under `key` unless another thread did first; returns the cached value.
+fn remember<K: PartialEq, V>(cache: &Mutex<Vec<(K, Arc<V>)>>, key: K, value: Arc<V>) -> Arc<V> {
+    let mut held = cache.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, v)) = held.iter().find(|(k, _)| *k == key) {
+        return Arc::clone(v);
+    }
+    held.push((key, Arc::clone(&value)));
+    value
 }
 
 fn from_file(path: &Path) -> Result<PtxSource> {

@@ -8,7 +8,7 @@ use mgws_tasks::Registry;
 
 use super::driver::{self, Attr, DeviceBuffer, Function, Gpu, HostBuffer, Module, Stream};
 use super::plan::{self, Param, Placement};
-use super::ptx::PtxSource;
+use super::ptx::EntryPtx;
 use super::{cache, CudaBackend};
 use crate::error::{Error, Result};
 
@@ -19,8 +19,8 @@ pub struct Session {
     pub modules: Vec<Arc<Module>>,
     /// A non-blocking control stream per GPU (copies while kernels run).
     pub controls: Vec<Stream>,
-    /// The PTX text and where it came from.
-    pub ptx: PtxSource,
+    /// The entry's PTX text and where it came from (shared with the process's cache).
+    pub ptx: Arc<EntryPtx>,
     /// Run devices first (`0..run_devices`), then GPUs that only hold remote-placed memory
     /// (shared with the process's GPU cache).
     pub gpus: Vec<Arc<Gpu>>,
@@ -28,6 +28,8 @@ pub struct Session {
     /// For each run device, the index in `gpus` of the GPU whose memory holds its queues
     /// (itself unless the placement is remote).
     pub homes: Vec<usize>,
+    /// Seconds the slowest GPU spent loading its module (0 where the process had it loaded).
+    pub module_load_s: f64,
 }
 
 impl Session {
@@ -54,8 +56,8 @@ impl Session {
         Self::open_with::<R>(b, lanes, entry, true, |gpu, ptx, cap| {
             Module::link(
                 gpu,
-                &ptx.text,
-                &ptx.origin,
+                &ptx.src.text,
+                &ptx.src.origin,
                 cap,
                 &code.wrappers,
                 &code.library,
@@ -94,7 +96,7 @@ impl Session {
         lanes: u32,
         entry: &str,
         device_api: bool,
-        load: impl Fn(&Gpu, &PtxSource, Option<u32>) -> Result<Arc<Module>> + Sync,
+        load: impl Fn(&Gpu, &EntryPtx, Option<u32>) -> Result<Arc<Module>> + Sync,
     ) -> Result<Session> {
         driver::init()?;
         let visible = driver::device_count()?;
@@ -110,37 +112,26 @@ impl Session {
                 "GPU {d} does not exist: {visible} GPU(s) visible"
             )));
         }
-        let full = super::ptx::source::<R>(b.ptx.as_deref())?;
-        let ptx = match super::ptx::prune_to_entry(&full.text, entry) {
-            Some(text) => super::ptx::PtxSource {
-                text,
-                origin: full.origin,
-            },
-            None => {
-                return Err(Error::BackendUnavailable(format!(
-                    "{} has no kernel `{entry}` (registry {}); rebuild it with `cargo xtask ptx` \
-                     (or the registry's build script) from this version of mgws",
-                    full.origin,
-                    R::NAME
-                )))
-            }
-        };
-        super::nvshmem_link::check_transport(&ptx.text, &ptx.origin, device_api)?;
+        let ptx = super::ptx::entry_source::<R>(b.ptx.as_deref(), entry)?;
+        super::nvshmem_link::check_transport(&ptx.src.text, &ptx.src.origin, device_api)?;
         // Each GPU opens (context retain) and compiles its module on a thread of its own, so
         // that the set-up of several GPUs takes about as long as that of one.
         let cap = b.register_cap::<R>(lanes);
         let opened = super::on_each_thread(&devices, |&d| {
             let gpu = cache::gpu(d)?;
             check_gpu(&gpu)?;
+            let loading = std::time::Instant::now();
             let module = load(&gpu, &ptx, cap)?;
-            Ok((gpu, module))
+            Ok((gpu, module, loading.elapsed().as_secs_f64()))
         });
         let mut gpus = Vec::new();
         let mut modules = Vec::new();
+        let mut module_load_s = 0.0f64;
         for result in opened {
-            let (gpu, module) = result?;
+            let (gpu, module, load_s) = result?;
             modules.push(module);
             gpus.push(gpu);
+            module_load_s = module_load_s.max(load_s);
         }
         let run_devices = gpus.len();
         let mut homes: Vec<usize> = (0..run_devices).collect();
@@ -167,13 +158,14 @@ impl Session {
             gpus,
             run_devices,
             homes,
+            module_load_s,
         })
     }
 
     /// The kernel `name` on every run device, after checking its parameters against `params`.
     pub fn functions(&self, name: &str, params: &[Param]) -> Result<Vec<Function>> {
-        let origin = &self.ptx.origin;
-        if !plan::check_entry(&self.ptx.text, origin, name, params)? {
+        let origin = &self.ptx.src.origin;
+        if !plan::check_entry(&self.ptx.src.text, origin, name, params)? {
             return Err(Error::BackendUnavailable(format!(
                 "{origin} has no kernel `{name}`; rebuild it with `cargo xtask ptx` from a tree \
                  whose kernel crate defines it"
