@@ -9,6 +9,8 @@ fn main() {
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_env("MGWS_LOG"))
+        // Each span's time when it closes: where set-up goes (`MGWS_LOG=mgws=debug`).
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
         .with_writer(std::io::stderr)
         .with_ansi(colour)
         .init();

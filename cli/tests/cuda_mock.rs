@@ -1474,3 +1474,42 @@ fn gpu_pes_that_hang_in_their_teardown_after_finishing_do_not_fail_the_run() {
     assert!(!t.contains("watchdog"), "{t}");
     assert!(start.elapsed() < Duration::from_secs(10), "{t}");
 }
+
+#[test]
+fn later_runs_in_one_process_reuse_the_first_runs_small_allocations() {
+    let allocs = |repeat: &str| {
+        let o = mgws_with_env(
+            "memset",
+            2,
+            "mock.ptx",
+            &[
+                "--tasks",
+                "4096",
+                "--devices",
+                "0,1",
+                "--workers",
+                "8",
+                "--repeat",
+                repeat,
+            ],
+            &[("MOCK_CUDA_TRACE_ALLOCS", "1")],
+        );
+        let t = text(&o);
+        assert!(o.status.success(), "{t}");
+        assert_eq!(
+            t.matches("verified: yes").count(),
+            repeat.parse::<usize>().unwrap(),
+            "{t}"
+        );
+        (
+            t.matches("mock: alloc").count(),
+            t.matches("mock: free").count(),
+        )
+    };
+    let (one, freed_one) = allocs("1");
+    let (three, freed_three) = allocs("3");
+    assert!(one > 0);
+    // Each allocation of the first run is kept and taken again by the next two; none is freed.
+    assert_eq!(three, one, "allocations of 3 runs against 1");
+    assert_eq!((freed_one, freed_three), (0, 0));
+}

@@ -347,7 +347,10 @@ impl SchedulerBuilder {
             termination: self.config.termination_mode(),
             overflow: self.config.overflow_mode(),
         };
-        let d = backend.defaults::<R>(c.lanes, c.local_capacity, c.workers, options)?;
+        let d = {
+            let _span = tracing::debug_span!("mgws.backend_defaults").entered();
+            backend.defaults::<R>(c.lanes, c.local_capacity, c.workers, options)?
+        };
         self.config.workers = d.workers;
         self.lanes = d.lanes;
         self.config.local_capacity = d.local_capacity;

@@ -21,7 +21,7 @@
  * the env's pointers into the window through the mock NVSHMEM's nvshmem_ptr, as its device calls
  * would, and in "memset" mode each PE runs its share of the tasks into its own copy of area 0.
  *
- * MOCK_CUDA_GPUS sets the number of GPUs (default 1); MOCK_CUDA_HOST_ATOMICS the value of
+ * MOCK_CUDA_GPUS sets the number of GPUs (default 1); MOCK_CUDA_TRACE_ALLOCS prints every allocation and free; MOCK_CUDA_HOST_ATOMICS the value of
  * HOST_NATIVE_ATOMIC_SUPPORTED (default 0), MOCK_CUDA_P2P_ATOMICS the P2P native-atomic attribute
  * (default 1). Every launch's grid and the env it got are printed to stderr as "mock: ...".
  *
@@ -269,10 +269,23 @@ CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction f, int t
     return OK;
 }
 
-CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) { *p = (CUdeviceptr)malloc(n); return *p ? OK : 2; }
-CUresult cuMemFree_v2(CUdeviceptr p) { free((void *)p); return OK; }
-CUresult cuMemHostAlloc(void **p, size_t n, unsigned f) { (void)f; *p = malloc(n); return *p ? OK : 2; }
-CUresult cuMemFreeHost(void *p) { free(p); return OK; }
+/* MOCK_CUDA_TRACE_ALLOCS set: every allocation and free is printed ("mock: alloc device 4096"). */
+static void trace_alloc(const char *what, size_t n) {
+    if (getenv("MOCK_CUDA_TRACE_ALLOCS")) fprintf(stderr, "mock: %s %zu\n", what, n);
+}
+CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
+    trace_alloc("alloc device", n);
+    *p = (CUdeviceptr)malloc(n);
+    return *p ? OK : 2;
+}
+CUresult cuMemFree_v2(CUdeviceptr p) { trace_alloc("free device", 0); free((void *)p); return OK; }
+CUresult cuMemHostAlloc(void **p, size_t n, unsigned f) {
+    (void)f;
+    trace_alloc("alloc host", n);
+    *p = malloc(n);
+    return *p ? OK : 2;
+}
+CUresult cuMemFreeHost(void *p) { trace_alloc("free host", 0); free(p); return OK; }
 CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned f) {
     (void)f;
     *d = (CUdeviceptr)p;

@@ -39,7 +39,10 @@ pub fn gpu(ordinal: u32) -> Result<Arc<Gpu>> {
     if let Some(g) = find(&GPUS.lock().unwrap_or_else(PoisonError::into_inner)) {
         return Ok(g);
     }
-    let opened = Arc::new(Gpu::open(ordinal)?);
+    let opened = {
+        let _span = tracing::debug_span!("cuda.open_gpu", ordinal).entered();
+        Arc::new(Gpu::open(ordinal)?)
+    };
     let mut gpus = GPUS.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(g) = find(&gpus) {
         return Ok(g);
@@ -67,8 +70,12 @@ pub fn module(gpu: &Gpu, ptx: &EntryPtx, max_registers: Option<u32>) -> Result<A
     if let Some(m) = find(&MODULES.lock().unwrap_or_else(PoisonError::into_inner)) {
         return Ok(m);
     }
-    tracing::debug!(gpu = gpu.ordinal, origin = %src.origin, "JIT-compiling the kernel PTX");
-    let loaded = Arc::new(Module::load(gpu, &src.text, &src.origin, max_registers)?);
+    let loaded = {
+        let _span =
+            tracing::debug_span!("cuda.module_load", gpu = gpu.ordinal, origin = %src.origin)
+                .entered();
+        Arc::new(Module::load(gpu, &src.text, &src.origin, max_registers)?)
+    };
     let mut modules = MODULES.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(m) = find(&modules) {
         return Ok(m);

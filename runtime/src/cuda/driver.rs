@@ -22,6 +22,7 @@ use std::ffi::{c_void, CStr, CString};
 use cudarc::driver::result::{self, DriverError};
 use cudarc::driver::sys::{self, CUresult};
 
+use super::pool;
 use crate::error::{Error, Result};
 
 pub use sys::{
@@ -113,6 +114,7 @@ fn ok<T>(r: std::result::Result<T, DriverError>, what: impl FnOnce() -> String) 
 
 /// Loads libcuda and initialises the driver. Errors are [`Error::BackendUnavailable`].
 pub fn init() -> Result<()> {
+    let _span = tracing::debug_span!("cuda.init").entered();
     // SAFETY: only tries to dlopen the library under its usual names.
     if !unsafe { sys::is_culib_present() } {
         return Err(Error::BackendUnavailable(
@@ -274,6 +276,8 @@ impl Gpu {
         if bytes <= current {
             return Ok(());
         }
+        let _span =
+            tracing::debug_span!("cuda.reserve_local_memory", gpu = self.ordinal, bytes).entered();
         ok(result::ctx::set_limit(limit, bytes), || {
             format!(
                 "reserving {bytes} bytes of local memory per thread on GPU {} \
@@ -321,6 +325,9 @@ pub struct DeviceBuffer {
     ctx: sys::CUcontext,
     /// Whether dropping the buffer frees it (false for [`DeviceBuffer::borrowed`]).
     owned: bool,
+    /// The size class it was allocated with, where the process keeps it for later runs
+    /// ([`pool`]).
+    class: Option<usize>,
 }
 
 impl DeviceBuffer {
@@ -329,7 +336,27 @@ impl DeviceBuffer {
     /// `what` names the buffer and the setting that sized it: a size beyond the GPU's free
     /// memory is an [`crate::Error::OutOfMemory`] with both sizes, before anything is allocated.
     pub fn alloc(gpu: &Gpu, bytes: usize, what: &str) -> Result<DeviceBuffer> {
-        let (free, _total) = gpu.mem_info()?;
+        let owner = pool::Owner::Device(gpu.ctx as usize);
+        let class = pool::class(bytes);
+        if let Some(ptr) = class.and_then(|c| pool::take(owner, c)) {
+            return Ok(DeviceBuffer {
+                ptr,
+                bytes,
+                ctx: gpu.ctx,
+                owned: true,
+                class,
+            });
+        }
+        let mut free = gpu.mem_info()?.0;
+        if bytes > free {
+            // What this process keeps of its GPU's memory goes first.
+            gpu.make_current()?;
+            for ptr in pool::drain(owner) {
+                // SAFETY: kept allocations are unused and owned by nobody else.
+                let _ = unsafe { result::free_sync(ptr) };
+            }
+            free = gpu.mem_info()?.0;
+        }
         if bytes > free {
             return Err(crate::Error::OutOfMemory {
                 what: what.to_string(),
@@ -339,19 +366,23 @@ impl DeviceBuffer {
             });
         }
         gpu.make_current()?;
-        // SAFETY: the memory is only ever accessed as bytes; freed in Drop.
-        let ptr = ok(unsafe { result::malloc_sync(bytes.max(1)) }, || {
-            format!(
-                "allocating {what} ({}) on GPU {}",
-                human_bytes(bytes),
-                gpu.ordinal
-            )
-        })?;
+        // SAFETY: the memory is only ever accessed as bytes; freed (or kept) in Drop.
+        let ptr = ok(
+            unsafe { result::malloc_sync(class.unwrap_or(bytes).max(1)) },
+            || {
+                format!(
+                    "allocating {what} ({}) on GPU {}",
+                    human_bytes(bytes),
+                    gpu.ordinal
+                )
+            },
+        )?;
         Ok(DeviceBuffer {
             ptr,
             bytes,
             ctx: gpu.ctx,
             owned: true,
+            class,
         })
     }
 
@@ -368,6 +399,7 @@ impl DeviceBuffer {
             bytes,
             ctx: gpu.ctx,
             owned: false,
+            class: None,
         }
     }
 
@@ -445,6 +477,10 @@ impl Drop for DeviceBuffer {
         if !self.owned {
             return;
         }
+        let owner = pool::Owner::Device(self.ctx as usize);
+        if self.class.is_some_and(|c| pool::give(owner, c, self.ptr)) {
+            return;
+        }
         // SAFETY: frees what `alloc` allocated, once; errors are ignored (the context may be
         // dead).
         unsafe {
@@ -459,6 +495,9 @@ impl Drop for DeviceBuffer {
 pub struct HostBuffer {
     pub host: *mut u8,
     pub bytes: usize,
+    /// The size class it was allocated with, where the process keeps it for later runs
+    /// ([`pool`]).
+    class: Option<usize>,
 }
 
 // SAFETY: the buffer is plain memory; concurrent access follows the protocols of its users.
@@ -467,25 +506,32 @@ unsafe impl Send for HostBuffer {}
 impl HostBuffer {
     /// `bytes` of zeroed, mapped, pinned host memory (a context must be current).
     pub fn alloc(bytes: usize, what: &str) -> Result<HostBuffer> {
-        // SAFETY: returns a host pointer to at least `bytes` bytes; freed in Drop.
-        let p = ok(
-            unsafe {
-                result::malloc_host(
-                    bytes.max(1),
-                    sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP,
-                )
-            },
-            || {
-                format!(
-                    "allocating {what} ({}) in pinned host memory",
-                    human_bytes(bytes)
-                )
-            },
-        )?;
-        let host = p as *mut u8;
+        let class = pool::class(bytes);
+        let host = match class.and_then(|c| pool::take(pool::Owner::Host, c)) {
+            Some(addr) => addr as *mut u8,
+            None => {
+                // SAFETY: returns a host pointer to at least the size asked for; freed (or kept)
+                // in Drop.
+                let p = ok(
+                    unsafe {
+                        result::malloc_host(
+                            class.unwrap_or(bytes).max(1),
+                            sys::CU_MEMHOSTALLOC_PORTABLE | sys::CU_MEMHOSTALLOC_DEVICEMAP,
+                        )
+                    },
+                    || {
+                        format!(
+                            "allocating {what} ({}) in pinned host memory",
+                            human_bytes(bytes)
+                        )
+                    },
+                )?;
+                p as *mut u8
+            }
+        };
         // SAFETY: the allocation holds at least `bytes` bytes.
         unsafe { std::ptr::write_bytes(host, 0, bytes) };
-        Ok(HostBuffer { host, bytes })
+        Ok(HostBuffer { host, bytes, class })
     }
 
     /// The address kernels of `gpu` use for this memory.
@@ -530,6 +576,12 @@ impl HostBuffer {
 
 impl Drop for HostBuffer {
     fn drop(&mut self) {
+        if self
+            .class
+            .is_some_and(|c| pool::give(pool::Owner::Host, c, self.host as u64))
+        {
+            return;
+        }
         // SAFETY: frees what `alloc` allocated, once; errors are ignored.
         let _ = unsafe { result::free_host(self.host as *mut c_void) };
     }

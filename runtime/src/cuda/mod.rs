@@ -35,6 +35,7 @@ pub(crate) mod pe;
 mod persistent;
 pub(crate) mod plan;
 mod poll;
+mod pool;
 pub mod ptx;
 mod session;
 mod split;

@@ -145,7 +145,9 @@ static ENTRIES: Mutex<Vec<(EntryKey, Arc<EntryPtx>)>> = Mutex::new(Vec::new());
 
 fn lookup<K: PartialEq, V>(cache: &Mutex<Vec<(K, Arc<V>)>>, key: &K) -> Option<Arc<V>> {
     let held = cache.lock().unwrap_or_else(PoisonError::into_inner);
-    held.iter().find(|(k, _)| k == key).map(|(_, v)| Arc::clone(v))
+    held.iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| Arc::clone(v))
 }
 
 /// Adds `value` under `key` unless another thread did first; returns the cached value.
