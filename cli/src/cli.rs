@@ -745,6 +745,7 @@ pub fn outcome_json(outcome: &Outcome, sched: &Scheduler) -> serde_json::Value {
         },
         "elapsed_s": r.elapsed_s,
         "finish_s": r.finish_s,
+        "wall_s": r.wall_s,
         "tasks_per_s": r.tasks_per_s(),
         "verified": outcome.verified,
         "check": outcome.check,
@@ -780,7 +781,7 @@ pub fn outcome_text(outcome: &Outcome) -> String {
     let _ = writeln!(
         s,
         "{} on {} backend: {} workers x {} lanes, {} tasks in {:.4} s = {:.3e} tasks/s \
-         (set-up before it {:.4} s, finish after it {:.4} s)",
+         (set-up before it {:.4} s, finish after it {:.4} s, {:.4} s in all)",
         outcome.workload,
         r.backend,
         r.workers,
@@ -789,7 +790,8 @@ pub fn outcome_text(outcome: &Outcome) -> String {
         r.elapsed_s,
         r.tasks_per_s(),
         r.setup_s,
-        r.finish_s
+        r.finish_s,
+        r.wall_s
     );
     let t = &r.setup;
     let _ = writeln!(

@@ -152,6 +152,7 @@ pub fn run<D: LevelDevice>(
         setup,
         elapsed_s,
         finish_s: finishing.elapsed().as_secs_f64(),
+        wall_s: opened.elapsed().as_secs_f64(),
         tasks_run,
         per_worker,
     })

@@ -21,9 +21,9 @@ pub fn run<D: Device>(
 ) -> Result<RunReport> {
     job.validate()?;
     let placing = Instant::now();
-    let grid = device.size_grid(sched)?;
+    let grid = tracing::debug_span!("mgws.size_grid").in_scope(|| device.size_grid(sched))?;
     grid.config.validate()?;
-    let placed = device.place(&grid, &mut job)?;
+    let placed = tracing::debug_span!("mgws.place").in_scope(|| device.place(&grid, &mut job))?;
     let span = tracing::info_span!(
         "mgws.run",
         backend = device.name(),
@@ -44,8 +44,9 @@ pub fn run<D: Device>(
         }
     }
     let finishing = Instant::now();
-    let back = device.read_back(&grid, &placed, &mut job)?;
-    drop(placed);
+    let back = tracing::debug_span!("mgws.read_back")
+        .in_scope(|| device.read_back(&grid, &placed, &mut job))?;
+    tracing::debug_span!("mgws.free").in_scope(|| drop(placed));
     let finish_s = finishing.elapsed().as_secs_f64();
     if let Some(e) = back.error {
         return Err(e.into());
@@ -90,6 +91,7 @@ pub fn run<D: Device>(
         setup,
         elapsed_s: back.elapsed_s,
         finish_s,
+        wall_s: opened.elapsed().as_secs_f64(),
         tasks_run,
         per_worker,
     })

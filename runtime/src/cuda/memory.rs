@@ -80,6 +80,7 @@ pub(super) fn allocate(
     side: GpuSide<'_>,
 ) -> Result<Memory> {
     let n = s.run_devices;
+    let span = tracing::debug_span!("cuda.allocate.orchestration").entered();
     let home_loc = |d: usize| match b.placement {
         plan::Placement::Host => Loc::Host,
         _ => Loc::Gpu(s.homes[d]),
@@ -125,6 +126,8 @@ pub(super) fn allocate(
     for d in 0..n {
         device_idle.push(Placed::zeroed(s, Loc::Gpu(d), 8, "the idle counter")?);
     }
+    drop(span);
+    let span = tracing::debug_span!("cuda.allocate.initial_and_areas").entered();
     let initial_bytes = as_bytes(side.initial);
     // Whether memory can be split over the run's GPUs (asked once: initial tasks and areas).
     let splits = n > 1 && split::supported(&s.gpus[..n])?;
@@ -166,6 +169,8 @@ pub(super) fn allocate(
             PlacedArea::place(s, topology, *index, bytes, layout)?,
         ));
     }
+    drop(span);
+    let _span = tracing::debug_span!("cuda.allocate.envs").entered();
     let mut envs = Vec::new();
     // The same on every device (one topology, one initial set).
     let mut initial_ranges = 0;

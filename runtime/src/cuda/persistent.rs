@@ -256,14 +256,15 @@ impl Device for CudaDevice<'_> {
         }
         // Written by the kernel before it exited.
         let stats = match &mem.stats {
-            Some(per_gpu) => Some(WorkerRecords::<WorkerStats>::read_all(
-                per_gpu,
-                s,
-                &grid.topology,
-            )?),
+            Some(per_gpu) => {
+                Some(tracing::debug_span!("cuda.read_back.stats").in_scope(|| {
+                    WorkerRecords::<WorkerStats>::read_all(per_gpu, s, &grid.topology)
+                })?)
+            }
             None => None,
         };
-        let progress = progress_snapshot(s, mem, &grid.topology);
+        let progress = tracing::debug_span!("cuda.read_back.progress")
+            .in_scope(|| progress_snapshot(s, mem, &grid.topology));
         let counted: u64 = match &stats {
             Some(st) => st.iter().map(|w| w.tasks_run).sum(),
             None => progress.iter().map(|p| p.tasks_run).sum(),
