@@ -482,6 +482,9 @@ impl Scheduler {
     pub(crate) fn cpu_side(&self, workers: u32) -> Result<Scheduler> {
         let mut config = self.config;
         config.workers = workers;
+        // The sides share no queue: the CPU's keep its own default, one worker per queue,
+        // whatever the GPUs share.
+        config.workers_per_queue = 1;
         config.validate()?;
         Ok(Scheduler {
             config,

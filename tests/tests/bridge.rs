@@ -2,22 +2,37 @@
 //! share no atomics and reach each other only through single-writer mailboxes, the protocol that
 //! CPU workers beside GPUs use. Every run checks that each MEMSET task ran exactly once, in both
 //! count-based termination modes, with one and several lanes, with the initial tasks on both
-//! sides or on side 0 alone (then side 1 works only on what the bridge brings it).
+//! sides or on side 0 alone (then side 1 works only on what the bridge brings it), with one or
+//! two workers per public queue.
 
 use mgws::{Scheduler, TerminationMode};
 use mgws_tests::{chaotic_memset, spawned_memset};
 
 fn bridged(workers: u32, side1: u32, lanes: u32, termination: TerminationMode, roots: u64) {
+    bridged_sharing(workers, side1, lanes, termination, roots, 1);
+}
+
+fn bridged_sharing(
+    workers: u32,
+    side1: u32,
+    lanes: u32,
+    termination: TerminationMode,
+    roots: u64,
+    sharing: u32,
+) {
     let sched = Scheduler::builder()
         .workers(workers)
         .lanes(lanes)
         .cpu_bridge(side1)
         .termination(termination)
+        .queue_sharing(sharing)
         .build()
         .unwrap();
     let slots = 400_000;
-    let label =
-        format!("{workers} workers ({side1} on side 1) x {lanes}, {termination:?}, {roots} roots");
+    let label = format!(
+        "{workers} workers ({side1} on side 1, {sharing} per queue) x {lanes}, {termination:?}, \
+         {roots} roots"
+    );
     // With one root, side 1 can only run what crosses the bridge; but on a loaded machine the
     // operating system may not schedule side 1's threads before side 0 has run everything. So
     // such a run is repeated, up to ATTEMPTS times, until something crossed; every run must be
@@ -51,6 +66,15 @@ fn two_bridged_sides_run_every_task_exactly_once() {
         bridged(4, 2, 1, termination, 1);
         bridged(5, 1, 1, termination, 64);
         bridged(3, 1, 2, termination, 1);
+    }
+}
+
+#[test]
+fn bridged_sides_with_shared_queues_run_every_task_exactly_once() {
+    for termination in [TerminationMode::IdleCounter, TerminationMode::Hierarchical] {
+        bridged_sharing(6, 2, 1, termination, 1, 2);
+        bridged_sharing(8, 4, 2, termination, 64, 2);
+        bridged_sharing(8, 4, 1, termination, 1, 4);
     }
 }
 
@@ -95,7 +119,8 @@ fn bridged_sides_survive_random_delays_at_every_step() {
         let builder = Scheduler::builder()
             .workers(4)
             .lanes(1 + (seed % 3 == 0) as u32)
-            .cpu_bridge(1 + (seed % 4 == 1) as u32)
+            .cpu_bridge(if seed % 4 == 3 { 1 } else { 2 })
+            .queue_sharing(if seed % 4 == 1 { 2 } else { 1 })
             .local_capacity(16)
             .public_capacity(18)
             .termination(termination);

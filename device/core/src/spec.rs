@@ -158,11 +158,12 @@ pub fn scope_suffix(cfg: &SchedConfig) -> &'static str {
 /// the host asks for the one its configuration needs.
 pub fn entry_suffix(cfg: &SchedConfig) -> &'static str {
     if cfg.run_flags().contains(RunFlags::BRIDGED) {
-        // Bridged runs have entries for steal damping and unshared queues only (the host
-        // refuses other configurations: `bridge_entry_error`).
+        // Bridged runs have entries for steal damping with the counter or hierarchical counters
+        // only (the host refuses other configurations: `bridge_entry_error`).
         let hierarchical = (cfg.termination_mode() == TerminationMode::Hierarchical) as usize;
+        let shared = (cfg.workers_per_queue > 1) as usize;
         let system = (widen(Scope::from_u32(cfg.queue_scope)) == Scope::System) as usize;
-        return BRIDGED_ENTRY_SUFFIXES[hierarchical << 1 | system];
+        return BRIDGED_ENTRY_SUFFIXES[hierarchical << 2 | shared << 1 | system];
     }
     let termination = cfg.termination_mode() as usize;
     let damping = (cfg.overflow_mode() == OverflowMode::Damping) as usize;
@@ -201,14 +202,18 @@ pub const WORKER_ENTRY_SUFFIXES: [&str; 24] = [
 ];
 
 /// The spec suffixes of the worker entries of bridged runs (the idle counter or hierarchical
-/// counters, steal damping, one worker per queue, device or system scope for the GPUs' own
-/// queues; the bridge itself is always accessed at system scope), indexed by
-/// `hierarchical << 1 | system`.
-pub const BRIDGED_ENTRY_SUFFIXES: [&str; 4] = [
+/// counters, steal damping, one or several workers per queue, device or system scope for the
+/// GPUs' own queues; the bridge itself is always accessed at system scope), indexed by
+/// `hierarchical << 2 | shared << 1 | system`.
+pub const BRIDGED_ENTRY_SUFFIXES: [&str; 8] = [
     "counter_damping_single_device_bridged",
     "counter_damping_single_system_bridged",
+    "counter_damping_shared_device_bridged",
+    "counter_damping_shared_system_bridged",
     "hierarchical_damping_single_device_bridged",
     "hierarchical_damping_single_system_bridged",
+    "hierarchical_damping_shared_device_bridged",
+    "hierarchical_damping_shared_system_bridged",
 ];
 
 /// Why a bridged run's configuration has no worker entry, or `None` if it has one.
@@ -217,8 +222,6 @@ pub fn bridge_entry_error(cfg: &SchedConfig) -> Option<&'static str> {
         Some("a run with CPU workers beside the GPUs needs --termination counter or hierarchical")
     } else if cfg.overflow_mode() != OverflowMode::Damping {
         Some("a run with CPU workers beside the GPUs needs --overflow damping")
-    } else if cfg.workers_per_queue != 1 {
-        Some("a run with CPU workers beside the GPUs needs --queue-sharing 1")
     } else {
         None
     }

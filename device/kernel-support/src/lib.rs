@@ -355,6 +355,46 @@ macro_rules! __registry_kernel {
             2,
             true
         );
+        $crate::__worker_entry!(
+            $name,
+            $registry,
+            "counter_damping_shared_device_bridged",
+            0,
+            1,
+            true,
+            1,
+            true
+        );
+        $crate::__worker_entry!(
+            $name,
+            $registry,
+            "counter_damping_shared_system_bridged",
+            0,
+            1,
+            true,
+            2,
+            true
+        );
+        $crate::__worker_entry!(
+            $name,
+            $registry,
+            "hierarchical_damping_shared_device_bridged",
+            2,
+            1,
+            true,
+            1,
+            true
+        );
+        $crate::__worker_entry!(
+            $name,
+            $registry,
+            "hierarchical_damping_shared_system_bridged",
+            2,
+            1,
+            true,
+            2,
+            true
+        );
         $crate::__static_entry!($name, $registry, "device", 1);
         $crate::__static_entry!($name, $registry, "system", 2);
 

@@ -501,8 +501,8 @@ impl CudaBackend {
 
     /// Workers per public queue when the caller names none: [`DEFAULT_QUEUE_SHARING`] for a
     /// run of the mgws kernel whose worker count, if given, splits into pairs on every GPU;
-    /// else 1. Runs with CPU workers beside the GPUs have no shared-queue entry, and the
-    /// baselines have no public queues. On several GPUs, sharing also halves the steal-damping
+    /// else 1 (the baselines have no public queues). The GPUs of a run with CPU workers beside
+    /// them share theirs too; the CPU side keeps one worker per queue. On several GPUs, sharing also halves the steal-damping
     /// bitmap that every worker keeps for every queue of the run, which lets a full block count
     /// fit again.
     pub fn default_queue_sharing(&self, workers: Option<u32>) -> u32 {
@@ -510,7 +510,7 @@ impl CudaBackend {
         let pairs_up = workers.is_none_or(|w| {
             w.is_multiple_of(DEFAULT_QUEUE_SHARING) && w / DEFAULT_QUEUE_SHARING >= gpus
         });
-        if self.kernel == GpuKernel::Mgws && self.cpu_workers == 0 && pairs_up {
+        if self.kernel == GpuKernel::Mgws && pairs_up {
             DEFAULT_QUEUE_SHARING
         } else {
             1
@@ -654,12 +654,12 @@ mod tests {
         assert_eq!(gpu.default_queue_sharing(Some(2640)), DEFAULT_QUEUE_SHARING);
         // An odd worker count cannot be split into pairs: unshared rather than an error.
         assert_eq!(gpu.default_queue_sharing(Some(7)), 1);
-        // Bridged runs have single-queue entries only; the baselines have no public queues.
+        // The GPUs of a bridged run share their queues too; the baselines have no public queues.
         let bridged = CudaBackend {
             cpu_workers: 4,
             ..CudaBackend::new()
         };
-        assert_eq!(bridged.default_queue_sharing(None), 1);
+        assert_eq!(bridged.default_queue_sharing(None), DEFAULT_QUEUE_SHARING);
         let two_gpus = CudaBackend {
             devices: vec![0, 1],
             ..CudaBackend::new()
