@@ -337,7 +337,7 @@ impl DeviceBuffer {
     /// memory is an [`crate::Error::OutOfMemory`] with both sizes, before anything is allocated.
     pub fn alloc(gpu: &Gpu, bytes: usize, what: &str) -> Result<DeviceBuffer> {
         let owner = pool::Owner::Device(gpu.ctx as usize);
-        let class = pool::class(bytes);
+        let class = pool::class(owner, bytes);
         if let Some(ptr) = class.and_then(|c| pool::take(owner, c)) {
             return Ok(DeviceBuffer {
                 ptr,
@@ -506,7 +506,7 @@ unsafe impl Send for HostBuffer {}
 impl HostBuffer {
     /// `bytes` of zeroed, mapped, pinned host memory (a context must be current).
     pub fn alloc(bytes: usize, what: &str) -> Result<HostBuffer> {
-        let class = pool::class(bytes);
+        let class = pool::class(pool::Owner::Host, bytes);
         let host = match class.and_then(|c| pool::take(pool::Owner::Host, c)) {
             Some(addr) => addr as *mut u8,
             None => {
@@ -662,6 +662,30 @@ impl Module {
                 error_name(r),
                 explain(r),
                 jit_log(&log)
+            )));
+        }
+        Ok(Module { raw, ctx: gpu.ctx })
+    }
+
+    /// Loads `cubin`, a module ptxas assembled ahead of time for this GPU's architecture: no JIT
+    /// compile. `origin` names it in errors (a cubin built for another architecture is refused
+    /// by the driver with `CUDA_ERROR_NO_BINARY_FOR_GPU`).
+    pub fn load_cubin(gpu: &Gpu, cubin: &[u8], origin: &str) -> Result<Module> {
+        gpu.make_current()?;
+        // The driver reads the image as an ELF file: give it 8-byte alignment.
+        let mut image = vec![0u64; cubin.len().div_ceil(8)];
+        bytemuck::cast_slice_mut::<u64, u8>(&mut image)[..cubin.len()].copy_from_slice(cubin);
+        let mut raw = std::ptr::null_mut();
+        // sys: the result layer's load_data takes a CString, not a binary image.
+        // SAFETY: `image` holds the whole cubin and outlives the call.
+        let r = unsafe { sys::cuModuleLoadData(&mut raw, image.as_ptr() as *const c_void) };
+        if r != CUresult::CUDA_SUCCESS {
+            return Err(Error::Cuda(format!(
+                "loading {origin} on GPU {} ({}) failed: {} {}",
+                gpu.ordinal,
+                gpu.name,
+                error_name(r),
+                explain(r)
             )));
         }
         Ok(Module { raw, ctx: gpu.ctx })
