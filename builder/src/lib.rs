@@ -102,11 +102,13 @@ pub const MGWS_BUILDER_NESTED: &str = "MGWS_BUILDER_NESTED";
 /// The first words of a placeholder PTX file (see [`KernelBuilder::build_script`]).
 pub const PLACEHOLDER_PREFIX: &str = "// mgws-builder: not built: ";
 /// The environment variables the builder reads.
-pub const ENV_VARS: [&str; 7] = [
+pub const ENV_VARS: [&str; 9] = [
     MGWS_SKIP_KERNEL,
     "MGWS_NIGHTLY",
     "MGWS_NVPTX_SYSROOT",
     "MGWS_PTXAS",
+    "CUDA_HOME",
+    "CUDA_PATH",
     "MGWS_PTX_ARCH",
     MGWS_BUILDER_NESTED,
     "RUSTUP_HOME",
@@ -142,6 +144,9 @@ pub struct Kernel {
     pub check: PtxCheck,
     /// The cubin and what `ptxas -v` said, when ptxas ran.
     pub ptxas: Option<(PathBuf, PtxasReport)>,
+    /// Why ptxas did not run or failed where it was only wanted if found
+    /// ([`Ptxas::IfFound`]); the PTX is good without it.
+    pub ptxas_skipped: Option<String>,
     /// The directories of the local packages compiled into it (the kernel crate and its path
     /// dependencies).
     pub sources: Vec<PathBuf>,
@@ -157,8 +162,11 @@ pub struct Kernel {
 pub enum Ptxas {
     /// Never.
     Off,
-    /// When `MGWS_PTXAS` is set (the default of [`KernelBuilder::build_script`]).
-    IfConfigured,
+    /// When ptxas is on this machine: `MGWS_PTXAS`, `ptxas` on the PATH, or the CUDA toolkit's
+    /// (`$CUDA_HOME/bin`, `$CUDA_PATH/bin`, `/usr/local/cuda/bin`); the default of
+    /// [`KernelBuilder::build_script`]. A ptxas that rejects the PTX leaves no cubin and a
+    /// reason in [`Kernel::ptxas_skipped`]: the PTX alone still runs.
+    IfFound,
     /// Always; a missing ptxas is an error (`MGWS_PTXAS`, `ptxas` on the PATH, or the project's
     /// `shared/tools/ptxas.sh`).
     Required,
@@ -202,7 +210,7 @@ impl KernelBuilder {
             arch: DEFAULT_ARCH.into(),
             out: None,
             target_dir: None,
-            ptxas: Ptxas::IfConfigured,
+            ptxas: Ptxas::IfFound,
             quiet: false,
             nvshmem: false,
         }
@@ -281,8 +289,9 @@ impl KernelBuilder {
     /// otherwise the crate's `Cargo.toml`, `Cargo.lock`, `build.rs` and every file under its
     /// library root's directory except the binaries' (`src/main.rs`, `src/bin/`, `[[bin]] path`).
     ///
-    /// When ptxas ran ([`Ptxas::IfConfigured`]: `MGWS_PTXAS` is set), its cubin is `<lib>.cubin`
-    /// and its figures `<lib>.ptxas.txt` beside the PTX. Returns the kernel, or `None` when
+    /// When ptxas ran ([`Ptxas::IfFound`]), its cubin is `<lib>.cubin` (which
+    /// `mgws::kernel_cubin!()` embeds) and its figures `<lib>.ptxas.txt` beside the PTX; otherwise
+    /// `<lib>.cubin` is empty, and the CUDA backend JIT-compiles the PTX. Returns the kernel, or `None` when
     /// nothing was built: inside the builder's own nested build ([`MGWS_BUILDER_NESTED`]), when the
     /// build script runs for nvptx64, when [`MGWS_SKIP_KERNEL`] is `1`, or when a tool is missing.
     /// In the last two cases the PTX file is a placeholder whose first line starts with
@@ -344,6 +353,9 @@ impl KernelBuilder {
                     watched.extend(kernel.sources.iter().map(|d| d.join("Cargo.toml")));
                 }
                 rerun_directives(watched);
+                if kernel.ptxas.is_none() {
+                    write_empty_cubin(&out);
+                }
                 if let Some((_, report)) = &kernel.ptxas {
                     // The figures, for whoever wants to see them (cargo hides build-script output).
                     let _ = fs::write(
@@ -368,6 +380,7 @@ impl KernelBuilder {
                 if let Err(e) = fs::write(&out, text) {
                     fail(&format!("cannot write {}: {e}", out.display()));
                 }
+                write_empty_cubin(&out);
                 rerun_directives(watch::package_files(&self.manifest_dir));
                 if skip {
                     println!(
@@ -550,28 +563,42 @@ impl KernelBuilder {
         }
         check.result()?;
 
-        let run_ptxas = match self.ptxas {
-            Ptxas::Off => false,
-            Ptxas::IfConfigured => env::var_os("MGWS_PTXAS").is_some(),
-            Ptxas::Required => true,
-        };
-        let ptxas = if run_ptxas {
-            let program: Vec<OsString> = ptx::find_ptxas(&self.manifest_dir)?;
-            let cubin = out.with_extension("cubin");
-            let report = ptx::run_ptxas(&program, &self.arch, &out, &cubin, self.nvshmem)?;
-            Some((cubin, report))
-        } else {
-            None
+        let cubin = out.with_extension("cubin");
+        let (ptxas, ptxas_skipped) = match self.ptxas {
+            Ptxas::Off => (None, Some("ptxas is off for this build".to_string())),
+            Ptxas::IfFound => match ptx::find_local_ptxas() {
+                None => (None, Some("no ptxas found".to_string())),
+                Some(program) => {
+                    match ptx::run_ptxas(&program, &self.arch, &out, &cubin, self.nvshmem) {
+                        Ok(report) => (Some((cubin, report)), None),
+                        Err(e) => (None, Some(e.to_string())),
+                    }
+                }
+            },
+            Ptxas::Required => {
+                let program: Vec<OsString> = ptx::find_ptxas(&self.manifest_dir)?;
+                let report = ptx::run_ptxas(&program, &self.arch, &out, &cubin, self.nvshmem)?;
+                (Some((cubin, report)), None)
+            }
         };
         Ok(Kernel {
             ptx: out,
             bytes: text.len(),
             check,
             ptxas,
+            ptxas_skipped,
             sources: ptx::path_packages(&messages),
             inputs,
             rustc: toolchain.version,
         })
+    }
+}
+
+/// Writes an empty cubin beside the PTX `ptx`, which `mgws::kernel_cubin!()` embeds as "none".
+fn write_empty_cubin(ptx: &Path) {
+    let cubin = ptx.with_extension("cubin");
+    if let Err(e) = fs::write(&cubin, []) {
+        fail(&format!("cannot write {}: {e}", cubin.display()));
     }
 }
 

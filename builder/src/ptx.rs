@@ -161,6 +161,31 @@ pub fn normalize_fingerprint(ptx: &str) -> String {
 
 /// The `ptxas` command: `MGWS_PTXAS`, else `ptxas` on the PATH, else `shared/tools/ptxas.sh` in
 /// `near` or one of its ancestors (it fetches NVIDIA's ptxas from PyPI once).
+/// ptxas on this machine without fetching anything: `MGWS_PTXAS`, `ptxas` on the PATH, or the
+/// CUDA toolkit's (`$CUDA_HOME/bin`, `$CUDA_PATH/bin`, `/usr/local/cuda/bin`).
+pub(crate) fn find_local_ptxas() -> Option<Vec<OsString>> {
+    if let Some(p) = std::env::var_os("MGWS_PTXAS") {
+        return Some(vec![p]);
+    }
+    let runs = |program: &OsString| {
+        Command::new(program)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    let toolkits = ["CUDA_HOME", "CUDA_PATH"]
+        .iter()
+        .filter_map(std::env::var_os)
+        .map(|home| Path::new(&home).join("bin/ptxas").into_os_string());
+    std::iter::once(OsString::from("ptxas"))
+        .chain(toolkits)
+        .chain(std::iter::once(OsString::from("/usr/local/cuda/bin/ptxas")))
+        .find(runs)
+        .map(|p| vec![p])
+}
+
 pub(crate) fn find_ptxas(near: &Path) -> Result<Vec<OsString>, BuildError> {
     if let Some(p) = std::env::var_os("MGWS_PTXAS") {
         return Ok(vec![p]);

@@ -119,7 +119,7 @@ pub use {
 pub use mgws_tasks as __tasks;
 pub use {
     mgws_core::Platform,
-    mgws_kernel_support::{kernel_ptx, worker_kernel},
+    mgws_kernel_support::{kernel_cubin, kernel_ptx, worker_kernel},
     mgws_tasks::{
         bytemuck, registry, task, Access, Context, Ctx, DataDescriptor, Pod, Registry, ResultTable,
         TaskError, TaskFunctor, TaskResult, TaskStruct, Zeroable,

@@ -84,6 +84,11 @@ pub trait Registry: TaskExecutor<TaskStruct> + Copy + Default + Send + Sync + 's
     /// build of a crate whose build script compiles its kernel embeds it); `None` otherwise, and
     /// the CUDA backend then loads the PTX file it is given.
     const KERNEL_PTX: Option<&'static str> = None;
+    /// [`Registry::KERNEL_PTX`] assembled ahead of time by ptxas for one GPU architecture
+    /// (`#[registry(cubin = ...)]`); the CUDA backend loads it instead of JIT-compiling the PTX
+    /// where the GPU and the run's register cap allow. `None`, or empty when the build found no
+    /// ptxas: the PTX is compiled.
+    const KERNEL_CUBIN: Option<&'static [u8]> = None;
     /// The register cap per thread the CUDA backend JIT-compiles this registry's kernels with
     /// when the run names none (`#[registry(max_registers = N)]`; `None`: the backend's
     /// default). Fewer registers let more workers share an SM; a registry whose tasks are light

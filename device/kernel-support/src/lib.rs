@@ -509,6 +509,29 @@ macro_rules! kernel_ptx {
     };
 }
 
+/// The cubin `mgws-builder` assembled from the kernel of [`kernel_ptx!`] in the crate's build
+/// script, for `#[registry(cubin = mgws::kernel_cubin!())]`: `$OUT_DIR/<crate>.cubin`, empty
+/// when the build found no ptxas (`MGWS_PTXAS`, `ptxas` on the PATH, `$CUDA_HOME/bin`).
+#[macro_export]
+macro_rules! kernel_cubin {
+    () => {
+        ::core::include_bytes!(::core::concat!(
+            ::core::env!("OUT_DIR"),
+            "/",
+            ::core::env!("CARGO_CRATE_NAME"),
+            ".cubin"
+        ))
+    };
+    ($name:literal) => {
+        ::core::include_bytes!(::core::concat!(
+            ::core::env!("OUT_DIR"),
+            "/",
+            $name,
+            ".cubin"
+        ))
+    };
+}
+
 #[doc(hidden)]
 pub mod __private {
     #[cfg(target_arch = "nvptx64")]

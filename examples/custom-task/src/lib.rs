@@ -5,7 +5,8 @@
 //! 1. a [`TaskFunctor`]: [`CollatzRange`] writes the Collatz stopping time of every number of a
 //!    range into an output array, splitting ranges longer than [`LEAF`] into two spawned halves;
 //! 2. a registry naming the functors, which embeds the kernel the build script built
-//!    (`#[mgws::registry(ptx = mgws::kernel_ptx!(), kernel = "collatz")] enum CustomTasks`);
+//!    and its cubin where the build found ptxas (`#[mgws::registry(ptx = mgws::kernel_ptx!(),
+//!    cubin = mgws::kernel_cubin!(), kernel = "collatz")] enum CustomTasks`);
 //! 3. one line defining the kernel entries for that registry (`mgws::worker_kernel!`);
 //! 4. `crate-type = ["cdylib", "rlib"]`, one `mgws` dependency, and a `build.rs` that builds this
 //!    library to PTX with `mgws-builder`.
@@ -76,7 +77,7 @@ impl TaskFunctor for CollatzRange {
 }
 
 /// The task types of this example, and the kernel built for them (`CustomTasks::KERNEL_PTX`).
-#[mgws::registry(ptx = mgws::kernel_ptx!(), kernel = "collatz")]
+#[mgws::registry(ptx = mgws::kernel_ptx!(), cubin = mgws::kernel_cubin!(), kernel = "collatz")]
 pub enum CustomTasks {
     Collatz(CollatzRange),
 }

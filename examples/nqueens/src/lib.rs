@@ -29,7 +29,8 @@ impl mgws::TaskFunctor for Queens {
 }
 
 /// The task types, the solutions each worker counted, and the kernel `build.rs` built.
-#[mgws::registry(ptx = mgws::kernel_ptx!(), kernel = "nqueens", results(solutions: u64))]
+#[mgws::registry(ptx = mgws::kernel_ptx!(), cubin = mgws::kernel_cubin!(), kernel = "nqueens",
+    results(solutions: u64))]
 pub enum NQueens {
     Queens(Queens),
 }

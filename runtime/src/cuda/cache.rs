@@ -17,13 +17,25 @@ use super::driver::{Gpu, Module};
 use super::ptx::EntryPtx;
 use crate::error::Result;
 
-/// Which module: the GPU, a digest and the length of the PTX text, and the register cap.
+/// Which module: the GPU, and a digest and the length of the PTX text with the register cap,
+/// or the address and length of an embedded cubin.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 struct ModuleKey {
     ordinal: u32,
-    digest: u64,
-    len: usize,
-    max_registers: Option<u32>,
+    image: Image,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Image {
+    Ptx {
+        digest: u64,
+        len: usize,
+        max_registers: Option<u32>,
+    },
+    Cubin {
+        addr: usize,
+        len: usize,
+    },
 }
 
 static GPUS: Mutex<Vec<(u32, Arc<Gpu>)>> = Mutex::new(Vec::new());
@@ -57,10 +69,58 @@ pub fn module(gpu: &Gpu, ptx: &EntryPtx, max_registers: Option<u32>) -> Result<A
     let src = &ptx.src;
     let key = ModuleKey {
         ordinal: gpu.ordinal,
-        digest: ptx.digest,
-        len: src.text.len(),
-        max_registers,
+        image: Image::Ptx {
+            digest: ptx.digest,
+            len: src.text.len(),
+            max_registers,
+        },
     };
+    cached(key, || {
+        let _span =
+            tracing::debug_span!("cuda.module_load", gpu = gpu.ordinal, origin = %src.origin)
+                .entered();
+        Module::load(gpu, &src.text, &src.origin, max_registers)
+    })
+}
+
+/// The embedded cubin `cubin` loaded on `gpu` (loaded on first use), if it holds kernel `entry`
+/// within `max_registers` registers per thread: `None` when the run needs the PTX compiled
+/// instead (an entry over the cap; a cubin for another architecture is an error).
+pub fn cubin_module(
+    gpu: &Gpu,
+    cubin: &'static [u8],
+    origin: &str,
+    entry: &str,
+    max_registers: Option<u32>,
+) -> Result<Option<Arc<Module>>> {
+    let key = ModuleKey {
+        ordinal: gpu.ordinal,
+        image: Image::Cubin {
+            addr: cubin.as_ptr() as usize,
+            len: cubin.len(),
+        },
+    };
+    let module = cached(key, || {
+        let _span = tracing::debug_span!("cuda.cubin_load", gpu = gpu.ordinal, origin).entered();
+        Module::load_cubin(gpu, cubin, origin)
+    })?;
+    let Some(f) = module.function(entry)? else {
+        return Ok(None);
+    };
+    let registers = f.attr(super::driver::FuncAttr::CU_FUNC_ATTRIBUTE_NUM_REGS)?;
+    let fits = max_registers.is_none_or(|cap| registers as u32 <= cap);
+    tracing::debug!(
+        entry,
+        registers,
+        ?max_registers,
+        fits,
+        "the embedded cubin's entry"
+    );
+    Ok(fits.then_some(module))
+}
+
+/// The module under `key`, made by `load` on first use.
+fn cached(key: ModuleKey, load: impl FnOnce() -> Result<Module>) -> Result<Arc<Module>> {
     let find = |modules: &[(ModuleKey, Arc<Module>)]| {
         modules
             .iter()
@@ -70,12 +130,7 @@ pub fn module(gpu: &Gpu, ptx: &EntryPtx, max_registers: Option<u32>) -> Result<A
     if let Some(m) = find(&MODULES.lock().unwrap_or_else(PoisonError::into_inner)) {
         return Ok(m);
     }
-    let loaded = {
-        let _span =
-            tracing::debug_span!("cuda.module_load", gpu = gpu.ordinal, origin = %src.origin)
-                .entered();
-        Arc::new(Module::load(gpu, &src.text, &src.origin, max_registers)?)
-    };
+    let loaded = Arc::new(load()?);
     let mut modules = MODULES.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(m) = find(&modules) {
         return Ok(m);

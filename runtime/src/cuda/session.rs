@@ -37,8 +37,21 @@ impl Session {
     /// `R`'s PTX (alone: [`super::ptx::prune_to_entry`]) on each run device for blocks of `lanes`
     /// threads (see [`CudaBackend::register_cap`]). GPUs and modules come from the process's
     /// cache: each is opened and JIT-compiled once.
+    ///
+    /// A registry that embeds a cubin ([`Registry::KERNEL_CUBIN`]) and runs without an explicit
+    /// PTX file loads the cubin where it was built for the GPU and its entry fits the register
+    /// cap: no JIT compile. Otherwise, or if it cannot be loaded, the PTX is compiled.
     pub fn open<R: Registry>(b: &CudaBackend, lanes: u32, entry: &str) -> Result<Session> {
+        let cubin = R::KERNEL_CUBIN.filter(|c| !c.is_empty() && b.ptx.is_none());
         Self::open_with::<R>(b, lanes, entry, false, |gpu, ptx, cap| {
+            if let Some(cubin) = cubin {
+                let origin = format!("the cubin embedded in registry {}", R::NAME);
+                match cache::cubin_module(gpu, cubin, &origin, entry, cap) {
+                    Ok(Some(module)) => return Ok(module),
+                    Ok(None) => {}
+                    Err(e) => tracing::debug!(%e, "compiling the PTX instead"),
+                }
+            }
             cache::module(gpu, ptx, cap)
         })
     }

@@ -26,6 +26,10 @@
 //!   `include_str!(concat!(env!("OUT_DIR"), "/my_kernel.ptx"))`, written by `mgws-builder` in the
 //!   crate's build script). The generated `impl Registry` sets `KERNEL_PTX` to `Some(EXPR)` on
 //!   every target but `nvptx64` (a kernel does not carry its own text).
+//! - `cubin = EXPR`: the same kernel assembled ahead of time, an expression of type
+//!   `&'static [u8]` (`mgws::kernel_cubin!()`: the cubin `mgws-builder` writes beside the PTX
+//!   when ptxas is found, empty otherwise). The CUDA backend loads it instead of JIT-compiling
+//!   the PTX on a GPU it was built for; `KERNEL_CUBIN` is `Some(EXPR)`.
 //! - `crate = PATH`: where the task model lives, for the generated paths. By default the macro
 //!   reads the calling crate's `Cargo.toml`: `::mgws_tasks` when it depends on `mgws-tasks`,
 //!   `::mgws::__tasks` (the `mgws` crate's re-export) when it depends only on `mgws`.
@@ -45,6 +49,7 @@ use syn::{parse_macro_input, Expr, Fields, ItemEnum, Path};
 #[derive(Default)]
 struct Args {
     ptx: Option<Expr>,
+    cubin: Option<Expr>,
     krate: Option<Path>,
     kernel: Option<syn::LitStr>,
     max_registers: Option<syn::LitInt>,
@@ -65,6 +70,12 @@ impl Args {
                     return Err(meta.error("`ptx` is given twice"));
                 }
                 args.ptx = Some(meta.value()?.parse()?);
+                Ok(())
+            } else if meta.path.is_ident("cubin") {
+                if args.cubin.is_some() {
+                    return Err(meta.error("`cubin` is given twice"));
+                }
+                args.cubin = Some(meta.value()?.parse()?);
                 Ok(())
             } else if meta.path.is_ident("kernel") {
                 if args.kernel.is_some() {
@@ -137,6 +148,7 @@ impl Args {
                 Err(meta.error(format!(
                     "unknown #[registry] argument `{name}`; expected `ptx = EXPR` (the kernel's \
                      PTX text, e.g. `include_str!(concat!(env!(\"OUT_DIR\"), \"/kernel.ptx\"))`), \
+                     `cubin = EXPR` (the same kernel assembled, e.g. `mgws::kernel_cubin!()`), \
                      `kernel = \"name\"` (the name its kernel entries carry), `max_registers = N` \
                      (the CUDA backend's default register cap for its kernels), \
                      `results(name: Type, ...)` (its result tables) or `crate = PATH`"
@@ -162,6 +174,7 @@ pub fn registry(attr: TokenStream, item: TokenStream) -> TokenStream {
     match expand(
         input,
         args.ptx.as_ref(),
+        args.cubin.as_ref(),
         args.kernel.as_ref(),
         args.max_registers.as_ref(),
         &args.results,
@@ -413,6 +426,7 @@ fn screaming_snake(name: &str) -> String {
 fn expand(
     input: ItemEnum,
     ptx: Option<&Expr>,
+    cubin: Option<&Expr>,
     kernel: Option<&syn::LitStr>,
     max_registers: Option<&syn::LitInt>,
     results: &[(syn::Ident, syn::Type)],
@@ -511,6 +525,13 @@ fn expand(
                 ::core::option::Option::Some(#ptx);
         }
     });
+    let kernel_cubin = cubin.map(|cubin| {
+        quote! {
+            #[cfg(not(target_arch = "nvptx64"))]
+            const KERNEL_CUBIN: ::core::option::Option<&'static [u8]> =
+                ::core::option::Option::Some(#cubin);
+        }
+    });
     let max_registers = max_registers.map(|n| {
         quote! {
             const MAX_REGISTERS: ::core::option::Option<u32> = ::core::option::Option::Some(#n);
@@ -561,6 +582,7 @@ fn expand(
             };
             const TAGS: &'static [(u32, &'static str)] = &#name::TAGS;
             #kernel_ptx
+            #kernel_cubin
             #max_registers
         }
 
