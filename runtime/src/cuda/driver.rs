@@ -338,6 +338,7 @@ impl DeviceBuffer {
     pub fn alloc(gpu: &Gpu, bytes: usize, what: &str) -> Result<DeviceBuffer> {
         let owner = pool::Owner::Device(gpu.ctx as usize);
         let class = pool::class(owner, bytes);
+        let _span = tracing::trace_span!("cuda.device_alloc", gpu = gpu.ordinal, bytes).entered();
         if let Some(ptr) = class.and_then(|c| pool::take(owner, c)) {
             return Ok(DeviceBuffer {
                 ptr,
@@ -405,6 +406,7 @@ impl DeviceBuffer {
 
     /// Sets every byte to zero (synchronously).
     pub fn zero(&self) -> Result<()> {
+        let _span = tracing::trace_span!("cuda.zero", bytes = self.bytes).entered();
         set_current(self.ctx)?;
         // SAFETY: the buffer holds `bytes` bytes and is not freed before self is dropped.
         ok(
@@ -478,6 +480,7 @@ impl Drop for DeviceBuffer {
             return;
         }
         let owner = pool::Owner::Device(self.ctx as usize);
+        let _span = tracing::trace_span!("cuda.device_free", bytes = self.bytes).entered();
         if self.class.is_some_and(|c| pool::give(owner, c, self.ptr)) {
             return;
         }

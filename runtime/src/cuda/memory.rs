@@ -93,8 +93,10 @@ pub(super) fn allocate(
         queues.push(Placed::zeroed(s, home_loc(d), area.total, "public queues")?);
         queue_areas.push(area);
     }
+    tracing::trace!("queues");
     let run_area = RunArea::new(topology);
     let run = Placed::zeroed(s, home_loc(0), run_area.total, "shared state")?;
+    tracing::trace!("records");
     s.gpus[0].make_current()?;
     let progress =
         WorkerRecords::<WorkerProgress>::allocate(s, topology, "worker progress records")?;
@@ -107,6 +109,7 @@ pub(super) fn allocate(
     } else {
         None
     };
+    tracing::trace!("spill");
     let task = size_of::<TaskStruct>();
     let spill_per_worker = config.spill_capacity as usize * task;
     let mut spill = Vec::new();
@@ -121,6 +124,7 @@ pub(super) fn allocate(
             ),
         )?);
     }
+    tracing::trace!("tags");
     let task_tags = WorkerRecords::<u64>::allocate(s, topology, "the task-tag words")?;
     let mut device_idle = Vec::new();
     for d in 0..n {

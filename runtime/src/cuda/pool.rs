@@ -1,5 +1,5 @@
 //! Allocations kept between the runs of one process. A run allocates a dozen buffers (the env,
-//! progress records, the launch gate, the public queues, the overflow stacks of 2 GiB on an
+//! progress records, the launch gate, the public queues, the overflow stacks of 4.1 GiB on an
 //! H200, ...) and frees them when it ends. Device and pinned host allocations cost 0.1 to 1.2 ms
 //! each, and large ones far more where peer access maps them into every GPU of the run
 //! (docs/results.md), so a program that reuses its backend would pay them on every run. Freed
@@ -13,8 +13,9 @@
 
 use std::sync::{Mutex, PoisonError};
 
-/// The most bytes of one GPU's memory kept (a larger allocation is freed at once).
-pub const KEPT_PER_GPU: usize = 4 << 30;
+/// The most bytes of one GPU's memory kept (a larger allocation is freed at once): room for
+/// the default overflow stacks of a full H100 or H200 (4.1 GiB) and the rest of a run.
+pub const KEPT_PER_GPU: usize = 8 << 30;
 /// The most bytes of pinned host memory kept.
 pub const KEPT_PINNED: usize = 64 << 20;
 /// The smallest size class: the page size of pinned host memory.
