@@ -73,8 +73,12 @@ build_here() {
     cargo xtask ptx --arch sm_90
     echo "== building the kernel PTX for GPU PEs over NVSHMEM's device API"
     cargo xtask ptx --arch sm_90 --nvshmem
+    # The examples embed their kernel's cubin too where the build finds ptxas.
+    if [ -z "${MGWS_PTXAS:-}" ] && ! command -v ptxas >/dev/null 2>&1 && [ -f ../shared/tools/ptxas.sh ]; then
+        MGWS_PTXAS=$(bash ../shared/tools/ptxas.sh --path) && export MGWS_PTXAS
+    fi
     echo "== building the custom-task example (a standalone crate: its build script builds its"
-    echo "   kernel with mgws-builder and the host binary embeds the PTX)"
+    echo "   kernel with mgws-builder and the host binary embeds the PTX and, with ptxas, its cubin)"
     cargo build --release --manifest-path examples/custom-task/Cargo.toml
     local example_ptx
     example_ptx=$(ls -t examples/custom-task/target/release/build/mgws-example-custom-task-*/out/mgws_example_custom_task.ptx | head -n 1)

@@ -163,6 +163,11 @@ mod tests {
         Fib(FibTask),
     }
 
+    #[crate::registry(ptx = "// a stand-in kernel\n", cubin = b"\x7fELF stand-in")]
+    enum WithCubin {
+        Memset(MemsetTask),
+    }
+
     #[test]
     fn a_registry_declares_its_kernel_with_the_ptx_argument() {
         assert_eq!(
@@ -174,6 +179,11 @@ mod tests {
             Some("// joined")
         );
         assert_eq!(<OnlyMemset as Registry>::KERNEL_PTX, None);
+        assert_eq!(
+            <WithCubin as Registry>::KERNEL_CUBIN,
+            Some(&b"\x7fELF stand-in"[..])
+        );
+        assert_eq!(<WithKernel as Registry>::KERNEL_CUBIN, None);
         // The kernel text is not part of the fingerprint: it is built from the registry.
         assert_ne!(WithKernel::FINGERPRINT, OnlyMemset::FINGERPRINT); // other names
     }
