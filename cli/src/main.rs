@@ -7,13 +7,24 @@ fn main() {
     // Colour only on a terminal, and never when NO_COLOR is set (https://no-color.org).
     let colour = std::io::stderr().is_terminal()
         && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_env("MGWS_LOG"))
-        // Each span's time when it closes: where set-up goes (`MGWS_LOG=mgws=debug`).
-        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
-        .with_writer(std::io::stderr)
-        .with_ansi(colour)
-        .init();
+    // The library reports through `tracing`; the CLI shows its warnings, errors and the grid
+    // of each GPU run (`mgws::grid`) by default, and with `MGWS_LOG` (e.g. `mgws=debug`) what
+    // that filter names, with times and each span's duration when it closes.
+    match tracing_subscriber::EnvFilter::try_from_env("MGWS_LOG") {
+        Ok(filter) => tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+            .with_writer(std::io::stderr)
+            .with_ansi(colour)
+            .init(),
+        Err(_) => tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("warn,mgws::grid=info"))
+            .without_time()
+            .with_target(false)
+            .with_writer(std::io::stderr)
+            .with_ansi(colour)
+            .init(),
+    }
     // A PE process of a multi-process run (`--processes`) serves its PE and nothing else.
     if let Some(pe) = mgws::processes::Pe::from_env() {
         std::process::exit(mgws_cli::cli::serve_pe(pe));

@@ -67,6 +67,15 @@ pub enum Error {
     /// A run finished but its result did not match an independent check.
     #[error("verification failed: {0}")]
     Verification(String),
+    /// Every worker of the device stopped, but not every one reported leaving its loop: the run
+    /// is incomplete (a worker ended by a fault the device did not report).
+    #[error("the workers finished, but only {exited} of {workers} reported leaving the worker loop; the run is incomplete")]
+    WorkersLost {
+        /// Workers that reported leaving.
+        exited: u64,
+        /// Workers of the run.
+        workers: u32,
+    },
     /// The backend cannot run here (no libcuda, no GPU, no kernel for the registry), with the
     /// reason and what to install.
     #[error("backend unavailable: {0}")]
@@ -126,6 +135,7 @@ impl Error {
             Error::Aborted => "aborted",
             Error::Hang { .. } => "hang",
             Error::Verification(_) => "verification",
+            Error::WorkersLost { .. } => "workers_lost",
             Error::BackendUnavailable(_) => "backend_unavailable",
             Error::Cuda(_) => "cuda",
             Error::Process(_) => "process",
@@ -138,7 +148,7 @@ impl Error {
     /// The error another node reported, with its kind named as [`Error::kind`] names it there
     /// (a kind this version does not know becomes `process`).
     pub(crate) fn on_node(node: u32, kind: &str, message: String) -> Error {
-        const KINDS: [&str; 14] = [
+        const KINDS: [&str; 15] = [
             "config",
             "input",
             "unknown_tag",
@@ -148,6 +158,7 @@ impl Error {
             "aborted",
             "hang",
             "verification",
+            "workers_lost",
             "backend_unavailable",
             "cuda",
             "process",
@@ -280,6 +291,10 @@ mod tests {
                 }),
             },
             Error::Verification(String::new()),
+            Error::WorkersLost {
+                exited: 1,
+                workers: 2,
+            },
             Error::BackendUnavailable(String::new()),
             Error::Cuda(String::new()),
             Error::OutOfMemory {
@@ -310,6 +325,7 @@ mod tests {
                 | Error::Aborted
                 | Error::Hang { .. }
                 | Error::Verification(_)
+                | Error::WorkersLost { .. }
                 | Error::BackendUnavailable(_)
                 | Error::Cuda(_)
                 | Error::OutOfMemory { .. }

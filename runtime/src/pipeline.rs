@@ -53,10 +53,7 @@ pub fn run<D: Device>(
     }
     let workers = grid.config.workers;
     if let Some(exited) = back.exited_workers.filter(|&n| n != u64::from(workers)) {
-        return Err(Error::Cuda(format!(
-            "the kernel finished, but only {exited} of {workers} workers reported leaving the \
-             worker loop"
-        )));
+        return Err(Error::WorkersLost { exited, workers });
     }
     let per_worker: Vec<WorkerReport> = back
         .stats
@@ -200,12 +197,9 @@ fn wait_after_abort(live: &dyn Running, sched: &Scheduler, e: Error) -> Supervis
                 return Supervised::Failed(e);
             }
             tracing::error!(
-                "the workers did not exit within {grace:?} of the abort; their memory stays \
-                 allocated until the process exits"
-            );
-            eprintln!(
-                "mgws: the workers did not exit within {grace:?} of the abort (a task that never \
-                 returns?); the process must exit to free the device"
+                "the workers did not exit within {grace:?} of the abort (a task that never \
+                 returns?); their memory stays allocated, and the process must exit to free the \
+                 device"
             );
             return Supervised::Leak(e);
         }

@@ -166,10 +166,12 @@ impl LevelDevice for CudaLevels<'_> {
         let stream = Stream::new(g)?;
         let control = Stream::new(g)?;
         g.synchronize()?;
-        eprintln!(
-            "mgws: levels on GPU {} ({}): up to {max_blocks} blocks x {lanes} threads, frontier \
+        tracing::info!(
+            target: "mgws::grid",
+            "levels on GPU {} ({}): up to {max_blocks} blocks x {lanes} threads, frontier \
              buffers of {capacity} tasks",
-            g.ordinal, g.name
+            g.ordinal,
+            g.name
         );
         let grid = Grid {
             config,

@@ -126,8 +126,9 @@ impl<R: Registry + TaskExecutor<TaskStruct> + Sync> Device for MixedDevice<'_, R
         let placed = cpu.place(&cpu_grid, job);
         job.tasks = all;
         let cpu_placed = placed?;
-        eprintln!(
-            "mgws: and {} CPU workers beside the GPUs, bridged through pinned host memory",
+        tracing::info!(
+            target: "mgws::grid",
+            "and {} CPU workers beside the GPUs, bridged through pinned host memory",
             cpu_grid.config.workers,
         );
         self.cpu = Some(cpu);

@@ -79,9 +79,10 @@ impl<'a> CudaDevice<'a> {
             _ => String::new(),
         };
         for (d, gpu) in self.s.gpus[..self.s.run_devices].iter().enumerate() {
-            eprintln!(
-                "mgws: {} on GPU {} ({}, {} SMs): {} workers x {} threads ({} per SM{sharing}), {} \
-                 B shared memory each, placement {}, tasks in {}",
+            tracing::info!(
+                target: "mgws::grid",
+                "{} on GPU {} ({}, {} SMs): {} workers x {} threads ({} per SM{sharing}), {} B \
+                 shared memory each, placement {}, tasks in {}",
                 b.kernel.name(),
                 gpu.ordinal,
                 gpu.name,

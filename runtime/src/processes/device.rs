@@ -209,14 +209,8 @@ impl<'a, R: Registry> ProcessDevice<'a, R> {
             tracing::warn!(
                 pes = per_node,
                 gpus = distinct.len(),
-                "several PEs share a GPU: their kernels take turns in time slices"
-            );
-            eprintln!(
-                "mgws: warning: {} PEs on {} GPU{}: PEs that share a GPU take turns on it (time \
-                 slices), which checks the protocol but is no measure of speed",
-                per_node,
-                distinct.len(),
-                if distinct.len() == 1 { "" } else { "s" }
+                "PEs that share a GPU take turns on it (time slices), which checks the protocol \
+                 but is no measure of speed"
             );
         }
         let nvshmem = crate::nvshmem::Nvshmem::load()?;

@@ -170,9 +170,10 @@ fn report_failure(heap: &SharedHeap, index: u32, e: &Error) {
     }
 }
 
-/// Prints why PE `index` cannot take part; returns its exit code.
+/// Reports why PE `index` cannot take part (an error event: the PE process's subscriber, the
+/// CLI's, writes it to its stderr); returns its exit code.
 fn failed(index: u32, e: &Error) -> i32 {
-    eprintln!("mgws: PE {index}: {e}");
+    tracing::error!(pe = index, "{e}");
     EXIT_PE_FAILED
 }
 
