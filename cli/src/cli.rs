@@ -113,10 +113,10 @@ pub enum BackendArg {
     Auto,
     /// CPU threads running the mgws worker loop.
     Cpu,
-    /// Baseline **static** on CPU threads: contiguous shares of the initial tasks, each run
+    /// Baseline static on CPU threads: contiguous shares of the initial tasks, each run
     /// depth-first with everything it spawns, no stealing.
     CpuStatic,
-    /// Baseline **levels** on CPU threads: level by level, each frontier split evenly over the
+    /// Baseline levels on CPU threads: level by level, each frontier split evenly over the
     /// workers.
     CpuLevels,
     /// NVIDIA GPUs (`--gpu-kernel` picks mgws or a baseline kernel).
@@ -154,7 +154,10 @@ pub enum TerminationArg {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum OverflowArg {
+    /// A thief reads a queue's word before every fetch-add on it (two atomics per steal).
     TwoAtomics,
+    /// Steal damping: a thief reads a queue's word before a fetch-add only after its last
+    /// attempt there failed.
     Damping,
 }
 
@@ -237,6 +240,7 @@ pub struct SchedArgs {
     /// for tests of the lane protocol; CUDA: threads per block, 32..=1024, default 32).
     #[arg(long, help_heading = "Scheduler")]
     pub lanes: Option<u32>,
+    /// Tasks each public queue holds (a power of two).
     #[arg(long, default_value_t = 256, help_heading = "Scheduler")]
     pub public_capacity: u32,
     /// Local-queue capacity in tasks (default: 32, the thesis's, on the CPU; 64 with `--backend
@@ -259,6 +263,7 @@ pub struct SchedArgs {
     /// Termination detection (default: counter; hierarchical with --processes).
     #[arg(long, value_enum, help_heading = "Scheduler")]
     pub termination: Option<TerminationArg>,
+    /// How thieves keep a queue's steal counter from overflowing (docs/design.md 3.6).
     #[arg(long, value_enum, default_value_t = OverflowArg::Damping, help_heading = "Scheduler")]
     pub overflow: OverflowArg,
     /// Probability of stealing from the own device first (multi-device runs); across nodes

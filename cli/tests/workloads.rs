@@ -570,7 +570,10 @@ fn broken_corpora_get_clear_errors() {
     let err = |p: &std::path::Path, f: Format| corpus::load(p, f, None).unwrap_err().to_string();
     // Missing.
     let e = err(&dir.join("nope.xml.bz2"), Format::Auto);
-    assert!(e.contains("does not exist"), "{e}");
+    assert!(
+        e.contains("does not exist") && e.contains("scripts/fetch-corpus.sh"),
+        "{e}"
+    );
     // Truncated XML.
     let p = dir.join("cut.xml");
     std::fs::write(&p, &DUMP[..DUMP.len() / 2]).unwrap();

@@ -148,13 +148,13 @@ pub fn read_summary(path: &Path) -> Result<(String, Vec<Summary>)> {
 pub enum Method {
     /// The mgws worker loop.
     Mgws,
-    /// Baseline **static**: contiguous shares of the initial tasks, depth-first, no stealing.
+    /// Baseline static: contiguous shares of the initial tasks, depth-first, no stealing.
     Static,
     /// A rayon pool of the same size (`rayon::join` over the same task functions).
     Rayon,
     /// One thread, no scheduler.
     Sequential,
-    /// Baseline **levels**: level by level, each frontier split evenly over the workers.
+    /// Baseline levels: level by level, each frontier split evenly over the workers.
     Levels,
 }
 

@@ -128,15 +128,22 @@ pub(crate) fn read_err(path: &Path, source: std::io::Error, after: &str) -> Erro
     ))
 }
 
+/// Why the corpus at `path` cannot be read: a missing one says where to get corpora.
+fn corpus_error(path: &Path, e: std::io::Error) -> Error {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        Error::Input(format!(
+            "the corpus {} does not exist; scripts/fetch-corpus.sh fetches real ones into data/ \
+             (e.g. `scripts/fetch-corpus.sh en`, then --corpus data/wiki-en.jsonl)",
+            path.display()
+        ))
+    } else {
+        io_err(path, e)
+    }
+}
+
 /// Opens `path`, decompressing it on the fly as its name says ([`Compression::of`]).
 pub(crate) fn open(path: &Path) -> Result<Box<dyn BufRead>> {
-    let file = File::open(path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            Error::Input(format!("the corpus {} does not exist", path.display()))
-        } else {
-            io_err(path, e)
-        }
-    })?;
+    let file = File::open(path).map_err(|e| corpus_error(path, e))?;
     Ok(decompressing(file, path))
 }
 
@@ -173,13 +180,7 @@ pub fn load_bytes(bytes: &[u8], name: &Path, format: Format, limit: u64) -> Resu
 
 /// The format `auto` stands for at `path`.
 pub fn detect(path: &Path) -> Result<Format> {
-    let meta = std::fs::metadata(path).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            Error::Input(format!("the corpus {} does not exist", path.display()))
-        } else {
-            io_err(path, e)
-        }
-    })?;
+    let meta = std::fs::metadata(path).map_err(|e| corpus_error(path, e))?;
     if meta.is_dir() {
         return Ok(Format::Dir);
     }
