@@ -74,7 +74,7 @@ pub struct WorkerCore<'e, P: Platform, T, S: Spec> {
     /// GPU.
     pub(crate) iterations: u32,
     /// Loop iterations between two release checks, a power of two from
-    /// [`crate::worker::RELEASE_CHECK_INTERVAL`] to the platform's
+    /// [`crate::config::RELEASE_CHECK_INTERVAL`] to the platform's
     /// [`Platform::RELEASE_CHECK_INTERVAL_MAX`] (see `should_release`).
     pub(crate) release_interval: u32,
     // Lane 0's counters of the hot path. The rest of lane 0's state is a [`LeaderState`] in the
@@ -110,7 +110,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         const {
             let max = P::RELEASE_CHECK_INTERVAL_MAX;
             assert!(
-                max.is_power_of_two() && max as u64 >= crate::worker::RELEASE_CHECK_INTERVAL,
+                max.is_power_of_two() && max as u64 >= crate::config::RELEASE_CHECK_INTERVAL,
                 "RELEASE_CHECK_INTERVAL_MAX must be a power of two, at least RELEASE_CHECK_INTERVAL"
             )
         };
@@ -148,7 +148,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             idle: false,
             aborted: false,
             iterations: 0,
-            release_interval: crate::worker::RELEASE_CHECK_INTERVAL as u32,
+            release_interval: crate::config::RELEASE_CHECK_INTERVAL as u32,
             tasks_run: 0,
             noted_tag: 0,
             pop_pending: core::cell::Cell::new(false),

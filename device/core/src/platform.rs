@@ -119,13 +119,13 @@ pub unsafe trait Platform {
 
     /// The longest interval, in loop iterations, between two of a worker's checks of whether its
     /// public queue ran empty (a power of two, at least
-    /// [`RELEASE_CHECK_INTERVAL`](crate::worker::RELEASE_CHECK_INTERVAL)): the interval doubles
+    /// [`RELEASE_CHECK_INTERVAL`](crate::config::RELEASE_CHECK_INTERVAL)): the interval doubles
     /// up to this while each check finds the queue still holding the tasks released before
     /// ([`crate::worker`]). The default keeps it at the minimum: on a CPU the check is a load
     /// from the worker's own cache, and the back-off ran UTS 3-5% slower on one and two workers
     /// (docs/results.md). A GPU block, whose check is a load from L2 and a broadcast through two
     /// barriers, backs off to 32.
-    const RELEASE_CHECK_INTERVAL_MAX: u32 = crate::worker::RELEASE_CHECK_INTERVAL as u32;
+    const RELEASE_CHECK_INTERVAL_MAX: u32 = crate::config::RELEASE_CHECK_INTERVAL as u32;
 
     /// This lane's index within the worker, `0..lane_count()`.
     fn lane_id(&self) -> u32;

@@ -5,7 +5,10 @@
 //! Every function here is executed by all lanes of a worker in lockstep (see `exec.rs`).
 
 use crate::bridge::{BridgeEnd, BRIDGE_CAPACITY, BRIDGE_INTERVAL, BRIDGE_RETRY_ROUNDS};
-use crate::config::{OverflowMode, RunFlags, TerminationMode};
+use crate::config::{
+    OverflowMode, RunFlags, TerminationMode, IDLE_PAUSE_MAX_NS, IDLE_PAUSE_MIN_NS,
+    INITIAL_COPY_BATCH, INITIAL_VICTIM_TRIES, RELEASE_CHECK_INTERVAL, RELEASE_MIN_LOCAL,
+};
 use crate::context::{Tagged, TaskExecutor};
 use crate::error::RunError;
 use crate::exec::{OnFull, WorkerCore};
@@ -49,40 +52,6 @@ impl<W: AtomicWord> IdleCount<'_, W> {
         }
     }
 }
-
-/// Loop iterations between two checks of whether the own public queue ran empty (a power of two):
-/// the interval a worker starts with and returns to whenever a check finds the queue empty.
-///
-/// Each check that finds the queue still holding tasks no thief took doubles the interval, up to
-/// the platform's [`Platform::RELEASE_CHECK_INTERVAL_MAX`]: nobody is short of work. On an H100
-/// the check (a load of the queue word from L2 and an exchange) sat on the path of a quarter of
-/// UTS T1L's nodes, and 99% of the checks found the queue stocked. A check that finds it empty
-/// releases and goes back to this interval, so a worker whose thieves keep up checks as often as
-/// before (docs/results.md).
-pub const RELEASE_CHECK_INTERVAL: u64 = 4;
-
-/// Local tasks a worker must hold (or a full local queue, if it holds fewer) to release half of
-/// them to its empty public queue. Listing 5 releases from 2; a queue of 2 or 3 tasks deep in a
-/// tree holds small subtrees, whose release and later acquire or steal cost more than running
-/// them. On an H100, 4 ran FIB(30) 18% faster and UTS T5 and T3 2-4%; 6 and 8 ran the UTS
-/// trees faster still, but FIB(30) fell to 1.04x and 0.26x of 2: a thief's small FIB subtree
-/// rarely holds 8 tasks, so work stopped spreading (docs/results.md).
-pub const RELEASE_MIN_LOCAL: u64 = 4;
-
-/// Words of an initial chunk each lane loads before it stores any (`copy_tasks_batched`).
-pub const INITIAL_COPY_BATCH: usize = 4;
-
-/// Other workers' home ranges a worker tries per `load_initial` once its own is claimed.
-pub const INITIAL_VICTIM_TRIES: usize = 2;
-
-/// An idle worker's first pause between two idle rounds, in nanoseconds
-/// ([`Platform::idle_pause`]); each further idle round in a row doubles it, up to
-/// [`IDLE_PAUSE_MAX_NS`].
-pub const IDLE_PAUSE_MIN_NS: u32 = 64;
-
-/// The longest pause between two idle rounds. It bounds how late an idle worker notices new
-/// work or the end of the run.
-pub const IDLE_PAUSE_MAX_NS: u32 = 1024;
 
 /// A run of tasks in this worker's own memory, as [`WorkerCore::publish`] reads them: task `j`
 /// is at `base + ((start + j * step) & mask)`. The local ring (step 1, mask capacity - 1) and
