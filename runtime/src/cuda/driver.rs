@@ -337,7 +337,7 @@ impl DeviceBuffer {
     /// memory is an [`crate::Error::OutOfMemory`] with both sizes, before anything is allocated.
     pub fn alloc(gpu: &Gpu, bytes: usize, what: &str) -> Result<DeviceBuffer> {
         let owner = pool::Owner::Device(gpu.ctx as usize);
-        let class = pool::class(owner, bytes);
+        let mut class = pool::class(owner, bytes);
         let _span = tracing::trace_span!("cuda.device_alloc", gpu = gpu.ordinal, bytes).entered();
         if let Some(ptr) = class.and_then(|c| pool::take(owner, c)) {
             return Ok(DeviceBuffer {
@@ -349,7 +349,7 @@ impl DeviceBuffer {
             });
         }
         let mut free = gpu.mem_info()?.0;
-        if bytes > free {
+        if class.unwrap_or(bytes) > free {
             // What this process keeps of its GPU's memory goes first.
             gpu.make_current()?;
             for ptr in pool::drain(owner) {
@@ -357,6 +357,10 @@ impl DeviceBuffer {
                 let _ = unsafe { result::free_sync(ptr) };
             }
             free = gpu.mem_info()?.0;
+            if class.unwrap_or(bytes) > free {
+                // The size class does not fit where the size does: allocate the size, not kept.
+                class = None;
+            }
         }
         if bytes > free {
             return Err(crate::Error::OutOfMemory {
