@@ -144,9 +144,9 @@ pub struct Kernel {
     pub check: PtxCheck,
     /// The cubin and what `ptxas -v` said, when ptxas ran.
     pub ptxas: Option<(PathBuf, PtxasReport)>,
-    /// Why ptxas did not run or failed where it was only wanted if found
-    /// ([`Ptxas::IfFound`]); the PTX is good without it.
-    pub ptxas_skipped: Option<String>,
+    /// Why ptxas, found where it was only wanted if found ([`Ptxas::IfFound`]), rejected the
+    /// PTX (an older toolkit than the PTX needs, say); the PTX is good without it.
+    pub ptxas_failed: Option<String>,
     /// The directories of the local packages compiled into it (the kernel crate and its path
     /// dependencies).
     pub sources: Vec<PathBuf>,
@@ -165,7 +165,7 @@ pub enum Ptxas {
     /// When ptxas is on this machine: `MGWS_PTXAS`, `ptxas` on the PATH, or the CUDA toolkit's
     /// (`$CUDA_HOME/bin`, `$CUDA_PATH/bin`, `/usr/local/cuda/bin`); the default of
     /// [`KernelBuilder::build_script`]. A ptxas that rejects the PTX leaves no cubin and a
-    /// reason in [`Kernel::ptxas_skipped`]: the PTX alone still runs.
+    /// reason in [`Kernel::ptxas_failed`]: the PTX alone still runs.
     IfFound,
     /// Always; a missing ptxas is an error (`MGWS_PTXAS`, `ptxas` on the PATH, or the project's
     /// `shared/tools/ptxas.sh`).
@@ -291,11 +291,11 @@ impl KernelBuilder {
     ///
     /// When ptxas ran ([`Ptxas::IfFound`]), its cubin is `<lib>.cubin` (which
     /// `mgws::kernel_cubin!()` embeds) and its figures `<lib>.ptxas.txt` beside the PTX; otherwise
-    /// `<lib>.cubin` is empty, and the CUDA backend JIT-compiles the PTX. Returns the kernel, or `None` when
-    /// nothing was built: inside the builder's own nested build ([`MGWS_BUILDER_NESTED`]), when the
-    /// build script runs for nvptx64, when [`MGWS_SKIP_KERNEL`] is `1`, or when a tool is missing.
-    /// In the last two cases the PTX file is a placeholder whose first line starts with
-    /// [`PLACEHOLDER_PREFIX`], and a `cargo:warning` says why.
+    /// `<lib>.cubin` is empty, and the CUDA backend JIT-compiles the PTX. Returns the kernel, or
+    /// `None` when nothing was built: inside the builder's own nested build
+    /// ([`MGWS_BUILDER_NESTED`]), when the build script runs for nvptx64, when [`MGWS_SKIP_KERNEL`]
+    /// is `1`, or when a tool is missing. In the last two cases the PTX file is a placeholder whose
+    /// first line starts with [`PLACEHOLDER_PREFIX`], and a `cargo:warning` says why.
     ///
     /// # Exits
     /// When the kernel does not compile or fails a check: the compiler's messages stay on stderr,
@@ -355,6 +355,13 @@ impl KernelBuilder {
                 rerun_directives(watched);
                 if kernel.ptxas.is_none() {
                     write_empty_cubin(&out);
+                }
+                if let Some(reason) = &kernel.ptxas_failed {
+                    let reason = reason.replace('\n', " ");
+                    println!(
+                        "cargo:warning=mgws-builder: ptxas did not assemble GPU kernel {lib} \
+                         ({reason}); the PTX alone is embedded and compiled when it first runs"
+                    );
                 }
                 if let Some((_, report)) = &kernel.ptxas {
                     // The figures, for whoever wants to see them (cargo hides build-script output).
@@ -564,10 +571,10 @@ impl KernelBuilder {
         check.result()?;
 
         let cubin = out.with_extension("cubin");
-        let (ptxas, ptxas_skipped) = match self.ptxas {
-            Ptxas::Off => (None, Some("ptxas is off for this build".to_string())),
+        let (ptxas, ptxas_failed) = match self.ptxas {
+            Ptxas::Off => (None, None),
             Ptxas::IfFound => match ptx::find_local_ptxas() {
-                None => (None, Some("no ptxas found".to_string())),
+                None => (None, None),
                 Some(program) => {
                     match ptx::run_ptxas(&program, &self.arch, &out, &cubin, self.nvshmem) {
                         Ok(report) => (Some((cubin, report)), None),
@@ -586,7 +593,7 @@ impl KernelBuilder {
             bytes: text.len(),
             check,
             ptxas,
-            ptxas_skipped,
+            ptxas_failed,
             sources: ptx::path_packages(&messages),
             inputs,
             rustc: toolchain.version,

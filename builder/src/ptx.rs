@@ -159,8 +159,6 @@ pub fn normalize_fingerprint(ptx: &str) -> String {
     out
 }
 
-/// The `ptxas` command: `MGWS_PTXAS`, else `ptxas` on the PATH, else `shared/tools/ptxas.sh` in
-/// `near` or one of its ancestors (it fetches NVIDIA's ptxas from PyPI once).
 /// ptxas on this machine without fetching anything: `MGWS_PTXAS`, `ptxas` on the PATH, or the
 /// CUDA toolkit's (`$CUDA_HOME/bin`, `$CUDA_PATH/bin`, `/usr/local/cuda/bin`).
 pub(crate) fn find_local_ptxas() -> Option<Vec<OsString>> {
@@ -186,6 +184,8 @@ pub(crate) fn find_local_ptxas() -> Option<Vec<OsString>> {
         .map(|p| vec![p])
 }
 
+/// The `ptxas` command: `MGWS_PTXAS`, else `ptxas` on the PATH, else `shared/tools/ptxas.sh` in
+/// `near` or one of its ancestors (it fetches NVIDIA's ptxas from PyPI once).
 pub(crate) fn find_ptxas(near: &Path) -> Result<Vec<OsString>, BuildError> {
     if let Some(p) = std::env::var_os("MGWS_PTXAS") {
         return Ok(vec![p]);

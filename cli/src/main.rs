@@ -10,14 +10,23 @@ fn main() {
     // The library reports through `tracing`; the CLI shows its warnings, errors and the grid
     // of each GPU run (`mgws::grid`) by default, and with `MGWS_LOG` (e.g. `mgws=debug`) what
     // that filter names, with times and each span's duration when it closes.
-    match tracing_subscriber::EnvFilter::try_from_env("MGWS_LOG") {
-        Ok(filter) => tracing_subscriber::fmt()
+    let filter = std::env::var("MGWS_LOG").ok().and_then(|v| {
+        tracing_subscriber::EnvFilter::try_new(&v)
+            .map_err(|e| {
+                eprintln!(
+                    "mgws: MGWS_LOG={v:?} is not a tracing filter ({e}); logging as without it"
+                )
+            })
+            .ok()
+    });
+    match filter {
+        Some(filter) => tracing_subscriber::fmt()
             .with_env_filter(filter)
             .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
             .with_writer(std::io::stderr)
             .with_ansi(colour)
             .init(),
-        Err(_) => tracing_subscriber::fmt()
+        None => tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::new("warn,mgws::grid=info"))
             .without_time()
             .with_target(false)

@@ -84,8 +84,8 @@ pub struct RunReport {
     pub setup: SetupTimes,
     /// Wall time of the scheduling phase alone (no allocation or copies).
     pub elapsed_s: f64,
-    /// Wall time after the scheduling phase: reading the results back and freeing the run's
-    /// memory.
+    /// Wall time after the scheduling phase: reading the results back and, on devices that free
+    /// it then (the persistent kernels and the CPU), the run's memory.
     pub finish_s: f64,
     /// Wall time of the whole run, from the device's opening to the report: set-up, the
     /// scheduling phase, the host seeing it end, and the finish.
@@ -104,7 +104,8 @@ pub struct SetupTimes {
     /// Opening the device apart from its modules: on a GPU the driver, the contexts, the
     /// streams and the kernel text's checks.
     pub open_s: f64,
-    /// Loading the kernel modules (a JIT compile on first use in the process).
+    /// Loading the kernel modules (a JIT compile on first use in the process); a device that
+    /// does not time it apart (the level baseline) counts it in `open_s`.
     pub module_s: f64,
     /// Sizing the grid, allocating the run's memory and copying the job in.
     pub memory_s: f64,

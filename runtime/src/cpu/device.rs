@@ -349,6 +349,14 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
             }
             (Some(_), _) => vec![total],
         };
+        let wpq = grid.config.workers_per_queue;
+        if counts.len() == 2 && counts.iter().any(|&n| n % wpq != 0) {
+            return Err(crate::Error::Config(format!(
+                "the two bridged sides have {} and {} workers; with {wpq} workers per public \
+                 queue each side needs a multiple of {wpq}",
+                counts[0], counts[1]
+            )));
+        }
         let mut bridge = (self.link.is_none() && counts.len() == 2).then(|| {
             Box::new(HostBridge {
                 state: BridgeState::new(),

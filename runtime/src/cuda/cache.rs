@@ -40,6 +40,17 @@ enum Image {
 
 static GPUS: Mutex<Vec<(u32, Arc<Gpu>)>> = Mutex::new(Vec::new());
 static MODULES: Mutex<Vec<(ModuleKey, Arc<Module>)>> = Mutex::new(Vec::new());
+/// Embedded cubins the driver refused to load, per GPU.
+static UNLOADABLE: Mutex<Vec<ModuleKey>> = Mutex::new(Vec::new());
+
+/// GPU `ordinal` if the process has opened it.
+pub fn opened_gpu(ordinal: u32) -> Option<Arc<Gpu>> {
+    GPUS.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .find(|(o, _)| *o == ordinal)
+        .map(|(_, g)| Arc::clone(g))
+}
 
 /// GPU `ordinal` with its primary context retained (opened on first use).
 pub fn gpu(ordinal: u32) -> Result<Arc<Gpu>> {
@@ -85,7 +96,8 @@ pub fn module(gpu: &Gpu, ptx: &EntryPtx, max_registers: Option<u32>) -> Result<A
 
 /// The embedded cubin `cubin` loaded on `gpu` (loaded on first use), if it holds kernel `entry`
 /// within `max_registers` registers per thread: `None` when the run needs the PTX compiled
-/// instead (an entry over the cap; a cubin for another architecture is an error).
+/// instead (an entry over the cap, or a cubin the driver refused before). The driver's first
+/// refusal (a cubin for another architecture) is the error.
 pub fn cubin_module(
     gpu: &Gpu,
     cubin: &'static [u8],
@@ -100,9 +112,24 @@ pub fn cubin_module(
             len: cubin.len(),
         },
     };
+    if UNLOADABLE
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .contains(&key)
+    {
+        return Ok(None);
+    }
     let module = cached(key, || {
         let _span = tracing::debug_span!("cuda.cubin_load", gpu = gpu.ordinal, origin).entered();
         Module::load_cubin(gpu, cubin, origin)
+    })
+    .inspect_err(|_| {
+        // Built for another architecture, or by a newer ptxas than the driver knows: asked
+        // once per process.
+        UNLOADABLE
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(key);
     })?;
     let Some(f) = module.function(entry)? else {
         return Ok(None);

@@ -287,6 +287,16 @@ impl Gpu {
         })
     }
 
+    /// Frees the device memory the process keeps for this GPU's later runs ([`pool`]).
+    pub fn release_kept_memory(&self) -> Result<()> {
+        self.make_current()?;
+        for ptr in pool::drain(pool::Owner::Device(self.ctx as usize)) {
+            // SAFETY: kept allocations are unused and owned by nobody else.
+            let _ = unsafe { result::free_sync(ptr) };
+        }
+        Ok(())
+    }
+
     /// Free and total device memory in bytes.
     pub fn mem_info(&self) -> Result<(usize, usize)> {
         self.make_current()?;
@@ -351,11 +361,7 @@ impl DeviceBuffer {
         let mut free = gpu.mem_info()?.0;
         if class.unwrap_or(bytes) > free {
             // What this process keeps of its GPU's memory goes first.
-            gpu.make_current()?;
-            for ptr in pool::drain(owner) {
-                // SAFETY: kept allocations are unused and owned by nobody else.
-                let _ = unsafe { result::free_sync(ptr) };
-            }
+            gpu.release_kept_memory()?;
             free = gpu.mem_info()?.0;
             if class.unwrap_or(bytes) > free {
                 // The size class does not fit where the size does: allocate the size, not kept.

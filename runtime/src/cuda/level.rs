@@ -126,6 +126,8 @@ impl LevelDevice for CudaLevels<'_> {
         let capacity = match self.b.level_capacity {
             Some(c) => c,
             None => {
+                // Sized by what is free: none of it kept for later runs of the process.
+                g.release_kept_memory()?;
                 let (free, _) = g.mem_info()?;
                 let area_bytes: usize = job.areas.iter().map(|(_, a)| a.len()).sum();
                 // Two frontier buffers share 80% of what the data areas leave free.

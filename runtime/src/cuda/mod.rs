@@ -297,6 +297,22 @@ impl CudaBackend {
         })
     }
 
+    /// Frees the device memory this process keeps on the backend's GPUs for later runs (runs
+    /// keep their allocations, up to 8 GiB per GPU, so that the next run does not pay for them;
+    /// docs/cuda.md, "Start-up"). For a program that needs that memory for something else. GPUs
+    /// the process has not opened are left alone.
+    pub fn release_kept_memory(&self) -> Result<()> {
+        guard(|| {
+            driver::init()?;
+            for &d in &self.device_list() {
+                if let Some(gpu) = cache::opened_gpu(d) {
+                    gpu.release_kept_memory()?;
+                }
+            }
+            Ok(())
+        })
+    }
+
     /// The compute capability `(major, minor)` of the run's first GPU.
     pub fn compute_capability(&self) -> Result<(i32, i32)> {
         guard(|| {
@@ -502,9 +518,9 @@ impl CudaBackend {
     /// Workers per public queue when the caller names none: [`DEFAULT_QUEUE_SHARING`] for a
     /// run of the mgws kernel whose worker count, if given, splits into pairs on every GPU;
     /// else 1 (the baselines have no public queues). The GPUs of a run with CPU workers beside
-    /// them share theirs too; the CPU side keeps one worker per queue. On several GPUs, sharing also halves the steal-damping
-    /// bitmap that every worker keeps for every queue of the run, which lets a full block count
-    /// fit again.
+    /// them share theirs too; the CPU side keeps one worker per queue. On several GPUs, sharing
+    /// also halves the steal-damping bitmap that every worker keeps for every queue of the run,
+    /// which lets a full block count fit again.
     pub fn default_queue_sharing(&self, workers: Option<u32>) -> u32 {
         let gpus = self.devices.len().max(1) as u32;
         let pairs_up = workers.is_none_or(|w| {

@@ -1,12 +1,13 @@
 //! Allocations kept between the runs of one process. A run allocates a dozen buffers (the env,
-//! progress records, the launch gate, the public queues, the overflow stacks of 4.1 GiB on an
-//! H200, ...) and frees them when it ends. Device and pinned host allocations cost 0.1 to 1.2 ms
-//! each, and large ones far more where peer access maps them into every GPU of the run
-//! (docs/results.md), so a program that reuses its backend would pay them on every run. Freed
-//! buffers go back here instead, by owner and size class, and the next run of the same owner
-//! takes them. At most [`KEPT_PER_GPU`] bytes of each GPU's memory and [`KEPT_PINNED`] bytes of
-//! pinned host memory are kept, and a device allocation that finds too little free memory first
-//! gives back what its GPU keeps.
+//! progress records, the launch gate, the public queues, the overflow stacks, which take gigabytes
+//! by default) and frees them when it ends. Each allocation costs the driver time, and a large
+//! one far more where peer access maps it into every GPU of the run, so a program that reuses
+//! its backend would pay them on every run. Freed buffers go back here instead, by owner and size
+//! class, and the next run of the same owner takes them. At most [`KEPT_PER_GPU`] bytes of each
+//! GPU's memory and [`KEPT_PINNED`] bytes of pinned host memory are kept. A device allocation
+//! that finds too little free memory first gives back what its GPU keeps, and so do the VMM
+//! slices and the level baseline's sizing; `CudaBackend::release_kept_memory` gives it back on
+//! demand.
 //!
 //! A buffer returns here only when it is dropped, which its users do after the work that uses
 //! it has finished: the same condition under which `cuMemFree` may free it.
@@ -14,7 +15,8 @@
 use std::sync::{Mutex, PoisonError};
 
 /// The most bytes of one GPU's memory kept (a larger allocation is freed at once): room for
-/// the default overflow stacks of a full H100 or H200 (4.1 GiB) and the rest of a run.
+/// the default overflow stacks of a full GPU of the size this project runs on, and the rest of
+/// a run.
 pub const KEPT_PER_GPU: usize = 8 << 30;
 /// The most bytes of pinned host memory kept.
 pub const KEPT_PINNED: usize = 64 << 20;

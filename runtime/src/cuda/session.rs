@@ -42,14 +42,16 @@ impl Session {
     /// PTX file loads the cubin where it was built for the GPU and its entry fits the register
     /// cap: no JIT compile. Otherwise, or if it cannot be loaded, the PTX is compiled.
     pub fn open<R: Registry>(b: &CudaBackend, lanes: u32, entry: &str) -> Result<Session> {
-        let cubin = R::KERNEL_CUBIN.filter(|c| !c.is_empty() && b.ptx.is_none());
+        // The cubin was built from the embedded PTX: only a run of that PTX may use it.
+        let cubin =
+            R::KERNEL_CUBIN.filter(|c| !c.is_empty() && b.ptx.is_none() && R::KERNEL_PTX.is_some());
         Self::open_with::<R>(b, lanes, entry, false, |gpu, ptx, cap| {
             if let Some(cubin) = cubin {
                 let origin = format!("the cubin embedded in registry {}", R::NAME);
                 match cache::cubin_module(gpu, cubin, &origin, entry, cap) {
                     Ok(Some(module)) => return Ok(module),
                     Ok(None) => {}
-                    Err(e) => tracing::debug!(%e, "compiling the PTX instead"),
+                    Err(e) => tracing::info!(%e, "the embedded cubin: compiling the PTX instead"),
                 }
             }
             cache::module(gpu, ptx, cap)

@@ -139,7 +139,11 @@ impl SplitBuffer {
 
     fn map_slice(&mut self, d: usize, range: Range<usize>, what: &str) -> Result<()> {
         let gpu = &self.gpus[d];
-        let (free, _) = gpu.mem_info()?;
+        let mut free = gpu.mem_info()?.0;
+        if range.len() > free {
+            gpu.release_kept_memory()?;
+            free = gpu.mem_info()?.0;
+        }
         if range.len() > free {
             return Err(Error::OutOfMemory {
                 what: format!("{what} (its slice on GPU {})", gpu.ordinal),
