@@ -106,6 +106,15 @@ fn a_bridged_run_refuses_the_voting_tree_and_small_local_queues() {
         .unwrap();
     let err = spawned_memset(&sched, 100, 1, 4).unwrap_err().to_string();
     assert!(err.contains("workers on both"), "{err}");
+    // Sides of 3 and 3 workers cannot fill queues shared by two.
+    let sched = Scheduler::builder()
+        .workers(6)
+        .cpu_bridge(3)
+        .queue_sharing(2)
+        .build()
+        .unwrap();
+    let err = spawned_memset(&sched, 100, 1, 4).unwrap_err().to_string();
+    assert!(err.contains("each side needs a multiple of 2"), "{err}");
 }
 
 #[test]
