@@ -10,6 +10,9 @@ use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use mgws::error::Error;
+use mgws::scheduler::Scheduler;
+
+use crate::workload::Outcome;
 
 /// The run finished and, where it verifies its result, verified it.
 pub const EXIT_OK: i32 = 0;
@@ -132,6 +135,118 @@ pub fn progress_bar(json: bool) -> Option<impl Fn(mgws::scheduler::RunProgress) 
 /// Whether stdout reached a reader that closed it (the rest of the output was dropped).
 pub fn stdout_closed() -> bool {
     STDOUT_CLOSED.load(Ordering::Relaxed)
+}
+
+/// An outcome as one JSON object.
+pub fn outcome_json(outcome: &Outcome, sched: &Scheduler) -> serde_json::Value {
+    let r = &outcome.report;
+    serde_json::json!({
+        "workload": outcome.workload,
+        "backend": r.backend,
+        "workers": r.workers,
+        "lanes": r.lanes,
+        "tasks": r.tasks_run,
+        "setup_s": r.setup_s,
+        "setup": {
+            "open_s": r.setup.open_s,
+            "module_s": r.setup.module_s,
+            "memory_s": r.setup.memory_s,
+            "launch_s": r.setup.launch_s,
+        },
+        "elapsed_s": r.elapsed_s,
+        "finish_s": r.finish_s,
+        "wall_s": r.wall_s,
+        "tasks_per_s": r.tasks_per_s(),
+        "verified": outcome.verified,
+        "check": outcome.check,
+        "result": outcome.result,
+        "config": {
+            "public_capacity": sched.config().public_capacity,
+            "local_capacity": sched.config().local_capacity,
+            "initial_chunk": sched.config().initial_chunk,
+            "queue_sharing": sched.config().workers_per_queue,
+            "termination": format!("{:?}", sched.config().termination_mode()),
+            "overflow": format!("{:?}", sched.config().overflow_mode()),
+            "same_device_bias": f64::from(sched.config().same_device_bias_permille) / 1000.0,
+            "local_first": sched.config().local_first_tries,
+        },
+        "stats": {
+            "steal_attempts": r.total(|w| w.steal_attempts),
+            "steals": r.total(|w| w.steals),
+            "tasks_stolen": r.total(|w| w.tasks_stolen),
+            "acquires": r.total(|w| w.acquires),
+            "releases": r.total(|w| w.releases),
+            "spills": r.total(|w| w.spills),
+        },
+        "per_worker": r.per_worker,
+    })
+}
+
+/// An outcome as text, one line per fact.
+pub fn outcome_text(outcome: &Outcome) -> String {
+    use std::fmt::Write as _;
+    let r = &outcome.report;
+    let mut s = String::new();
+    // Writing to a String cannot fail.
+    let _ = writeln!(
+        s,
+        "{} on {} backend: {} workers x {} lanes, {} tasks in {:.4} s = {:.3e} tasks/s \
+         (set-up before it {:.4} s, finish after it {:.4} s, {:.4} s in all)",
+        outcome.workload,
+        r.backend,
+        r.workers,
+        r.lanes,
+        r.tasks_run,
+        r.elapsed_s,
+        r.tasks_per_s(),
+        r.setup_s,
+        r.finish_s,
+        r.wall_s
+    );
+    let t = &r.setup;
+    let _ = writeln!(
+        s,
+        "set-up: open {:.4} s, kernel module {:.4} s, memory {:.4} s, launch {:.4} s",
+        t.open_s, t.module_s, t.memory_s, t.launch_s
+    );
+    let _ = writeln!(s, "result: {}", outcome.result);
+    if let Some(idle) = r.idle_share().filter(|_| r.workers > 1) {
+        let _ = writeln!(
+            s,
+            "balance: the workers waited for each other {} for {:.1}% of the run on average",
+            if r.backend.ends_with("static") {
+                "after their share"
+            } else {
+                "at the level barriers"
+            },
+            100.0 * idle
+        );
+    }
+    let _ = writeln!(
+        s,
+        "steals: {} of {} attempts ({} tasks), acquires {}, releases {}",
+        r.total(|w| w.steals),
+        r.total(|w| w.steal_attempts),
+        r.total(|w| w.tasks_stolen),
+        r.total(|w| w.acquires),
+        r.total(|w| w.releases)
+    );
+    let _ = writeln!(
+        s,
+        "verified: {} ({})",
+        if outcome.verified { "yes" } else { "NO" },
+        outcome.check
+    );
+    s
+}
+
+/// The exit code of an outcome.
+pub fn outcome_code(outcome: &Outcome) -> i32 {
+    if outcome.verified {
+        EXIT_OK
+    } else {
+        EXIT_NOT_VERIFIED
+    }
 }
 
 #[cfg(test)]

@@ -6,8 +6,11 @@ use std::io::Write;
 use std::path::Path;
 
 use clap::Parser;
-use mgws_cli::cli::{Cli, Command, WorkloadCmd};
 use mgws_cli::corpus::{self, Format};
+use mgws_cli::{
+    args::WorkloadCmd,
+    cli::{Cli, Command},
+};
 use proptest::prelude::*;
 
 /// A small valid JSONL corpus and MediaWiki dump, for mutation.

@@ -353,7 +353,7 @@ fn uts_flags_override_presets() {
     ])
     .unwrap();
     let mgws_cli::cli::Command::Run {
-        workload: mgws_cli::cli::WorkloadCmd::Uts { args, .. },
+        workload: mgws_cli::args::WorkloadCmd::Uts { args, .. },
     } = cli.command
     else {
         panic!("parsed {:?}", cli.command)
@@ -364,7 +364,7 @@ fn uts_flags_override_presets() {
     // UTS's numeric -t/-a values work as well.
     let cli = Cli::try_parse_from(["mgws", "run", "uts", "-t", "0", "-a", "3"]).unwrap();
     let mgws_cli::cli::Command::Run {
-        workload: mgws_cli::cli::WorkloadCmd::Uts { args, .. },
+        workload: mgws_cli::args::WorkloadCmd::Uts { args, .. },
     } = cli.command
     else {
         panic!()
@@ -922,7 +922,7 @@ fn bench_measures_every_method_and_writes_csv_and_svg() {
         .command
     {
         mgws_cli::cli::Command::Run {
-            workload: mgws_cli::cli::WorkloadCmd::Fib { sched, .. },
+            workload: mgws_cli::args::WorkloadCmd::Fib { sched, .. },
         } => sched,
         _ => unreachable!(),
     };

@@ -17,7 +17,7 @@ use std::process::Command;
 use clap::Args;
 use plotters::prelude::*;
 
-use crate::cli::{BackendArg, GpuKernelArg, SchedArgs};
+use crate::args::{BackendArg, GpuKernelArg, SchedArgs};
 use crate::workload::skew::SkewConfig;
 use crate::workload::uts::{Preset, UtsConfig};
 use crate::workload::{fib, memset, skew, uts, Outcome};

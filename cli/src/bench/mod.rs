@@ -24,7 +24,7 @@ use crate::baseline;
 
 /// The static-assignment baseline on CPU threads.
 const CPU_STATIC: mgws::Backend = mgws::Backend::CpuStatic;
-use crate::cli::SchedArgs;
+use crate::args::SchedArgs;
 use crate::corpus::Corpus;
 use crate::workload::args::{ContainsArgs, FibArgs, UtsArgs};
 use crate::workload::uts::UtsConfig;
@@ -586,7 +586,7 @@ pub fn measure(work: &Prepared, opts: &BenchOpts, sched_args: &SchedArgs) -> Res
     // resolved to CUDA, the defaults would be the GPU's (32 lanes per worker, that is 32 threads
     // per CPU worker).
     let mut sched_args = sched_args.clone();
-    sched_args.backend = crate::cli::BackendArg::Cpu;
+    sched_args.backend = crate::args::BackendArg::Cpu;
     let cpu_mgws = sched_args.cpu_mgws_backend();
     let mut setups = Vec::new();
     for &w in &opts.workers {
@@ -901,7 +901,7 @@ pub fn main(cmd: BenchCmd) -> Result<i32> {
     };
     if !matches!(
         sched.backend,
-        crate::cli::BackendArg::Cpu | crate::cli::BackendArg::Auto
+        crate::args::BackendArg::Cpu | crate::args::BackendArg::Auto
     ) {
         return Err(Error::BackendUnavailable(
             "mgws bench measures the CPU backend only".into(),

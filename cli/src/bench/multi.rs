@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, ValueEnum};
 
 use super::gpu::{lines, median, Series};
-use crate::cli::{BackendArg, SchedArgs};
+use crate::args::{BackendArg, SchedArgs};
 use crate::corpus::Corpus;
 use crate::workload::uts::{Preset, UtsConfig};
 use crate::workload::{contains, fib, memset, uts, Outcome};
