@@ -2,16 +2,16 @@
 //! of multi-process runs. The flags are in [`crate::args`], their translation into a scheduler in
 //! [`crate::translate`], what is printed in [`crate::output`].
 
+use clap::{Parser, Subcommand};
 use mgws::error::Result;
 use mgws::scheduler::Scheduler;
 use mgws_tasks::{ContainsTasks, FibTasks, MemsetTasks, Registry, SkewTasks, StallTasks, UtsTasks};
-
-use clap::{Parser, Subcommand};
 
 use crate::args::{BackendArg, BaselineArg, GpuKernelArg, WorkloadCmd};
 use crate::output::{self, outcome_code, outcome_json, outcome_text};
 use crate::workload::Outcome;
 
+/// The `mgws` command line, as clap parses it.
 #[derive(Parser, Debug)]
 #[command(
     name = "mgws",
@@ -23,6 +23,7 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The commands of `mgws`.
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run one workload and verify its result.
