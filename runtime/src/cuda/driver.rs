@@ -644,6 +644,19 @@ fn jit_log(log: &[u8]) -> String {
     }
 }
 
+/// The error of a module load of `origin` on `gpu` that the driver answered with `r`, with the
+/// JIT's `log` where there is one.
+fn load_failed(gpu: &Gpu, origin: &str, r: CUresult, log: &[u8]) -> Error {
+    Error::Cuda(format!(
+        "loading {origin} on GPU {} ({}) failed: {} {}{}",
+        gpu.ordinal,
+        gpu.name,
+        error_name(r),
+        explain(r),
+        jit_log(log)
+    ))
+}
+
 impl Module {
     /// JIT-compiles `ptx` for `gpu`, with at most `max_registers` registers per thread if given;
     /// a compile error carries the driver's log.
@@ -668,14 +681,7 @@ impl Module {
             )
         };
         if r != CUresult::CUDA_SUCCESS {
-            return Err(Error::Cuda(format!(
-                "loading {origin} on GPU {} ({}) failed: {} {}{}",
-                gpu.ordinal,
-                gpu.name,
-                error_name(r),
-                explain(r),
-                jit_log(&log)
-            )));
+            return Err(load_failed(gpu, origin, r, &log));
         }
         Ok(Module { raw, ctx: gpu.ctx })
     }
@@ -693,13 +699,7 @@ impl Module {
         // SAFETY: `image` holds the whole cubin and outlives the call.
         let r = unsafe { sys::cuModuleLoadData(&mut raw, image.as_ptr() as *const c_void) };
         if r != CUresult::CUDA_SUCCESS {
-            return Err(Error::Cuda(format!(
-                "loading {origin} on GPU {} ({}) failed: {} {}",
-                gpu.ordinal,
-                gpu.name,
-                error_name(r),
-                explain(r)
-            )));
+            return Err(load_failed(gpu, origin, r, &[]));
         }
         Ok(Module { raw, ctx: gpu.ctx })
     }
