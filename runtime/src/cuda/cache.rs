@@ -1,4 +1,5 @@
-//! The process's opened GPUs and loaded modules. A CLI run asks the backend for its defaults
+//! The process's opened GPUs and loaded modules, and the lookup its other caches share (the
+//! kernel texts, `super::ptx`). A CLI run asks the backend for its defaults
 //! (the occupancy of the kernel), then runs, then may run baselines: all of them share one
 //! primary-context retain per GPU and one JIT compile per (GPU, PTX text, register cap), where the
 //! text is the module pruned to the one entry a run launches (`ptx::prune_to_entry`): a run and
@@ -45,33 +46,17 @@ static UNLOADABLE: Mutex<Vec<ModuleKey>> = Mutex::new(Vec::new());
 
 /// GPU `ordinal` if the process has opened it.
 pub fn opened_gpu(ordinal: u32) -> Option<Arc<Gpu>> {
-    GPUS.lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .iter()
-        .find(|(o, _)| *o == ordinal)
-        .map(|(_, g)| Arc::clone(g))
+    lookup(&GPUS, &ordinal)
 }
 
 /// GPU `ordinal` with its primary context retained (opened on first use).
 pub fn gpu(ordinal: u32) -> Result<Arc<Gpu>> {
-    let find = |gpus: &[(u32, Arc<Gpu>)]| {
-        gpus.iter()
-            .find(|(o, _)| *o == ordinal)
-            .map(|(_, g)| Arc::clone(g))
-    };
-    if let Some(g) = find(&GPUS.lock().unwrap_or_else(PoisonError::into_inner)) {
+    if let Some(g) = opened_gpu(ordinal) {
         return Ok(g);
     }
-    let opened = {
-        let _span = tracing::debug_span!("cuda.open_gpu", ordinal).entered();
-        Arc::new(Gpu::open(ordinal)?)
-    };
-    let mut gpus = GPUS.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(g) = find(&gpus) {
-        return Ok(g);
-    }
-    gpus.push((ordinal, Arc::clone(&opened)));
-    Ok(opened)
+    let _span = tracing::debug_span!("cuda.open_gpu", ordinal).entered();
+    let opened = Arc::new(Gpu::open(ordinal)?);
+    Ok(remember(&GPUS, ordinal, opened))
 }
 
 /// `src` JIT-compiled for `gpu` with `max_registers` (compiled on first use; the driver's own
@@ -148,20 +133,32 @@ pub fn cubin_module(
 
 /// The module under `key`, made by `load` on first use.
 fn cached(key: ModuleKey, load: impl FnOnce() -> Result<Module>) -> Result<Arc<Module>> {
-    let find = |modules: &[(ModuleKey, Arc<Module>)]| {
-        modules
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, m)| Arc::clone(m))
-    };
-    if let Some(m) = find(&MODULES.lock().unwrap_or_else(PoisonError::into_inner)) {
+    if let Some(m) = lookup(&MODULES, &key) {
         return Ok(m);
     }
     let loaded = Arc::new(load()?);
-    let mut modules = MODULES.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(m) = find(&modules) {
-        return Ok(m);
+    Ok(remember(&MODULES, key, loaded))
+}
+
+/// The value under `key` in `cache`, if there is one.
+pub(super) fn lookup<K: PartialEq, V>(cache: &Mutex<Vec<(K, Arc<V>)>>, key: &K) -> Option<Arc<V>> {
+    let held = cache.lock().unwrap_or_else(PoisonError::into_inner);
+    held.iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| Arc::clone(v))
+}
+
+/// Adds `value` under `key` unless another thread did first; returns the cached value. No lock
+/// is held while the value is made: two threads may make it, and the second copy is dropped.
+pub(super) fn remember<K: PartialEq, V>(
+    cache: &Mutex<Vec<(K, Arc<V>)>>,
+    key: K,
+    value: Arc<V>,
+) -> Arc<V> {
+    let mut held = cache.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, v)) = held.iter().find(|(k, _)| *k == key) {
+        return Arc::clone(v);
     }
-    modules.push((key, Arc::clone(&loaded)));
-    Ok(loaded)
+    held.push((key, Arc::clone(&value)));
+    value
 }

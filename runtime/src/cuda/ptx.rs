@@ -13,11 +13,12 @@
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use mgws_tasks::Registry;
 
+use super::cache::{lookup, remember};
 use crate::error::{Error, Result};
 
 /// The PTX global that names the registry the entries of `R` were built for:
@@ -142,23 +143,6 @@ type EntryKey = (TextOrigin, u64, String);
 /// fingerprint and entry; both live until the process exits.
 static SOURCES: Mutex<Vec<(SourceKey, Arc<PtxSource>)>> = Mutex::new(Vec::new());
 static ENTRIES: Mutex<Vec<(EntryKey, Arc<EntryPtx>)>> = Mutex::new(Vec::new());
-
-fn lookup<K: PartialEq, V>(cache: &Mutex<Vec<(K, Arc<V>)>>, key: &K) -> Option<Arc<V>> {
-    let held = cache.lock().unwrap_or_else(PoisonError::into_inner);
-    held.iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| Arc::clone(v))
-}
-
-/// Adds `value` under `key` unless another thread did first; returns the cached value.
-fn remember<K: PartialEq, V>(cache: &Mutex<Vec<(K, Arc<V>)>>, key: K, value: Arc<V>) -> Arc<V> {
-    let mut held = cache.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some((_, v)) = held.iter().find(|(k, _)| *k == key) {
-        return Arc::clone(v);
-    }
-    held.push((key, Arc::clone(&value)));
-    value
-}
 
 fn from_file(path: &Path) -> Result<PtxSource> {
     Ok(PtxSource {
