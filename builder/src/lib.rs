@@ -167,8 +167,8 @@ pub enum Ptxas {
     /// [`KernelBuilder::build_script`]. A ptxas that rejects the PTX leaves no cubin and a
     /// reason in [`Kernel::ptxas_failed`]: the PTX alone still runs.
     IfFound,
-    /// Always; a missing ptxas is an error (`MGWS_PTXAS`, `ptxas` on the PATH, or the project's
-    /// `shared/tools/ptxas.sh`).
+    /// Always; a missing ptxas is an error (one found as for [`Ptxas::IfFound`], else the
+    /// project's `shared/tools/ptxas.sh`).
     Required,
 }
 

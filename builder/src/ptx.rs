@@ -184,20 +184,11 @@ pub(crate) fn find_local_ptxas() -> Option<Vec<OsString>> {
         .map(|p| vec![p])
 }
 
-/// The `ptxas` command: `MGWS_PTXAS`, else `ptxas` on the PATH, else `shared/tools/ptxas.sh` in
-/// `near` or one of its ancestors (it fetches NVIDIA's ptxas from PyPI once).
+/// The `ptxas` command: one on this machine ([`find_local_ptxas`]), else `shared/tools/ptxas.sh`
+/// in `near` or one of its ancestors (it fetches NVIDIA's ptxas from PyPI once).
 pub(crate) fn find_ptxas(near: &Path) -> Result<Vec<OsString>, BuildError> {
-    if let Some(p) = std::env::var_os("MGWS_PTXAS") {
-        return Ok(vec![p]);
-    }
-    if Command::new("ptxas")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok()
-    {
-        return Ok(vec!["ptxas".into()]);
+    if let Some(program) = find_local_ptxas() {
+        return Ok(program);
     }
     if let Some(script) = shared_tool(near, "ptxas.sh") {
         return Ok(vec!["bash".into(), script.into()]);
