@@ -80,40 +80,22 @@ fn bridged_sides_with_shared_queues_run_every_task_exactly_once() {
 
 #[test]
 fn a_bridged_run_refuses_the_voting_tree_and_small_local_queues() {
-    let sched = Scheduler::builder()
-        .workers(4)
-        .cpu_bridge(2)
-        .termination(TerminationMode::VotingTree)
-        .build()
-        .unwrap();
-    let err = spawned_memset(&sched, 100, 1, 4).unwrap_err().to_string();
+    let refusal = |builder: mgws::SchedulerBuilder| {
+        let sched = builder.build().unwrap();
+        spawned_memset(&sched, 100, 1, 4).unwrap_err().to_string()
+    };
+    let bridge = |workers, side1| Scheduler::builder().workers(workers).cpu_bridge(side1);
+    let err = refusal(bridge(4, 2).termination(TerminationMode::VotingTree));
     assert!(
         err.contains("--termination counter or hierarchical"),
         "{err}"
     );
-    let sched = Scheduler::builder()
-        .workers(4)
-        .cpu_bridge(2)
-        .local_capacity(8)
-        .build()
-        .unwrap();
-    let err = spawned_memset(&sched, 100, 1, 4).unwrap_err().to_string();
+    let err = refusal(bridge(4, 2).local_capacity(8));
     assert!(err.contains("local capacity of at least 16"), "{err}");
-    let sched = Scheduler::builder()
-        .workers(2)
-        .cpu_bridge(2)
-        .build()
-        .unwrap();
-    let err = spawned_memset(&sched, 100, 1, 4).unwrap_err().to_string();
+    let err = refusal(bridge(2, 2));
     assert!(err.contains("workers on both"), "{err}");
     // Sides of 3 and 3 workers cannot fill queues shared by two.
-    let sched = Scheduler::builder()
-        .workers(6)
-        .cpu_bridge(3)
-        .queue_sharing(2)
-        .build()
-        .unwrap();
-    let err = spawned_memset(&sched, 100, 1, 4).unwrap_err().to_string();
+    let err = refusal(bridge(6, 3).queue_sharing(2));
     assert!(err.contains("each side needs a multiple of 2"), "{err}");
 }
 
