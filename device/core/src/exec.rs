@@ -238,7 +238,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     #[inline(always)]
     pub(crate) fn with_leader<R>(&self, f: impl FnOnce(&mut LeaderState) -> R) -> R {
         debug_assert!(self.p.is_leader());
-        // SAFETY: lane 0 initialised the state in `Worker::new` and is the only lane that touches
+        // SAFETY: lane 0 initialised the state in `WorkerCore::new` and is the only lane that touches
         // it; no reference to it outlives this call, and calls do not nest.
         f(unsafe { &mut *self.leader_state() })
     }

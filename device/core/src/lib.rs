@@ -62,8 +62,8 @@ pub use public_queue::{Claim, Locked, OwnerView, PublicQueue};
 pub use scratch::{ScratchLayout, EXCHANGE_WORDS};
 pub use share::{claimed_by, max_successful_steals, remaining_after, share, StealShare};
 pub use spec::{
-    bridge_entry_error, entry_suffix, scope_suffix, Fixed, FromConfig, ScopeOnly, Spec,
-    BRIDGED_ENTRY_SUFFIXES, STATIC_ENTRY_SUFFIXES, WORKER_ENTRY_SUFFIXES,
+    bridge_entry_error, entry_suffix, scope_suffix, BridgeFollower, Fixed, FromConfig, ScopeOnly,
+    Spec, BRIDGED_ENTRY_SUFFIXES, STATIC_ENTRY_SUFFIXES, WORKER_ENTRY_SUFFIXES,
 };
 pub use window::{PeWindow, Remote, WindowPlatform, WindowWord};
 pub use word::{QueueWord, WordFlags, MAX_FIELD};

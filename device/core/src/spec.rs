@@ -8,6 +8,8 @@
 //! ([`Spec::matches`]). CPU workers use [`FromConfig`], which reads the same options from the
 //! configuration at run time: one compiled worker serves every configuration there.
 
+use core::marker::PhantomData;
+
 use crate::config::{OverflowMode, RunFlags, SchedConfig, TerminationMode};
 use crate::platform::Scope;
 
@@ -22,8 +24,15 @@ pub trait Spec: 'static {
     fn shared_queues(cfg: &SchedConfig) -> bool;
     /// The scope of the atomics on orchestration data and of the tasks' atomics.
     fn scope(cfg: &SchedConfig) -> Scope;
-    /// Whether the run is one side of a bridged run ([`crate::bridge`]).
+    /// Whether the worker runs the bridged loop: the bridge worker of one side of a bridged run
+    /// ([`crate::bridge`]).
     fn bridged(cfg: &SchedConfig) -> bool;
+    /// Whether the worker is one of a bridged run's other workers ([`BridgeFollower`]): it runs
+    /// the plain loop and takes the termination decision from its side's bridge worker.
+    #[inline(always)]
+    fn follows_bridge(_: &SchedConfig) -> bool {
+        false
+    }
 
     /// True if this spec runs `cfg` as its options say.
     #[inline(always)]
@@ -32,7 +41,41 @@ pub trait Spec: 'static {
             && Self::overflow(cfg) == cfg.overflow_mode()
             && Self::shared_queues(cfg) == (cfg.workers_per_queue > 1)
             && widen(Self::scope(cfg)) == widen(Scope::from_u32(cfg.queue_scope))
-            && Self::bridged(cfg) == cfg.run_flags().contains(RunFlags::BRIDGED)
+            && (Self::bridged(cfg) || Self::follows_bridge(cfg))
+                == cfg.run_flags().contains(RunFlags::BRIDGED)
+    }
+}
+
+/// The spec of a bridged run's workers other than its bridge worker: `S` with the bridge's steps
+/// left out of the loop. Only the bridge worker serves the bridge, so the others need none of its
+/// tests between tasks; at termination they wait for the decision the bridge worker copies into
+/// their side's shared state.
+pub struct BridgeFollower<S>(PhantomData<S>);
+
+impl<S: Spec> Spec for BridgeFollower<S> {
+    #[inline(always)]
+    fn termination(cfg: &SchedConfig) -> TerminationMode {
+        S::termination(cfg)
+    }
+    #[inline(always)]
+    fn overflow(cfg: &SchedConfig) -> OverflowMode {
+        S::overflow(cfg)
+    }
+    #[inline(always)]
+    fn shared_queues(cfg: &SchedConfig) -> bool {
+        S::shared_queues(cfg)
+    }
+    #[inline(always)]
+    fn scope(cfg: &SchedConfig) -> Scope {
+        S::scope(cfg)
+    }
+    #[inline(always)]
+    fn bridged(_: &SchedConfig) -> bool {
+        false
+    }
+    #[inline(always)]
+    fn follows_bridge(cfg: &SchedConfig) -> bool {
+        S::bridged(cfg)
     }
 }
 
@@ -264,6 +307,24 @@ mod tests {
             1,
             Scope::Block
         )));
+    }
+
+    #[test]
+    fn a_bridge_follower_runs_the_plain_loop_of_a_bridged_spec_and_only_there() {
+        type Bridged = Fixed<0, 1, false, 1, true>;
+        type Plain = Fixed<0, 1, false, 1>;
+        let plain = config(0, 1, 1, Scope::Device);
+        let mut bridged = plain;
+        bridged.flags |= RunFlags::BRIDGED.bits();
+        assert!(Bridged::matches(&bridged) && !Bridged::matches(&plain));
+        assert!(BridgeFollower::<Bridged>::matches(&bridged));
+        assert!(!BridgeFollower::<Bridged>::bridged(&bridged));
+        assert!(BridgeFollower::<Bridged>::follows_bridge(&bridged));
+        // A follower of a plain spec is the plain spec.
+        assert!(!BridgeFollower::<Plain>::follows_bridge(&plain));
+        assert!(BridgeFollower::<Plain>::matches(&plain));
+        assert!(BridgeFollower::<FromConfig>::matches(&bridged));
+        assert!(BridgeFollower::<FromConfig>::follows_bridge(&bridged));
     }
 
     #[test]

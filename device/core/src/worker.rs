@@ -17,7 +17,7 @@ use crate::local_ring::{ring_index, ring_slot_after};
 use crate::operation::Operation;
 use crate::platform::{AtomicWord, Ordering, Platform, ProtocolStep, Scope};
 use crate::public_queue::{Claim, OwnerView, PublicQueue};
-use crate::spec::Spec;
+use crate::spec::{BridgeFollower, Spec};
 use crate::termination::{HierarchicalCounter, IdleCounter, VoteOutcome, VotingTree};
 use crate::word::QueueWord;
 
@@ -89,11 +89,9 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
     /// Worker `id` on platform `p`.
     ///
     /// # Safety
-    /// `env` must describe live orchestration memory laid out as [`crate::layout`] says, `id` must be
-    /// a worker of `env.topology`, the platform's scratch must hold `ScratchLayout::new(...)`
-    /// bytes for this configuration, and every lane of the worker must make the same call.
+    /// As for [`Worker::start`].
     #[inline(always)]
-    pub unsafe fn new(p: P, env: &'e Env<P::Word, T>, exec: &'e X, id: u32) -> Self {
+    unsafe fn new(p: P, env: &'e Env<P::Word, T>, exec: &'e X, id: u32) -> Self {
         Worker {
             // SAFETY: the caller's guarantees, which include a valid shared state.
             core: unsafe { WorkerCore::new(p, env, id, OnFull::Publish) },
@@ -101,9 +99,29 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
         }
     }
 
+    /// Starts worker `id` and runs it to the end. In a bridged run only the bridge worker runs
+    /// the bridged loop; the others run the plain loop of `S` ([`BridgeFollower`]), so that none
+    /// of the bridge's tests sit between their tasks.
+    ///
+    /// # Safety
+    /// `env` must describe live orchestration memory laid out as [`crate::layout`] says, `id` must be
+    /// a worker of `env.topology`, the platform's scratch must hold `ScratchLayout::new(...)`
+    /// bytes for this configuration, and every lane of the worker must make the same call.
+    #[inline(always)]
+    pub unsafe fn start(p: P, env: &'e Env<P::Word, T>, exec: &'e X, id: u32) {
+        if S::bridged(&env.config) && id != env.bridge_worker {
+            // SAFETY: the caller's guarantees; the follower spec differs from `S` only in the
+            // bridge's steps, and `Spec::matches` accepts it for a bridged configuration.
+            unsafe { Worker::<'e, P, T, X, BridgeFollower<S>>::new(p, env, exec, id) }.run();
+        } else {
+            // SAFETY: the caller's guarantees.
+            unsafe { Self::new(p, env, exec, id) }.run();
+        }
+    }
+
     /// The worker loop: runs until termination is detected or the run is aborted.
     #[inline(always)]
-    pub fn run(mut self) {
+    fn run(mut self) {
         let c = &mut self.core;
         c.clear_damping();
         loop {
@@ -111,10 +129,7 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
             if c.aborted {
                 break;
             }
-            if S::bridged(&c.env.config)
-                && c.iterations as u64 & (BRIDGE_INTERVAL - 1) == 0
-                && c.id == c.env.bridge_worker
-            {
+            if S::bridged(&c.env.config) && c.iterations as u64 & (BRIDGE_INTERVAL - 1) == 0 {
                 // The bridge worker answers the other side's request from its local queue.
                 c.bridge_serve();
             }
@@ -153,7 +168,7 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
                 // every initial task claimed ever enters the termination protocol.
                 continue;
             }
-            if S::bridged(&c.env.config) && c.id == c.env.bridge_worker && c.bridge_receive() {
+            if S::bridged(&c.env.config) && c.bridge_receive() {
                 continue;
             }
             if c.idle_step() {
@@ -178,9 +193,9 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         } else {
             progress
         };
-        // Only the bridge worker serves the bridge every few iterations; the other workers of a
-        // bridged run batch their tasks as in any run.
-        if S::bridged(&self.env.config) && self.id == self.env.bridge_worker {
+        // The bridge worker (the only one whose spec is bridged) serves the bridge every few
+        // iterations.
+        if S::bridged(&self.env.config) {
             cadence.min(BRIDGE_INTERVAL)
         } else {
             cadence
@@ -878,6 +893,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                     let all = (self.idle || became_idle) && counter.all_idle();
                     if S::bridged(&self.env.config) {
                         self.bridge_decide(all)
+                    } else if S::follows_bridge(&self.env.config) {
+                        self.bridge_decision()
                     } else {
                         all
                     }
@@ -1064,33 +1081,38 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         true
     }
 
-    /// Termination of a bridged run (lane 0): `side_all_idle` is this side's detector's answer.
-    /// Side 0's bridge decides, side 1's reports; both copy the decision into their side's
-    /// `SharedState::decision`, which every worker polls in its own memory.
+    /// Termination of a bridged run, by its bridge worker (lane 0): `side_all_idle` is this
+    /// side's detector's answer. Side 0's bridge decides, side 1's reports; both copy the decision
+    /// into their side's `SharedState::decision`, which the side's other workers poll in their
+    /// own memory ([`Self::bridge_decision`]).
     #[inline(always)]
     pub(crate) fn bridge_decide(&mut self, side_all_idle: bool) -> bool {
         // SAFETY: the shared state outlives the run.
         let shared = unsafe { self.env.shared() };
-        if self.id == self.env.bridge_worker {
-            let end = self.bridge_end();
-            let decided = self.with_leader(|l| {
-                if side_all_idle && !end.waiting(&l.bridge) {
-                    if end.side == 0 {
-                        return end.try_decide(&l.bridge) || end.decided();
-                    }
-                    end.report_idle(&mut l.bridge);
+        let end = self.bridge_end();
+        let decided = self.with_leader(|l| {
+            if side_all_idle && !end.waiting(&l.bridge) {
+                if end.side == 0 {
+                    return end.try_decide(&l.bridge) || end.decided();
                 }
-                end.decided()
-            });
-            if decided {
-                // Release: orders nothing this side's workers read; the decision itself is all
-                // they need (the bridge state's release carried the ledger).
-                shared.decision.store(1, Ordering::Release, self.scope);
-                return true;
+                end.report_idle(&mut l.bridge);
             }
-            return false;
+            end.decided()
+        });
+        if decided {
+            // Release: orders nothing this side's workers read; the decision itself is all they
+            // need (the bridge state's release carried the ledger).
+            shared.decision.store(1, Ordering::Release, self.scope);
         }
-        // Acquire pairs with the bridge worker's store.
+        decided
+    }
+
+    /// Whether this side's bridge worker has decided that a bridged run is over (lane 0).
+    #[inline(always)]
+    pub(crate) fn bridge_decision(&self) -> bool {
+        // SAFETY: the shared state outlives the run.
+        let shared = unsafe { self.env.shared() };
+        // Acquire pairs with the bridge worker's store in `bridge_decide`.
         shared.decision.load(Ordering::Acquire, self.scope) != 0
     }
 }

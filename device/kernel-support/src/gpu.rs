@@ -74,7 +74,7 @@ pub unsafe fn run_worker<X: TaskExecutor<TaskStruct>, S: Spec>(
     check_scratch(block_of(&p), env.config.local_capacity, topology.queues());
     // SAFETY: `id` is a worker of this device, the scratch holds the layout (checked above), and
     // every lane makes the same call; the rest is the caller's guarantee.
-    unsafe { Worker::<_, _, _, S>::new(p, env, exec, id) }.run();
+    unsafe { Worker::<_, _, _, S>::start(p, env, exec, id) };
 }
 
 /// Runs the calling block as worker `blockIdx.x` of the static-assignment baseline

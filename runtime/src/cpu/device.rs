@@ -39,7 +39,7 @@ unsafe impl Sync for SendEnv {}
 /// Runs worker `w`'s loop of `method` on this lane.
 ///
 /// # Safety
-/// As for [`Worker::new`]: `env` describes live orchestration memory for this configuration,
+/// As for [`Worker::start`]: `env` describes live orchestration memory for this configuration,
 /// the platform's scratch holds its layout, and every lane of worker `w` makes this same call.
 #[inline(always)]
 unsafe fn run_worker<P: mgws_core::Platform<Word = HostWord>, R: TaskExecutor<TaskStruct>>(
@@ -52,9 +52,7 @@ unsafe fn run_worker<P: mgws_core::Platform<Word = HostWord>, R: TaskExecutor<Ta
     // SAFETY: the caller's guarantees, which both loops require.
     unsafe {
         match method {
-            CpuMethod::Mgws => {
-                Worker::<_, _, _, mgws_core::FromConfig>::new(p, env, registry, w).run()
-            }
+            CpuMethod::Mgws => Worker::<_, _, _, mgws_core::FromConfig>::start(p, env, registry, w),
             CpuMethod::Static => {
                 LeanStatic::<_, _, mgws_core::FromConfig>::new(p, env, w).run(registry)
             }
