@@ -120,6 +120,8 @@ pub struct CpuDevice<'a, R> {
     registry: &'a R,
     method: CpuMethod,
     elapsed_s: f64,
+    /// When the last run's clock started (its threads' loops start after it).
+    started_at: Option<std::time::Instant>,
     /// Static baseline: per worker, nanoseconds from the launch until it finished its share.
     finished_ns: Vec<u64>,
     /// This run is side 1 of a bridge held by another device.
@@ -172,6 +174,7 @@ impl<'a, R> CpuDevice<'a, R> {
             registry,
             method,
             elapsed_s: 0.0,
+            started_at: None,
             finished_ns: Vec::new(),
             link: None,
         }
@@ -183,6 +186,11 @@ impl<'a, R> CpuDevice<'a, R> {
             link: Some(link),
             ..Self::new(sched, registry)
         }
+    }
+
+    /// When the last run's clock started: its `elapsed_s` counts from here.
+    pub(crate) fn started_at(&self) -> Option<std::time::Instant> {
+        self.started_at
     }
 }
 
@@ -460,6 +468,7 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
         // Until the last worker left its loop (the supervisor wakes only once per watchdog poll).
         let clock = RunClock::start();
         let start = clock.started_at();
+        self.started_at = Some(start);
         let chaos = self.sched.chaos;
         let (registry, method) = (self.registry, self.method);
         let finished: Vec<AtomicU64> = (0..grid.config.workers)
