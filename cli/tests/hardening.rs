@@ -1,5 +1,5 @@
 //! The `mgws` binary on bad input, broken output and hangs: each ends in a clear error with the
-//! documented exit code (README, "Exit codes"; docs/design.md, "Bad input and faults").
+//! documented exit code (docs/cli.md, "Exit status"; docs/design.md, "Bad input and faults").
 
 use std::io::Read;
 use std::process::{Command, Output, Stdio};
