@@ -39,6 +39,13 @@ impl<W: AtomicWord> IdleCounter<'_, W> {
     pub fn all_idle(&self) -> bool {
         self.counter.load(Ordering::Acquire, self.scope) == self.workers
     }
+
+    /// Whether some worker counts itself idle now: a hint for where spare work should go
+    /// (Relaxed: a stale answer only sends a task elsewhere, and decides nothing).
+    #[inline(always)]
+    pub fn any_idle(&self) -> bool {
+        self.counter.load(Ordering::Relaxed, self.scope) != 0
+    }
 }
 
 /// Hierarchical idle counters (proposed in the thesis's evaluation, 6, and future work, 7): one counter per device, in that
@@ -123,6 +130,15 @@ impl<W: AtomicWord> HierarchicalCounter<'_, W> {
     pub fn all_idle(&self) -> bool {
         self.device.load(Ordering::Acquire, self.device_scope) == self.device_workers
             && self.global.load(Ordering::Acquire, self.scope) == self.devices
+    }
+
+    /// Whether some worker of this device counts itself idle now, or some device is all idle: a
+    /// hint, as [`IdleCounter::any_idle`] (the global word may read one below its settled value
+    /// for a moment, wrapped below zero: only a count of devices counts).
+    #[inline(always)]
+    pub fn any_idle(&self) -> bool {
+        self.device.load(Ordering::Relaxed, self.device_scope) != 0
+            || (1..=self.devices).contains(&self.global.load(Ordering::Relaxed, self.scope))
     }
 }
 

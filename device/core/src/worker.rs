@@ -51,6 +51,14 @@ impl<W: AtomicWord> IdleCount<'_, W> {
             IdleCount::Hierarchical(c) => c.all_idle(),
         }
     }
+
+    #[inline(always)]
+    fn any_idle(&self) -> bool {
+        match self {
+            IdleCount::Flat(c) => c.any_idle(),
+            IdleCount::Hierarchical(c) => c.any_idle(),
+        }
+    }
 }
 
 /// A run of tasks in this worker's own memory, as [`WorkerCore::publish`] reads them: task `j`
@@ -973,13 +981,16 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// [`BRIDGE_CAPACITY`] of its local tasks (none when it holds fewer than two): on side 0 (the
     /// GPUs, the fast side) its newest, which in depth-first order root the smallest subtrees,
     /// so that the slow side never holds the run's tail; on side 1 its oldest, the largest.
+    /// Side 0 gives nothing while one of its own workers is idle: a task the GPUs can run
+    /// now would only run slower on the CPU, and a latency-bound tree waits for it.
     #[inline(always)]
     pub(crate) fn bridge_serve(&mut self) {
         let mut plan = [0u64; 3];
         if self.p.is_leader() {
             let end = self.bridge_end();
             if let Some(request) = self.with_leader(|l| end.open_request(&l.bridge)) {
-                let give = if self.local_len() >= 2 {
+                let spare = end.side != 0 || !self.idle_count().is_some_and(|c| c.any_idle());
+                let give = if spare && self.local_len() >= 2 {
                     (self.local_len() / 2).min(BRIDGE_CAPACITY)
                 } else {
                     0

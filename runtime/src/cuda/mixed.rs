@@ -15,7 +15,7 @@
 //! task on the other side wrote during the run: read-write words are for results, not for
 //! communication between tasks.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mgws_core::bridge::BridgeState;
 use mgws_core::{HostWord, TaskExecutor, WorkerProgress};
@@ -39,8 +39,6 @@ pub struct MixedDevice<'a, R> {
     registry: &'a R,
     gpu_grid: Option<Grid>,
     cpu_grid: Option<Grid>,
-    /// When the last run's GPU launch began.
-    gpu_launched_at: Option<Instant>,
 }
 
 /// A mixed run's memory.
@@ -69,7 +67,6 @@ impl<'a, R: Registry + TaskExecutor<TaskStruct> + Sync> MixedDevice<'a, R> {
             registry,
             gpu_grid: None,
             cpu_grid: None,
-            gpu_launched_at: None,
         })
     }
 }
@@ -154,12 +151,10 @@ impl<R: Registry + TaskExecutor<TaskStruct> + Sync> Device for MixedDevice<'_, R
         let cpu_grid = self.cpu_grid.expect("place runs first");
         let cpu = self.cpu.as_mut().expect("place runs first");
         let gpu = &mut self.gpu;
-        let gpu_launched_at = &mut self.gpu_launched_at;
         // The CPU threads start first and the GPUs while they run, so that a launch that
         // returns only once its kernel ended (under a profiler) still finds the CPU side
         // running: the kernel waits for it. The supervisor watches both.
         cpu.launch(&cpu_grid, &placed.cpu, |cpu| {
-            *gpu_launched_at = Some(Instant::now());
             let out = gpu.launch(&gpu_grid, &placed.gpu, |gpu| {
                 supervise(&MixedRunning { gpu, cpu })
             });
@@ -204,13 +199,11 @@ impl<R: Registry + TaskExecutor<TaskStruct> + Sync> Device for MixedDevice<'_, R
         }
         let cpu_workers = cpu_grid.config.workers as u64;
         let cpu_tasks: u64 = cpu.progress.iter().map(|p| p.tasks_run).sum();
-        // The CPU side's clock starts before the GPU launch, and until a kernel runs the CPU
-        // workers can only wait for tasks: the run lasts from the launch (which precedes the
-        // kernel's own start, so this never shortens the run) until the later side ended.
-        let head_start_s = match (
-            self.cpu.as_ref().and_then(|c| c.started_at()),
-            self.gpu_launched_at,
-        ) {
+        // The CPU side's clock starts before the GPUs are launched, and until a kernel runs the
+        // CPU workers can only wait for tasks: the run lasts from the kernels' release (which
+        // precedes their start, so this never shortens the run) until the later side ended.
+        let cpu_started = self.cpu.as_ref().and_then(|c| c.started_at());
+        let head_start_s = match (cpu_started, self.gpu.released_at()) {
             (Some(cpu), Some(gpu)) => gpu.saturating_duration_since(cpu).as_secs_f64(),
             _ => 0.0,
         };

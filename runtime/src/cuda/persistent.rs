@@ -5,7 +5,7 @@
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::mem::size_of;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use mgws_core::{HostWord, RunError, SharedState, WorkerProgress, WorkerStats};
 use mgws_tasks::Registry;
@@ -40,6 +40,9 @@ pub struct CudaDevice<'a> {
     /// Seconds from the first launch call to the gate's opening, when every GPU waited for it
     /// (`ReadBack::launch_s`); 0 otherwise.
     launch_s: f64,
+    /// When the last run's kernels were let go: just before the gate opened, or, where the gate
+    /// did not hold every GPU, the first launch call. The kernels start after it.
+    released_at: Option<Instant>,
 }
 
 impl<'a> CudaDevice<'a> {
@@ -60,6 +63,7 @@ impl<'a> CudaDevice<'a> {
             events: Vec::new(),
             gate: None,
             launch_s: 0.0,
+            released_at: None,
         })
     }
 
@@ -99,6 +103,11 @@ impl<'a> CudaDevice<'a> {
             );
         }
         Ok(mem)
+    }
+
+    /// When the last run's kernels were let go (before any of them started).
+    pub(super) fn released_at(&self) -> Option<Instant> {
+        self.released_at
     }
 
     /// Makes the run's first GPU current on the calling thread (for host allocations).
@@ -170,7 +179,7 @@ impl Device for CudaDevice<'_> {
         // Opened once every kernel is queued (or a launch failed), so that the launch calls
         // stay out of the timed run; dropping it opens it too.
         let gate = self.gate.insert(LaunchGate::new(&s.gpus[0])?);
-        let launching = std::time::Instant::now();
+        let launching = Instant::now();
         let mut all_held = true;
         let mut launched = 0;
         let mut pending = None;
@@ -217,6 +226,7 @@ impl Device for CudaDevice<'_> {
             let _ = self.events[d].1.record(&self.streams[d]);
             launched += 1;
         }
+        self.released_at = Some(if all_held { Instant::now() } else { launching });
         gate.open();
         self.launch_s = if all_held {
             launching.elapsed().as_secs_f64()
