@@ -56,8 +56,8 @@ pub struct Memory {
     /// Per GPU: its workers' statistics, written once as each exits; `None` when the run
     /// collects none.
     pub(super) stats: Option<Vec<Placed>>,
-    /// Per GPU: its workers' `Env::task_tags` words, in its own memory (lane 0 writes one twice
-    /// per task; in the mapped host memory of the progress records that cost 10x on MEMSET).
+    /// Per GPU: its workers' `Env::task_tags` words, in its own memory (lane 0 writes one as a
+    /// task of another tag starts; in mapped host memory each such store would cross PCIe).
     pub(super) task_tags: Vec<Placed>,
     /// Per GPU: its `Env::device_idle` word (hierarchical termination), in its own memory, where
     /// only its workers update it at device scope.
@@ -224,7 +224,9 @@ pub(super) fn allocate(
             bridge: bridge_ptrs.0,
             bridge_slots: bridge_ptrs.1,
             bridge_side: 0,
-            bridge_worker: 0,
+            // The last GPU worker: worker 0 starts with the first initial tasks (a tree's root),
+            // and the bridge's reads of host memory would slow the run's start.
+            bridge_worker: topology.workers() - 1,
             worker_base: 0,
             spill: spill_base as *mut TaskStruct,
             initial: initial as *const TaskStruct,
@@ -459,9 +461,8 @@ pub(super) fn progress_snapshot(
 /// global worker id through the env's pointer: the progress records, the statistics and the
 /// task tags. Lane 0 of a worker writes its records with plain volatile stores
 /// (`Env::write_progress`, `Env::write_stats`, `Env::note_task`). In mapped host memory,
-/// where they were first, each 8-byte store was a transaction across PCIe: on an H100 the
-/// records of 4,224 workers added about 15 µs each (the progress records, the statistics) to
-/// the end of every run, static or mgws (docs/results.md).
+/// where they were first, each 8-byte store was a transaction across PCIe, and every worker's
+/// records added to the end of every run, static or mgws (docs/results.md).
 pub(super) struct WorkerRecords<R>(std::marker::PhantomData<R>);
 
 impl<R: bytemuck::Pod> WorkerRecords<R> {
