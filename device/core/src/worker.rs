@@ -902,7 +902,10 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                     if S::bridged(&self.env.config) {
                         self.bridge_decide(all)
                     } else if S::follows_bridge(&self.env.config) {
-                        self.bridge_decision()
+                        // The decision implies that this side stays all idle, so a follower
+                        // looks for it only once its detector says so: until then it polls only
+                        // what a plain run polls, in its own GPU's memory where it can.
+                        all && self.bridge_decision()
                     } else {
                         all
                     }
