@@ -94,9 +94,10 @@ pub enum BackendArg {
 /// A baseline run after the main run (`--baselines`), on the same kind of device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum BaselineArg {
-    /// Static assignment, depth-first, no stealing (CPU: cpu-static; CUDA: `mgws_static`).
+    /// Static assignment, depth-first, no stealing (CPU: cpu-static; CUDA:
+    /// `mgws_<kernel>_static_<scope>`).
     Static,
-    /// Level by level (CPU: cpu-levels; CUDA: one `mgws_level` launch per level).
+    /// Level by level (CPU: cpu-levels; CUDA: one `mgws_<kernel>_level` launch per level).
     Levels,
 }
 
@@ -204,8 +205,9 @@ pub struct SchedArgs {
     /// default as many as are co-resident, which is also the most accepted).
     #[arg(long, help_heading = "Scheduler")]
     pub workers: Option<u32>,
-    /// Lanes per worker (CPU: threads per worker, default 1; 2 or more run about 40x slower,
-    /// for tests of the lane protocol; CUDA: threads per block, 32..=1024, default 32).
+    /// Lanes per worker (CPU: threads per worker, default 1; 2 or more run far slower, the lanes
+    /// meeting at barriers around every task, for tests of the lane protocol; CUDA: threads per
+    /// block, 32..=1024, default 32).
     #[arg(long, help_heading = "Scheduler")]
     pub lanes: Option<u32>,
     /// Tasks each public queue holds (a power of two).

@@ -5,7 +5,7 @@
 //! buffers swap. The loop ends at the first empty frontier.
 //!
 //! What differs per device is one [`LevelDevice`] step: CPU threads (`cpu::levels`, one
-//! broadcast of the thread set per level) or one launch of the `mgws_level` kernel
+//! broadcast of the thread set per level) or one launch of the `mgws_<kernel>_level` kernel
 //! (`cuda::level`). The job's validation, the supervisor (watchdog, hang report, faults, the
 //! grace after an abort) and the [`RunReport`] are the pipeline's ([`crate::pipeline`]).
 //!

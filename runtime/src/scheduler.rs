@@ -103,8 +103,8 @@ struct Chosen {
 
 /// The largest initial chunk a run gets when it names none: half the local queue up to this.
 /// On the CPU's default local queue (32) that is 16, the thesis's; on the CUDA backend's (64), 32,
-/// which ran MEMSET 2^26 11-15% faster than 16 on an H100 (docs/results.md): a claim costs a
-/// fetch-add, an exchange and a copy whose latency the chunk's tasks share.
+/// which ran MEMSET faster than 16 on a GPU (docs/results.md): a claim costs a fetch-add, an
+/// exchange and a copy whose latency the chunk's tasks share.
 pub const DEFAULT_MAX_INITIAL_CHUNK: u32 = 32;
 
 /// How far a run has come, as its supervisor sees it.
@@ -130,8 +130,9 @@ impl std::fmt::Debug for ProgressHook {
 }
 
 /// How long the launcher of a run over processes waits for its PEs by default
-/// ([`SchedulerBuilder::start_timeout`]): a GPU PE opens its GPU, loads its kernel and joins
-/// NVSHMEM in about a second (docs/results.md), a PE under compute-sanitizer in tens of seconds.
+/// ([`SchedulerBuilder::start_timeout`]): well beyond the time a GPU PE takes to open its GPU,
+/// load its kernel and join NVSHMEM (docs/results.md), and long enough for a PE under
+/// compute-sanitizer, which starts far slower.
 pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long after an abort workers that cannot be given up may take to exit before

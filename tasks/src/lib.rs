@@ -41,10 +41,10 @@ pub trait Ctx: Context<Task = TaskStruct> {
     /// Spawns, for each lane `0..count`, a task with `like`'s tag and data descriptors whose
     /// functor is this lane's `functor()`: what `spawn_each(count, &like.with_params(&f))` does,
     /// with each task written straight into its slot (the head in words, then the parameters)
-    /// instead of built whole first. On a GPU that saves registers: UTS's worker entries took
-    /// 90-94 registers instead of 94-96 at a cap of 96 (ptxas, sm_90; docs/results.md). Every
-    /// lane calls it with the same `count`; lanes `>= count` run `functor` too, and their result
-    /// is dropped.
+    /// instead of built whole first. On a GPU that saves registers: no whole task is held in
+    /// them before its copy, and UTS's worker entries took fewer (docs/results.md). Every lane
+    /// calls it with the same `count`; lanes `>= count` run `functor` too, and their result is
+    /// dropped.
     /// `functor` may run more than once on a lane (see [`Context::spawn_each_in_place`]).
     #[inline(always)]
     fn spawn_each_like<F: Pod>(&mut self, count: u32, like: &TaskStruct, functor: impl Fn() -> F) {

@@ -81,8 +81,8 @@ fn four_lane_workers_run_half_a_million_spawned_tasks_exactly_once() {
 #[test]
 fn shared_public_queues_run_spawned_tasks_exactly_once() {
     // 10^6 tasks, not fewer: this test runs next to the other two on a 2-CPU machine (about 30
-    // threads), and a 200,000-task run (about 10 ms) sometimes ended before the operating system
-    // had given any thief a time slice, so that one worker did all (1 run in 3).
+    // threads), and a 200,000-task run was so short that it sometimes ended before the operating
+    // system had given any thief a time slice, so that one worker did all.
     stress(8, 1, 2, 1_000_000);
     stress(8, 1, 4, 1_000_000);
     stress(4, 2, 4, 50_000);

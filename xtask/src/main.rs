@@ -6,9 +6,12 @@
 //! own PTX linker; see that crate's documentation), into the target directory `target/nvptx` (the
 //! `target` part follows `CARGO_TARGET_DIR`), then
 //! - writes the PTX to `--out` (default `target/ptx/<lib>.<arch>.ptx`);
-//! - checks that it has no unresolved functions (`.extern .func`), has a `.entry mgws_worker`, and
-//!   declares `mgws_registry_fingerprint`, which for `mgws-kernel` must equal
-//!   `mgws_tasks::Builtin::FINGERPRINT`;
+//! - checks that it has no unresolved functions (`.extern .func`), declares at least one
+//!   `mgws_<kernel>_fingerprint`, and has each such kernel's default worker entry
+//!   (`mgws_<kernel>_worker_counter_damping_single_device`); for `mgws-kernel`, that every
+//!   built-in registry is there under its kernel name with its `Registry::FINGERPRINT` and with
+//!   every entry the host may launch (`mgws_<kernel>_worker_<spec>` for every spec, bridged ones
+//!   included, `mgws_<kernel>_static_<device|system>`, `mgws_<kernel>_level`);
 //! - assembles it with ptxas (`MGWS_PTXAS`, else `ptxas` on the PATH, else the project's
 //!   `shared/tools/ptxas.sh`), printing the register, shared-memory and spill figures of every
 //!   kernel entry.

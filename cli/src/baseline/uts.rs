@@ -24,10 +24,10 @@ pub fn sequential_with_stack(p: &UtsParams) -> (UtsCounts, usize) {
 }
 
 /// The reference traversal on every thread of `pool`, for trees without published counts too
-/// large for [`sequential`] (a 1.6e9-node tree took it over a minute): each rayon task walks
-/// its part of the tree depth-first with its own stack and, every [`SPLIT_EVERY`] nodes, hands
-/// the older half of its stack (the shallowest nodes, the largest subtrees) to a new task.
-/// Counts do not depend on the order of the visit.
+/// large for [`sequential`] (a 1.6e9-node tree is too long a walk for one thread): each rayon
+/// task walks its part of the tree depth-first with its own stack and, every [`SPLIT_EVERY`]
+/// nodes, hands the older half of its stack (the shallowest nodes, the largest subtrees) to a
+/// new task. Counts do not depend on the order of the visit.
 pub fn parallel(p: &UtsParams, pool: &rayon::ThreadPool) -> UtsCounts {
     let total = std::sync::Mutex::new(UtsCounts::default());
     pool.install(|| rayon::scope(|s| walk(s, p, vec![p.root()], &total)));

@@ -69,8 +69,8 @@ pub struct MultiBenchOpts {
     /// CONTAINS: the word to look for.
     #[arg(long, default_value = "zwischen")]
     pub word: String,
-    /// CONTAINS: articles of the generated corpus (2^22: about 2.9 GB; 2^18, half a millisecond on
-    /// one H200, was too short a run to spread over several GPUs).
+    /// CONTAINS: articles of the generated corpus (2^22: about 2.9 GB; 2^18 was too short a run
+    /// on one GPU to spread over several).
     #[arg(long, default_value_t = 1 << 22)]
     pub contains_articles: u64,
     /// Directory for the CSV, the table and the SVG plots.

@@ -71,9 +71,9 @@ bitflags! {
 /// the interval a worker starts with and returns to whenever a check finds the queue empty.
 ///
 /// Each check that finds the queue still holding tasks no thief took doubles the interval, up to
-/// the platform's [`Platform::RELEASE_CHECK_INTERVAL_MAX`](crate::platform::Platform::RELEASE_CHECK_INTERVAL_MAX): nobody is short of work. On an H100
-/// the check (a load of the queue word from L2 and an exchange) sat on the path of a quarter of
-/// UTS T1L's nodes, and 99% of the checks found the queue stocked. A check that finds it empty
+/// the platform's [`Platform::RELEASE_CHECK_INTERVAL_MAX`](crate::platform::Platform::RELEASE_CHECK_INTERVAL_MAX): nobody is short of work. On a GPU
+/// the check (a load of the queue word from L2 and an exchange) sat on the path of many of
+/// UTS's nodes, and nearly every check found the queue stocked. A check that finds it empty
 /// releases and goes back to this interval, so a worker whose thieves keep up checks as often as
 /// before (docs/results.md).
 pub const RELEASE_CHECK_INTERVAL: u64 = 4;
@@ -81,9 +81,9 @@ pub const RELEASE_CHECK_INTERVAL: u64 = 4;
 /// Local tasks a worker must hold (or a full local queue, if it holds fewer) to release half of
 /// them to its empty public queue. Listing 5 releases from 2; a queue of 2 or 3 tasks deep in a
 /// tree holds small subtrees, whose release and later acquire or steal cost more than running
-/// them. On an H100, 4 ran FIB(30) 18% faster and UTS T5 and T3 2-4%; 6 and 8 ran the UTS
-/// trees faster still, but FIB(30) fell to 1.04x and 0.26x of 2: a thief's small FIB subtree
-/// rarely holds 8 tasks, so work stopped spreading (docs/results.md).
+/// them, so 4 keeps them local and ran FIB and the UTS trees faster on a GPU. 6 and 8 helped the
+/// UTS trees further but not FIB: a thief's small FIB subtree rarely holds that many tasks, so
+/// work stopped spreading (docs/results.md).
 pub const RELEASE_MIN_LOCAL: u64 = 4;
 
 /// Words of an initial chunk each lane loads before it stores any (`copy_tasks_batched`).

@@ -289,7 +289,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
 
     /// Lane 0 records the tag of the task this worker starts now, for the hang report; only when
     /// it differs from the last one recorded (a run of one task kind stores it once: a store per
-    /// task cost MEMSET 11% on an H100).
+    /// task put a global store on the path of every task, which slowed MEMSET; docs/results.md).
     #[inline(always)]
     pub(crate) fn note_task(&mut self, tag: u32) {
         let word = tag.wrapping_add(1);
@@ -386,8 +386,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// words before it stores any, so that their latencies overlap. Stored one by one, each load
     /// waits for the store before it (the compiler cannot tell the two ranges apart): on a GPU a
     /// chunk of 32 initial tasks waited out eight global-memory latencies in a row. The batch
-    /// costs `2 * BATCH` registers, which the copies on UTS's path could not spare (T1L -6%
-    /// with every copy batched by 4 on an H100), so only the initial chunks use it.
+    /// costs `2 * BATCH` registers, which the copies on UTS's path could not spare (with every
+    /// copy batched, T1L ran slower; docs/results.md), so only the initial chunks use it.
     #[inline]
     pub(crate) fn copy_tasks_batched<const BATCH: usize>(
         &self,
@@ -600,8 +600,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// mgws moves the oldest half onto the overflow stack and adds it to the worker's `surplus`,
     /// which the loop publishes after the task, at its one publish site
     /// (`publish_surplus_or_release`). Publishing here, inside the task, inlined `publish` at
-    /// every spawn call site: FIB's two spawns made its entry 172 registers instead of 128, and
-    /// UTS's 204 instead of 180 (ptxas, sm_90).
+    /// every spawn call site, and each copy added registers to the FIB and UTS worker entries.
     #[inline(always)]
     pub(crate) fn make_room(&mut self) {
         let half = self.local_capacity / 2;

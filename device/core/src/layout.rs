@@ -303,10 +303,10 @@ pub struct Env<W, T> {
     /// One word per worker, or null: the tag of the task it started last, plus one (0: none
     /// yet), written by lane 0 as a task of another tag than the last starts
     /// ([`Env::note_task`]), so that a hang report names the task a worker stalled in (where its
-    /// record's operation says it runs tasks). Kept in the workers' own memory (a GPU's, not the
-    /// mapped host memory of the progress records, which made MEMSET 10x slower). On an H100 a
-    /// store per task cost MEMSET 11%, and clearing the word after each task too 21%; storing
-    /// only changes costs a run of one task kind one store.
+    /// record's operation says it runs tasks). Kept in the workers' own memory (a GPU's, not
+    /// mapped host memory, where every store crosses PCIe). A store per task, and more so a
+    /// clear after each task, slowed MEMSET (docs/results.md); storing only changes costs a run
+    /// of one task kind one store.
     pub task_tags: *mut u64,
 }
 
@@ -329,9 +329,9 @@ pub fn claim_size(chunk: u64, remaining: u64, workers_per_queue: u32) -> u64 {
 /// and the claims shrink towards one task as the range empties. A claim of a fixed share,
 /// `ceil(range / k)`, took whole ranges in one or two claims whenever a range was shorter than
 /// two chunks: on a corpus sorted longest first, the workers of the first ranges ran their long
-/// documents alone, as static assignment does, while the others waited for the end. On an H100
-/// the guides 2, 4 and 8 ran CONTAINS on that corpus at 2.6, 2.8-3.0 and 2.9e8 documents/s
-/// (1.3e8 before), MEMSET 2^26 at 1.078, 1.075 and 1.067e10 tasks/s (docs/results.md).
+/// documents alone, as static assignment does, while the others waited for the end. Guided
+/// claims spread those documents and ran CONTAINS on that corpus far faster, whether the guide
+/// was 2, 4 or 8, and cost MEMSET's even ranges nothing measurable (docs/results.md).
 pub const INITIAL_CLAIM_GUIDE: u32 = 4;
 const _: () = assert!(INITIAL_CLAIM_GUIDE.is_power_of_two());
 
@@ -401,8 +401,8 @@ impl<W: AtomicWord, T> Env<W, T> {
     }
 }
 
-/// The argument block of one launch of the kernel-per-level baseline (`mgws_level`), in device
-/// memory. Addresses are device addresses.
+/// The argument block of one launch of the kernel-per-level baseline (`mgws_<kernel>_level`), in
+/// device memory. Addresses are device addresses.
 #[derive(Clone, Copy, Debug)]
 #[repr(C)]
 pub struct LevelArgs {
@@ -425,9 +425,10 @@ pub struct LevelArgs {
 }
 
 /// Writes `value` to `dst` as volatile 8-byte stores, one per word. `write_volatile` of a whole
-/// record becomes a volatile byte copy on `nvptx64`: for the statistics, 96 one-byte stores per
-/// worker into mapped host memory, each crossing PCIe, with every worker's release fence at
-/// exit waiting for them (ncu: a third of MEMSET 2^22's stall samples on an H100).
+/// record becomes a volatile byte copy on `nvptx64`: one store per byte, which for the
+/// statistics in mapped host memory (where they were first) meant a PCIe crossing per byte,
+/// with every worker's release fence at exit waiting for them (a large share of a short MEMSET
+/// run's stalls, ncu).
 ///
 /// # Safety
 /// `dst` is valid for a write of `U` and aligned to 8 bytes.

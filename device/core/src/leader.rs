@@ -7,8 +7,8 @@ use crate::victim::VictimPicker;
 
 /// The part of a worker's state that only lane 0 uses and that the hot path never touches. It lives
 /// in the worker's scratch (shared memory on a GPU), not in the worker: kept in registers for the
-/// whole loop, these values pushed a GPU worker's hot values out to local memory (commit message
-/// and docs/results.md: UTS T1L +6% on an H100 from moving the statistics alone).
+/// whole loop, these values pushed a GPU worker's hot values out to local memory, which slowed
+/// UTS (docs/results.md).
 #[derive(Clone)]
 pub struct LeaderState {
     /// The worker's counters (`tasks_run` is kept in the worker: the watchdog's progress reports
@@ -29,8 +29,8 @@ pub struct LeaderState {
     /// Heartbeats of long tasks (`TaskContext::heartbeat`), added to the reported iterations.
     pub heartbeats: u64,
     /// The home range of the worker's queue in the initial set (`Env::initial_range`), worked out
-    /// once: it costs two 64-bit divisions, which on a GPU took 5 instructions per MEMSET task
-    /// when they were repeated at every claim.
+    /// once: it costs two 64-bit divisions, software routines on a GPU, which added to every
+    /// MEMSET task's instructions when they were repeated at every claim.
     pub own_range: (u64, u64),
     /// Idle backoff (`WorkerCore::idle_step`): the loop iteration of the last idle round.
     pub last_idle_iteration: u32,

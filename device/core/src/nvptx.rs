@@ -26,7 +26,7 @@
 //! GPU's memory), so the instructions name `.global` on an address converted with
 //! `cvta.to.global`: on a generic address, ptxas must also emit a test for a shared-memory address
 //! and a compare-and-swap emulation loop at every atomic site, which made the persistent kernel
-//! 6% larger, and its size is what limits it (docs/results.md).
+//! larger, and its size is what limits it (docs/results.md).
 
 use core::arch::asm;
 use core::arch::nvptx;
@@ -295,7 +295,7 @@ impl AtomicWord for NvptxWord {
     }
 
     /// `red.relaxed.add`: the warp does not wait for it (a load, add and store on the UTS
-    /// result row waited about 200 cycles per node for the load, docs/results.md).
+    /// result row waited for the load's round trip to memory at every node, docs/results.md).
     #[inline(always)]
     fn add_single_writer(&self, value: u64, scope: Scope) {
         let p = self.0.get();
@@ -388,8 +388,9 @@ unsafe impl Platform for GpuBlockPlatform {
     type Word = NvptxWord;
     /// A block is at least a warp: `mgws-kernel-support`'s entries trap on fewer threads.
     const MIN_LANES: u32 = 32;
-    /// On an H100, UTS T1L ran 10% faster with the back-off to 32 (16: 9%), and no workload
-    /// measured slower beyond its spread (docs/results.md).
+    /// A GPU block's check is a load from L2 and a broadcast through two barriers, which the
+    /// back-off takes off most loop iterations: UTS ran faster with it, and no workload slower
+    /// (docs/results.md).
     const RELEASE_CHECK_INTERVAL_MAX: u32 = 32;
 
     #[inline(always)]

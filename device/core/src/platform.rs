@@ -122,9 +122,9 @@ pub unsafe trait Platform {
     /// [`RELEASE_CHECK_INTERVAL`](crate::config::RELEASE_CHECK_INTERVAL)): the interval doubles
     /// up to this while each check finds the queue still holding the tasks released before
     /// ([`crate::worker`]). The default keeps it at the minimum: on a CPU the check is a load
-    /// from the worker's own cache, and the back-off ran UTS 3-5% slower on one and two workers
-    /// (docs/results.md). A GPU block, whose check is a load from L2 and a broadcast through two
-    /// barriers, backs off to 32.
+    /// from the worker's own cache, which leaves the back-off little to save, and UTS ran slower
+    /// with it on one and two workers (docs/results.md). A GPU block, whose check is a load from
+    /// L2 and a broadcast through two barriers, backs off to 32.
     const RELEASE_CHECK_INTERVAL_MAX: u32 = crate::config::RELEASE_CHECK_INTERVAL as u32;
 
     /// This lane's index within the worker, `0..lane_count()`.
@@ -169,8 +169,8 @@ pub unsafe trait Platform {
     /// calls it for the initial tasks it expects to claim next (a CPU copies a claimed chunk in
     /// one burst, too soon after the previous one for the hardware prefetcher, and stalls on
     /// every cache line of it), and the kernel-per-level baseline for its next frontier task
-    /// (on an H100 its T1L ran 2.7% faster; mgws's MEMSET, whose claims now hint on the GPU
-    /// too, moved by -0.4%, docs/results.md).
+    /// (its UTS ran faster on a GPU; mgws's MEMSET, whose claims now hint on the GPU too, barely
+    /// moved, docs/results.md).
     #[inline(always)]
     fn prefetch(&self, _address: *const u8, _bytes: usize) {}
     /// Reads the 8-byte word at `word` that another worker wrote before a synchronising atomic

@@ -100,7 +100,7 @@ impl PeWindow {
     /// Plain loads, which the compiler may keep in registers across the worker loop (the window
     /// never changes during a run). Volatile loads at each operation went to L2 on a GPU (a
     /// volatile global load is not cached in L1), four per operation, task atomics included,
-    /// and cost every run 4-6x (docs/results.md).
+    /// and made every run far slower (docs/results.md).
     #[inline(always)]
     pub fn remote_pe(window: &PeWindow, address: u64) -> Option<u32> {
         window.route(address).filter(|&pe| pe != window.me)
@@ -242,7 +242,7 @@ impl<W: AtomicWord, R: Remote> AtomicWord for WindowWord<W, R> {
     #[inline(always)]
     fn load(&self, order: Ordering, scope: Scope) -> u64 {
         match self.target() {
-            // SAFETY (every `Remote` call below): the word lies in the window (routed), is
+            // SAFETY: (every `Remote` call below) the word lies in the window (routed), is
             // aligned (a `u64`'s place) and lives as long as the run's heap.
             Target::Remote(pe) => self.remote_rmw(order, |p| unsafe { R::fetch(p, pe) }),
             Target::Plain(w) => w.load(order, scope),

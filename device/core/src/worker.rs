@@ -924,9 +924,9 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                     let vote_idle = matches!(targeted, Some((_, false)));
                     became_idle = !self.idle && quiescent.is_some();
                     self.p.protocol_step(ProtocolStep::Vote);
-                    // SAFETY: the shared state outlives the run.
                     let tree = VotingTree {
                         tree: self.env.tree,
+                        // SAFETY: the shared state outlives the run.
                         shared: unsafe { self.env.shared() },
                         topology: &self.env.topology,
                         scope: self.scope,

@@ -147,8 +147,8 @@ pub unsafe fn run_level<X: TaskExecutor<TaskStruct>, S: Spec>(
 /// (the local ring reduces positions with a mask: any other capacity would reuse slots).
 ///
 /// On the block itself, not generic over the platform: a generic version changed LLVM's inlining
-/// in every entry of the built-in kernel (each 7-53 PTX lines shorter, UTS entries 2-4 registers
-/// more uncapped).
+/// in every entry of the built-in kernel (shorter PTX, but the UTS entries took more registers
+/// uncapped).
 fn check_scratch(p: &GpuBlockPlatform, local_capacity: u32, queues: u32) {
     if p.lane_count() < GpuBlockPlatform::MIN_LANES || !local_capacity.is_power_of_two() {
         // SAFETY: aborts the kernel.

@@ -45,8 +45,13 @@ pub mod nvshmem;
 /// - `mgws_k_fingerprint`: a global `u64`, the registry's `Registry::FINGERPRINT`, by which the
 ///   host checks that the module was built for the registry it runs;
 /// - `mgws_k_worker_<spec>`: the MGWS persistent worker, one entry per combination of the options
-///   that change its hot loop, `<spec>` = `<counter|tree>_<twoatomics|damping>_<single|shared>_
-///   <device|system>` (`mgws_core::entry_suffix`): each holds only the code its run executes;
+///   that change its hot loop (`mgws_core::entry_suffix`), each holding only the code its run
+///   executes: 24 entries with `<spec>` =
+///   `<counter|tree|hierarchical>_<twoatomics|damping>_<single|shared>_<device|system>`
+///   (`mgws_core::WORKER_ENTRY_SUFFIXES`: termination, overflow prevention, queue sharing, atomic
+///   scope), and 8 for bridged runs (CPU workers beside the GPUs) with `<spec>` =
+///   `<counter|hierarchical>_damping_<single|shared>_<device|system>_bridged`
+///   (`mgws_core::BRIDGED_ENTRY_SUFFIXES`);
 /// - `mgws_k_static_<device|system>`: the static-assignment baseline;
 /// - `mgws_k_level`: one level of the kernel-per-level baseline.
 ///

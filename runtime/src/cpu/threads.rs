@@ -1,6 +1,6 @@
 //! The CPU backend's threads: created on a scheduler's first run and reused by every later run
 //! of that scheduler (and of its clones), as rayon's and tokio's pools keep theirs. Spawning a
-//! thread costs 0.3-3 ms on some virtual machines, as much as a whole short run; a benchmark's
+//! thread costs as much as a whole short run on some virtual machines; a benchmark's
 //! repetitions would otherwise measure thread creation.
 //!
 //! A run takes a set of exactly as many threads as it needs at once (every lane of every worker,
@@ -248,7 +248,7 @@ fn allowed_cpus() -> Vec<usize> {
 
 /// Binds the calling thread to `cpu`. Without it, a woken worker may wait for the scheduler's
 /// periodic load balancing (milliseconds) on a busy CPU while another CPU idles; on a 2-CPU
-/// virtual machine that delayed one worker of every short run by 1.5-5 ms. A failure leaves the
+/// virtual machine that delayed one worker of every short run. A failure leaves the
 /// thread unbound, which is only slower.
 pub fn pin_current_thread(cpu: usize) {
     if !bind_current_thread(&[cpu]) {

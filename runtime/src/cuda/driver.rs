@@ -158,15 +158,15 @@ pub fn device_count() -> Result<u32> {
 pub fn peer_caps(a: sys::CUdevice, b: sys::CUdevice) -> Result<(bool, bool)> {
     let mut can = 0;
     // sys: the result layer has no peer-capability queries.
-    // SAFETY: writes one int.
     check(
+        // SAFETY: writes one int.
         unsafe { sys::cuDeviceCanAccessPeer(&mut can, a, b) },
         || "cuDeviceCanAccessPeer".into(),
     )?;
     let mut atomics = 0;
     if can != 0 {
-        // SAFETY: writes one int.
         check(
+            // SAFETY: writes one int.
             unsafe {
                 sys::cuDeviceGetP2PAttribute(
                     &mut atomics,
@@ -263,10 +263,10 @@ impl Gpu {
 
     /// Makes sure each thread of this GPU's kernels has at least `bytes` of local memory
     /// reserved (the context's stack-size limit). A launch whose kernel needs more than is
-    /// reserved makes the driver grow the reservation inside the launch call, which on an H100
-    /// held a UTS launch (1,120 bytes per thread, against the default 1,024) for 0.4 to 0.8 ms
-    /// while its start event had already been recorded. Doing it here moves that cost into
-    /// setup. Never shrinks the reservation.
+    /// reserved makes the driver grow the reservation inside the launch call, which held a UTS
+    /// launch (its entries need more than the default 1,024 bytes per thread) while its start
+    /// event had already been recorded, so the run's time counted it. Doing it here moves that
+    /// cost into setup. Never shrinks the reservation.
     pub fn reserve_local_memory(&self, bytes: usize) -> Result<()> {
         self.make_current()?;
         let limit = sys::CUlimit::CU_LIMIT_STACK_SIZE;
@@ -458,8 +458,8 @@ impl DeviceBuffer {
     pub fn write_async(&self, offset: usize, src: &[u8], stream: &Stream) -> Result<()> {
         assert!(offset + src.len() <= self.bytes);
         set_current(self.ctx)?;
-        // SAFETY: as in `write`; the source outlives the synchronisation below.
         ok(
+            // SAFETY: as in `write`; the source outlives the synchronisation below.
             unsafe { result::memcpy_htod_async(self.ptr + offset as u64, src, stream.raw) },
             || "writing to GPU memory while the kernel runs".into(),
         )?;
@@ -470,8 +470,8 @@ impl DeviceBuffer {
     pub fn read_async(&self, offset: usize, dst: &mut [u8], stream: &Stream) -> Result<()> {
         assert!(offset + dst.len() <= self.bytes);
         set_current(self.ctx)?;
-        // SAFETY: as in `read`; the destination outlives the synchronisation below.
         ok(
+            // SAFETY: as in `read`; the destination outlives the synchronisation below.
             unsafe { result::memcpy_dtoh_async(dst, self.ptr + offset as u64, stream.raw) },
             || "reading GPU memory while the kernel runs".into(),
         )?;
@@ -552,8 +552,8 @@ impl HostBuffer {
         gpu.make_current()?;
         let mut d = 0;
         // sys: the result layer has no cuMemHostGetDevicePointer.
-        // SAFETY: the host pointer is a DEVICEMAP allocation; writes one device pointer.
         check(
+            // SAFETY: the host pointer is a DEVICEMAP allocation; writes one device pointer.
             unsafe { sys::cuMemHostGetDevicePointer_v2(&mut d, self.host as *mut c_void, 0) },
             || format!("mapping pinned host memory into GPU {}", gpu.ordinal),
         )?;

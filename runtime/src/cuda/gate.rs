@@ -1,9 +1,10 @@
 //! The launch gate. Every GPU's launch stream first waits on one word of pinned host memory, then
 //! records the run's start event and gets its kernel; the host opens the gate once every kernel
-//! is queued. The launch calls themselves (a cooperative launch of a large entry took the host
-//! 125-200 µs on an H100, the first one in a process more) then happen before the start events:
-//! they are set-up, not part of the timed run, for mgws and the static baseline alike. The GPUs
-//! of a run also start together, however long the launches on the GPUs before took.
+//! is queued. The launch calls themselves (a cooperative launch of a large entry holds the host
+//! for a noticeable part of a short run, the first one in a process longer) then happen before
+//! the start events: they are set-up, not part of the timed run, for mgws and the static
+//! baseline alike (docs/results.md). The GPUs of a run also start together, however long the
+//! launches on the GPUs before took.
 //!
 //! `MGWS_LAUNCH_GATE=off` launches the kernels ungated; their timed window then includes the
 //! launch call, as before the gate. Nsight Compute needs it: it profiles a kernel inside its

@@ -2,19 +2,20 @@
 //! frontier of a spawning workload in device memory and launches one kernel per level; the kernel
 //! runs every frontier task once and appends the tasks they spawn to the next frontier.
 //!
-//! Device side (the `mgws_level` entry of the kernel crate):
+//! Device side (the `mgws_<kernel>_level` entry of the kernel crate, one per registry):
 //!
 //! ```ignore
-//! extern "ptx-kernel" fn mgws_level(args: *const LevelArgs, scratch_len: u32)
+//! extern "ptx-kernel" fn mgws_<kernel>_level(args: *const LevelArgs, scratch_len: u32)
 //! ```
 //!
 //! Block `b` of the grid runs frontier tasks `b, b + gridDim.x, ...` with all its lanes, through the
-//! same task registry as `mgws_worker`. A task's `spawn` appends the child at index
-//! `fetch_add(counters[0], 1)` of `out` if that index is below `out_capacity` (children beyond it
-//! are counted but not written: the host then reports that the frontier outgrew its buffer). The
-//! first task error is recorded in `counters[1]` as `RunError::pack` (compare-exchange from 0), and
-//! the kernel's blocks stop taking tasks once it is set. Data areas and the atomic scope are as in
-//! the persistent kernel (`ctx.area(i)` = `areas[i]`, device scope).
+//! same task registry as that registry's worker entries (`mgws_<kernel>_worker_<spec>`). A task's
+//! `spawn` appends the child at index `fetch_add(counters[0], 1)` of `out` if that index is below
+//! `out_capacity` (children beyond it are counted but not written: the host then reports that the
+//! frontier outgrew its buffer). The first task error is recorded in `counters[1]` as
+//! `RunError::pack` (compare-exchange from 0), and the kernel's blocks stop taking tasks once it
+//! is set. Data areas and the atomic scope are as in the persistent kernel (`ctx.area(i)` =
+//! `areas[i]`, device scope).
 
 use std::cell::Cell;
 use std::ffi::c_void;
@@ -38,7 +39,7 @@ use crate::scheduler::Scheduler;
 
 pub use mgws_core::LevelArgs;
 
-/// The parameters of `mgws_level`: `(args, scratch_len)`.
+/// The parameters of `mgws_<kernel>_level`: `(args, scratch_len)`.
 pub const LEVEL_PARAMS: [Param; 2] = [Param::U64, Param::U32];
 
 /// Byte offset of `LevelSink`'s abort counter in the counter buffer.
@@ -55,7 +56,7 @@ pub fn run<R: mgws_tasks::Registry>(
     crate::levels::run(&mut device, sched, job, opened)
 }
 
-/// The level step on one GPU: one launch of `mgws_level` per level.
+/// The level step on one GPU: one launch of `mgws_<kernel>_level` per level.
 pub struct CudaLevels<'a> {
     b: &'a CudaBackend,
     s: Session,
@@ -80,7 +81,7 @@ struct Placed {
 }
 
 impl<'a> CudaLevels<'a> {
-    /// Opens the GPU of `b` (one only) and finds `mgws_level` in the PTX of `R`.
+    /// Opens the GPU of `b` (one only) and finds `mgws_<R::KERNEL>_level` in the PTX of `R`.
     pub fn open<R: mgws_tasks::Registry>(b: &'a CudaBackend, lanes: u32) -> Result<Self> {
         super::check_lanes(lanes)?;
         if b.device_list().len() > 1 {
@@ -277,8 +278,8 @@ impl LevelDevice for CudaLevels<'_> {
 }
 
 /// How long a level's wait polls its stream without sleeping: a level often takes
-/// microseconds, and its end delays the next launch (sleeping from the first poll on, a tree of
-/// 1572 levels took twice as long).
+/// microseconds, and its end delays the next launch (sleeping from the first poll on, a deep
+/// tree paid at least the timer slack at every level, docs/results.md).
 const SPIN_FOR: Duration = Duration::from_millis(2);
 
 /// A level kernel in progress.

@@ -1,8 +1,9 @@
 //! The CUDA backend: the scheduler core as one persistent kernel per GPU, one worker per thread
 //! block, launched cooperatively so that every worker is resident at once.
 //!
-//! The kernel comes from PTX built by `cargo xtask ptx` (the `mgws_worker` entry of
-//! `device/kernel`, see `mgws_kernel_support::worker_kernel!`); libcuda is loaded at run time
+//! The kernel comes from PTX built by `cargo xtask ptx` (the entries `device/kernel` defines for
+//! each built-in registry with `mgws_kernel_support::worker_kernel!`; a run launches
+//! `mgws_<kernel>_worker_<spec>`, see [`GpuKernel::entry`]); libcuda is loaded at run time
 //! (`cudarc` with dynamic loading), so building and testing need no CUDA, and a machine without a
 //! GPU gets [`Error::BackendUnavailable`].
 //!
@@ -10,15 +11,17 @@
 //!   dynamic shared memory fit per SM; times the SM count that is the most workers a GPU can run
 //!   (the default). More are refused.
 //! - Orchestration data (public queues, shared state, voting tree) lives where
-//!   [`CudaBackend::placement`] says; per-worker progress records and statistics always live in
-//!   mapped pinned host memory, so the host's watchdog reads them while the kernel runs.
+//!   [`CudaBackend::placement`] says; per-worker progress records and statistics live in each
+//!   GPU's own memory, and the host's watchdog copies the progress records out on a separate
+//!   stream while the kernel runs.
 //! - Never hang: a run that stops making progress is aborted through `SharedState::abort`
 //!   (written with a copy on a separate stream while the kernel runs), and returns
 //!   [`Error::Hang`] with every worker's state. A kernel fault (trap, illegal address) becomes
 //!   [`Error::Cuda`] naming the cause; the process goes on.
-//! - Baselines in the same process: [`GpuKernel::Static`] runs the PTX's `mgws_static` entry with
-//!   the same tasks split evenly; [`GpuKernel::Levels`] runs one launch of `mgws_level` per level
-//!   of a spawning workload, orchestrated by the host.
+//! - Baselines in the same process: [`GpuKernel::Static`] runs the PTX's
+//!   `mgws_<kernel>_static_<device|system>` entry with the same tasks split evenly;
+//!   [`GpuKernel::Levels`] runs one launch of `mgws_<kernel>_level` per level of a spawning
+//!   workload, orchestrated by the host.
 
 mod cache;
 pub(crate) mod driver;
@@ -252,11 +255,11 @@ pub const DEFAULT_LANES: u32 = 32;
 
 /// The CLI's local-queue capacity for `--backend cuda` when `--local-capacity` is not given (the
 /// thesis's 32 stays the default elsewhere). A deep tree fills a 32-task local queue on every
-/// branch, and each overflow is a release to the public queue and a later acquire: on an H100
-/// (docs/results.md) 64 made UTS T1L 5.1e8 -> 5.5e8 nodes/s and FIB(30) 7.9e8 -> 9.5e8 tasks/s,
-/// with MEMSET, UTS T1, T3 and T5 within 2%; 48 gave 5.3e8 on T1L, and 128 was slower again.
-/// The scratch of a 32-lane block grows from 2.6 to 4.7 KB, which leaves the occupancy (16 blocks
-/// per SM, bound by registers) unchanged.
+/// branch, and each overflow is a release to the public queue and a later acquire. 64 overflows
+/// less often, which ran UTS T1L and FIB faster on a GPU and the other workloads no slower; 48
+/// helped less, and 128 was slower again (docs/results.md). The scratch of a 32-lane block grows
+/// from 2.6 to 4.7 KB, which leaves the occupancy (16 blocks per SM, bound by registers)
+/// unchanged.
 pub const DEFAULT_LOCAL_CAPACITY: u32 = 64;
 
 /// Workers per public queue of a GPU run that names none

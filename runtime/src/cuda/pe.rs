@@ -609,7 +609,8 @@ impl Joined<'_> {
         // launch call as well as the kernel. The start is taken here so that the run's span
         // (earliest start to latest start plus window) counts each PE's launch call once.
         // A single-process run holds its streams behind a launch gate and leaves the launch
-        // call out; a PE's cooperative launch takes about 0.1-0.2 ms on an H100.
+        // call out, so a PE's times carry its cooperative launch call and a single process's
+        // do not (docs/results.md).
         let started_ns = monotonic_ns();
         start.record(&stream)?;
         let workers = topology.workers_on(p);

@@ -112,12 +112,11 @@ pub fn worker_upper_bound(sms: u32) -> u32 {
 /// Registers per SM on every architecture since Kepler.
 pub const REGISTERS_PER_SM: u32 = 65536;
 
-/// Registers per thread when the user gives no cap. Left alone, ptxas gives the inlined worker
-/// loop 255 registers (8 blocks of 32 threads per SM); at 128 twice as many workers fit, at the
-/// price of spills (ptxas 12.9: 868 B of spill stores per thread on 2da523a, 552 B since lane 0's
-/// bookkeeping moved to shared memory in c86d78f), which measured faster. Measured on an H100
-/// (docs/results.md): MEMSET 2^26 1.37e9 -> 2.27e9 tasks/s, UTS T1L 3.5e8 -> 5.1e8 nodes/s; at 96
-/// registers T1L was slower again (4.2e8), and at 112 and 168 too (4.98e8, 4.39e8 on 283c333).
+/// Registers per thread when neither the user nor the registry gives a cap. Chosen for the
+/// earlier single worker entry, to which ptxas left alone gave 255 registers (8 blocks of 32
+/// threads per SM): at 128 twice as many workers fit, at the price of spills. The extra workers
+/// outweighed the spills on MEMSET and UTS, and caps of 96, 112 and 168 ran UTS slower than 128
+/// (docs/results.md).
 pub const DEFAULT_MAX_REGISTERS: u32 = 128;
 
 /// The default register cap for blocks of `lanes` threads: [`DEFAULT_MAX_REGISTERS`], lowered
@@ -279,8 +278,8 @@ pub fn ptx_entry_params(ptx: &str, name: &str) -> Option<Vec<Param>> {
     let list = &open[1..close];
     let mut params = Vec::new();
     for decl in list.split(',').map(str::trim).filter(|d| !d.is_empty()) {
-        // e.g. `.param .u64 mgws_worker_param_0`, `.param .align 8 .b8 p[400]`,
-        // `.param .u64 .ptr .global .align 1 p`
+        // e.g. `.param .u64 mgws_fib_worker_counter_damping_single_device_param_0`,
+        // `.param .align 8 .b8 p[400]`, `.param .u64 .ptr .global .align 1 p`
         let words: Vec<&str> = decl.split_whitespace().collect();
         let ty = words
             .iter()

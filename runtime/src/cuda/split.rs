@@ -57,8 +57,8 @@ pub fn supported(gpus: &[Arc<Gpu>]) -> Result<bool> {
 fn granularity(gpu: &Gpu) -> Result<usize> {
     let mut g = 0usize;
     let p = props(gpu);
-    // SAFETY: writes one size_t; `p` is a valid property struct.
     check(
+        // SAFETY: writes one size_t; `p` is a valid property struct.
         unsafe {
             sys::cuMemGetAllocationGranularity(
                 &mut g,
@@ -87,8 +87,8 @@ impl SplitBuffer {
         let reserved = bytes.max(1).next_multiple_of(unit);
         gpus[0].make_current()?;
         let mut ptr = 0;
-        // SAFETY: reserves address space only; freed in Drop.
         check(
+            // SAFETY: reserves address space only; freed in Drop.
             unsafe { sys::cuMemAddressReserve(&mut ptr, reserved, 0, 0, 0) },
             || {
                 format!(
@@ -129,8 +129,8 @@ impl SplitBuffer {
                 a
             })
             .collect();
-        // SAFETY: the whole reserved range is mapped (above); `access` lists valid devices.
         check(
+            // SAFETY: the whole reserved range is mapped (above); `access` lists valid devices.
             unsafe { sys::cuMemSetAccess(ptr, reserved, access.as_ptr(), access.len()) },
             || format!("giving {} GPUs access to {what}", gpus.len()),
         )?;
@@ -154,8 +154,8 @@ impl SplitBuffer {
         }
         let mut handle = 0;
         let p = props(gpu);
-        // SAFETY: creates a physical allocation on the GPU of `p`; released in Drop.
         check(
+            // SAFETY: creates a physical allocation on the GPU of `p`; released in Drop.
             unsafe { sys::cuMemCreate(&mut handle, range.len(), &p, 0) },
             || {
                 format!(

@@ -429,10 +429,10 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
             let areas: Vec<&[u8]> = (0..mgws_core::DATA_AREAS)
                 .map(|i| {
                     let (at, len) = layout.area(base, i, &limits);
-                    // SAFETY: as above (an empty area is no slice of the heap).
                     if len == 0 {
                         &[][..]
                     } else {
+                        // SAFETY: as above (an empty area is no slice of the heap).
                         unsafe { std::slice::from_raw_parts(at as *const u8, len) }
                     }
                 })

@@ -115,9 +115,9 @@ impl SharedHeap {
     }
 
     /// Backs every page of a new heap now, from several threads: the kernel allocates and
-    /// zeroes a shared file's pages one 4 KiB page at a time, about 1 GB/s on one core, and the
-    /// job's copy would otherwise fault on each. `MADV_POPULATE_WRITE` (Linux 5.14) where the
-    /// kernel has it, else a write of zero into each page (the heap's bytes are zero already).
+    /// zeroes a shared file's pages one 4 KiB page at a time on one core, and the job's copy
+    /// would otherwise fault on each. `MADV_POPULATE_WRITE` (Linux 5.14) where the kernel has
+    /// it, else a write of zero into each page (the heap's bytes are zero already).
     #[cfg(target_os = "linux")]
     fn back_pages(&self) {
         const PAGE: usize = 4096;
@@ -167,10 +167,10 @@ impl SharedHeap {
     }
 
     /// Maps every page of an attached heap into this process now (the launcher backed them
-    /// all), so that no page faults in the run: a fault per 4 KiB page made MEMSET's PEs a
-    /// third slower (docs/results.md). `MADV_POPULATE_READ` (Linux 5.14) maps the file's pages
-    /// as `MAP_POPULATE` did on a shared mapping; where the kernel lacks it the pages fault in
-    /// as they are touched. A PE calls it after it has recorded that it is mapping the heap, so
+    /// all), so that no page faults in the run: a fault per 4 KiB page slowed MEMSET's PEs
+    /// (docs/results.md). `MADV_POPULATE_READ` (Linux 5.14) maps the file's pages as
+    /// `MAP_POPULATE` did on a shared mapping; where the kernel lacks it the pages fault in as
+    /// they are touched. A PE calls it after it has recorded that it is mapping the heap, so
     /// that a PE that dies or is slow here is not taken for a program that never read the heap.
     pub fn populate(&self) {
         #[cfg(target_os = "linux")]

@@ -62,15 +62,17 @@ pub unsafe fn scan_lane_round(
     lane: u32,
     lanes: u32,
 ) -> bool {
-    // SAFETY (every read below): p < end, so p + k < p + word_len <= text_len for k < word_len.
     let mut p = base + lane;
     while p < end {
         // The whole comparison, the first byte included, is one loop whose only exits are a
         // mismatch and the word's end, and the decision comes after it: on a GPU the lanes
         // meet again after the loop. A first-byte test that skipped the loop, with the match's
         // return inside it, let lanes that missed run ahead alone: the warp split at each
-        // match and ran its lanes one group at a time (2.5 of 32 lanes active per load, ncu).
+        // match and ran its lanes one group at a time (few of a warp's lanes active per load,
+        // ncu).
         let mut k = 0;
+        // SAFETY: p < end, so p + k < p + word_len <= text_len for k < word_len (the
+        // caller's contract), and k < word_len lies in the word.
         while k < word_len && unsafe { *text.add((p + k) as usize) == *word.add(k as usize) } {
             k += 1;
         }

@@ -25,19 +25,19 @@ pub enum MemsetTasks {
 }
 
 /// The CONTAINS registry. Its kernels are capped at 64 registers (32 blocks of 32 threads per
-/// H100 SM), where the worker spills nothing (ptxas sm_90, commit 1499967 and later). The cap
-/// of 112 that kept the driver's JIT off a slow form of the scan is gone with the cause: a scan
-/// loop whose lanes never met again after a first-byte match (docs/results.md).
+/// H100 SM), where the worker spills nothing (ptxas sm_90). The cap of 112 that kept the driver's
+/// JIT off a slow form of the scan is gone with the cause: a scan loop whose lanes never met
+/// again after a first-byte match (docs/results.md).
 #[crate::registry(kernel = "contains", max_registers = 64)]
 pub enum ContainsTasks {
     Contains(ContainsTask),
 }
 
 /// The UTS registry. Its kernels are capped at 80 registers (24 blocks of 32 threads per H100 SM),
-/// where the worker entries spill nothing (ptxas sm_90; the static entries 8 B, the level entry
-/// 4 B). On an H100, T1L ran 11% faster at 80 than at 96 with mgws, and 7% faster
-/// with the kernel-per-level baseline, which shares the cap and runs T1L fastest at it although
-/// it spills (T3's level kernel runs faster at 96; docs/results.md).
+/// where the worker entries spill nothing (ptxas sm_90; the static and level entries a few
+/// bytes). T1L ran faster at 80 than at 96, with mgws and with the kernel-per-level baseline,
+/// which shares the cap and runs T1L fastest at it although it spills (T3's level kernel runs
+/// faster at 96; docs/results.md).
 #[crate::registry(kernel = "uts", max_registers = 80)]
 pub enum UtsTasks {
     Uts(UtsNode),

@@ -247,8 +247,8 @@ impl UtsParams {
     /// the root. The rest (deeper geometric nodes, the binomial root) go to `children_at`,
     /// inlined too: a call anywhere in a GPU worker entry, even off the node's path, makes
     /// ptxas keep the worker state live across it in the registers a call preserves or in
-    /// local memory. Called, the UTS workers spilled 28-44 B at 80 registers (ptxas sm_90);
-    /// inlined, with `descriptor_error`, the default ones spill nothing (docs/results.md).
+    /// local memory. Called, the UTS workers spilled at their cap of 80 registers; inlined,
+    /// with `descriptor_error`, the default ones spill nothing (docs/results.md).
     #[inline(always)]
     pub fn num_children(&self, node: &UtsNode) -> u32 {
         let (depth, rand) = (node.depth, node.rand());
@@ -277,8 +277,8 @@ impl UtsParams {
     /// The entries of a row of [`Self::geometric_first_rand`] at or below `rand` (they rise with
     /// k): the node's number of children.
     ///
-    /// One entry at a time: reading four at once (independent loads) made T1L 12% slower on an
-    /// H200 and made the UTS entries spill at their register cap (docs/results.md).
+    /// One entry at a time: reading four at once (independent loads) made T1L slower on a GPU
+    /// and made the UTS entries spill at their register cap (docs/results.md).
     #[inline(always)]
     fn count_first_rands(first: &[u32; MAX_CHILDREN as usize], rand: u32) -> u32 {
         first.iter().take_while(|&&t| t <= rand).count() as u32
@@ -294,7 +294,7 @@ impl UtsParams {
             return b.clamp(0, libm::ceil(self.b0) as i64) as u32;
         }
         // One call site of `geometric_children` (which LLVM may keep out of line): with two,
-        // one per tree type, the bridged UTS workers spilled 4 B at 80 registers (ptxas sm_90).
+        // one per tree type, the bridged UTS workers spilled at their cap of 80 registers.
         let n = if self.geometric_at(depth) {
             self.geometric_children(depth, rand)
         } else {
@@ -320,7 +320,7 @@ impl UtsNode {
     /// Child `i`: SHA-1 of the parent's state and `i` as 4 big-endian bytes.
     ///
     /// On the host through the `sha1` crate's streaming hasher (padding one block by hand and
-    /// calling `sha1::compress` is 20% faster on x86 with SHA-NI, but doubled the GPU's
+    /// calling `sha1::compress` is faster on x86 with SHA-NI, but added to the GPU's
     /// local-memory traffic). On the GPU through [`super::uts_hash::child_digest`], one block with
     /// its 80 rounds written out, which keeps the hash in registers; its tests check it against
     /// the crate.
@@ -344,7 +344,7 @@ impl UtsNode {
 
 /// Bytes `4k..4k + 4` of a node's state, read as one 4-byte access. Every read of the state goes
 /// through whole words: where a read took its bytes one by one, LLVM split the state into bytes,
-/// and the GPU reassembled each word from four (about ten instructions per word, per node).
+/// and the GPU reassembled each word from its four bytes at every node.
 #[inline(always)]
 pub(crate) fn state_word(state: &[u8; 20], k: usize) -> [u8; 4] {
     let mut word = [0u8; 4];

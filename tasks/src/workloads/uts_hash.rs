@@ -5,7 +5,7 @@
 //!
 //! Why not the `sha1` crate on the GPU: its streaming hasher keeps a block buffer indexed at run
 //! time, and `sha1::compress` takes blocks as byte slices; on `nvptx64` both end in local memory
-//! (the UTS worker entry had an 856-byte stack frame, docs/results.md). Here nothing is indexed at
+//! (the UTS worker entry got a large stack frame, docs/results.md). Here nothing is indexed at
 //! run time, so the whole state stays in registers. The host keeps the crate (SHA-NI on x86), and
 //! the tests below check this function against it on random parents and indices.
 

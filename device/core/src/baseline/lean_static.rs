@@ -76,7 +76,9 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
             // SAFETY: the offsets come from the layout the caller guarantees the scratch holds;
             // the exchange area is 8 words, one task.
             stack: unsafe { base.add(layout.local_slots) } as *mut T,
+            // SAFETY: as for `stack`.
             current: unsafe { base.add(layout.exchange) } as *mut T,
+            // SAFETY: as for `stack`.
             lanes: unsafe { base.add(layout.lanes_area) } as *mut u64,
             capacity: cfg.local_capacity,
             spill_capacity: cfg.spill_capacity as u64,
@@ -105,9 +107,8 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
     pub fn run<X: TaskExecutor<T>>(self, exec: &X) {
         // A GPU block has a lane per word of a task (32 or more lanes, 8 words): its loop copies
         // with one load per lane and no loop, and the word loop for fewer lanes (CPU workers) is
-        // not compiled into it at all (`Platform::MIN_LANES`): present, even unused, it cost
-        // the GPU loop 32 registers at the JIT's cap (ptxas: 40 -> 72) and 11% of its MEMSET
-        // rate.
+        // not compiled into it at all (`Platform::MIN_LANES`): present, even unused, it held
+        // registers across the GPU loop and slowed MEMSET (docs/results.md).
         let words = core::mem::size_of::<T>() / 8;
         if P::MIN_LANES as usize >= words || self.p.lane_count() as usize >= words {
             self.run_loop::<X, true>(exec)

@@ -591,8 +591,8 @@ pub(crate) fn encode_records(env: &Env<HostWord, TaskStruct>, pes: Range<u32>, w
     // Relaxed loads: diagnostics for the hang report.
     let words: Vec<u64> = queues
         .clone()
-        // SAFETY: the heap holds every queue's header.
         .map(|q| {
+            // SAFETY: the heap holds every queue's header.
             unsafe { env.header(q) }
                 .word
                 .load(Ordering::Relaxed, Scope::System)
