@@ -213,9 +213,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// Runs the newest local task of this loop iteration, then the next ones, each counted as an
     /// iteration of its own, until an iteration that checks something (see `check_cadence`), an
     /// empty local queue, a surplus to publish or an abort. The loop would run the same tasks in
-    /// the same order; the batch only keeps its checks off the path between two tasks (on an
-    /// H100 they were a third of the instructions a MEMSET task cost, with a global load on the
-    /// path of every task).
+    /// the same order; the batch only keeps its checks off the path between two tasks (they put
+    /// a global load on the path of every task; docs/results.md).
     #[inline(always)]
     pub(crate) fn run_local_batch<X: TaskExecutor<T>>(&mut self, exec: &X)
     where
@@ -354,7 +353,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// during the last task), newest first, if there is one; else, as Listing 5's release, the
     /// overflow stack's tasks if it holds any, else up to half the local tasks, the oldest. One
     /// call site keeps one inlined copy of [`WorkerCore::publish`] in the kernel: a second one,
-    /// inside `steal`, took the MEMSET entry from 92 to 128 registers (ptxas, sm_90). Every
+    /// inside `steal`, added registers to the MEMSET entry (ptxas). Every
     /// publication that moves tasks counts as a release in the statistics.
     #[inline(always)]
     pub(crate) fn publish_surplus_or_release(&mut self) {
@@ -565,8 +564,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             }
             if self.own_range_exhausted {
                 // Victims are picked one at a time, only while no claim succeeded: an array of
-                // picks indexed in a loop lived in local memory on a GPU (a 56-byte stack frame
-                // written and read on every claim).
+                // picks indexed in a loop lived in local memory on a GPU (a stack frame written
+                // and read on every claim).
                 let topology = &self.env.topology;
                 let mut tries = 0;
                 while claim.1 == 0 && tries < INITIAL_VICTIM_TRIES {
@@ -892,7 +891,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                     // counted, it stays idle until it gains work, and its rounds only poll the
                     // count. The check is a chain of dependent loads (the word, then the
                     // epochs' completion counters), which every idle round of every worker
-                    // waited for before (a third of a short run's idle path, ncu).
+                    // waited for before (much of a short run's idle path, ncu).
                     if !self.idle && self.own_queue().quiescent(ignore_in_flight).is_some() {
                         self.p.protocol_step(ProtocolStep::IdleEnter);
                         counter.enter();

@@ -1,6 +1,7 @@
-//! A persistent-kernel run as a [`Device`]: `mgws_worker` (MGWS) or `mgws_static` (the
-//! static-assignment baseline), one block per worker, all resident at once (cooperative launch),
-//! supervised by the pipeline while the host reads progress from mapped pinned memory.
+//! A persistent-kernel run as a [`Device`]: an `mgws_<kernel>_worker_<spec>` entry (MGWS) or
+//! `mgws_<kernel>_static_<scope>` (the static-assignment baseline), one block per worker, all
+//! resident at once (cooperative launch), supervised by the pipeline while the host copies the
+//! workers' progress records out of each GPU's memory on a stream of its own.
 
 use std::cell::RefCell;
 use std::ffi::c_void;
