@@ -116,27 +116,12 @@ impl Backend {
             Backend::Cuda(cuda) => cuda.defaults::<R>(lanes, local_capacity, workers, options),
             Backend::CudaProcesses {
                 processes, cuda, ..
-            } => {
-                // One PE's GPU sizes each PE's share: as many workers as fit on it, per PE, with
-                // the scratch of the whole run's queues.
-                let pe = crate::cuda::CudaBackend {
-                    devices: vec![cuda.devices.first().copied().unwrap_or(0)],
-                    placement: crate::cuda::Placement::Symmetric,
-                    cpu_workers: 0,
-                    ..cuda.clone()
-                };
-                let options = crate::cuda::KernelOptions {
-                    // Unshared unless asked: shared queues have not run over processes.
-                    workers_per_queue: Some(options.workers_per_queue.unwrap_or(1)),
-                    ..options
-                };
-                let per_pe = workers.map(|w| w / (*processes).max(1));
-                let d = pe.defaults_of::<R>(lanes, local_capacity, per_pe, options, *processes)?;
-                Ok(Defaults {
-                    workers: workers.unwrap_or(d.workers * processes),
-                    ..d
-                })
-            }
+            } => crate::processes::gpu::defaults::<R>(
+                cuda,
+                *processes,
+                (lanes, local_capacity, workers),
+                options,
+            ),
         }
     }
 

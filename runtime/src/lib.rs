@@ -65,8 +65,6 @@ pub mod cuda;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod device;
 #[cfg(not(target_arch = "nvptx64"))]
-pub(crate) mod dylib;
-#[cfg(not(target_arch = "nvptx64"))]
 pub mod error;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod job;
@@ -74,8 +72,6 @@ pub mod job;
 pub mod levels;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod memory;
-#[cfg(not(target_arch = "nvptx64"))]
-pub(crate) mod nvshmem;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod pipeline;
 #[cfg(not(target_arch = "nvptx64"))]

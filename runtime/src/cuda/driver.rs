@@ -707,7 +707,7 @@ impl Module {
     /// Links `ptx` with the relocatable `cubin` and the device library `library` (an archive of
     /// relocatable device code) with the driver's JIT linker and loads the result on `gpu`, with
     /// at most `max_registers` registers per thread if given. This is how a kernel that calls
-    /// NVSHMEM's device API is loaded (`super::nvshmem_link`); a link error carries the log.
+    /// NVSHMEM's device API is loaded (`processes::gpu::nvshmem_link`); a link error carries the log.
     pub fn link(
         gpu: &Gpu,
         ptx: &str,

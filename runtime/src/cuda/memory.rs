@@ -527,7 +527,7 @@ impl<R: bytemuck::Pod> WorkerRecords<R> {
 /// The address a kernel indexes by global worker id for a device whose records (`size` bytes
 /// each) start at `base` with worker `first_worker`'s: `base` offset back by the workers before
 /// it (the kernel only ever adds ids of that device's workers).
-pub(super) fn by_worker(base: u64, first_worker: u32, size: usize) -> u64 {
+pub(crate) fn by_worker(base: u64, first_worker: u32, size: usize) -> u64 {
     base.wrapping_sub(u64::from(first_worker) * size as u64)
 }
 
@@ -538,7 +538,7 @@ fn as_bytes(tasks: &[TaskStruct]) -> &[u8] {
 }
 
 /// The bytes of an env (which has no padding: see the test below).
-pub(super) fn env_bytes(env: &Env<HostWord, TaskStruct>) -> &[u8] {
+pub(crate) fn env_bytes(env: &Env<HostWord, TaskStruct>) -> &[u8] {
     // SAFETY: Env is repr(C) of integers and pointers without padding (tested below).
     unsafe {
         std::slice::from_raw_parts(

@@ -23,24 +23,21 @@
 //!   [`GpuKernel::Levels`] runs one launch of `mgws_<kernel>_level` per level of a spawning
 //!   workload, orchestrated by the host.
 
-mod cache;
+pub(crate) mod cache;
 pub(crate) mod driver;
 #[cfg(test)]
 mod emulate;
 mod gate;
-mod grid;
+pub(crate) mod grid;
 mod level;
-mod memory;
+pub(crate) mod memory;
 mod mixed;
-pub(crate) mod nvrtc;
-pub(crate) mod nvshmem_link;
-pub(crate) mod pe;
-mod persistent;
+pub(crate) mod persistent;
 pub(crate) mod plan;
 mod poll;
 mod pool;
 pub mod ptx;
-mod session;
+pub(crate) mod session;
 mod split;
 
 use std::path::PathBuf;
@@ -266,6 +263,15 @@ pub const DEFAULT_LOCAL_CAPACITY: u32 = 64;
 /// ([`CudaBackend::default_queue_sharing`]; measured in docs/results.md, one GPU and four).
 pub const DEFAULT_QUEUE_SHARING: u32 = 2;
 
+/// Opens the session a run of a registry loads its kernel through: [`Session::open`] in one
+/// process; GPU PEs link NVSHMEM's device code first where their transport calls it.
+pub(crate) type Opener = dyn Fn(&CudaBackend, u32, &str) -> Result<session::Session>;
+
+/// [`Opener`] of a single-process run.
+fn open<R: Registry>(b: &CudaBackend, lanes: u32, entry: &str) -> Result<session::Session> {
+    session::Session::open::<R>(b, lanes, entry)
+}
+
 impl CudaBackend {
     /// GPU 0, global placement, initial tasks in device memory, the MGWS kernel.
     pub fn new() -> Self {
@@ -411,25 +417,27 @@ impl CudaBackend {
         local_capacity: u32,
         options: KernelOptions,
     ) -> Result<u32> {
-        self.max_workers_of::<R>(lanes, local_capacity, options, 1)
+        self.check_single_process()?;
+        self.max_workers_of::<R>(lanes, local_capacity, options, 1, &open::<R>)
     }
 
     /// [`Self::max_workers`] for a run whose public queues are `copies` times this backend's:
     /// one PE's GPU of a run over `copies` GPU PEs (every worker's scratch holds a bit per queue
-    /// of the whole run, so more queues can fit fewer blocks).
+    /// of the whole run, so more queues can fit fewer blocks), its kernel loaded by `open`.
     pub(crate) fn max_workers_of<R: Registry>(
         &self,
         lanes: u32,
         local_capacity: u32,
         options: KernelOptions,
         copies: u32,
+        open: &Opener,
     ) -> Result<u32> {
         let workers_per_queue = options
             .workers_per_queue
             .unwrap_or_else(|| self.default_queue_sharing(None));
         guard(|| {
             let entry = self.entry::<R>(&options.config(workers_per_queue));
-            let s = session::Session::open_for_transport::<R>(self, lanes, &entry)?;
+            let s = open(self, lanes, &entry)?;
             match self.kernel {
                 GpuKernel::Mgws | GpuKernel::Static => {
                     let funcs = s.functions(&entry, &persistent::WORKER_PARAMS)?;
@@ -470,7 +478,7 @@ impl CudaBackend {
         options: KernelOptions,
     ) -> Result<Defaults> {
         self.check_single_process()?;
-        self.defaults_of::<R>(lanes, local_capacity, workers, options, 1)
+        self.defaults_of::<R>(lanes, local_capacity, workers, options, 1, &open::<R>)
     }
 
     /// Refuses settings that only runs over GPU PEs have (the device-API transport's kernel
@@ -486,8 +494,8 @@ impl CudaBackend {
         Ok(())
     }
 
-    /// [`Self::defaults`] for a run whose public queues are `copies` times this backend's (see
-    /// [`Self::max_workers_of`]).
+    /// [`Self::defaults`] for a run whose public queues are `copies` times this backend's, its
+    /// kernel loaded by `open` (see [`Self::max_workers_of`]).
     pub(crate) fn defaults_of<R: Registry>(
         &self,
         lanes: Option<u32>,
@@ -495,6 +503,7 @@ impl CudaBackend {
         workers: Option<u32>,
         options: KernelOptions,
         copies: u32,
+        open: &Opener,
     ) -> Result<Defaults> {
         let lanes = lanes.unwrap_or(DEFAULT_LANES);
         check_lanes(lanes)?;
@@ -508,7 +517,7 @@ impl CudaBackend {
         };
         let workers = match workers {
             Some(w) => w,
-            None => self.max_workers_of::<R>(lanes, local_capacity, options, copies)?,
+            None => self.max_workers_of::<R>(lanes, local_capacity, options, copies, open)?,
         };
         Ok(Defaults {
             lanes,

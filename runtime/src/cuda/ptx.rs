@@ -409,6 +409,38 @@ pub fn read(path: &Path) -> Result<String> {
     Ok(text)
 }
 
+/// The name prefix of the NVSHMEM wrappers a kernel built for the device-API transport calls
+/// (`cargo xtask ptx --nvshmem`).
+pub const WRAPPER_PREFIX: &str = "mgws_nvshmem_";
+
+/// Checks that `ptx` (from `origin`) is the kernel a run of this transport loads: one that calls
+/// the wrappers for the device-API transport (`device_api`), one that does not for every other
+/// run.
+pub fn check_transport(ptx: &str, origin: &str, device_api: bool) -> Result<()> {
+    match (device_api, calls_wrappers(ptx)) {
+        (true, false) => Err(Error::BackendUnavailable(format!(
+            "{origin} was not built for NVSHMEM's device API (it calls no mgws_nvshmem_ \
+             function), which --pe-transport device-api runs: build it with `cargo xtask ptx \
+             --nvshmem` (target/ptx/{}) and pass it with --ptx",
+            DEFAULT_NVSHMEM_PTX
+        ))),
+        (false, true) => Err(Error::BackendUnavailable(format!(
+            "{origin} was built for NVSHMEM's device API (`cargo xtask ptx --nvshmem`): it loads \
+             only in runs over GPU PEs with --pe-transport device-api; other runs need the PTX \
+             of `cargo xtask ptx`"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Whether `ptx` calls the wrappers (a kernel built with `cargo xtask ptx --nvshmem`).
+pub fn calls_wrappers(ptx: &str) -> bool {
+    ptx.lines().any(|l| {
+        let l = l.trim_start();
+        l.starts_with(".extern .func") && l.contains(WRAPPER_PREFIX)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -58,55 +58,9 @@ impl Session {
         })
     }
 
-    /// [`Session::open`] for a kernel that calls NVSHMEM's device API (built with `cargo xtask
-    /// ptx --nvshmem`): the entry is linked with the wrappers and NVSHMEM's device library of
-    /// `code` (see [`super::nvshmem_link`]) and loaded outside the process's module cache (each
-    /// module is registered with NVSHMEM once, by its PE).
-    pub fn open_linked<R: Registry>(
-        b: &CudaBackend,
-        lanes: u32,
-        entry: &str,
-        code: &super::nvshmem_link::DeviceCode,
-    ) -> Result<Session> {
-        Self::open_with::<R>(b, lanes, entry, true, |gpu, ptx, cap| {
-            Module::link(
-                gpu,
-                &ptx.src.text,
-                &ptx.src.origin,
-                cap,
-                &code.wrappers,
-                &code.library,
-            )
-            .map(Arc::new)
-        })
-    }
-
-    /// [`Session::open`] for `b`'s PE transport: [`Session::open_linked`] with the kernel of
-    /// `cargo xtask ptx --nvshmem` (`b.ptx`, else [`super::ptx::resolve_nvshmem`]) and NVSHMEM's
-    /// device code for the first GPU's architecture where it is
-    /// [`PeTransport::DeviceApi`](super::PeTransport), else [`Session::open`].
-    pub fn open_for_transport<R: Registry>(
-        b: &CudaBackend,
-        lanes: u32,
-        entry: &str,
-    ) -> Result<Session> {
-        if b.pe_transport == super::PeTransport::Mapped {
-            return Self::open::<R>(b, lanes, entry);
-        }
-        driver::init()?;
-        let b = CudaBackend {
-            ptx: Some(super::ptx::resolve_nvshmem(b.ptx.as_deref())?),
-            ..b.clone()
-        };
-        let gpu = cache::gpu(b.device_list()[0])?;
-        let nvshmem = crate::nvshmem::Nvshmem::load()?;
-        let code = super::nvshmem_link::device_code(nvshmem.path(), gpu.cc)?;
-        Self::open_linked::<R>(&b, lanes, entry, &code)
-    }
-
     /// [`Session::open`] with `load` making each GPU's module; `device_api` says whether the PTX
     /// must call NVSHMEM's device API (or must not).
-    fn open_with<R: Registry>(
+    pub(crate) fn open_with<R: Registry>(
         b: &CudaBackend,
         lanes: u32,
         entry: &str,
@@ -128,7 +82,7 @@ impl Session {
             )));
         }
         let ptx = super::ptx::entry_source::<R>(b.ptx.as_deref(), entry)?;
-        super::nvshmem_link::check_transport(&ptx.src.text, &ptx.src.origin, device_api)?;
+        super::ptx::check_transport(&ptx.src.text, &ptx.src.origin, device_api)?;
         // Each GPU opens (context retain) and compiles its module on a thread of its own, so
         // that the set-up of several GPUs takes about as long as that of one.
         let cap = b.register_cap::<R>(lanes);

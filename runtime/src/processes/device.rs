@@ -213,7 +213,7 @@ impl<'a, R: Registry> ProcessDevice<'a, R> {
                  but is no measure of speed"
             );
         }
-        let nvshmem = crate::nvshmem::Nvshmem::load()?;
+        let nvshmem = super::gpu::nvshmem::Nvshmem::load()?;
         tracing::debug!(library = %nvshmem.path().display(), "NVSHMEM found");
         if b.pe_transport == crate::cuda::PeTransport::DeviceApi {
             // The PTX must be the device-API build, and NVRTC, NVSHMEM's headers and device
@@ -223,13 +223,13 @@ impl<'a, R: Registry> ProcessDevice<'a, R> {
                 .as_deref()
                 .expect("the device-API transport names its PTX");
             let text = crate::cuda::ptx::read(path)?;
-            crate::cuda::nvshmem_link::check_transport(&text, &path.display().to_string(), true)?;
+            super::gpu::nvshmem_link::check_transport(&text, &path.display().to_string(), true)?;
             let mut ccs: Vec<(u32, u32)> = Vec::new();
             for &ordinal in &distinct {
                 let cc = crate::cuda::gpu_cc(ordinal)?;
                 if !ccs.contains(&cc) {
                     ccs.push(cc);
-                    crate::cuda::nvshmem_link::device_code(nvshmem.path(), cc)?;
+                    super::gpu::nvshmem_link::device_code(nvshmem.path(), cc)?;
                 }
             }
         }
@@ -333,7 +333,7 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
 
     fn place(&mut self, grid: &Grid, job: &mut Job<'_>) -> Result<ProcessPlaced> {
         if let (Some(gpu), crate::cuda::PeTransport::DeviceApi) = (&self.gpu, self.pe_transport()) {
-            crate::cuda::pe::check_device_api_layouts(job, gpu.area_layout)?;
+            super::gpu::pe::check_device_api_layouts(job, gpu.area_layout)?;
         }
         let limits = job.area_limits();
         let layout = HeapLayout::new(
@@ -383,7 +383,7 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
             start_limit_ms: self.start_limit().as_millis() as u64,
             area_limits: limits,
             area_copies: match (&self.gpu, self.kind()) {
-                (Some(gpu), PeKind::Cuda) => crate::cuda::pe::area_copies(job, gpu.area_layout),
+                (Some(gpu), PeKind::Cuda) => super::gpu::pe::area_copies(job, gpu.area_layout),
                 _ => 0,
             },
             kind: self.kind() as u32,
@@ -466,7 +466,7 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
                 self.across_nodes(),
             );
             if let Some(library) = &self.nvshmem_library {
-                env.push((crate::nvshmem::LIBRARY_VAR.into(), library.into()));
+                env.push((super::gpu::nvshmem::LIBRARY_VAR.into(), library.into()));
             }
         }
         let mut limit = self.start_limit();
@@ -756,7 +756,7 @@ pub(crate) fn nvshmem_env(
     transport: crate::cuda::PeTransport,
     across_nodes: bool,
 ) -> Vec<(OsString, OsString)> {
-    let (_, need) = crate::cuda::pe::symmetric_of(
+    let (_, need) = super::gpu::pe::symmetric_of(
         transport,
         topology,
         config.public_capacity,

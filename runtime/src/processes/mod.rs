@@ -21,6 +21,7 @@
 //! [`Error::Process`]: crate::Error::Process
 
 mod device;
+pub(crate) mod gpu;
 pub(crate) mod heap;
 pub(crate) mod layout;
 pub mod nodes;

@@ -252,7 +252,7 @@ fn serve<R: Registry>(heap: &SharedHeap, pe: u32) -> Result<()> {
     heap.populate();
     let patience = Duration::from_millis(header.start_limit_ms) + GATE_MARGIN;
     if kind == PeKind::Cuda {
-        return crate::cuda::pe::serve::<R>(heap.base(), header, &layout, pe, patience);
+        return super::gpu::pe::serve::<R>(heap.base(), header, &layout, pe, patience);
     }
     // SAFETY: the heap holds the layout (checked above), made from the header's values, and
     // outlives every use of the env below.

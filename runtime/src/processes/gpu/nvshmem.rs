@@ -172,7 +172,7 @@ impl Nvshmem {
                     .flatten()
                     .map(|d| d.join("lib").join(LIBRARY)),
             );
-        let tried = match crate::dylib::load_first(places, Self::load_from) {
+        let tried = match super::dylib::load_first(places, Self::load_from) {
             Ok(n) => return Ok(n),
             Err(tried) => tried,
         };
@@ -193,7 +193,7 @@ impl Nvshmem {
             let library = libloading::Library::new(path).map_err(|e| e.to_string())?;
             macro_rules! entry {
                 ($name:literal) => {
-                    crate::dylib::entry(&library, path, $name)?
+                    super::dylib::entry(&library, path, $name)?
                 };
             }
             Ok(Nvshmem {
@@ -208,7 +208,7 @@ impl Nvshmem {
                 n_pes: entry!("nvshmem_n_pes"),
                 barrier_all: entry!("nvshmem_barrier_all"),
                 finalize: entry!("nvshmemx_hostlib_finalize"),
-                cumodule_init: crate::dylib::entry(&library, path, "nvshmemx_cumodule_init").ok(),
+                cumodule_init: super::dylib::entry(&library, path, "nvshmemx_cumodule_init").ok(),
                 initialised: false,
                 touched: std::cell::Cell::new(false),
                 library: std::mem::ManuallyDrop::new(library),

@@ -32,12 +32,12 @@ use mgws_core::{
 };
 use mgws_tasks::{Registry, TaskStruct};
 
-use super::driver::{self, DeviceBuffer, Event, Stream};
-use super::plan::{self, shared_field, QueueArea, RunArea};
-use super::session::Session;
-use super::{CudaBackend, GpuKernel, PeTransport, Placement};
+use super::nvshmem::{Nvshmem, UniqueId};
+use crate::cuda::driver::{self, DeviceBuffer, Event, Stream};
+use crate::cuda::plan::{self, shared_field, QueueArea, RunArea};
+use crate::cuda::session::Session;
+use crate::cuda::{CudaBackend, GpuKernel, PeTransport, Placement};
 use crate::error::{Error, Result};
-use crate::nvshmem::{Nvshmem, UniqueId};
 use crate::processes::layout::{Header, HeapLayout, StartStage};
 use crate::processes::monotonic_ns;
 
@@ -363,13 +363,13 @@ pub(crate) fn serve<R: Registry>(
     let entry = GpuKernel::Mgws.entry::<R>(&config);
     let s = Session::open_for_transport::<R>(&backend, lanes, &entry)?;
     let function = s
-        .functions(&entry, &super::persistent::WORKER_PARAMS)?
+        .functions(&entry, &crate::cuda::persistent::WORKER_PARAMS)?
         .remove(0);
     let gpu = s.gpus[0].clone();
     let workers = topology.workers_on(p);
     let smem = plan::scratch_bytes(config.local_capacity, lanes, topology.queues());
     let per_sm =
-        super::grid::blocks_per_sm_for(&gpu, &function, lanes, smem, config.local_capacity)?;
+        crate::cuda::grid::blocks_per_sm_for(&gpu, &function, lanes, smem, config.local_capacity)?;
     let what = format!("GPU {} ({}) of PE {pe}", gpu.ordinal, gpu.name);
     plan::fit_workers(
         Some(workers),
@@ -840,7 +840,7 @@ fn allocate_local(
     let run = parts[0] + sym.run_at as u64;
     // Indexed by global worker id: offset by this PE's first worker.
     let by_worker = |buf: &DeviceBuffer, size: usize| {
-        super::memory::by_worker(buf.ptr, topology.first_worker[p], size)
+        crate::cuda::memory::by_worker(buf.ptr, topology.first_worker[p], size)
     };
     let env: Env<HostWord, TaskStruct> = Env {
         config,
@@ -867,7 +867,7 @@ fn allocate_local(
         area_limits: header.area_limits,
     };
     let env_buf = DeviceBuffer::alloc(gpu, size_of::<Env<HostWord, TaskStruct>>(), "env")?;
-    env_buf.write(0, super::memory::env_bytes(&env))?;
+    env_buf.write(0, crate::cuda::memory::env_bytes(&env))?;
     Ok(Local {
         progress,
         stats,

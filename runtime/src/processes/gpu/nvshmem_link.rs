@@ -14,6 +14,7 @@ use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
 use super::nvrtc::Nvrtc;
+pub use crate::cuda::ptx::check_transport;
 use crate::error::{Error, Result};
 
 /// The wrappers' CUDA C source.
@@ -25,9 +26,6 @@ pub const CUDA_INCLUDE_VAR: &str = "MGWS_CUDA_INCLUDE";
 
 /// The environment variable naming the cache directory.
 pub const CACHE_VAR: &str = "MGWS_CACHE_DIR";
-
-/// The PTX functions a device-API kernel leaves to the wrappers (`mgws_builder::NVSHMEM_FUNCTIONS`).
-pub const WRAPPER_PREFIX: &str = "mgws_nvshmem_";
 
 /// The PTX global holding the run's `mgws_core::PeWindow`.
 pub const WINDOW_GLOBAL: &str = "mgws_pe_window";
@@ -54,7 +52,7 @@ pub fn nvshmem_files(host_library: &Path) -> Result<(PathBuf, PathBuf)> {
                  headers and device library cannot be found: set {} to the NVSHMEM installation \
                  (the directory with include/ and lib/)",
                 host_library.display(),
-                crate::nvshmem::HOME_VAR
+                super::nvshmem::HOME_VAR
             ))
         })?;
     let include = dir.join("include");
@@ -108,7 +106,7 @@ fn find_cccl() -> (Vec<PathBuf>, Option<Vec<PathBuf>>) {
     if let Some(found) = cccl_includes(&dirs) {
         return (dirs, Some(found));
     }
-    if let Some(nvidia) = crate::nvshmem::pip_nvidia() {
+    if let Some(nvidia) = super::nvshmem::pip_nvidia() {
         dirs.push(nvidia.join("cu13/include"));
         dirs.push(nvidia.join("cuda_cccl/include"));
     }
@@ -213,37 +211,10 @@ pub fn device_code(host_library: &Path, cc: (u32, u32)) -> Result<DeviceCode> {
     Ok(DeviceCode { wrappers, library })
 }
 
-/// Checks that `ptx` (from `origin`) is the kernel a run of this transport loads: one that calls
-/// the wrappers for the device-API transport (`device_api`), one that does not for every other
-/// run.
-pub fn check_transport(ptx: &str, origin: &str, device_api: bool) -> Result<()> {
-    match (device_api, calls_wrappers(ptx)) {
-        (true, false) => Err(Error::BackendUnavailable(format!(
-            "{origin} was not built for NVSHMEM's device API (it calls no mgws_nvshmem_ \
-             function), which --pe-transport device-api runs: build it with `cargo xtask ptx \
-             --nvshmem` (target/ptx/{}) and pass it with --ptx",
-            super::ptx::DEFAULT_NVSHMEM_PTX
-        ))),
-        (false, true) => Err(Error::BackendUnavailable(format!(
-            "{origin} was built for NVSHMEM's device API (`cargo xtask ptx --nvshmem`): it loads \
-             only in runs over GPU PEs with --pe-transport device-api; other runs need the PTX \
-             of `cargo xtask ptx`"
-        ))),
-        _ => Ok(()),
-    }
-}
-
-/// Whether `ptx` calls the wrappers (a kernel built with `cargo xtask ptx --nvshmem`).
-pub fn calls_wrappers(ptx: &str) -> bool {
-    ptx.lines().any(|l| {
-        let l = l.trim_start();
-        l.starts_with(".extern .func") && l.contains(WRAPPER_PREFIX)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cuda::ptx::{calls_wrappers, WRAPPER_PREFIX};
 
     #[test]
     fn cccl_is_found_directly_or_under_cccl() {
@@ -312,9 +283,9 @@ mod tests {
         }
         // The kernel's declarations (its `extern "C"` block), the builder's list of functions a
         // device-API PTX may leave undefined, and the shim's definitions must be one set.
-        let kernel = include_str!("../../../device/kernel-support/src/nvshmem.rs");
+        let kernel = include_str!("../../../../device/kernel-support/src/nvshmem.rs");
         let declared = names(kernel, "    fn ");
-        let builder = include_str!("../../../builder/src/lib.rs");
+        let builder = include_str!("../../../../builder/src/lib.rs");
         let allowed = names(builder, "    \"");
         let defined = names(SHIM_SOURCE, " ");
         assert_eq!(declared.len(), 9, "{declared:?}");

@@ -90,12 +90,12 @@ impl Nvrtc {
         let first = candidates(library.as_deref(), &homes, None);
         // The pip packages are looked up only when the cheaper places fail.
         let pip = || {
-            crate::nvshmem::pip_nvidia()
+            super::nvshmem::pip_nvidia()
                 .map(|n| candidates(None, &[], Some(&n)))
                 .unwrap_or_default()
         };
         let places = first.into_iter().chain(std::iter::once_with(pip).flatten());
-        let tried = match crate::dylib::load_first(places, Self::load_from) {
+        let tried = match super::dylib::load_first(places, Self::load_from) {
             Ok(n) => return Ok(n),
             Err(tried) => tried,
         };
@@ -117,7 +117,7 @@ impl Nvrtc {
             let library = libloading::Library::new(path).map_err(|e| e.to_string())?;
             macro_rules! entry {
                 ($name:literal) => {
-                    crate::dylib::entry(&library, path, $name)?
+                    super::dylib::entry(&library, path, $name)?
                 };
             }
             let version: Version = entry!("nvrtcVersion");
@@ -252,7 +252,7 @@ mod tests {
 
     #[test]
     fn a_missing_library_is_a_string_error_not_a_panic() {
-        let tried = crate::dylib::load_first(
+        let tried = super::dylib::load_first(
             [PathBuf::from("/nonexistent/libnvrtc.so")],
             Nvrtc::load_from,
         )
