@@ -19,13 +19,14 @@ use mgws_core::{
 };
 use mgws_tasks::{Registry, TaskStruct};
 
+use super::gpu::GpuPes;
 use super::heap::SharedHeap;
 use super::layout::{Header, HeapLayout, PeKind, StartStage, MAGIC, PTX_PATH_BYTES};
 use super::nodes::state::{self as node_state, RunResults};
 use super::nodes::{NodeLink, NodeStart, Nodes};
 use super::pe::{HEAP_FD_VAR, PE_VAR};
 use crate::cpu::device::{abort_requested, request_abort, side_live_state, side_progress};
-use crate::cuda::{CudaBackend, GpuKernel, Placement, TasksIn};
+use crate::cuda::CudaBackend;
 use crate::device::{split_workers, Device, Grid, LiveState, ReadBack, Running};
 use crate::error::{Error, Result};
 use crate::job::{AreaBytes, Job};
@@ -37,12 +38,8 @@ pub struct ProcessDevice<'a, R> {
     sched: &'a Scheduler,
     processes: u32,
     program: PathBuf,
-    /// GPU PEs: the CUDA settings (each PE runs the mgws kernel on one GPU); `None`: CPU PEs.
-    gpu: Option<CudaBackend>,
-    /// GPU PEs: the GPU ordinal of each PE (set by `size_grid`).
-    pe_gpus: [u32; MAX_DEVICES],
-    /// GPU PEs: NVSHMEM's host library, as the launcher found it (passed on to the PEs).
-    nvshmem_library: Option<PathBuf>,
+    /// GPU PEs (each runs the mgws kernel on one GPU); `None`: CPU PEs.
+    gpu: Option<GpuPes>,
     launch_s: f64,
     /// A run across nodes: which node this launcher is ([`super::nodes`]).
     nodes: Option<Nodes>,
@@ -95,9 +92,7 @@ impl<'a, R: Registry> ProcessDevice<'a, R> {
             sched,
             processes,
             program,
-            gpu,
-            pe_gpus: [0; MAX_DEVICES],
-            nvshmem_library: None,
+            gpu: gpu.map(GpuPes::new),
             launch_s: 0.0,
             nodes: None,
             fingerprint: [0; 20],
@@ -119,122 +114,6 @@ impl<'a, R: Registry> ProcessDevice<'a, R> {
             Some(_) => PeKind::Cuda,
             None => PeKind::Cpu,
         }
-    }
-
-    /// How GPU PEs reach each other's memory (the CPU PEs' shared file: `Mapped`'s word).
-    fn pe_transport(&self) -> crate::cuda::PeTransport {
-        self.gpu
-            .as_ref()
-            .map(|b| b.pe_transport)
-            .unwrap_or_default()
-    }
-
-    /// The PTX file GPU PEs load: the backend's, or for the device-API transport the kernel of
-    /// `cargo xtask ptx --nvshmem` (`None`: the PEs search as a single-process run does).
-    fn pe_ptx(&self) -> Result<Option<std::path::PathBuf>> {
-        let explicit = self.gpu.as_ref().and_then(|b| b.ptx.clone());
-        match self.pe_transport() {
-            crate::cuda::PeTransport::Mapped => Ok(explicit),
-            crate::cuda::PeTransport::DeviceApi => {
-                crate::cuda::ptx::resolve_nvshmem(explicit.as_deref()).map(Some)
-            }
-        }
-    }
-
-    /// GPU PEs: checks the settings, that the GPUs, the PTX and NVSHMEM are there, and assigns
-    /// each PE its GPU (the backend's GPUs in turn; all visible ones when it names none).
-    fn prepare_gpus(&mut self, b: &CudaBackend) -> Result<()> {
-        if b.kernel != GpuKernel::Mgws {
-            return Err(Error::Config(
-                "runs over GPU PE processes run the mgws kernel; the baselines run in one \
-                 process (--devices)"
-                    .into(),
-            ));
-        }
-        if b.cpu_workers > 0 || self.sched.cpu_domains > 1 || self.sched.cpu_bridge > 0 {
-            return Err(Error::Config(
-                "runs over GPU PE processes have no CPU workers beside the GPUs".into(),
-            ));
-        }
-        if !matches!(b.placement, Placement::Global | Placement::Symmetric)
-            || b.tasks_in != TasksIn::Device
-        {
-            return Err(Error::Config(
-                "runs over GPU PE processes keep their queues in NVSHMEM's symmetric heap and \
-                 their tasks in each GPU's memory: --placement and --tasks-in do not apply"
-                    .into(),
-            ));
-        }
-        let visible = b.visible_gpus()?;
-        let list = if b.devices.is_empty() {
-            (0..visible).collect()
-        } else {
-            b.devices.clone()
-        };
-        // Each node's PEs take its GPUs the same way (one node: all PEs).
-        let per_node = self.local_pes().len().max(1);
-        for pe in 0..self.processes as usize {
-            self.pe_gpus[pe] = list[(pe % per_node) % list.len()];
-        }
-        let pe_gpus = &self.pe_gpus[..per_node];
-        let mut distinct = pe_gpus.to_vec();
-        distinct.sort_unstable();
-        distinct.dedup();
-        let on = |gpu: u32| pe_gpus.iter().filter(|&&g| g == gpu).count();
-        if distinct.iter().any(|&g| on(g) != on(distinct[0])) {
-            let shares: Vec<String> = distinct
-                .iter()
-                .map(|&g| format!("GPU {g}: {}", on(g)))
-                .collect();
-            return Err(Error::Config(format!(
-                "{} PEs on {} GPUs share them unevenly (PEs per GPU: {}); NVSHMEM joins PEs \
-                 that share GPUs only when every GPU has as many as the others: run a multiple \
-                 of {} PEs, or name each PE's GPU with --devices",
-                per_node,
-                distinct.len(),
-                shares.join(", "),
-                distinct.len()
-            )));
-        }
-        let ptx = self.pe_ptx()?;
-        for &ordinal in &distinct {
-            CudaBackend {
-                devices: vec![ordinal],
-                ptx: ptx.clone(),
-                ..b.clone()
-            }
-            .probe::<R>()?;
-        }
-        if distinct.len() < per_node {
-            tracing::warn!(
-                pes = per_node,
-                gpus = distinct.len(),
-                "PEs that share a GPU take turns on it (time slices), which checks the protocol \
-                 but is no measure of speed"
-            );
-        }
-        let nvshmem = super::gpu::nvshmem::Nvshmem::load()?;
-        tracing::debug!(library = %nvshmem.path().display(), "NVSHMEM found");
-        if b.pe_transport == crate::cuda::PeTransport::DeviceApi {
-            // The PTX must be the device-API build, and NVRTC, NVSHMEM's headers and device
-            // library must be there: checked here, before any PE starts. The wrappers compiled
-            // now are cached, so the PEs load them instead of compiling them again.
-            let path = ptx
-                .as_deref()
-                .expect("the device-API transport names its PTX");
-            let text = crate::cuda::ptx::read(path)?;
-            super::gpu::nvshmem_link::check_transport(&text, &path.display().to_string(), true)?;
-            let mut ccs: Vec<(u32, u32)> = Vec::new();
-            for &ordinal in &distinct {
-                let cc = crate::cuda::gpu_cc(ordinal)?;
-                if !ccs.contains(&cc) {
-                    ccs.push(cc);
-                    super::gpu::nvshmem_link::device_code(nvshmem.path(), cc)?;
-                }
-            }
-        }
-        self.nvshmem_library = Some(nvshmem.path().to_path_buf());
-        Ok(())
     }
 }
 
@@ -293,7 +172,12 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
                         .into(),
                 ));
             }
-            if nodes.count > 1 && self.pe_transport() != crate::cuda::PeTransport::DeviceApi {
+            if nodes.count > 1
+                && !self
+                    .gpu
+                    .as_ref()
+                    .is_some_and(|g| g.transport() == crate::cuda::PeTransport::DeviceApi)
+            {
                 return Err(Error::Config(format!(
                     "a run over {} nodes reaches the PEs of other nodes through NVSHMEM's \
                      device API: add --pe-transport device-api (the mapped transport reaches \
@@ -306,8 +190,9 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
         // Each PE claims initial tasks from its own ranges only: a GPU PE then copies only those
         // into its GPU (`cuda::pe`), and the CPU PEs, their twin, claim the same way.
         config.flags |= mgws_core::RunFlags::INITIAL_OWN_DEVICE.bits();
-        if let Some(b) = self.gpu.clone() {
-            self.prepare_gpus(&b)?;
+        let per_node = self.local_pes().len();
+        if let Some(gpu) = &mut self.gpu {
+            gpu.prepare::<R>(sched, self.processes, per_node)?;
             // Other processes' GPUs reach every PE's queues.
             config.queue_scope = Scope::System as u32;
         }
@@ -332,8 +217,8 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
     }
 
     fn place(&mut self, grid: &Grid, job: &mut Job<'_>) -> Result<ProcessPlaced> {
-        if let (Some(gpu), crate::cuda::PeTransport::DeviceApi) = (&self.gpu, self.pe_transport()) {
-            super::gpu::pe::check_device_api_layouts(job, gpu.area_layout)?;
+        if let Some(gpu) = &self.gpu {
+            gpu.check_job(job)?;
         }
         let limits = job.area_limits();
         let layout = HeapLayout::new(
@@ -382,15 +267,17 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
             initial_len: job.tasks.len() as u64,
             start_limit_ms: self.start_limit().as_millis() as u64,
             area_limits: limits,
-            area_copies: match (&self.gpu, self.kind()) {
-                (Some(gpu), PeKind::Cuda) => super::gpu::pe::area_copies(job, gpu.area_layout),
-                _ => 0,
-            },
+            area_copies: self.gpu.as_ref().map_or(0, |g| g.area_copies(job)),
             kind: self.kind() as u32,
-            max_registers: self.gpu.as_ref().and_then(|b| b.max_registers).unwrap_or(0),
-            gpus: self.pe_gpus,
-            pe_transport: self.pe_transport().to_word(),
-            ptx_path: match self.pe_ptx()? {
+            max_registers: self.gpu.as_ref().map_or(0, |g| g.max_registers()),
+            gpus: self.gpu.as_ref().map_or([0; MAX_DEVICES], |g| g.pe_gpus),
+            pe_transport: self
+                .gpu
+                .as_ref()
+                .map(|g| g.transport())
+                .unwrap_or_default()
+                .to_word(),
+            ptx_path: match self.gpu.as_ref().map(|g| g.ptx()).transpose()?.flatten() {
                 Some(path) => Header::encode_ptx_path(&path.canonicalize().map_err(|e| {
                     Error::BackendUnavailable(format!("the PTX {}: {e}", path.display()))
                 })?)?,
@@ -455,20 +342,16 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
         supervise: impl FnOnce(&dyn Running) -> T,
     ) -> Result<T> {
         let launched = Instant::now();
-        let mut env = Vec::new();
-        if self.kind() == PeKind::Cuda {
-            env = nvshmem_env(
+        let env = match &self.gpu {
+            Some(gpu) => gpu.pe_env(
                 &grid.config,
                 &grid.topology,
                 &placed.header().area_limits,
                 placed.header().area_copies,
-                self.pe_transport(),
                 self.across_nodes(),
-            );
-            if let Some(library) = &self.nvshmem_library {
-                env.push((super::gpu::nvshmem::LIBRARY_VAR.into(), library.into()));
-            }
-        }
+            ),
+            None => Vec::new(),
+        };
         let mut limit = self.start_limit();
         if let Some(nodes) = self.nodes.clone().filter(|n| n.count > 1) {
             // A follower waits for node 0, which may start later, before it starts any PE.
@@ -740,50 +623,6 @@ impl<R: Registry> ProcessDevice<'_, R> {
             idle_ns: None,
         })
     }
-}
-
-/// NVSHMEM's settings for the GPU PEs of a node: NVLink multicast off always (these are
-/// shared machines), and, where the caller's environment does not say otherwise, no NCCL, a
-/// symmetric heap that holds the run (its queues, with room to spare) and, for a run on one
-/// node, the unique-ID bootstrap over the loopback interface and no transport to other nodes.
-/// A run across nodes leaves the bootstrap's interface and the remote transport to NVSHMEM's
-/// defaults or the caller's environment (docs/design.md 5.9).
-pub(crate) fn nvshmem_env(
-    config: &mgws_core::SchedConfig,
-    topology: &Topology,
-    area_limits: &[u64; mgws_core::DATA_AREAS],
-    area_copies: u64,
-    transport: crate::cuda::PeTransport,
-    across_nodes: bool,
-) -> Vec<(OsString, OsString)> {
-    let (_, need) = super::gpu::pe::symmetric_of(
-        transport,
-        topology,
-        config.public_capacity,
-        area_limits,
-        area_copies,
-    );
-    // NVSHMEM reserves some of the heap for itself: half again and 64 MiB, at least its
-    // default 1 GiB.
-    let heap = (need + need / 2 + (64 << 20)).max(1 << 30);
-    let defaults = [
-        ("NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME", "lo".to_string()),
-        ("NVSHMEM_REMOTE_TRANSPORT", "none".to_string()),
-        ("NVSHMEM_DISABLE_NCCL", "1".to_string()),
-        ("NVSHMEM_SYMMETRIC_SIZE", heap.to_string()),
-    ];
-    let one_node_only = [
-        "NVSHMEM_BOOTSTRAP_UID_SOCK_IFNAME",
-        "NVSHMEM_REMOTE_TRANSPORT",
-    ];
-    let mut env: Vec<(OsString, OsString)> = defaults
-        .into_iter()
-        .filter(|(k, _)| std::env::var_os(k).is_none())
-        .filter(|(k, _)| !(across_nodes && one_node_only.contains(k)))
-        .map(|(k, v)| (k.into(), v.into()))
-        .collect();
-    env.push(("NVSHMEM_DISABLE_NVLS".into(), "1".into()));
-    env
 }
 
 /// The first panic any PE reported: the PE, the worker and the message.

@@ -4,11 +4,14 @@
 //! ([`crate::cuda`]) knows nothing of them.
 
 pub(crate) mod dylib;
+mod launch;
 pub(crate) mod nvrtc;
 pub(crate) mod nvshmem;
 pub(crate) mod nvshmem_link;
 pub(crate) mod pe;
 mod session;
+
+pub(crate) use launch::GpuPes;
 
 use mgws_tasks::Registry;
 
