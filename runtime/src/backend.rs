@@ -1,5 +1,6 @@
 //! Backend selection: where a job's workers run.
 
+use mgws_core::{OverflowMode, SchedConfig, TerminationMode};
 use mgws_tasks::Registry;
 
 use crate::error::{Error, Result};
@@ -26,17 +27,20 @@ pub enum Backend {
     /// Host threads in `processes` processes on this machine, one PE each (the CPU twin of one
     /// process per GPU, see [`crate::processes`]): copies of the running program, which must
     /// serve their PE first thing in `main` ([`crate::processes::Pe`]).
+    #[cfg(feature = "processes")]
     CpuProcesses {
         /// PE processes, 1 to `mgws_core::MAX_DEVICES`; the workers are split over them.
         processes: u32,
     },
     /// NVIDIA GPUs: one persistent kernel per GPU (or a GPU baseline kernel).
+    #[cfg(feature = "cuda")]
     Cuda(crate::cuda::CudaBackend),
     /// NVIDIA GPUs in `processes` processes on this machine, one PE and one GPU each, joined by
     /// NVSHMEM (see [`crate::processes`]): copies of the running program,
     /// which must serve their PE first thing in `main` ([`crate::processes::Pe`]). PE `p` runs
     /// on `cuda.devices[p % len]`, or GPU `p % visible` when `cuda.devices` is empty; the mgws
     /// kernel only, with its queues in the symmetric heap.
+    #[cfg(all(feature = "cuda", feature = "processes"))]
     CudaProcesses {
         /// PE processes, 1 to `mgws_core::MAX_DEVICES`; the workers are split over them.
         processes: u32,
@@ -80,14 +84,17 @@ impl Backend {
             Backend::CpuLevels { level_capacity } => {
                 crate::cpu::run_levels(sched, registry, job, *level_capacity)
             }
+            #[cfg(feature = "processes")]
             Backend::CpuProcesses { processes } => {
                 crate::processes::run::<R>(sched, job, *processes, None, None)
             }
+            #[cfg(all(feature = "cuda", feature = "processes"))]
             Backend::CudaProcesses {
                 processes,
                 cuda,
                 nodes,
             } => crate::processes::run::<R>(sched, job, *processes, Some(cuda), nodes.as_ref()),
+            #[cfg(feature = "cuda")]
             Backend::Cuda(cuda) => cuda.run(sched, registry, job),
         };
         result.map_err(Error::naming::<R>)
@@ -96,24 +103,28 @@ impl Backend {
     /// The settings this backend uses for those the caller leaves open (`None`), given the ones
     /// it sets. A GPU backend loads the entry of `R`'s kernel that `options` pick to ask the
     /// occupancy API how many workers fit (the module stays cached for the run that follows).
+    #[cfg_attr(not(feature = "cuda"), allow(clippy::extra_unused_type_parameters))]
     pub(crate) fn defaults<R: Registry>(
         &self,
         lanes: Option<u32>,
         local_capacity: Option<u32>,
         workers: Option<u32>,
-        options: crate::cuda::KernelOptions,
+        options: KernelOptions,
     ) -> Result<Defaults> {
         match self {
-            Backend::Cpu
-            | Backend::CpuStatic
-            | Backend::CpuLevels { .. }
-            | Backend::CpuProcesses { .. } => Ok(crate::cpu::defaults(
+            Backend::Cpu | Backend::CpuStatic | Backend::CpuLevels { .. } => Ok(
+                crate::cpu::defaults(lanes, local_capacity, workers, options.workers_per_queue),
+            ),
+            #[cfg(feature = "processes")]
+            Backend::CpuProcesses { .. } => Ok(crate::cpu::defaults(
                 lanes,
                 local_capacity,
                 workers,
                 options.workers_per_queue,
             )),
+            #[cfg(feature = "cuda")]
             Backend::Cuda(cuda) => cuda.defaults::<R>(lanes, local_capacity, workers, options),
+            #[cfg(all(feature = "cuda", feature = "processes"))]
             Backend::CudaProcesses {
                 processes, cuda, ..
             } => crate::processes::gpu::defaults::<R>(
@@ -127,7 +138,13 @@ impl Backend {
 
     /// Whether the workers run on GPUs (in this process or in PE processes).
     pub fn on_gpu(&self) -> bool {
-        matches!(self, Backend::Cuda(_) | Backend::CudaProcesses { .. })
+        match self {
+            #[cfg(feature = "cuda")]
+            Backend::Cuda(_) => true,
+            #[cfg(all(feature = "cuda", feature = "processes"))]
+            Backend::CudaProcesses { .. } => true,
+            _ => false,
+        }
     }
 
     /// The name runs on this backend report.
@@ -136,9 +153,51 @@ impl Backend {
             Backend::Cpu => "cpu",
             Backend::CpuStatic => "cpu-static",
             Backend::CpuLevels { .. } => "cpu-levels",
+            #[cfg(feature = "processes")]
             Backend::CpuProcesses { .. } => "cpu-processes",
+            #[cfg(feature = "cuda")]
             Backend::Cuda(cuda) => cuda.kernel.backend_name(),
+            #[cfg(all(feature = "cuda", feature = "processes"))]
             Backend::CudaProcesses { .. } => "cuda-processes",
         }
+    }
+}
+
+/// The scheduler options that pick a kernel entry (and with it the kernel's registers, hence how
+/// many workers fit): [`crate::SchedulerBuilder::build_for`] sizes the default worker count for
+/// them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelOptions {
+    /// Workers per public queue (1, 2 or 4); `None`: the backend's default
+    /// (a GPU's: `cuda::CudaBackend::default_queue_sharing`).
+    pub workers_per_queue: Option<u32>,
+    /// The termination detector.
+    pub termination: TerminationMode,
+    /// The steal-counter overflow prevention.
+    pub overflow: OverflowMode,
+}
+
+impl Default for KernelOptions {
+    /// The backend's queue sharing, the scheduler's idle counter and steal damping.
+    fn default() -> Self {
+        let cfg = SchedConfig::new(1);
+        KernelOptions {
+            workers_per_queue: None,
+            termination: cfg.termination_mode(),
+            overflow: cfg.overflow_mode(),
+        }
+    }
+}
+
+impl KernelOptions {
+    /// A configuration with these options, `workers_per_queue` workers per public queue (and
+    /// defaults elsewhere), for picking the entry.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn config(self, workers_per_queue: u32) -> SchedConfig {
+        let mut cfg = SchedConfig::new(workers_per_queue);
+        cfg.workers_per_queue = workers_per_queue;
+        cfg.termination = self.termination as u32;
+        cfg.overflow = self.overflow as u32;
+        cfg
     }
 }

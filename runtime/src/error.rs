@@ -147,6 +147,7 @@ impl Error {
 
     /// The error another node reported, with its kind named as [`Error::kind`] names it there
     /// (a kind this version does not know becomes `process`).
+    #[cfg(feature = "processes")]
     pub(crate) fn on_node(node: u32, kind: &str, message: String) -> Error {
         const KINDS: [&str; 15] = [
             "config",

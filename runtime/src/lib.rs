@@ -60,7 +60,7 @@ pub mod area_layout;
 pub mod backend;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod cpu;
-#[cfg(not(target_arch = "nvptx64"))]
+#[cfg(all(not(target_arch = "nvptx64"), feature = "cuda"))]
 pub mod cuda;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod device;
@@ -74,7 +74,7 @@ pub mod levels;
 pub mod memory;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod pipeline;
-#[cfg(not(target_arch = "nvptx64"))]
+#[cfg(all(not(target_arch = "nvptx64"), feature = "processes"))]
 pub mod processes;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod report;

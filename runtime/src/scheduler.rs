@@ -343,7 +343,7 @@ impl SchedulerBuilder {
     /// ```
     pub fn build_for<R: Registry>(mut self, backend: &Backend) -> Result<Scheduler> {
         let c = self.chosen;
-        let options = crate::cuda::KernelOptions {
+        let options = crate::backend::KernelOptions {
             workers_per_queue: c.queue_sharing,
             termination: self.config.termination_mode(),
             overflow: self.config.overflow_mode(),
@@ -480,6 +480,7 @@ impl Scheduler {
     }
     /// The same settings for `workers` CPU workers of one lane (the CPU side of a run with CPU
     /// workers beside GPUs).
+    #[cfg(feature = "cuda")]
     pub(crate) fn cpu_side(&self, workers: u32) -> Result<Scheduler> {
         let mut config = self.config;
         config.workers = workers;

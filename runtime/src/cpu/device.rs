@@ -189,6 +189,7 @@ impl<'a, R> CpuDevice<'a, R> {
     }
 
     /// When the last run's clock started: its `elapsed_s` counts from here.
+    #[cfg(feature = "cuda")]
     pub(crate) fn started_at(&self) -> Option<std::time::Instant> {
         self.started_at
     }

@@ -14,6 +14,7 @@ pub mod threads;
 use mgws_core::TaskExecutor;
 use mgws_tasks::TaskStruct;
 
+#[cfg(feature = "cuda")]
 pub(crate) use device::check_bridged;
 pub use device::{BridgeLink, CpuDevice, CpuMethod, CpuPlaced};
 pub use platform::CpuPlatform;

@@ -708,6 +708,7 @@ impl Module {
     /// relocatable device code) with the driver's JIT linker and loads the result on `gpu`, with
     /// at most `max_registers` registers per thread if given. This is how a kernel that calls
     /// NVSHMEM's device API is loaded (`processes::gpu::nvshmem_link`); a link error carries the log.
+    #[cfg(feature = "processes")]
     pub fn link(
         gpu: &Gpu,
         ptx: &str,
@@ -826,11 +827,13 @@ impl Module {
     }
 
     /// The driver's handle, for libraries that register a module (`nvshmemx_cumodule_init`).
+    #[cfg(feature = "processes")]
     pub fn raw(&self) -> sys::CUmodule {
         self.raw
     }
 
     /// The address and size of the module's global `name`, or `None` if it has none.
+    #[cfg(feature = "processes")]
     pub fn global(&self, name: &str) -> Result<Option<(u64, usize)>> {
         let cname = CString::new(name).expect("global names have no NUL");
         set_current(self.ctx)?;

@@ -42,18 +42,20 @@ mod split;
 
 use std::path::PathBuf;
 
-use mgws_core::{OverflowMode, SchedConfig, TerminationMode};
+use mgws_core::SchedConfig;
 use mgws_tasks::Registry;
 
 pub use plan::{parse_devices, Placement, TasksIn};
 
 use crate::backend::Defaults;
+pub use crate::backend::KernelOptions;
 use crate::error::{Error, Result};
 use crate::job::Job;
 use crate::report::RunReport;
 use crate::scheduler::Scheduler;
 
 /// The compute capability of GPU `ordinal` (opens it: the driver must load).
+#[cfg(feature = "processes")]
 pub(crate) fn gpu_cc(ordinal: u32) -> Result<(u32, u32)> {
     guard(|| {
         driver::init()?;
@@ -182,53 +184,17 @@ impl PeTransport {
     }
 
     /// Its word in the multi-process heap's header.
+    #[cfg(feature = "processes")]
     pub(crate) fn to_word(self) -> u32 {
         self as u32
     }
 
     /// The transport a header word names, if any.
+    #[cfg(feature = "processes")]
     pub(crate) fn from_word(word: u32) -> Option<PeTransport> {
         [PeTransport::Mapped, PeTransport::DeviceApi]
             .into_iter()
             .find(|t| t.to_word() == word)
-    }
-}
-
-/// The scheduler options that pick a kernel entry (and with it the kernel's registers, hence how
-/// many workers fit): [`crate::SchedulerBuilder::build_for`] sizes the default worker count for
-/// them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KernelOptions {
-    /// Workers per public queue (1, 2 or 4); `None`: the backend's default
-    /// ([`CudaBackend::default_queue_sharing`]).
-    pub workers_per_queue: Option<u32>,
-    /// The termination detector.
-    pub termination: TerminationMode,
-    /// The steal-counter overflow prevention.
-    pub overflow: OverflowMode,
-}
-
-impl Default for KernelOptions {
-    /// The backend's queue sharing, the scheduler's idle counter and steal damping.
-    fn default() -> Self {
-        let cfg = SchedConfig::new(1);
-        KernelOptions {
-            workers_per_queue: None,
-            termination: cfg.termination_mode(),
-            overflow: cfg.overflow_mode(),
-        }
-    }
-}
-
-impl KernelOptions {
-    /// A configuration with these options, `workers_per_queue` workers per public queue (and
-    /// defaults elsewhere), for picking the entry.
-    fn config(self, workers_per_queue: u32) -> SchedConfig {
-        let mut cfg = SchedConfig::new(workers_per_queue);
-        cfg.workers_per_queue = workers_per_queue;
-        cfg.termination = self.termination as u32;
-        cfg.overflow = self.overflow as u32;
-        cfg
     }
 }
 

@@ -26,7 +26,6 @@ use super::nodes::state::{self as node_state, RunResults};
 use super::nodes::{NodeLink, NodeStart, Nodes};
 use super::pe::{HEAP_FD_VAR, PE_VAR};
 use crate::cpu::device::{abort_requested, request_abort, side_live_state, side_progress};
-use crate::cuda::CudaBackend;
 use crate::device::{split_workers, Device, Grid, LiveState, ReadBack, Running};
 use crate::error::{Error, Result};
 use crate::job::{AreaBytes, Job};
@@ -86,7 +85,7 @@ impl<'a, R: Registry> ProcessDevice<'a, R> {
         sched: &'a Scheduler,
         processes: u32,
         program: PathBuf,
-        gpu: Option<CudaBackend>,
+        gpu: Option<super::GpuBackend>,
     ) -> Self {
         ProcessDevice {
             sched,
@@ -172,12 +171,7 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
                         .into(),
                 ));
             }
-            if nodes.count > 1
-                && !self
-                    .gpu
-                    .as_ref()
-                    .is_some_and(|g| g.transport() == crate::cuda::PeTransport::DeviceApi)
-            {
+            if nodes.count > 1 && !self.gpu.as_ref().is_some_and(|g| g.device_api()) {
                 return Err(Error::Config(format!(
                     "a run over {} nodes reaches the PEs of other nodes through NVSHMEM's \
                      device API: add --pe-transport device-api (the mapped transport reaches \
@@ -270,13 +264,9 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
             area_copies: self.gpu.as_ref().map_or(0, |g| g.area_copies(job)),
             kind: self.kind() as u32,
             max_registers: self.gpu.as_ref().map_or(0, |g| g.max_registers()),
-            gpus: self.gpu.as_ref().map_or([0; MAX_DEVICES], |g| g.pe_gpus),
-            pe_transport: self
-                .gpu
-                .as_ref()
-                .map(|g| g.transport())
-                .unwrap_or_default()
-                .to_word(),
+            gpus: self.gpu.as_ref().map_or([0; MAX_DEVICES], |g| g.pe_gpus()),
+            // CPU PEs: the mapped transport's word (their shared file).
+            pe_transport: self.gpu.as_ref().map_or(0, |g| g.transport_word()),
             ptx_path: match self.gpu.as_ref().map(|g| g.ptx()).transpose()?.flatten() {
                 Some(path) => Header::encode_ptx_path(&path.canonicalize().map_err(|e| {
                     Error::BackendUnavailable(format!("the PTX {}: {e}", path.display()))

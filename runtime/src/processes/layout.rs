@@ -113,6 +113,7 @@ impl Header {
     }
 
     /// How GPU PEs reach each other's memory; an error for a word no transport has.
+    #[cfg(feature = "cuda")]
     pub fn pe_transport(&self) -> Result<crate::cuda::PeTransport> {
         crate::cuda::PeTransport::from_word(self.pe_transport).ok_or_else(|| {
             Error::Config(format!(
@@ -123,6 +124,7 @@ impl Header {
     }
 
     /// The PTX file GPU PEs load, if the launcher named one.
+    #[cfg(feature = "cuda")]
     pub fn ptx_path(&self) -> Option<std::path::PathBuf> {
         let bytes = self.ptx_path.split(|&b| b == 0).next().unwrap_or(&[]);
         (!bytes.is_empty()).then(|| {

@@ -21,6 +21,10 @@
 //! [`Error::Process`]: crate::Error::Process
 
 mod device;
+#[cfg(feature = "cuda")]
+pub(crate) mod gpu;
+#[cfg(not(feature = "cuda"))]
+#[path = "no_gpu.rs"]
 pub(crate) mod gpu;
 pub(crate) mod heap;
 pub(crate) mod layout;
@@ -29,7 +33,9 @@ mod pe;
 
 pub use device::{ProcessDevice, ProcessPlaced};
 pub use nodes::Nodes;
-pub(crate) use pe::{monotonic_ns, wait_for_gate};
+pub(crate) use pe::monotonic_ns;
+#[cfg(feature = "cuda")]
+pub(crate) use pe::wait_for_gate;
 pub use pe::{Pe, EXIT_PE_FAILED, HEAP_FD_VAR, PE_VAR};
 
 use mgws_tasks::Registry;
@@ -39,6 +45,14 @@ use crate::job::Job;
 use crate::report::RunReport;
 use crate::scheduler::Scheduler;
 
+/// The settings of GPU PEs: the CUDA backend's (a type without values when mgws is built
+/// without its `cuda` feature).
+#[cfg(feature = "cuda")]
+pub type GpuBackend = crate::cuda::CudaBackend;
+/// The settings of GPU PEs: a type without values, as mgws is built without its `cuda` feature.
+#[cfg(not(feature = "cuda"))]
+pub type GpuBackend = std::convert::Infallible;
+
 /// Runs `job` over `processes` PE processes, copies of this program (the pipeline with a
 /// [`ProcessDevice`]), on host threads or, with `gpu`, one GPU per PE. The program must serve
 /// its PE first thing in `main` (see [`Pe`]).
@@ -46,7 +60,7 @@ pub fn run<R: Registry>(
     sched: &Scheduler,
     job: Job<'_>,
     processes: u32,
-    gpu: Option<&crate::cuda::CudaBackend>,
+    gpu: Option<&GpuBackend>,
     nodes: Option<&Nodes>,
 ) -> Result<RunReport> {
     let opened = std::time::Instant::now();

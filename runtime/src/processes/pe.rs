@@ -252,7 +252,12 @@ fn serve<R: Registry>(heap: &SharedHeap, pe: u32) -> Result<()> {
     heap.populate();
     let patience = Duration::from_millis(header.start_limit_ms) + GATE_MARGIN;
     if kind == PeKind::Cuda {
+        #[cfg(feature = "cuda")]
         return super::gpu::pe::serve::<R>(heap.base(), header, &layout, pe, patience);
+        #[cfg(not(feature = "cuda"))]
+        return Err(Error::BackendUnavailable(
+            "this program was built without mgws's `cuda` feature: it cannot serve a GPU PE".into(),
+        ));
     }
     // SAFETY: the heap holds the layout (checked above), made from the header's values, and
     // outlives every use of the env below.

@@ -18,7 +18,7 @@ pub(crate) struct GpuPes {
     /// The CUDA settings (each PE runs the mgws kernel on one GPU).
     backend: CudaBackend,
     /// The GPU ordinal of each PE (set by [`GpuPes::prepare`]).
-    pub(crate) pe_gpus: [u32; MAX_DEVICES],
+    pe_gpus: [u32; MAX_DEVICES],
     /// NVSHMEM's host library, as the launcher found it (passed on to the PEs).
     nvshmem_library: Option<PathBuf>,
 }
@@ -36,6 +36,22 @@ impl GpuPes {
     /// How the PEs reach each other's memory.
     pub(crate) fn transport(&self) -> PeTransport {
         self.backend.pe_transport
+    }
+
+    /// Whether the PEs reach each other through NVSHMEM's device API (which reaches other
+    /// nodes).
+    pub(crate) fn device_api(&self) -> bool {
+        self.transport() == PeTransport::DeviceApi
+    }
+
+    /// The transport as the launcher's header word ([`PeTransport::to_word`]).
+    pub(crate) fn transport_word(&self) -> u32 {
+        self.transport().to_word()
+    }
+
+    /// The GPU ordinal of each PE (set by [`GpuPes::prepare`]).
+    pub(crate) fn pe_gpus(&self) -> [u32; MAX_DEVICES] {
+        self.pe_gpus
     }
 
     /// The register cap the PEs compile their kernel with (0: the registry's own).
