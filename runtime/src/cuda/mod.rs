@@ -594,6 +594,7 @@ pub(crate) fn on_each_thread<I: Sync, R: Send>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mgws_core::TerminationMode;
 
     #[test]
     fn the_device_api_transport_is_refused_outside_runs_over_gpu_pes() {

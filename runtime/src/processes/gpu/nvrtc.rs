@@ -252,7 +252,7 @@ mod tests {
 
     #[test]
     fn a_missing_library_is_a_string_error_not_a_panic() {
-        let tried = super::dylib::load_first(
+        let tried = super::super::dylib::load_first(
             [PathBuf::from("/nonexistent/libnvrtc.so")],
             Nvrtc::load_from,
         )
