@@ -4,7 +4,7 @@
 //! `mgws_core::LevelWorker`), and appends the tasks they spawn to the other buffer; then the
 //! buffers swap. The loop ends at the first empty frontier.
 //!
-//! What differs per device is one [`LevelDevice`] step: CPU threads (`cpu::levels`, one
+//! What differs per device is one [`LevelDevice`] step: CPU threads (`cpu::level_device`, one
 //! broadcast of the thread set per level) or one launch of the `mgws_<kernel>_level` kernel
 //! (`cuda::level`). The job's validation, the supervisor (watchdog, hang report, faults, the
 //! grace after an abort) and the [`RunReport`] are the pipeline's ([`crate::pipeline`]).

@@ -4,7 +4,7 @@
 //! NVSHMEM's device API is inline CUDA C in its headers, so a kernel built by rustc calls it
 //! through a few non-inline C functions, `mgws_nvshmem_*`: the host compiles them with NVRTC
 //! (`-rdc=true`) and links them with this PTX and NVSHMEM's device library at load time
-//! (`mgws::cuda`'s NVSHMEM module, `runtime/src/cuda/nvshmem_shim.cu`). The PTX of a kernel
+//! (the GPU PEs' NVSHMEM module, `runtime/src/processes/gpu/nvshmem_shim.cu`). The PTX of a kernel
 //! built with this feature therefore cannot be loaded on its own.
 
 use mgws_core::{Ordering, PeWindow, Remote, Scope};

@@ -1,12 +1,12 @@
 //! The CPU backend: each worker is `lanes` threads running the scheduler core's worker loop, the
 //! same code the GPU kernels run. The baselines run the core's baseline loops on the same
 //! threads: **static** through the pipeline ([`CpuMethod::Static`]), **levels** through the
-//! level loop ([`levels::CpuLevels`]).
+//! level loop ([`level_device::CpuLevels`]).
 
 pub(crate) mod arena;
 mod barrier;
 pub(crate) mod device;
-pub mod levels;
+pub mod level_device;
 pub(crate) mod panics;
 pub(crate) mod platform;
 pub mod threads;
@@ -67,13 +67,13 @@ pub fn run_static<R: TaskExecutor<TaskStruct> + Sync>(
 }
 
 /// Runs `job` with the level-by-level baseline on CPU threads (the level loop with
-/// [`levels::CpuLevels`]); `level_capacity`: tasks per frontier buffer.
+/// [`level_device::CpuLevels`]); `level_capacity`: tasks per frontier buffer.
 pub fn run_levels<R: TaskExecutor<TaskStruct> + Sync>(
     sched: &Scheduler,
     registry: &R,
     job: Job<'_>,
     level_capacity: Option<u64>,
 ) -> Result<RunReport> {
-    let mut device = levels::CpuLevels::new(sched, registry, level_capacity);
+    let mut device = level_device::CpuLevels::new(sched, registry, level_capacity);
     crate::levels::run(&mut device, sched, job, std::time::Instant::now())
 }

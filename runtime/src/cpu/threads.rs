@@ -79,7 +79,7 @@ impl ThreadSet {
                     if let Some(cpu) = cpu {
                         pin_current_thread(cpu);
                     }
-                    serve(&inner, index)
+                    thread_loop(&inner, index)
                 })
                 .map_err(|e| Error::Config(format!("cannot start CPU thread {index}: {e}")))?;
             set.threads.push(handle);
@@ -121,7 +121,7 @@ impl ThreadSet {
         let run: &(dyn Fn(usize) + Sync) = &run;
         // SAFETY: the erased reference is used only by the set's threads for this generation,
         // and this function does not return (nor unwind) before every thread has finished with
-        // it: it waits for `running` to reach 0 below, and a thread's panic is caught in `serve`.
+        // it: it waits for `running` to reach 0 below, and a thread's panic is caught in `thread_loop`.
         let run: Job = unsafe { std::mem::transmute::<&(dyn Fn(usize) + Sync), Job>(run) };
         {
             let mut state = self.inner.lock();
@@ -277,7 +277,7 @@ pub fn bind_current_thread(_cpus: &[usize]) -> bool {
 }
 
 /// Thread `index`'s loop: run each generation's job once, sleep in between.
-fn serve(inner: &Inner, index: usize) {
+fn thread_loop(inner: &Inner, index: usize) {
     let mut seen = 0u64;
     loop {
         let job = {

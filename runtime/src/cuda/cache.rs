@@ -10,7 +10,7 @@
 //! asking for the same entry at once may both build it, and the second copy is dropped.
 //!
 //! Entries live until the process exits: a module is valid only while its context is, and a
-//! kernel that ignored an abort may still use both (see `persistent::Supervised::Leak`).
+//! kernel that ignored an abort may still use both (see `device::Supervised::Leak`).
 
 use std::sync::{Arc, Mutex, PoisonError};
 

@@ -24,15 +24,15 @@
 //!   workload, orchestrated by the host.
 
 pub(crate) mod cache;
+pub(crate) mod device;
 pub(crate) mod driver;
 #[cfg(test)]
 mod emulate;
 mod gate;
 pub(crate) mod grid;
-mod level;
+mod level_device;
 pub(crate) mod memory;
-mod mixed;
-pub(crate) mod persistent;
+mod mixed_device;
 pub(crate) mod plan;
 mod poll;
 mod pool;
@@ -406,7 +406,7 @@ impl CudaBackend {
             let s = open(self, lanes, &entry)?;
             match self.kernel {
                 GpuKernel::Mgws | GpuKernel::Static => {
-                    let funcs = s.functions(&entry, &persistent::WORKER_PARAMS)?;
+                    let funcs = s.functions(&entry, &device::WORKER_PARAMS)?;
                     let grid = grid::size_grid(
                         &s,
                         &funcs,
@@ -419,7 +419,7 @@ impl CudaBackend {
                     Ok(grid.topology.workers())
                 }
                 GpuKernel::Levels => {
-                    let f = s.functions(&entry, &level::LEVEL_PARAMS)?[0];
+                    let f = s.functions(&entry, &level_device::LEVEL_PARAMS)?[0];
                     let g = &s.gpus[0];
                     // The kernel's scratch grows with the grid (one damping bit per block):
                     // size the occupancy query for the largest grid it could get.
@@ -531,7 +531,8 @@ impl CudaBackend {
             GpuKernel::Mgws if self.cpu_workers > 0 => {
                 let opened = std::time::Instant::now();
                 let cpu_sched = sched.cpu_side(self.cpu_workers)?;
-                let mut device = mixed::MixedDevice::open(self, sched, &cpu_sched, registry)?;
+                let mut device =
+                    mixed_device::MixedDevice::open(self, sched, &cpu_sched, registry)?;
                 crate::pipeline::run(&mut device, sched, job, opened)
             }
             GpuKernel::Static | GpuKernel::Levels if self.cpu_workers > 0 => Err(Error::Config(
@@ -541,10 +542,10 @@ impl CudaBackend {
             )),
             GpuKernel::Mgws | GpuKernel::Static => {
                 let opened = std::time::Instant::now();
-                let mut device = persistent::CudaDevice::open::<R>(self, sched)?;
+                let mut device = device::CudaDevice::open::<R>(self, sched)?;
                 crate::pipeline::run(&mut device, sched, job, opened)
             }
-            GpuKernel::Levels => level::run::<R>(self, sched, job),
+            GpuKernel::Levels => level_device::run::<R>(self, sched, job),
         })
     }
 }

@@ -123,7 +123,7 @@ impl Pe {
             Ok(heap) => heap,
             Err(e) => return failed(index, &e),
         };
-        match serve::<R>(&heap, index) {
+        match serve_pe::<R>(&heap, index) {
             Ok(()) => 0,
             Err(e) => {
                 report_failure(&heap, index, &e);
@@ -215,7 +215,8 @@ fn bind_to_share(first_thread: usize, threads: usize, total_threads: usize) -> b
         .is_some_and(crate::cpu::threads::bind_current_thread)
 }
 
-fn serve<R: Registry>(heap: &SharedHeap, pe: u32) -> Result<()> {
+/// Runs PE `pe` of the run in `heap`: its workers on host threads, or its GPU (`gpu::pe`).
+fn serve_pe<R: Registry>(heap: &SharedHeap, pe: u32) -> Result<()> {
     let header = checked_header(heap)?;
     if header.registry_fingerprint != R::FINGERPRINT {
         return Err(Error::Config(format!(
@@ -253,7 +254,7 @@ fn serve<R: Registry>(heap: &SharedHeap, pe: u32) -> Result<()> {
     let patience = Duration::from_millis(header.start_limit_ms) + GATE_MARGIN;
     if kind == PeKind::Cuda {
         #[cfg(feature = "cuda")]
-        return super::gpu::pe::serve::<R>(heap.base(), header, &layout, pe, patience);
+        return super::gpu::pe::serve_gpu_pe::<R>(heap.base(), header, &layout, pe, patience);
         #[cfg(not(feature = "cuda"))]
         return Err(Error::BackendUnavailable(
             "this program was built without mgws's `cuda` feature: it cannot serve a GPU PE".into(),

@@ -344,7 +344,7 @@ fn set_window(s: &Session, gpu: &driver::Gpu, window: &PeWindow) -> Result<()> {
 
 /// Serves GPU PE `pe` of the run the control heap at `base` describes (its header checked by the
 /// caller), until its kernel and every other PE's are done.
-pub(crate) fn serve<R: Registry>(
+pub(crate) fn serve_gpu_pe<R: Registry>(
     base: *mut u8,
     header: &Header,
     layout: &HeapLayout,
@@ -363,7 +363,7 @@ pub(crate) fn serve<R: Registry>(
     let entry = GpuKernel::Mgws.entry::<R>(&config);
     let s = Session::open_for_transport::<R>(&backend, lanes, &entry)?;
     let function = s
-        .functions(&entry, &crate::cuda::persistent::WORKER_PARAMS)?
+        .functions(&entry, &crate::cuda::device::WORKER_PARAMS)?
         .remove(0);
     let gpu = s.gpus[0].clone();
     let workers = topology.workers_on(p);
@@ -449,7 +449,7 @@ pub(crate) fn serve<R: Registry>(
             sym: &sym,
             patience,
         }
-        .serve()
+        .run()
         .map(|served| (at, served))
     });
     match served {
@@ -506,7 +506,7 @@ struct Joined<'a> {
 impl Joined<'_> {
     /// Fills this PE's memory, waits for the gate, runs the kernel while mirroring its records,
     /// and reports the results once every PE's kernel is done.
-    fn serve(self) -> Result<Served> {
+    fn run(self) -> Result<Served> {
         let Joined {
             base,
             header,

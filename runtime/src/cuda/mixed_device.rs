@@ -21,9 +21,9 @@ use mgws_core::bridge::BridgeState;
 use mgws_core::{HostWord, TaskExecutor, WorkerProgress};
 use mgws_tasks::{Registry, TaskStruct};
 
+use super::device::CudaDevice;
 use super::driver::HostBuffer;
 use super::memory::{BridgeLayout, GpuSide, Memory};
-use super::persistent::CudaDevice;
 use super::CudaBackend;
 use crate::cpu::{BridgeLink, CpuDevice, CpuPlaced};
 use crate::device::{Device, Grid, LiveState, ReadBack, Running};
