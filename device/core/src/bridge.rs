@@ -26,7 +26,10 @@
 //! docs/design.md ("Two sides without shared atomics") argues why this is exact, and
 //! `tests/loom.rs` checks it with twins that must fail.
 
-use crate::platform::{AtomicWord, Ordering, Scope};
+use crate::exec::WorkerCore;
+use crate::operation::Operation;
+use crate::platform::{AtomicWord, Ordering, Platform, Scope};
+use crate::spec::Spec;
 
 /// Tasks one reply carries at most (the mailbox's slots per direction).
 pub const BRIDGE_CAPACITY: u64 = 16;
@@ -256,6 +259,172 @@ impl<W: AtomicWord> BridgeEnd<'_, W> {
     #[inline(always)]
     pub fn decided(&self) -> bool {
         self.state.decision.load(Ordering::Acquire, self.scope) != 0
+    }
+}
+
+/// The bridge worker's steps (bridged runs only; `Worker::start` gives them to one worker per
+/// side).
+impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
+    #[inline(always)]
+    pub(crate) fn bridge_end(&self) -> BridgeEnd<'e, P::Word> {
+        BridgeEnd {
+            // SAFETY: in a bridged run the host points `Env::bridge` at live bridge state for
+            // the whole run.
+            state: unsafe { &*self.env.bridge },
+            side: self.env.bridge_side as usize,
+            // The peer is another agent (the CPU, or the GPUs).
+            scope: Scope::System,
+        }
+    }
+
+    /// The bridge worker answers the other side's open request, if any, with up to
+    /// [`BRIDGE_CAPACITY`] of its local tasks (none when it holds fewer than two): on side 0 (the
+    /// GPUs, the fast side) its newest, which in depth-first order root the smallest subtrees,
+    /// so that the slow side never holds the run's tail; on side 1 its oldest, the largest.
+    /// Side 0 gives nothing while one of its own workers is idle: a task the GPUs can run
+    /// now would only run slower on the CPU, and a latency-bound tree waits for it.
+    #[inline(always)]
+    pub(crate) fn bridge_serve(&mut self) {
+        let mut plan = [0u64; 3];
+        if self.p.is_leader() {
+            let end = self.bridge_end();
+            if let Some(request) = self.with_leader(|l| end.open_request(&l.bridge)) {
+                let spare = end.side != 0 || !self.idle_count().is_some_and(|c| c.any_idle());
+                let give = if spare && self.local_len() >= 2 {
+                    (self.local_len() / 2).min(BRIDGE_CAPACITY)
+                } else {
+                    0
+                };
+                plan = [1, request, give];
+            }
+        }
+        let [open, request, give] = self.exchange(plan);
+        if open == 0 {
+            return;
+        }
+        let out = self.env.bridge_slots[1 - self.env.bridge_side as usize];
+        let newest = self.env.bridge_side == 0;
+        let from = if newest {
+            self.local_head.wrapping_sub(give as u32) as u64
+        } else {
+            self.local_tail as u64
+        };
+        let ring = self.local_ring();
+        // SAFETY: the peer's inbox holds BRIDGE_CAPACITY slots, free until this answer (the peer
+        // copied the previous reply out before it asked again); local positions
+        // from..from+give hold this worker's tasks.
+        self.copy_tasks(
+            give,
+            |j| ring.slot(from + j) as *const T,
+            |j| unsafe { out.add(j as usize) },
+        );
+        self.p.barrier();
+        if newest {
+            self.local_head = self.local_head.wrapping_sub(give as u32);
+        } else {
+            self.local_tail = self.local_tail.wrapping_add(give as u32);
+        }
+        if self.p.is_leader() {
+            let end = self.bridge_end();
+            self.with_leader(|l| {
+                end.answer(&mut l.bridge, request, give);
+                l.stats.tasks_bridged_out += give;
+            });
+        }
+    }
+
+    /// The bridge worker's turn on its idle path: answers an open request (with nothing), takes
+    /// the tasks of a reply into its local queue, or asks the other side for work. Returns true
+    /// if it took tasks.
+    #[inline(always)]
+    pub(crate) fn bridge_receive(&mut self) -> bool {
+        self.bridge_serve();
+        let mut plan = [0u64; 1];
+        if self.p.is_leader() {
+            let end = self.bridge_end();
+            plan[0] = self.with_leader(|l| {
+                let ledger = &mut l.bridge;
+                if end.waiting(ledger) {
+                    return 0;
+                }
+                if ledger.taken != ledger.requested {
+                    // The answer to the last request came: take it (an empty one makes the
+                    // next request wait a while).
+                    let len = end.reply(ledger).unwrap_or(0);
+                    ledger.taken = ledger.requested;
+                    if len == 0 {
+                        ledger.retry_wait = BRIDGE_RETRY_ROUNDS;
+                    }
+                    return len.min(BRIDGE_CAPACITY);
+                }
+                if ledger.retry_wait > 0 {
+                    ledger.retry_wait -= 1;
+                } else {
+                    end.ask(ledger);
+                }
+                0
+            });
+        }
+        let [len] = self.exchange(plan);
+        if len == 0 {
+            return false;
+        }
+        let inbox = self.env.bridge_slots[self.env.bridge_side as usize];
+        let head = self.local_head as u64;
+        // SAFETY: the reply's `len` slots were written by the peer before its answer, which lane
+        // 0 read with acquire; the local queue is empty (idle path) and holds at least
+        // BRIDGE_CAPACITY tasks (the host checks the local capacity of bridged runs).
+        self.copy_tasks(
+            len,
+            |j| unsafe { inbox.add(j as usize) as *const T },
+            |j| self.local_slot(head + j),
+        );
+        self.p.barrier();
+        self.local_head = self.local_head.wrapping_add(len as u32);
+        self.leave_idle();
+        if self.p.is_leader() {
+            self.with_leader(|l| {
+                l.bridge.received += 1;
+                l.stats.tasks_bridged_in += len;
+            });
+        }
+        self.set_operation(Operation::RunTask);
+        true
+    }
+
+    /// Termination of a bridged run, by its bridge worker (lane 0): `side_all_idle` is this
+    /// side's detector's answer. Side 0's bridge decides, side 1's reports; both copy the decision
+    /// into their side's `SharedState::decision`, which the side's other workers poll in their
+    /// own memory ([`Self::bridge_decision`]).
+    #[inline(always)]
+    pub(crate) fn bridge_decide(&mut self, side_all_idle: bool) -> bool {
+        // SAFETY: the shared state outlives the run.
+        let shared = unsafe { self.env.shared() };
+        let end = self.bridge_end();
+        let decided = self.with_leader(|l| {
+            if side_all_idle && !end.waiting(&l.bridge) {
+                if end.side == 0 {
+                    return end.try_decide(&l.bridge) || end.decided();
+                }
+                end.report_idle(&mut l.bridge);
+            }
+            end.decided()
+        });
+        if decided {
+            // Release: orders nothing this side's workers read; the decision itself is all they
+            // need (the bridge state's release carried the ledger).
+            shared.decision.store(1, Ordering::Release, self.scope);
+        }
+        decided
+    }
+
+    /// Whether this side's bridge worker has decided that a bridged run is over (lane 0).
+    #[inline(always)]
+    pub(crate) fn bridge_decision(&self) -> bool {
+        // SAFETY: the shared state outlives the run.
+        let shared = unsafe { self.env.shared() };
+        // Acquire pairs with the bridge worker's store in `bridge_decide`.
+        shared.decision.load(Ordering::Acquire, self.scope) != 0
     }
 }
 

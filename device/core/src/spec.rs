@@ -215,49 +215,125 @@ pub fn entry_suffix(cfg: &SchedConfig) -> &'static str {
     WORKER_ENTRY_SUFFIXES[termination << 3 | damping << 2 | shared << 1 | system]
 }
 
+/// Every worker entry a kernel exports, in the order the kernel macro defines them: calls
+/// `$callback!($($prefix,)* [suffix, TERMINATION, OVERFLOW, SHARED, SCOPE, BRIDGED], ...)` once
+/// with all of them, the parameters those of [`Fixed`]. The one place the entries are named:
+/// `mgws-kernel-support`'s `worker_kernel!` defines an entry for each, and
+/// [`WORKER_ENTRY_SUFFIXES`] and [`BRIDGED_ENTRY_SUFFIXES`] index them for the host.
+#[macro_export]
+macro_rules! for_each_worker_entry {
+    ($callback:path $(, $prefix:tt)*) => {
+        $callback!(
+            $($prefix,)*
+            ["counter_twoatomics_single_device", 0, 0, false, 1, false],
+            ["counter_twoatomics_single_system", 0, 0, false, 2, false],
+            ["counter_twoatomics_shared_device", 0, 0, true, 1, false],
+            ["counter_twoatomics_shared_system", 0, 0, true, 2, false],
+            ["counter_damping_single_device", 0, 1, false, 1, false],
+            ["counter_damping_single_system", 0, 1, false, 2, false],
+            ["counter_damping_shared_device", 0, 1, true, 1, false],
+            ["counter_damping_shared_system", 0, 1, true, 2, false],
+            ["tree_twoatomics_single_device", 1, 0, false, 1, false],
+            ["tree_twoatomics_single_system", 1, 0, false, 2, false],
+            ["tree_twoatomics_shared_device", 1, 0, true, 1, false],
+            ["tree_twoatomics_shared_system", 1, 0, true, 2, false],
+            ["tree_damping_single_device", 1, 1, false, 1, false],
+            ["tree_damping_single_system", 1, 1, false, 2, false],
+            ["tree_damping_shared_device", 1, 1, true, 1, false],
+            ["tree_damping_shared_system", 1, 1, true, 2, false],
+            ["hierarchical_twoatomics_single_device", 2, 0, false, 1, false],
+            ["hierarchical_twoatomics_single_system", 2, 0, false, 2, false],
+            ["hierarchical_twoatomics_shared_device", 2, 0, true, 1, false],
+            ["hierarchical_twoatomics_shared_system", 2, 0, true, 2, false],
+            ["hierarchical_damping_single_device", 2, 1, false, 1, false],
+            ["hierarchical_damping_single_system", 2, 1, false, 2, false],
+            ["hierarchical_damping_shared_device", 2, 1, true, 1, false],
+            ["hierarchical_damping_shared_system", 2, 1, true, 2, false],
+            ["counter_damping_single_device_bridged", 0, 1, false, 1, true],
+            ["hierarchical_damping_single_device_bridged", 2, 1, false, 1, true],
+            ["counter_damping_single_system_bridged", 0, 1, false, 2, true],
+            ["hierarchical_damping_single_system_bridged", 2, 1, false, 2, true],
+            ["counter_damping_shared_device_bridged", 0, 1, true, 1, true],
+            ["counter_damping_shared_system_bridged", 0, 1, true, 2, true],
+            ["hierarchical_damping_shared_device_bridged", 2, 1, true, 1, true],
+            ["hierarchical_damping_shared_system_bridged", 2, 1, true, 2, true]
+        );
+    };
+}
+
+/// One worker entry of [`for_each_worker_entry!`]: its suffix and its [`Fixed`] parameters.
+#[derive(Clone, Copy, Debug)]
+pub struct WorkerEntry {
+    /// The name's spec part (`mgws_<kernel>_worker_<suffix>`).
+    pub suffix: &'static str,
+    /// `Fixed`'s `TERMINATION`: a [`TerminationMode`] as `u32`.
+    pub termination: u32,
+    /// `Fixed`'s `OVERFLOW`: an [`OverflowMode`] as `u32`.
+    pub overflow: u32,
+    /// `Fixed`'s `SHARED`: several workers per public queue.
+    pub shared: bool,
+    /// `Fixed`'s `SCOPE`: a [`Scope`] as `u32` (`Device` or `System`).
+    pub scope: u32,
+    /// `Fixed`'s `BRIDGED`: one side of a bridged run.
+    pub bridged: bool,
+}
+
+macro_rules! worker_entry_list {
+    ($([$suffix:literal, $t:literal, $o:literal, $s:literal, $sc:literal, $b:literal]),* $(,)?) => {
+        /// Every worker entry, in the kernel macro's order.
+        pub const WORKER_ENTRIES: &[WorkerEntry] = &[$(WorkerEntry {
+            suffix: $suffix,
+            termination: $t,
+            overflow: $o,
+            shared: $s,
+            scope: $sc,
+            bridged: $b,
+        }),*];
+    };
+}
+for_each_worker_entry!(worker_entry_list);
+
+/// The suffixes of [`WORKER_ENTRIES`] whose `bridged` is `bridged`, each at the index
+/// [`entry_suffix`] computes for it; a gap or a clash fails the build.
+const fn suffix_table<const N: usize>(bridged: bool) -> [&'static str; N] {
+    let mut table = [""; N];
+    let mut i = 0;
+    while i < WORKER_ENTRIES.len() {
+        let e = WORKER_ENTRIES[i];
+        if e.bridged == bridged {
+            let system = (e.scope == Scope::System as u32) as usize;
+            let index = if bridged {
+                ((e.termination == TerminationMode::Hierarchical as u32) as usize) << 2
+                    | (e.shared as usize) << 1
+                    | system
+            } else {
+                (e.termination as usize) << 3
+                    | (e.overflow as usize) << 2
+                    | (e.shared as usize) << 1
+                    | system
+            };
+            assert!(table[index].is_empty(), "two worker entries share an index");
+            table[index] = e.suffix;
+        }
+        i += 1;
+    }
+    let mut k = 0;
+    while k < N {
+        assert!(!table[k].is_empty(), "a worker entry is missing");
+        k += 1;
+    }
+    table
+}
+
 /// Every spec suffix of a worker entry (`mgws_<kernel>_worker_<suffix>`), indexed by
 /// `termination << 3 | damping << 2 | shared << 1 | system` ([`TerminationMode`] as a number).
-pub const WORKER_ENTRY_SUFFIXES: [&str; 24] = [
-    "counter_twoatomics_single_device",
-    "counter_twoatomics_single_system",
-    "counter_twoatomics_shared_device",
-    "counter_twoatomics_shared_system",
-    "counter_damping_single_device",
-    "counter_damping_single_system",
-    "counter_damping_shared_device",
-    "counter_damping_shared_system",
-    "tree_twoatomics_single_device",
-    "tree_twoatomics_single_system",
-    "tree_twoatomics_shared_device",
-    "tree_twoatomics_shared_system",
-    "tree_damping_single_device",
-    "tree_damping_single_system",
-    "tree_damping_shared_device",
-    "tree_damping_shared_system",
-    "hierarchical_twoatomics_single_device",
-    "hierarchical_twoatomics_single_system",
-    "hierarchical_twoatomics_shared_device",
-    "hierarchical_twoatomics_shared_system",
-    "hierarchical_damping_single_device",
-    "hierarchical_damping_single_system",
-    "hierarchical_damping_shared_device",
-    "hierarchical_damping_shared_system",
-];
+pub const WORKER_ENTRY_SUFFIXES: [&str; 24] = suffix_table(false);
 
 /// The spec suffixes of the worker entries of bridged runs (the idle counter or hierarchical
 /// counters, steal damping, one or several workers per queue, device or system scope for the
 /// GPUs' own queues; the bridge itself is always accessed at system scope), indexed by
 /// `hierarchical << 2 | shared << 1 | system`.
-pub const BRIDGED_ENTRY_SUFFIXES: [&str; 8] = [
-    "counter_damping_single_device_bridged",
-    "counter_damping_single_system_bridged",
-    "counter_damping_shared_device_bridged",
-    "counter_damping_shared_system_bridged",
-    "hierarchical_damping_single_device_bridged",
-    "hierarchical_damping_single_system_bridged",
-    "hierarchical_damping_shared_device_bridged",
-    "hierarchical_damping_shared_system_bridged",
-];
+pub const BRIDGED_ENTRY_SUFFIXES: [&str; 8] = suffix_table(true);
 
 /// Why a bridged run's configuration has no worker entry, or `None` if it has one.
 pub fn bridge_entry_error(cfg: &SchedConfig) -> Option<&'static str> {
@@ -325,6 +401,23 @@ mod tests {
         assert!(BridgeFollower::<Plain>::matches(&plain));
         assert!(BridgeFollower::<FromConfig>::matches(&bridged));
         assert!(BridgeFollower::<FromConfig>::follows_bridge(&bridged));
+    }
+
+    #[test]
+    fn every_entry_is_named_for_its_parameters() {
+        for e in WORKER_ENTRIES {
+            let mut cfg = config(
+                e.termination,
+                e.overflow,
+                if e.shared { 2 } else { 1 },
+                Scope::from_u32(e.scope),
+            );
+            if e.bridged {
+                cfg.flags |= RunFlags::BRIDGED.bits();
+            }
+            assert_eq!(entry_suffix(&cfg), e.suffix);
+        }
+        assert_eq!(WORKER_ENTRIES.len(), 24 + 8);
     }
 
     #[test]
