@@ -20,6 +20,7 @@
 //!
 //! [`Error::Process`]: crate::Error::Process
 
+mod children;
 mod device;
 #[cfg(feature = "cuda")]
 pub(crate) mod gpu;
@@ -30,6 +31,7 @@ pub(crate) mod heap;
 pub(crate) mod layout;
 pub mod nodes;
 mod pe;
+mod running;
 
 pub use device::{ProcessDevice, ProcessPlaced};
 pub use nodes::Nodes;
