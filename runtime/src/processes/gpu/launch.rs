@@ -74,14 +74,14 @@ impl GpuPes {
     /// Refuses a job whose data areas the device-API transport cannot lay out.
     pub(crate) fn check_job(&self, job: &Job<'_>) -> Result<()> {
         if self.transport() == PeTransport::DeviceApi {
-            super::pe::check_device_api_layouts(job, self.backend.area_layout)?;
+            super::symmetric::check_device_api_layouts(job, self.backend.area_layout)?;
         }
         Ok(())
     }
 
-    /// The copies of the job's data areas the PEs keep (see [`super::pe::area_copies`]).
+    /// The copies of the job's data areas the PEs keep (see [`super::symmetric::area_copies`]).
     pub(crate) fn area_copies(&self, job: &Job<'_>) -> u64 {
-        super::pe::area_copies(job, self.backend.area_layout)
+        super::symmetric::area_copies(job, self.backend.area_layout)
     }
 
     /// The environment the launcher gives each PE: NVSHMEM's settings ([`nvshmem_env`]) and
@@ -227,7 +227,7 @@ fn nvshmem_env(
     transport: PeTransport,
     across_nodes: bool,
 ) -> Vec<(OsString, OsString)> {
-    let (_, need) = super::pe::symmetric_of(
+    let (_, need) = super::symmetric::symmetric_of(
         transport,
         topology,
         config.public_capacity,

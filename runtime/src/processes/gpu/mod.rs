@@ -5,11 +5,14 @@
 
 pub(crate) mod dylib;
 mod launch;
+mod mirror;
 pub(crate) mod nvrtc;
 pub(crate) mod nvshmem;
 pub(crate) mod nvshmem_link;
 pub(crate) mod pe;
+mod replica;
 mod session;
+mod symmetric;
 
 pub(crate) use launch::GpuPes;
 

@@ -22,7 +22,7 @@
 //! writes its own copy of the writable data areas, whose changes it adds into the launcher's
 //! areas after the run ([`Replica`]).
 
-use std::mem::{offset_of, size_of};
+use std::mem::size_of;
 use std::sync::atomic::Ordering as AtomicOrdering;
 use std::time::{Duration, Instant};
 
@@ -34,11 +34,15 @@ use mgws_tasks::{Registry, TaskStruct};
 
 use super::nvshmem::{Nvshmem, UniqueId};
 use crate::cuda::driver::{self, DeviceBuffer, Event, Stream};
-use crate::cuda::plan::{self, shared_field, QueueArea, RunArea};
+use crate::cuda::plan::{self, shared_field};
 use crate::cuda::session::Session;
 use crate::cuda::{CudaBackend, GpuKernel, PeTransport, Placement};
 use crate::error::{Error, Result};
 use crate::processes::layout::{Header, HeapLayout, StartStage};
+
+use super::mirror::Mirror;
+use super::replica::Replica;
+use super::symmetric::{symmetric_of, Parts, SymmetricLayout, CALLS_ONLY_VAR};
 use crate::processes::monotonic_ns;
 
 /// How often the PE copies its progress records into the control heap and looks for an abort.
@@ -58,266 +62,17 @@ pub(crate) fn pe_backend(header: &Header, pe: u32) -> Result<CudaBackend> {
     })
 }
 
-/// The data areas' limits with the writable ones of `copies` (bit `i`: area `i`) left out: what
-/// a PE's part of the symmetric heap holds where each PE writes its own copy of those areas
-/// instead ([`Replica`]): every writable area over the device-API transport, the areas of
-/// `Header::area_copies` over the mapped one.
-fn without_copies(area_limits: &[u64; DATA_AREAS], copies: u64) -> [u64; DATA_AREAS] {
-    let mut limits = *area_limits;
-    for (i, l) in limits.iter_mut().enumerate() {
-        if *l & AREA_WRITABLE != 0 && copies & (1 << i) != 0 {
-            *l = 0;
-        }
-    }
-    limits
-}
-
-/// Refuses, over the device-API transport, a writable area laid out replicated with a combine
-/// other than 64-bit additions: every PE's copy of it would be added (design 5.8), not combined
-/// as asked.
-pub(crate) fn check_device_api_layouts(
-    job: &crate::Job<'_>,
-    overridden: Option<crate::AreaLayout>,
-) -> Result<()> {
-    use crate::{AreaBytes, AreaLayout, Combine};
-    for (index, bytes) in &job.areas {
-        let layout = overridden.unwrap_or_else(|| job.layout_of(*index));
-        if let (AreaBytes::ReadWrite(_), AreaLayout::Replicated(c)) = (bytes, layout) {
-            if c != Combine::AddU64 {
-                return Err(Error::Config(format!(
-                    "data area {index} is laid out {}, but over --pe-transport device-api every \
-                     PE's copy of a writable area is added into the result: use \
-                     replicated-add-u64, or the mapped transport",
-                    layout.name()
-                )));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// The writable areas whose layout a GPU PE run gives each PE a copy of over the mapped
-/// transport, as [`Header::area_copies`]: those laid out per worker (each PE changes only its
-/// workers' rows) or replicated with 64-bit additions ([`Replica`] adds every PE's changes).
-/// Other layouts keep the one area in PE 0's part, which every PE reaches, so any task may
-/// write any word.
-pub(crate) fn area_copies(job: &crate::Job<'_>, overridden: Option<crate::AreaLayout>) -> u64 {
-    use crate::{AreaBytes, AreaLayout, Combine};
-    job.areas
-        .iter()
-        .filter(|(_, bytes)| matches!(bytes, AreaBytes::ReadWrite(_)))
-        .filter(|(index, _)| {
-            matches!(
-                overridden.unwrap_or_else(|| job.layout_of(*index)),
-                AreaLayout::PerWorker { .. } | AreaLayout::Replicated(Combine::AddU64)
-            )
-        })
-        .fold(0, |mask, (index, _)| mask | 1 << index)
-}
-
-/// The environment variable that sends every word of the window through NVSHMEM's calls over the
-/// device-API transport (`1`), the PE's own included: a check of the call path as a PE of
-/// another node takes it.
-pub const CALLS_ONLY_VAR: &str = "MGWS_NVSHMEM_CALLS_ONLY";
-
-/// How a run's PEs address each other's parts of the symmetric heap.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Parts {
-    /// One block per PE, mapped into every PE (`nvshmem_ptr`).
-    Mapped,
-    /// A window of one part per PE on every PE ([`PeWindow`]): part `e` of the caller's window
-    /// names PE `e`'s memory in NVSHMEM's device calls.
-    Window(PeWindow),
-}
-
-/// The symmetric layout of one PE's part, and the bytes each PE allocates, for `transport`.
-pub(crate) fn symmetric_of(
-    transport: PeTransport,
-    topology: &Topology,
-    public_capacity: u32,
-    area_limits: &[u64; DATA_AREAS],
-    area_copies: u64,
-) -> (SymmetricLayout, u64) {
-    match transport {
-        PeTransport::Mapped => {
-            let sym = SymmetricLayout::new(
-                topology,
-                public_capacity,
-                &without_copies(area_limits, area_copies),
-            );
-            (sym, sym.total as u64)
-        }
-        PeTransport::DeviceApi => {
-            let sym = SymmetricLayout::new(
-                topology,
-                public_capacity,
-                &without_copies(area_limits, u64::MAX),
-            );
-            let window = PeWindow::new(0, sym.total as u64, topology.devices);
-            (sym, window.bytes())
-        }
-    }
-}
-
-/// The byte layout of one PE's part of the symmetric heap (the same on every PE: NVSHMEM's
-/// allocations are collective and equal in size).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct SymmetricLayout {
-    /// The public queues of the PE with the most (a PE uses the first of them).
-    pub queues: QueueArea,
-    pub queues_at: usize,
-    /// The shared state and voting tree (PE 0's are the run's).
-    pub run: RunArea,
-    pub run_at: usize,
-    /// The PE's idle counter (hierarchical termination).
-    pub idle_at: usize,
-    /// Writable data areas (PE 0's are the run's): offset per area, 0 where absent.
-    pub areas_at: [usize; DATA_AREAS],
-    pub total: usize,
-}
-
-impl SymmetricLayout {
-    pub fn new(topology: &Topology, public_capacity: u32, area_limits: &[u64; DATA_AREAS]) -> Self {
-        let most = (0..topology.devices as usize)
-            .map(|d| topology.first_queue[d + 1] - topology.first_queue[d])
-            .max()
-            .unwrap_or(0);
-        let queues = QueueArea::new(most, public_capacity);
-        let run = RunArea::new(topology);
-        let align = |x: usize| x.next_multiple_of(256);
-        let queues_at = 0;
-        let run_at = align(queues_at + queues.total);
-        let idle_at = align(run_at + run.total);
-        let mut end = align(idle_at + 8);
-        let mut areas_at = [0; DATA_AREAS];
-        for (at, &limit) in areas_at.iter_mut().zip(area_limits) {
-            if limit & AREA_WRITABLE != 0 && limit & !AREA_WRITABLE != 0 {
-                *at = end;
-                end = align(end + (limit & !AREA_WRITABLE) as usize);
-            }
-        }
-        SymmetricLayout {
-            queues,
-            queues_at,
-            run,
-            run_at,
-            idle_at,
-            areas_at,
-            total: end,
-        }
-    }
-}
-
 /// What a GPU PE allocated on its GPU, besides the symmetric heap.
-struct Local {
-    progress: DeviceBuffer,
-    stats: Option<DeviceBuffer>,
-    task_tags: DeviceBuffer,
-    _spill: DeviceBuffer,
-    _initial: DeviceBuffer,
-    _read_only: Vec<DeviceBuffer>,
+pub(super) struct Local {
+    pub(super) progress: DeviceBuffer,
+    pub(super) stats: Option<DeviceBuffer>,
+    pub(super) task_tags: DeviceBuffer,
+    pub(super) _spill: DeviceBuffer,
+    pub(super) _initial: DeviceBuffer,
+    pub(super) _read_only: Vec<DeviceBuffer>,
     /// Over the device-API transport: this PE's copies of the writable data areas.
-    replicas: Vec<Replica>,
-    env: DeviceBuffer,
-}
-
-/// A PE's copy of a writable data area (every one over the device-API transport, those of
-/// `Header::area_copies` over the mapped one): its tasks write it, and after the run its changes
-/// are added into the launcher's area, where every PE adds its own.
-///
-/// Word `w` of the area ends as `initial[w] + sum over PEs of (copy[w] - initial[w])` (wrapping):
-/// exact for words only one PE changes (each of MEMSET's slots, each worker's result row, a
-/// task's own output) and for additions from any PEs (`Context::atomic_add`). Its limits
-/// (docs/design.md 5.8): words that several PEs change otherwise (two PEs storing 1 into a flag
-/// leave 2; OR or max updates from several PEs) add up their changes; the value
-/// `Context::atomic_add` returns is unique within a PE only; a task sees no other PE's writes to
-/// the area during the run. Bytes past the last whole word are taken from the PE that changed
-/// them.
-struct Replica {
-    area: usize,
-    buffer: DeviceBuffer,
-    /// The area's bytes before the run; `None` where they were all zero (counters and result
-    /// rows): then no host copy is kept and the device copy is zeroed rather than written.
-    initial: Option<Vec<u8>>,
-}
-
-impl Replica {
-    /// This PE's copy of `src` (the area's bytes in the heap) on `gpu`.
-    fn place(gpu: &driver::Gpu, area: usize, src: &[u8]) -> Result<Replica> {
-        let buffer = DeviceBuffer::alloc(
-            gpu,
-            src.len(),
-            &format!("this PE's copy of data area {area}"),
-        )?;
-        let initial = if all_zero(src) {
-            buffer.zero()?;
-            None
-        } else {
-            buffer.write(0, src)?;
-            Some(src.to_vec())
-        };
-        Ok(Replica {
-            area,
-            buffer,
-            initial,
-        })
-    }
-
-    /// Adds this PE's changes of the area into the launcher's copy in the heap at `base`.
-    fn merge_into(self, layout: &HeapLayout, base: *mut u8, header: &Header) -> Result<()> {
-        let (dst, len) = layout.area(base, self.area, &header.area_limits);
-        let mut copy = vec![0u8; len];
-        self.buffer.read(0, &mut copy)?;
-        // SAFETY: the heap holds the area's `len` bytes at `dst` (its layout), and every PE adds
-        // into it with atomic operations only, after every kernel ended.
-        unsafe { add_changes(dst, &copy, self.initial.as_deref()) };
-        Ok(())
-    }
-}
-
-/// Whether every byte of `bytes` is zero (eight at a time).
-fn all_zero(bytes: &[u8]) -> bool {
-    let words = bytes.chunks_exact(8);
-    let tail = words.remainder();
-    words
-        .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")))
-        .all(|w| w == 0)
-        && tail.iter().all(|&b| b == 0)
-}
-
-/// Adds `copy`'s changes against `initial` (all zero where `None`) into the `copy.len()` bytes at
-/// `dst`: word by word with atomic additions (other PEs add theirs at the same time), and bytes
-/// past the last whole word by storing the changed ones (see [`Replica`]).
-///
-/// # Safety
-/// `dst` is valid for `copy.len()` bytes, 8-byte aligned, and only changed this way meanwhile.
-unsafe fn add_changes(dst: *mut u8, copy: &[u8], initial: Option<&[u8]>) {
-    assert!(
-        (dst as usize).is_multiple_of(8),
-        "the heap aligns its data areas"
-    );
-    let was = |at: usize| initial.map_or(0, |b| b[at]);
-    let words = copy.len() / 8;
-    for w in 0..words {
-        let at = w * 8;
-        let now = u64::from_ne_bytes(copy[at..at + 8].try_into().expect("8 bytes"));
-        let before = initial.map_or(0, |b| {
-            u64::from_ne_bytes(b[at..at + 8].try_into().expect("8 bytes"))
-        });
-        if now != before {
-            // SAFETY: in bounds and aligned (the contract); other PEs only add atomically.
-            let word = unsafe { &*(dst.add(at) as *const std::sync::atomic::AtomicU64) };
-            // Relaxed: the PE's finished state (a release store) publishes the sums.
-            word.fetch_add(now.wrapping_sub(before), AtomicOrdering::Relaxed);
-        }
-    }
-    for (at, &now) in copy.iter().enumerate().skip(words * 8) {
-        if now != was(at) {
-            // SAFETY: in bounds (the contract); a byte no other PE changed in a well-formed run
-            // (see `Replica`).
-            unsafe { dst.add(at).write_volatile(now) };
-        }
-    }
+    pub(super) replicas: Vec<Replica>,
+    pub(super) env: DeviceBuffer,
 }
 
 /// Writes the run's window into the kernel's global `mgws_pe_window`, which its NVSHMEM calls
@@ -880,157 +635,6 @@ fn allocate_local(
     })
 }
 
-/// Copies what the launcher watches from a PE's GPU into the control heap.
-struct Mirror<'a> {
-    s: &'a Session,
-    header: &'a Header,
-    heap_env: &'a Env<HostWord, TaskStruct>,
-    local: &'a Local,
-    own: &'a DeviceBuffer,
-    shared: &'a DeviceBuffer,
-    sym: &'a SymmetricLayout,
-    pe: u32,
-    /// Whether this PE writes the launcher's abort request into PE 0's shared state (`shared`
-    /// is PE 0's on every PE over mappings, on PE 0 alone over the window).
-    forwards_abort: bool,
-}
-
-impl Mirror<'_> {
-    fn first_worker(&self) -> usize {
-        self.header.topology.first_worker[self.pe as usize] as usize
-    }
-
-    fn workers(&self) -> usize {
-        self.header.topology.workers_on(self.pe as usize) as usize
-    }
-
-    /// Reads `buf` (while the kernel may run) into the records of `T` in the heap at `dst`, this
-    /// PE's workers' slots; a failed read leaves the heap as it was.
-    fn records<T: bytemuck::Pod>(&self, buf: &DeviceBuffer, dst: *mut T) -> Result<()> {
-        let n = self.workers();
-        let mut bytes = vec![0u8; n * size_of::<T>()];
-        buf.read_async(0, &mut bytes, &self.s.controls[0])?;
-        let at = dst.wrapping_add(self.first_worker());
-        for (i, chunk) in bytes.chunks_exact(size_of::<T>()).enumerate() {
-            // SAFETY: the heap holds one record per worker of the run; this PE writes only its
-            // own workers' slots, with volatile stores (the launcher reads them volatile).
-            unsafe {
-                at.add(i)
-                    .write_volatile(bytemuck::pod_read_unaligned(chunk))
-            };
-        }
-        Ok(())
-    }
-
-    /// One word of the PE's symmetric part at `offset`, or `None` when it cannot be read.
-    fn own_word(&self, offset: usize) -> Option<u64> {
-        let mut b = [0u8; 8];
-        self.own
-            .read_async(offset, &mut b, &self.s.controls[0])
-            .ok()?;
-        Some(u64::from_ne_bytes(b))
-    }
-
-    /// Progress records, task tags, the idle counter and queue words (and on PE 0 the shared
-    /// counters the hang report prints).
-    fn copy(&self) {
-        // A failed read leaves the records as they were: the watchdog then sees no progress from
-        // this PE, and a kernel fault is reported by its stream.
-        let _ = self.records(&self.local.progress, self.heap_env.progress);
-        let _ = self.records(&self.local.task_tags, self.heap_env.task_tags);
-        let topology = &self.header.topology;
-        let p = self.pe as usize;
-        // Relaxed stores below: diagnostics the launcher prints; nothing is read through them.
-        if let Some(idle) = self.own_word(self.sym.idle_at) {
-            // SAFETY: the heap holds one counter per PE.
-            unsafe { &*self.heap_env.device_idle[p] }.store(idle, Ordering::Relaxed, Scope::System);
-        }
-        // Every header of the PE's queues in one copy, then their words.
-        let first = topology.first_queue[p];
-        let count = topology.first_queue[p + 1] - first;
-        let size = size_of::<QueueHeader<HostWord>>();
-        let word = offset_of!(QueueHeader<HostWord>, word);
-        let mut headers = vec![0u8; count as usize * size];
-        let at = self.sym.queues_at + self.sym.queues.header_offset(0);
-        if self
-            .own
-            .read_async(at, &mut headers, &self.s.controls[0])
-            .is_ok()
-        {
-            for (local, header) in headers.chunks_exact(size).enumerate() {
-                let w = u64::from_ne_bytes(header[word..word + 8].try_into().expect("8 bytes"));
-                // SAFETY: `first + local` is a queue of this PE, whose header the heap holds.
-                let heap_header = unsafe { self.heap_env.header(first + local as u32) };
-                heap_header.word.store(w, Ordering::Relaxed, Scope::System);
-            }
-        }
-        if self.pe == 0 {
-            // SAFETY: the heap's shared state lives as long as the heap.
-            let heap = unsafe { self.heap_env.shared() };
-            let mut bytes = [0u8; size_of::<SharedState<HostWord>>()];
-            if self
-                .shared
-                .read_async(0, &mut bytes, &self.s.controls[0])
-                .is_ok()
-            {
-                let word =
-                    |off: usize| u64::from_ne_bytes(bytes[off..off + 8].try_into().expect("8"));
-                heap.idle_workers.store(
-                    word(shared_field::IDLE_WORKERS),
-                    Ordering::Relaxed,
-                    Scope::System,
-                );
-                heap.initial_ranges_done.store(
-                    word(shared_field::INITIAL_RANGES_DONE),
-                    Ordering::Relaxed,
-                    Scope::System,
-                );
-                // A worker's abort (a task error) shows in the launcher's `aborted` too.
-                if word(shared_field::ABORT) != 0 {
-                    heap.abort.store(1, Ordering::Relaxed, Scope::System);
-                }
-            }
-        }
-    }
-
-    /// After the kernel: the statistics, if collected.
-    fn final_records(&self) -> Result<()> {
-        self.records(&self.local.progress, self.heap_env.progress)?;
-        match &self.local.stats {
-            Some(stats) => self.records(stats, self.heap_env.stats),
-            None => Ok(()),
-        }
-    }
-
-    /// PE 0, after every kernel: the run's error word, how many workers left the loop, and the
-    /// writable data areas.
-    fn results(&self) -> Result<()> {
-        // SAFETY: the heap's shared state lives as long as the heap.
-        let heap = unsafe { self.heap_env.shared() };
-        for (field, word) in [
-            (shared_field::ERROR, &heap.error),
-            (shared_field::EXITED_WORKERS, &heap.exited_workers),
-        ] {
-            let mut b = [0u8; 8];
-            self.shared.read(field, &mut b)?;
-            // Relaxed: published by the PE's finished state (a release store).
-            word.store(u64::from_ne_bytes(b), Ordering::Relaxed, Scope::System);
-        }
-        for (i, &at) in self.sym.areas_at.iter().enumerate() {
-            if at == 0 {
-                continue;
-            }
-            let dst = self.heap_env.areas[i] as *mut u8;
-            let len = (self.header.area_limits[i] & !AREA_WRITABLE) as usize;
-            let mut bytes = vec![0u8; len];
-            self.own.read(at, &mut bytes)?;
-            // SAFETY: the heap holds the area (its layout); every kernel is done with it.
-            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, len) };
-        }
-        Ok(())
-    }
-}
-
 /// The initial tasks of PE `pe`'s home ranges (`Env::initial_range` of its queues, which are
 /// contiguous): from the first task of its first queue's share to the first of the next PE's.
 fn own_initial_tasks(topology: &Topology, pe: u32, initial_len: u64) -> std::ops::Range<usize> {
@@ -1042,6 +646,8 @@ fn own_initial_tasks(topology: &Topology, pe: u32, initial_len: u64) -> std::ops
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::processes::gpu::replica::{add_changes, all_zero};
+    use crate::processes::gpu::symmetric::{area_copies, check_device_api_layouts};
 
     #[test]
     fn a_replica_adds_its_changes_from_zero_or_from_the_bytes_before() {
