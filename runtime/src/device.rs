@@ -9,7 +9,9 @@
 
 use std::time::Duration;
 
-use mgws_core::{RunError, SchedConfig, Topology, WorkerProgress, WorkerStats};
+use mgws_core::{
+    OverflowMode, RunError, SchedConfig, TerminationMode, Topology, WorkerProgress, WorkerStats,
+};
 
 use crate::error::{Error, Result};
 use crate::job::Job;
@@ -197,5 +199,59 @@ mod tests {
         assert_eq!(split_workers(7, 1, 1).unwrap(), vec![7]);
         assert!(split_workers(6, 2, 4).is_err());
         assert!(split_workers(4, 2, 4).is_err());
+    }
+}
+
+/// What a backend runs when the caller leaves a setting open: the device reports its own
+/// defaults, which [`crate::SchedulerBuilder::build_for`] fills in, so a front end never
+/// hard-codes per-backend values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Defaults {
+    /// Lanes per worker (CPU: threads per worker; GPU: threads per block).
+    pub lanes: u32,
+    /// Local-queue capacity in tasks.
+    pub local_capacity: u32,
+    /// Workers in total (CPU: one per CPU; GPU: as many as are co-resident).
+    pub workers: u32,
+    /// Workers per public queue (CPU: 1; GPU: [`crate::cuda::CudaBackend::default_queue_sharing`]).
+    pub queue_sharing: u32,
+}
+
+/// The scheduler options that pick a kernel entry (and with it the kernel's registers, hence how
+/// many workers fit): [`crate::SchedulerBuilder::build_for`] sizes the default worker count for
+/// them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelOptions {
+    /// Workers per public queue (1, 2 or 4); `None`: the backend's default
+    /// (a GPU's: `cuda::CudaBackend::default_queue_sharing`).
+    pub workers_per_queue: Option<u32>,
+    /// The termination detector.
+    pub termination: TerminationMode,
+    /// The steal-counter overflow prevention.
+    pub overflow: OverflowMode,
+}
+
+impl Default for KernelOptions {
+    /// The backend's queue sharing, the scheduler's idle counter and steal damping.
+    fn default() -> Self {
+        let cfg = SchedConfig::new(1);
+        KernelOptions {
+            workers_per_queue: None,
+            termination: cfg.termination_mode(),
+            overflow: cfg.overflow_mode(),
+        }
+    }
+}
+
+impl KernelOptions {
+    /// A configuration with these options, `workers_per_queue` workers per public queue (and
+    /// defaults elsewhere), for picking the entry.
+    #[cfg(feature = "cuda")]
+    pub(crate) fn config(self, workers_per_queue: u32) -> SchedConfig {
+        let mut cfg = SchedConfig::new(workers_per_queue);
+        cfg.workers_per_queue = workers_per_queue;
+        cfg.termination = self.termination as u32;
+        cfg.overflow = self.overflow as u32;
+        cfg
     }
 }

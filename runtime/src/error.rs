@@ -252,7 +252,7 @@ pub fn task_failure_reason(code: u32) -> &'static str {
 /// The runtime's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-#[cfg(test)]
+#[cfg(all(test, feature = "processes"))]
 mod tests {
     use super::*;
 

@@ -343,7 +343,7 @@ impl SchedulerBuilder {
     /// ```
     pub fn build_for<R: Registry>(mut self, backend: &Backend) -> Result<Scheduler> {
         let c = self.chosen;
-        let options = crate::backend::KernelOptions {
+        let options = crate::device::KernelOptions {
             workers_per_queue: c.queue_sharing,
             termination: self.config.termination_mode(),
             overflow: self.config.overflow_mode(),

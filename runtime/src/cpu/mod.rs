@@ -31,8 +31,8 @@ pub fn defaults(
     local_capacity: Option<u32>,
     workers: Option<u32>,
     queue_sharing: Option<u32>,
-) -> crate::backend::Defaults {
-    crate::backend::Defaults {
+) -> crate::device::Defaults {
+    crate::device::Defaults {
         lanes: lanes.unwrap_or(1),
         local_capacity: local_capacity.unwrap_or(mgws_core::SchedConfig::new(1).local_capacity),
         workers: workers.unwrap_or_else(crate::scheduler::default_workers),

@@ -47,8 +47,8 @@ use mgws_tasks::Registry;
 
 pub use plan::{parse_devices, Placement, TasksIn};
 
-use crate::backend::Defaults;
-pub use crate::backend::KernelOptions;
+use crate::device::Defaults;
+pub use crate::device::KernelOptions;
 use crate::error::{Error, Result};
 use crate::job::Job;
 use crate::report::RunReport;
@@ -615,9 +615,11 @@ mod tests {
         );
         assert!(PeTransport::parse("rdma").is_err());
         for t in [PeTransport::Mapped, PeTransport::DeviceApi] {
+            #[cfg(feature = "processes")]
             assert_eq!(PeTransport::from_word(t.to_word()), Some(t));
             assert_eq!(PeTransport::parse(t.name()).unwrap(), t);
         }
+        #[cfg(feature = "processes")]
         assert_eq!(PeTransport::from_word(7), None);
     }
 

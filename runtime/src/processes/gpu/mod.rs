@@ -18,9 +18,9 @@ pub(crate) use launch::GpuPes;
 
 use mgws_tasks::Registry;
 
-use crate::backend::Defaults;
 use crate::cuda::session::Session;
 use crate::cuda::{CudaBackend, KernelOptions, Placement};
+use crate::device::Defaults;
 use crate::error::Result;
 
 /// The settings a run of registry `R` over `processes` GPU PEs uses for those left open
