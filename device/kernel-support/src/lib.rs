@@ -16,7 +16,11 @@
 //!   rustc leaves `no_builtins` crates out of LTO.
 //!
 //! On every target other than `nvptx64` this crate is empty, so host builds of the workspace
-//! (`cargo clippy --workspace`) compile kernel crates as empty libraries.
+//! (`cargo clippy --workspace`) compile kernel crates as empty libraries. On amdgcn
+//! (`target_arch = "amdgpu"`) it holds only a panic handler: what is NVIDIA-only (the entries'
+//! `extern "ptx-kernel"` ABI, the `nvptx` intrinsics of the platform and of `gpu.rs`) is gated on
+//! `nvptx64`, so that CI's amdgcn build compiles kernel crates with the portable parts alone
+//! (docs/design.md, section 1.8).
 #![no_std]
 // `allow_internal_unstable` lets `worker_kernel!` expand to an `extern "ptx-kernel"` function in a
 // crate that does not itself enable `abi_ptx`.
@@ -25,7 +29,12 @@
     feature(stdarch_nvptx, allow_internal_unstable),
     allow(internal_features)
 )]
+// The amdgcn panic handler's trap (`core::process::abort_immediate`, LLVM's `llvm.trap`, as
+// `nvptx::trap` is).
+#![cfg_attr(target_arch = "amdgpu", feature(abort_immediate))]
 
+#[cfg(target_arch = "amdgpu")]
+mod amdgpu;
 #[cfg(target_arch = "nvptx64")]
 mod gpu;
 #[cfg(target_arch = "nvptx64")]
@@ -71,7 +80,9 @@ pub mod nvshmem;
 /// and the level entry `(args: *const LevelArgs, scratch_len: u32)`. Blocks must be
 /// one-dimensional (`blockDim.y == blockDim.z == 1`); every thread is a lane. Usable through the
 /// `mgws` crate as `mgws::worker_kernel!` too: its paths name this crate with `$crate`. On targets
-/// other than `nvptx64` the macro expands to nothing.
+/// other than `nvptx64` the macro expands to nothing: on amdgcn too, whose entries would need the
+/// `amdgpu-kernel` ABI and an AMD `Platform` (docs/design.md, section 1.8); every entry below is
+/// gated on `nvptx64` for that reason.
 #[macro_export]
 #[cfg_attr(target_arch = "nvptx64", allow_internal_unstable(abi_ptx))]
 macro_rules! worker_kernel {
