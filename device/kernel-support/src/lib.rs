@@ -60,7 +60,8 @@ pub mod nvshmem;
 ///   (`mgws_core::WORKER_ENTRY_SUFFIXES`: termination, overflow prevention, queue sharing, atomic
 ///   scope), and 8 for bridged runs (CPU workers beside the GPUs) with `<spec>` =
 ///   `<counter|hierarchical>_damping_<single|shared>_<device|system>_bridged`
-///   (`mgws_core::BRIDGED_ENTRY_SUFFIXES`);
+///   (`mgws_core::BRIDGED_ENTRY_SUFFIXES`); the list is `mgws_core::for_each_worker_entry!`,
+///   which the host's tables are built from too;
 /// - `mgws_k_static_<device|system>`: the static-assignment baseline;
 /// - `mgws_k_level`: one level of the kernel-per-level baseline.
 ///
@@ -115,302 +116,8 @@ macro_rules! __registry_kernel {
             #[unsafe(export_name = concat!("mgws_", stringify!($name), "_fingerprint"))]
             pub static FINGERPRINT: u64 = <$registry as $crate::__private::Registry>::FINGERPRINT;
         };
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "counter_twoatomics_single_device",
-            0,
-            0,
-            false,
-            1
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "counter_twoatomics_single_system",
-            0,
-            0,
-            false,
-            2
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "counter_twoatomics_shared_device",
-            0,
-            0,
-            true,
-            1
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "counter_twoatomics_shared_system",
-            0,
-            0,
-            true,
-            2
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "counter_damping_single_device",
-            0,
-            1,
-            false,
-            1
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "counter_damping_single_system",
-            0,
-            1,
-            false,
-            2
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "counter_damping_shared_device",
-            0,
-            1,
-            true,
-            1
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "counter_damping_shared_system",
-            0,
-            1,
-            true,
-            2
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "tree_twoatomics_single_device",
-            1,
-            0,
-            false,
-            1
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "tree_twoatomics_single_system",
-            1,
-            0,
-            false,
-            2
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "tree_twoatomics_shared_device",
-            1,
-            0,
-            true,
-            1
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "tree_twoatomics_shared_system",
-            1,
-            0,
-            true,
-            2
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "tree_damping_single_device",
-            1,
-            1,
-            false,
-            1
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "tree_damping_single_system",
-            1,
-            1,
-            false,
-            2
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "tree_damping_shared_device",
-            1,
-            1,
-            true,
-            1
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "tree_damping_shared_system",
-            1,
-            1,
-            true,
-            2
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "hierarchical_twoatomics_single_device",
-            2,
-            0,
-            false,
-            1
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "hierarchical_twoatomics_single_system",
-            2,
-            0,
-            false,
-            2
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "hierarchical_twoatomics_shared_device",
-            2,
-            0,
-            true,
-            1
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "hierarchical_twoatomics_shared_system",
-            2,
-            0,
-            true,
-            2
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "hierarchical_damping_single_device",
-            2,
-            1,
-            false,
-            1
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "hierarchical_damping_single_system",
-            2,
-            1,
-            false,
-            2
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "hierarchical_damping_shared_device",
-            2,
-            1,
-            true,
-            1
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "hierarchical_damping_shared_system",
-            2,
-            1,
-            true,
-            2
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "counter_damping_single_device_bridged",
-            0,
-            1,
-            false,
-            1,
-            true
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "hierarchical_damping_single_device_bridged",
-            2,
-            1,
-            false,
-            1,
-            true
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "counter_damping_single_system_bridged",
-            0,
-            1,
-            false,
-            2,
-            true
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "hierarchical_damping_single_system_bridged",
-            2,
-            1,
-            false,
-            2,
-            true
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "counter_damping_shared_device_bridged",
-            0,
-            1,
-            true,
-            1,
-            true
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "counter_damping_shared_system_bridged",
-            0,
-            1,
-            true,
-            2,
-            true
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "hierarchical_damping_shared_device_bridged",
-            2,
-            1,
-            true,
-            1,
-            true
-        );
-        $crate::__worker_entry!(
-            $name,
-            $registry,
-            "hierarchical_damping_shared_system_bridged",
-            2,
-            1,
-            true,
-            2,
-            true
-        );
+        // One entry per worker spec, named where the host's tables are (`mgws_core::spec`).
+        $crate::__private::for_each_worker_entry!($crate::__worker_entries, $name, $registry);
         $crate::__static_entry!($name, $registry, "device", 1);
         $crate::__static_entry!($name, $registry, "system", 2);
 
@@ -437,6 +144,15 @@ macro_rules! __registry_kernel {
                 }
             }
         };
+    };
+}
+
+/// Every MGWS worker entry of `mgws_core::for_each_worker_entry!`'s list, in its order.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __worker_entries {
+    ($name:ident, $registry:path, $([$suffix:literal, $t:literal, $o:literal, $s:literal, $sc:literal, $b:literal]),* $(,)?) => {
+        $($crate::__worker_entry!($name, $registry, $suffix, $t, $o, $s, $sc, $b);)*
     };
 }
 
@@ -552,7 +268,7 @@ macro_rules! kernel_cubin {
 pub mod __private {
     #[cfg(target_arch = "nvptx64")]
     pub use crate::KernelWord;
-    pub use mgws_core::{Env, Fixed, LevelArgs, ScopeOnly};
+    pub use mgws_core::{for_each_worker_entry, Env, Fixed, LevelArgs, ScopeOnly};
     pub use mgws_tasks::{Registry, TaskStruct};
 
     /// `a == b`, in a const context.
