@@ -117,8 +117,7 @@ impl GpuPes {
         processes: u32,
         per_node: usize,
     ) -> Result<()> {
-        let b = self.backend.clone();
-        let b = &b;
+        let b = &self.backend;
         if b.kernel != GpuKernel::Mgws {
             return Err(Error::Config(
                 "runs over GPU PE processes run the mgws kernel; the baselines run in one \
