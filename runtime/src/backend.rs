@@ -96,17 +96,12 @@ impl Backend {
         workers: Option<u32>,
         options: KernelOptions,
     ) -> Result<Defaults> {
+        let on_cpu =
+            || crate::cpu::defaults(lanes, local_capacity, workers, options.workers_per_queue);
         match self {
-            Backend::Cpu | Backend::CpuStatic | Backend::CpuLevels { .. } => Ok(
-                crate::cpu::defaults(lanes, local_capacity, workers, options.workers_per_queue),
-            ),
+            Backend::Cpu | Backend::CpuStatic | Backend::CpuLevels { .. } => Ok(on_cpu()),
             #[cfg(feature = "processes")]
-            Backend::CpuProcesses { .. } => Ok(crate::cpu::defaults(
-                lanes,
-                local_capacity,
-                workers,
-                options.workers_per_queue,
-            )),
+            Backend::CpuProcesses { .. } => Ok(on_cpu()),
             #[cfg(feature = "cuda")]
             Backend::Cuda(cuda) => cuda.defaults::<R>(lanes, local_capacity, workers, options),
             #[cfg(all(feature = "cuda", feature = "processes"))]
