@@ -147,31 +147,19 @@ macro_rules! __registry_kernel {
     };
 }
 
-/// Every MGWS worker entry of `mgws_core::for_each_worker_entry!`'s list, in its order.
+/// Every MGWS worker entry of `mgws_core::for_each_worker_entry!`'s list, in its order: the
+/// persistent entry of `run_worker` compiled for `Fixed<$t, $o, $s, $sc, $b>` (`$b`: bridged).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __worker_entries {
     ($name:ident, $registry:path, $([$suffix:literal, $t:literal, $o:literal, $s:literal, $sc:literal, $b:literal]),* $(,)?) => {
-        $($crate::__worker_entry!($name, $registry, $suffix, $t, $o, $s, $sc, $b);)*
-    };
-}
-
-/// One MGWS worker entry (see [`worker_kernel!`]): the persistent entry of `run_worker` compiled
-/// for `Fixed<$t, $o, $s, $sc, $b>` (`$b`: bridged, false if left out).
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __worker_entry {
-    ($name:ident, $registry:path, $suffix:literal, $t:literal, $o:literal, $s:literal, $sc:literal) => {
-        $crate::__worker_entry!($name, $registry, $suffix, $t, $o, $s, $sc, false);
-    };
-    ($name:ident, $registry:path, $suffix:literal, $t:literal, $o:literal, $s:literal, $sc:literal, $b:literal) => {
-        $crate::__persistent_entry!(
+        $($crate::__persistent_entry!(
             $name,
             $registry,
             concat!("_worker_", $suffix),
             run_worker,
             $crate::__private::Fixed<$t, $o, $s, $sc, $b>
-        );
+        );)*
     };
 }
 
