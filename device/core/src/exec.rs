@@ -191,9 +191,10 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         core
     }
 
-    /// Where `fail` records the first error, and the word it raises to stop the run: the run's
-    /// shared state, or a level launch's counters. Worked out where needed rather than kept: two
-    /// pointers held for the whole loop pushed a GPU worker's state into local memory.
+    /// Where `fail` records the first error, and the abort word this worker reads: the run's
+    /// shared state (the abort flag's copy on this worker's device, where it has one), or a level
+    /// launch's counters. Worked out where needed rather than kept: two pointers held for the
+    /// whole loop pushed a GPU worker's state into local memory.
     #[inline(always)]
     pub(crate) fn error_and_abort_words(&self) -> (&P::Word, &P::Word) {
         match self.on_full {
@@ -205,9 +206,10 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                 )
             },
             OnFull::Publish => {
-                // SAFETY: `new`'s contract: the shared state is valid for the run.
-                let shared = unsafe { self.env.shared() };
-                (&shared.error, &shared.abort)
+                let device = self.env.topology.device_of_worker(self.id);
+                // SAFETY: `new`'s contract: the env's pointers are valid for the run, and the
+                // worker's device is one of its topology.
+                unsafe { (&self.env.shared().error, self.env.abort_flag(device)) }
             }
         }
     }
@@ -674,7 +676,12 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                 Ordering::Relaxed,
                 self.scope,
             );
-            abort.store(1, Ordering::Release, self.scope);
+            match self.on_full {
+                OnFull::Frontier(_) => abort.store(1, Ordering::Release, self.scope),
+                // Every device's copy of the flag, not only the one this worker reads.
+                // SAFETY: `new`'s contract: the env's pointers are valid for the run.
+                OnFull::Publish => unsafe { self.env.raise_abort(self.scope) },
+            }
         }
         self.aborted = true;
     }

@@ -4,7 +4,7 @@
 //! and zero it without knowing more.
 
 use crate::config::{SchedConfig, MAX_DEVICES};
-use crate::platform::AtomicWord;
+use crate::platform::{AtomicWord, Ordering, Scope};
 
 /// Run-wide state shared by all workers.
 #[repr(C)]
@@ -272,6 +272,11 @@ pub struct Env<W, T> {
     /// device's own memory, updated at device scope by its workers only; null for devices the
     /// topology does not have, and for runs of another termination mode.
     pub device_idle: [*const W; MAX_DEVICES],
+    /// Device `d`'s copy of the abort flag, in its own memory, or null where the device reads
+    /// [`SharedState::abort`]. The shared state lives on one device: a copy per device spares the
+    /// workers of the others a remote load at every progress check. Raising the flag sets the
+    /// shared word and every copy ([`Env::raise_abort`]).
+    pub device_abort: [*const W; MAX_DEVICES],
     /// The bridge to the other side of a bridged run ([`crate::bridge`]), in memory both sides
     /// reach (mapped host memory); null in other runs.
     pub bridge: *const crate::bridge::BridgeState<W>,
@@ -392,6 +397,45 @@ impl<W: AtomicWord, T> Env<W, T> {
     pub unsafe fn shared(&self) -> &SharedState<W> {
         // SAFETY: guaranteed by the caller.
         unsafe { &*self.shared }
+    }
+
+    /// The abort flag the workers of `device` read: its own copy where the host gave one, else
+    /// the shared word.
+    ///
+    /// # Safety
+    /// The env's pointers are valid, and `device` is a device of its topology.
+    #[inline(always)]
+    pub unsafe fn abort_flag(&self, device: u32) -> &W {
+        let copy = self.device_abort[device as usize];
+        if copy.is_null() {
+            // SAFETY: guaranteed by the caller.
+            unsafe { &self.shared().abort }
+        } else {
+            // SAFETY: a non-null copy is valid for the run (the caller's guarantee).
+            unsafe { &*copy }
+        }
+    }
+
+    /// Raises the abort flag: the shared word, which the host reads, and every device's copy.
+    ///
+    /// Release, like any stop request that carries no data: readers load it Relaxed, and a late
+    /// observation only delays the stop. `scope` must reach every device that has a copy (the
+    /// system scope in a run over several GPUs).
+    ///
+    /// # Safety
+    /// The env's pointers are valid.
+    #[inline(always)]
+    pub unsafe fn raise_abort(&self, scope: Scope) {
+        // SAFETY: guaranteed by the caller.
+        unsafe { self.shared() }
+            .abort
+            .store(1, Ordering::Release, scope);
+        for copy in &self.device_abort[..self.topology.devices as usize] {
+            if !copy.is_null() {
+                // SAFETY: a non-null copy is valid for the run (the caller's guarantee).
+                unsafe { &**copy }.store(1, Ordering::Release, scope);
+            }
+        }
     }
 
     /// Number of words the voting tree needs.
@@ -532,6 +576,7 @@ impl<W, T> Env<W, T> {
             queue_slots: [core::ptr::null_mut(); MAX_DEVICES],
             tree: core::ptr::null(),
             device_idle: [core::ptr::null(); MAX_DEVICES],
+            device_abort: [core::ptr::null(); MAX_DEVICES],
             bridge: core::ptr::null(),
             bridge_slots: [core::ptr::null_mut(); 2],
             bridge_side: 0,
@@ -558,7 +603,44 @@ impl<W, T> Env<W, T> {
 
 #[cfg(test)]
 mod tests {
-    use super::{claim_size, INITIAL_CLAIM_GUIDE};
+    use super::{claim_size, Env, SharedState, Topology, INITIAL_CLAIM_GUIDE};
+    use crate::config::SchedConfig;
+    use crate::platform::{AtomicWord, Ordering, Scope};
+    use crate::HostWord;
+
+    #[test]
+    fn each_device_reads_its_own_abort_copy_and_raising_sets_every_one() {
+        let shared = SharedState::<HostWord>::new();
+        let copies = [HostWord::new(0), HostWord::new(0)];
+        let mut env = Env::<HostWord, u64>::bare(
+            SchedConfig::new(6),
+            6,
+            core::ptr::null(),
+            0,
+            [0; super::DATA_AREAS],
+        );
+        env.topology = Topology::split(&[2, 2, 2], 1);
+        env.shared = &shared;
+        // Devices 0 and 1 have copies; device 2 reads the shared word.
+        env.device_abort[0] = &copies[0];
+        env.device_abort[1] = &copies[1];
+        let read = |d: u32| {
+            // SAFETY: every pointer of the env is valid in this test, and devices 0-2 exist.
+            unsafe { env.abort_flag(d) }.load(Ordering::Relaxed, Scope::System)
+        };
+        // SAFETY: as above.
+        assert!(core::ptr::eq(unsafe { env.abort_flag(1) }, &copies[1]));
+        // SAFETY: as above.
+        assert!(core::ptr::eq(unsafe { env.abort_flag(2) }, &shared.abort));
+        assert_eq!([read(0), read(1), read(2)], [0, 0, 0]);
+        // A word set behind the env's back is seen only where it is read.
+        copies[0].store(1, Ordering::Relaxed, Scope::System);
+        assert_eq!([read(0), read(1), read(2)], [1, 0, 0]);
+        // SAFETY: as above.
+        unsafe { env.raise_abort(Scope::System) };
+        assert_eq!([read(0), read(1), read(2)], [1, 1, 1]);
+        assert_eq!(shared.abort.load(Ordering::Relaxed, Scope::System), 1);
+    }
 
     #[test]
     fn a_claim_takes_at_most_a_guided_share_of_what_remains() {

@@ -21,6 +21,9 @@ pub struct Arena {
     pub tree: Vec<HostWord>,
     /// `Env::device_idle`: one idle counter per device (CPU domain), each on its own cache line.
     pub device_idle: Vec<DeviceIdle>,
+    /// `Env::device_abort`: one copy of the abort flag per device (CPU domain), as the GPUs of
+    /// one process have, so that the CPU twin runs that path too.
+    pub device_abort: Vec<DeviceIdle>,
     /// `workers * spill_capacity` tasks of capacity, length 0, like `slots`.
     spill: Vec<TaskStruct>,
     pub progress: Vec<WorkerProgress>,
@@ -84,6 +87,9 @@ impl Arena {
             device_idle: (0..topology.devices)
                 .map(|_| DeviceIdle(HostWord::new(0)))
                 .collect(),
+            device_abort: (0..topology.devices)
+                .map(|_| DeviceIdle(HostWord::new(0)))
+                .collect(),
             spill: try_with_capacity(
                 format_args!(
                     "--spill-capacity {} x {workers} workers",
@@ -114,12 +120,17 @@ impl Arena {
         for (d, word) in self.device_idle.iter().enumerate() {
             device_idle[d] = &word.0 as *const HostWord;
         }
+        let mut device_abort = [std::ptr::null(); MAX_DEVICES];
+        for (d, word) in self.device_abort.iter().enumerate() {
+            device_abort[d] = &word.0 as *const HostWord;
+        }
         let sections = Sections {
             shared: &*self.shared,
             headers: self.headers.as_ptr(),
             slots: self.slots.as_mut_ptr(),
             tree: self.tree.as_ptr(),
             device_idle,
+            device_abort,
             spill: self.spill.as_mut_ptr(),
             progress: self.progress.as_mut_ptr(),
             task_tags: self.task_tags.as_mut_ptr(),
@@ -151,6 +162,8 @@ pub(crate) struct Sections {
     pub tree: *const HostWord,
     /// One idle counter per device (null past the topology's devices).
     pub device_idle: [*const HostWord; MAX_DEVICES],
+    /// Each device's copy of the abort flag, or null where it reads the shared word.
+    pub device_abort: [*const HostWord; MAX_DEVICES],
     /// `workers * spill_capacity` tasks.
     pub spill: *mut TaskStruct,
     /// One record, tag word and statistics block per worker.
@@ -194,6 +207,7 @@ impl Sections {
             queue_slots,
             tree: self.tree,
             device_idle: self.device_idle,
+            device_abort: self.device_abort,
             bridge: std::ptr::null(),
             bridge_slots: [std::ptr::null_mut(); 2],
             bridge_side: 0,

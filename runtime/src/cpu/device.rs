@@ -617,12 +617,11 @@ fn abort_sides(sides: &[CpuSide]) {
 
 /// Asks the workers of `env` to stop (`SharedState::abort = 1`).
 pub(crate) fn request_abort(env: &Env<HostWord, TaskStruct>) {
-    // SAFETY: the env's shared state lives as long as the run's memory, which outlives every
-    // caller (the devices hold it until their workers have exited).
-    let shared = unsafe { env.shared() };
-    // Release: the workers poll the flag with acquire loads; nothing else is published by it,
-    // so release only keeps the hang report's reads before it.
-    shared.abort.store(1, Ordering::Release, Scope::System);
+    // The shared word and every domain's copy. Release: nothing else is published by it, so
+    // release only keeps the hang report's reads before it.
+    // SAFETY: the env's memory lives as long as the run's, which outlives every caller (the
+    // devices hold it until their workers have exited).
+    unsafe { env.raise_abort(Scope::System) };
 }
 
 /// Whether a worker of `env` (or the host) asked the run to stop.

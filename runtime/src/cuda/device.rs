@@ -428,11 +428,15 @@ impl Running for CudaRunning<'_> {
     fn abort(&self) {
         tracing::warn!("aborting the run");
         // A copy on the owner's control stream (device memory) or a volatile store followed by
-        // a SeqCst fence (mapped host memory): the kernels poll the word with acquire loads.
+        // a SeqCst fence (mapped host memory). The shared word is the one `aborted` reads; the
+        // workers read their GPU's copy.
         let _ =
             self.mem
                 .run
                 .write_u64_live(self.s, self.mem.run_area.shared + shared_field::ABORT, 1);
+        for copy in &self.mem.device_abort {
+            let _ = copy.write_u64_live(self.s, 0, 1);
+        }
     }
 
     fn aborted(&self) -> bool {

@@ -62,6 +62,9 @@ pub struct Memory {
     /// Per GPU: its `Env::device_idle` word (hierarchical termination), in its own memory, where
     /// only its workers update it at device scope.
     pub(super) device_idle: Vec<Placed>,
+    /// Per GPU: its copy of the abort flag (`Env::device_abort`), in its own memory, which its
+    /// workers read at every progress check instead of the shared state on the first GPU.
+    pub(super) device_abort: Vec<Placed>,
     _spill: Vec<DeviceBuffer>,
     _initial_host: Option<HostBuffer>,
     _initial_dev: InitialTasks,
@@ -130,6 +133,9 @@ pub(super) fn allocate(
     for d in 0..n {
         device_idle.push(Placed::zeroed(s, Loc::Gpu(d), 8, "the idle counter")?);
     }
+    let device_abort = (0..n)
+        .map(|d| Placed::zeroed(s, Loc::Gpu(d), 8, "the abort flag's copy"))
+        .collect::<Result<Vec<_>>>()?;
     drop(span);
     let span = tracing::debug_span!("cuda.allocate.initial_and_areas").entered();
     let initial_bytes = as_bytes(side.initial);
@@ -191,6 +197,10 @@ pub(super) fn allocate(
         for (e, word) in device_idle.iter().enumerate() {
             device_idle_ptrs[e] = word.device_ptr(s, d)? as *const HostWord;
         }
+        let mut device_abort_ptrs = [std::ptr::null(); MAX_DEVICES];
+        for (e, word) in device_abort.iter().enumerate() {
+            device_abort_ptrs[e] = word.device_ptr(s, d)? as *const HostWord;
+        }
         let run_base = run.device_ptr(s, d)?;
         // Side 0 of a bridged run: the bridge and its slots in mapped host memory.
         let bridge_ptrs = match side.bridge {
@@ -221,6 +231,7 @@ pub(super) fn allocate(
             queue_slots,
             tree: (run_base + run_area.tree as u64) as *const HostWord,
             device_idle: device_idle_ptrs,
+            device_abort: device_abort_ptrs,
             bridge: bridge_ptrs.0,
             bridge_slots: bridge_ptrs.1,
             bridge_side: 0,
@@ -258,6 +269,7 @@ pub(super) fn allocate(
         stats,
         task_tags,
         device_idle,
+        device_abort,
         _spill: spill,
         _initial_host: initial_host,
         _initial_dev: initial_dev,
@@ -558,7 +570,7 @@ mod tests {
         let fields = size_of::<SchedConfig>()
             + size_of::<Topology>()
             + 8
-            + 3 * 8 * MAX_DEVICES
+            + 4 * 8 * MAX_DEVICES
             + 7 * 8
             // bridge, bridge_slots, bridge_side + bridge_worker, worker_base
             + 8 + 2 * 8 + 8 + 8
@@ -570,11 +582,12 @@ mod tests {
         assert_eq!(std::mem::offset_of!(E, shared), 136);
         assert_eq!(std::mem::offset_of!(E, queue_headers), 144);
         assert_eq!(std::mem::offset_of!(E, device_idle), 280);
-        assert_eq!(std::mem::offset_of!(E, initial), 392);
-        assert_eq!(std::mem::offset_of!(E, initial_len), 400);
-        assert_eq!(std::mem::offset_of!(E, progress), 408);
-        assert_eq!(std::mem::offset_of!(E, stats), 416);
-        assert_eq!(std::mem::offset_of!(E, areas), 424);
+        assert_eq!(std::mem::offset_of!(E, device_abort), 344);
+        assert_eq!(std::mem::offset_of!(E, initial), 456);
+        assert_eq!(std::mem::offset_of!(E, initial_len), 464);
+        assert_eq!(std::mem::offset_of!(E, progress), 472);
+        assert_eq!(std::mem::offset_of!(E, stats), 480);
+        assert_eq!(std::mem::offset_of!(E, areas), 488);
         assert_eq!(size_of::<SchedConfig>(), 12 * 4 + 8);
         assert_eq!(size_of::<Topology>(), (2 + 2 * (MAX_DEVICES + 1)) * 4);
         assert_eq!(size_of::<TaskStruct>(), 64);

@@ -465,6 +465,8 @@ impl HeapLayout {
             slots: at(self.slots) as *mut TaskStruct,
             tree: at(self.tree) as *const HostWord,
             device_idle,
+            // The PEs read the shared word: it is in their common heap.
+            device_abort: [std::ptr::null(); MAX_DEVICES],
             spill: at(self.spill) as *mut TaskStruct,
             progress: at(self.progress) as *mut WorkerProgress,
             task_tags: at(self.task_tags) as *mut u64,

@@ -333,7 +333,8 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
                 Ordering::Relaxed,
                 scope,
             );
-            shared.abort.store(1, Ordering::Release, scope);
+            // SAFETY: as above.
+            unsafe { self.env.raise_abort(scope) };
         }
         self.aborted = true;
     }
@@ -342,12 +343,13 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
     /// it to every lane.
     #[inline(always)]
     fn check_abort(&mut self) {
-        // SAFETY: as in `fail`.
-        let flag = self.p.is_leader()
-            && unsafe { self.env.shared() }
-                .abort
+        let flag = self.p.is_leader() && {
+            let device = self.env.topology.device_of_worker(self.id);
+            // SAFETY: as in `fail`; the worker's device is one of the env's topology.
+            unsafe { self.env.abort_flag(device) }
                 .load(Ordering::Relaxed, S::scope(&self.env.config))
-                != 0;
+                != 0
+        };
         if self.p.broadcast(flag as u64) != 0 {
             self.aborted = true;
         }
