@@ -747,7 +747,7 @@ mod tests {
 
     #[test]
     fn each_workload_runs_the_baselines_that_compare_something() {
-        use GpuKernelArg::{Levels, Mgws, Static};
+        use MethodArg::{Levels, Mgws, Static};
         for w in [
             "memset", "uts-t1l", "uts-t1", "uts-t3", "uts-t5", "fib", "skew",
         ] {

@@ -87,7 +87,7 @@ pub enum BenchCmd {
         sched: SchedArgs,
     },
     /// SKEW over its knob k: mgws against static assignment with the static run's idle share, on
-    /// the CPU (default) or a GPU (`--backend cuda`); CSV and an SVG plot.
+    /// the CPU (default) or a GPU (`--device cuda`); CSV and an SVG plot.
     Skew {
         #[command(flatten)]
         opts: SkewBenchOpts,
