@@ -1063,3 +1063,116 @@ fn directory_corpora_count_each_file_once_and_follow_links_only_when_asked() {
         .count();
     assert_eq!(matches, 2);
 }
+
+/// Each flag sets one axis of the backend: `--device` the device, `--method` the method,
+/// `--processes` and `--nodes` the process layout; combinations that do not exist are refused
+/// with a configuration error naming the flags.
+#[test]
+fn the_device_method_and_process_flags_map_one_to_one_onto_the_backends_axes() {
+    use mgws::cuda::Placement;
+    use mgws::{Device, ProcessLayout};
+    use mgws_cli::args::{SchedArgs, WorkloadCmd};
+    use mgws_tasks::FibTasks;
+    let parse = |extra: &[&str]| -> SchedArgs {
+        let mut argv = vec!["mgws", "run", "fib"];
+        argv.extend_from_slice(extra);
+        match Cli::try_parse_from(&argv).unwrap().command {
+            mgws_cli::cli::Command::Run {
+                workload: WorkloadCmd::Fib { sched, .. },
+            } => sched,
+            _ => unreachable!(),
+        }
+    };
+    let backend = |extra: &[&str]| parse(extra).backend::<FibTasks>().unwrap();
+    for (method, want, name) in [
+        ("mgws", Method::Mgws, "cpu"),
+        ("static", Method::Static, "cpu-static"),
+        ("levels", Method::LEVELS, "cpu-levels"),
+    ] {
+        let b = backend(&["--device", "cpu", "--method", method]);
+        assert_eq!(b.device, Device::Cpu, "{method}");
+        assert_eq!(b.layout, ProcessLayout::OneProcess, "{method}");
+        assert_eq!((b.method, b.name()), (want, name));
+    }
+    let b = backend(&[
+        "--device",
+        "cpu",
+        "--method",
+        "levels",
+        "--level-capacity",
+        "100",
+    ]);
+    assert_eq!(
+        b.method,
+        Method::Levels {
+            level_capacity: Some(100)
+        }
+    );
+    // `--processes` is the layout alone; `auto` with it is the CPU.
+    for extra in [
+        &["--device", "cpu", "--processes", "2"][..],
+        &["--processes", "2"],
+    ] {
+        let b = backend(extra);
+        assert_eq!(b, Backend::cpu().processes(2), "{extra:?}");
+        assert_eq!(b.name(), "cpu-processes");
+    }
+    // GPU PEs are set up without a GPU (none is probed before the run).
+    let b = backend(&["--device", "cuda", "--processes", "2", "--devices", "0,1"]);
+    assert_eq!(b.layout, ProcessLayout::Pes { processes: 2 });
+    assert_eq!((b.method, b.name()), (Method::Mgws, "cuda-processes"));
+    let Device::Cuda(cuda) = &b.device else {
+        panic!("{b:?}")
+    };
+    assert_eq!(
+        (&cuda.devices[..], cuda.placement),
+        (&[0, 1][..], Placement::Symmetric)
+    );
+    for (extra, needle) in [
+        (
+            &["--device", "cpu", "--devices", "0"][..],
+            "need --device cuda",
+        ),
+        (
+            &["--device", "cpu", "--placement", "host"],
+            "need --device cuda",
+        ),
+        (
+            &["--method", "static", "--processes", "2"],
+            "--method static runs in one process",
+        ),
+        (
+            &["--device", "cuda", "--method", "levels", "--processes", "2"],
+            "--method levels runs in one process",
+        ),
+        (
+            &["--device", "cpu", "--processes", "2", "--nodes", "2"],
+            "it needs --device cuda --processes N",
+        ),
+        (&["--level-capacity", "5"], "needs --method levels"),
+        (
+            &[
+                "--device",
+                "cpu",
+                "--method",
+                "levels",
+                "--cpu-domains",
+                "2",
+            ],
+            "--cpu-domains",
+        ),
+    ] {
+        let a = parse(extra);
+        let e = a
+            .reject_inapplicable()
+            .and_then(|()| a.backend::<FibTasks>().map(drop))
+            .unwrap_err();
+        assert!(matches!(e, Error::Config(_)), "{extra:?}: {e:?}");
+        assert!(e.to_string().contains(needle), "{extra:?}: {e}");
+    }
+    // The flags that mixed the axes are gone.
+    for old in [&["--backend", "cpu"][..], &["--gpu-kernel", "static"]] {
+        let argv = [&["mgws", "run", "fib"][..], old].concat();
+        assert!(Cli::try_parse_from(&argv).is_err(), "{old:?}");
+    }
+}
