@@ -192,7 +192,7 @@ pub fn check_lanes(lanes: u32) -> Result<()> {
 /// Threads per block when none are given.
 pub const DEFAULT_LANES: u32 = 32;
 
-/// The CLI's local-queue capacity for `--backend cuda` when `--local-capacity` is not given (the
+/// The CLI's local-queue capacity for `--device cuda` when `--local-capacity` is not given (the
 /// thesis's 32 stays the default elsewhere). A deep tree fills a 32-task local queue on every
 /// branch, and each overflow is a release to the public queue and a later acquire. 64 overflows
 /// less often, which ran UTS T1L and FIB faster on a GPU and the other workloads no slower; 48
