@@ -187,7 +187,7 @@ on_device() {
 
     SANITIZER=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer 2>/dev/null | head -1 || true)
     local corpus=$CARRY/data/wiki-en.jsonl
-    local G=(--backend cuda)
+    local G=(--device cuda)
     IFS=',' read -ra want <<< "$sections"
     for section in "${want[@]}"; do
         case "$section" in
@@ -296,7 +296,7 @@ PY
             # A user's own registry and kernel (examples/custom-task): Collatz steps of 1..=2^22.
             local clog="$LOGS/custom-collatz.log" t0=$SECONDS crc=0
             # Its kernel is the one embedded in the binary by the example's build script.
-            timeout 120 "$CARRY/custom-task" 4194304 --backend cuda > "$clog" 2>&1 || crc=$?
+            timeout 120 "$CARRY/custom-task" 4194304 --device cuda > "$clog" 2>&1 || crc=$?
             sed 's/^/    /' "$clog"
             if [ "$crc" = 0 ] && grep -q " 0 of 4194304 slots wrong" "$clog"; then
                 row custom-collatz custom-task PASS - 4194304 - - "all slots equal a sequential computation"
@@ -306,7 +306,7 @@ PY
             echo "    rc=$crc wall=$((SECONDS - t0))s"
             # The same program over 2 GPU PE processes (its main serves its PE first).
             clog="$LOGS/custom-collatz-2pe.log"; t0=$SECONDS; crc=0
-            timeout 120 "$CARRY/custom-task" 4194304 --backend cuda --processes 2 > "$clog" 2>&1 || crc=$?
+            timeout 120 "$CARRY/custom-task" 4194304 --device cuda --processes 2 > "$clog" 2>&1 || crc=$?
             sed 's/^/    /' "$clog"
             if [ "$crc" = 0 ] && grep -q "on cuda-processes: .* 0 of 4194304 slots wrong" "$clog"; then
                 row custom-collatz-2pe custom-task PASS - 4194304 - - "2 GPU PEs; all slots equal a sequential computation"
@@ -346,7 +346,7 @@ PY
                 case_run "san-$tool-fib" 180 run fib -n 12 "${S[@]}"
                 # The kernel-per-level baseline, whose entries keep their environment in a
                 # local array.
-                case_run "san-$tool-uts-levels" 180 run uts "${S[@]}" --gpu-kernel levels
+                case_run "san-$tool-uts-levels" 180 run uts "${S[@]}" --method levels
                 case_run "san-$tool-uts-cpu-workers" 180 run uts "${S[@]}" --cpu-workers 2
                 SAN=()
             done

@@ -69,18 +69,18 @@ fn per_task(c: &mut Criterion) {
         let n = 1 << 16;
         g.throughput(Throughput::Elements(n));
         g.bench_function(format!("memset_65536_w{workers}"), |b| {
-            b.iter(|| assert!(memset::run(&sched, &Backend::Cpu, n).unwrap().verified))
+            b.iter(|| assert!(memset::run(&sched, &Backend::cpu(), n).unwrap().verified))
         });
         g.throughput(Throughput::Elements(
             mgws_tasks::workloads::fib::tree_nodes(20),
         ));
         g.bench_function(format!("fib_20_w{workers}"), |b| {
-            b.iter(|| assert!(fib::run(&sched, &Backend::Cpu, 20).unwrap().verified))
+            b.iter(|| assert!(fib::run(&sched, &Backend::cpu(), 20).unwrap().verified))
         });
         let cfg = UtsConfig::preset(Preset::Default);
         g.throughput(Throughput::Elements(1732));
         g.bench_function(format!("uts_default_w{workers}"), |b| {
-            b.iter(|| assert!(uts::run(&sched, &Backend::Cpu, &cfg).unwrap().verified))
+            b.iter(|| assert!(uts::run(&sched, &Backend::cpu(), &cfg).unwrap().verified))
         });
     }
     g.finish();

@@ -75,29 +75,36 @@ pub enum WorkloadCmd {
     },
 }
 
+/// What the workers run on (`--device`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum BackendArg {
+pub enum DeviceArg {
     /// The GPU when one is usable, else the CPU.
     Auto,
-    /// CPU threads running the mgws worker loop.
+    /// CPU threads.
     Cpu,
-    /// Baseline static on CPU threads: contiguous shares of the initial tasks, each run
-    /// depth-first with everything it spawns, no stealing.
-    CpuStatic,
-    /// Baseline levels on CPU threads: level by level, each frontier split evenly over the
-    /// workers.
-    CpuLevels,
-    /// NVIDIA GPUs (`--gpu-kernel` picks mgws or a baseline kernel).
+    /// NVIDIA GPUs (`--devices` picks them).
     Cuda,
+}
+
+/// The scheduling method (`--method`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum MethodArg {
+    /// Work stealing: the mgws loop on CPU threads, the persistent kernel on GPUs.
+    Mgws,
+    /// Baseline: contiguous shares of the initial tasks, each run depth-first with everything
+    /// it spawns, no stealing.
+    Static,
+    /// Baseline: level by level, each frontier split evenly over the workers (CUDA: one kernel
+    /// launch per level, one GPU).
+    Levels,
 }
 
 /// A baseline run after the main run (`--baselines`), on the same kind of device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum BaselineArg {
-    /// Static assignment, depth-first, no stealing (CPU: cpu-static; CUDA:
-    /// `mgws_<kernel>_static_<scope>`).
+    /// Static assignment, depth-first, no stealing (`--method static`).
     Static,
-    /// Level by level (CPU: cpu-levels; CUDA: one `mgws_<kernel>_level` launch per level).
+    /// Level by level (`--method levels`).
     Levels,
 }
 
@@ -107,6 +114,14 @@ impl BaselineArg {
         match self {
             BaselineArg::Static => "static",
             BaselineArg::Levels => "levels",
+        }
+    }
+
+    /// The method that runs the baseline.
+    pub fn method(self) -> MethodArg {
+        match self {
+            BaselineArg::Static => MethodArg::Static,
+            BaselineArg::Levels => MethodArg::Levels,
         }
     }
 }
@@ -141,7 +156,7 @@ pub enum PlacementArg {
     Remote,
 }
 
-/// How GPU PEs (`--backend cuda --processes N`) reach each other's queues and termination words.
+/// How GPU PEs (`--device cuda --processes N`) reach each other's queues and termination words.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum PeTransportArg {
     /// Loads, stores and atomics through NVSHMEM's mappings of the other PEs (one node, GPUs
@@ -172,35 +187,19 @@ pub enum AreaLayoutArg {
     ReplicatedAdd,
 }
 
-/// Which GPU kernel runs the workload.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum GpuKernelArg {
-    /// MGWS: the persistent work-stealing kernel.
-    Mgws,
-    /// Baseline: static assignment, the initial tasks split evenly over the blocks.
-    Static,
-    /// Baseline: one kernel launch per level of spawned tasks, orchestrated by the CPU.
-    Levels,
-}
-
-impl From<GpuKernelArg> for mgws::cuda::GpuKernel {
-    fn from(k: GpuKernelArg) -> Self {
-        match k {
-            GpuKernelArg::Mgws => mgws::cuda::GpuKernel::Mgws,
-            GpuKernelArg::Static => mgws::cuda::GpuKernel::Static,
-            GpuKernelArg::Levels => mgws::cuda::GpuKernel::Levels,
-        }
-    }
-}
-
 /// `--spill-capacity` when neither the user nor the workload chose one.
 pub const DEFAULT_SPILL_CAPACITY: u32 = 16384;
 
 /// Backend, worker and queue flags shared by every workload.
 #[derive(Args, Debug, Clone)]
 pub struct SchedArgs {
-    #[arg(long, value_enum, default_value_t = BackendArg::Auto, help_heading = "Scheduler")]
-    pub backend: BackendArg,
+    /// Where the workers run (auto: the GPU when libcuda loads, a GPU exists and the PTX is
+    /// found, else the CPU, said on stderr; with --processes the CPU).
+    #[arg(long, value_enum, default_value_t = DeviceArg::Auto, help_heading = "Scheduler")]
+    pub device: DeviceArg,
+    /// The scheduling method: work stealing, or the static or levels baseline.
+    #[arg(long, value_enum, default_value_t = MethodArg::Mgws, help_heading = "Scheduler")]
+    pub method: MethodArg,
     /// Workers (CPU: thread groups, default one per core; CUDA: thread blocks over all GPUs,
     /// default as many as are co-resident, which is also the most accepted).
     #[arg(long, help_heading = "Scheduler")]
@@ -213,12 +212,12 @@ pub struct SchedArgs {
     /// Tasks each public queue holds (a power of two).
     #[arg(long, default_value_t = 256, help_heading = "Scheduler")]
     pub public_capacity: u32,
-    /// Local-queue capacity in tasks (default: 32, the thesis's, on the CPU; 64 with `--backend
+    /// Local-queue capacity in tasks (default: 32, the thesis's, on the CPU; 64 with `--device
     /// cuda`, measured faster on deep trees there).
     #[arg(long, help_heading = "Scheduler")]
     pub local_capacity: Option<u32>,
     /// The most initial tasks a worker claims at once, 1 to half the local queue (default: half
-    /// the local queue, at most 32: 16 on the CPU, 32 with `--backend cuda`); claims shrink
+    /// the local queue, at most 32: 16 on the CPU, 32 with `--device cuda`); claims shrink
     /// towards one task as a home range empties.
     #[arg(long, help_heading = "Scheduler")]
     pub initial_chunk: Option<u32>,
@@ -226,7 +225,7 @@ pub struct SchedArgs {
     /// T3L, whose path holds about 90,000 pending nodes, 131072).
     #[arg(long, help_heading = "Scheduler")]
     pub spill_capacity: Option<u32>,
-    /// Workers sharing one public queue, 1, 2 or 4 (default: 1; 2 with `--backend cuda` when
+    /// Workers sharing one public queue, 1, 2 or 4 (default: 1; 2 with `--device cuda` when
     /// the workers pair up on every GPU and no `--cpu-workers` run beside them).
     #[arg(long, help_heading = "Scheduler")]
     pub queue_sharing: Option<u32>,
@@ -264,8 +263,8 @@ pub struct SchedArgs {
     pub cpu_domains: u32,
     /// Run the workers in this many processes on this machine, one PE each: each PE is a domain
     /// of its own (own public queues, own idle counter under --termination hierarchical, the
-    /// default then). With --backend cpu (or auto) the processes share one memory file (the CPU
-    /// twin); with --backend cuda each PE runs the mgws kernel on one GPU (--devices in turn,
+    /// default then). With --device cpu (or auto) the processes share one memory file (the CPU
+    /// twin); with --device cuda each PE runs the mgws kernel on one GPU (--devices in turn,
     /// else every visible GPU in turn) and the PEs join through NVSHMEM.
     #[arg(long, help_heading = "Scheduler")]
     pub processes: Option<u32>,
@@ -274,11 +273,11 @@ pub struct SchedArgs {
     /// run with an error saying where each late PE was.
     #[arg(long, default_value_t = 30_000, help_heading = "Scheduler")]
     pub start_timeout_ms: u64,
-    /// With --backend cuda --processes: how the PEs reach each other's queues and termination
+    /// With --device cuda --processes: how the PEs reach each other's queues and termination
     /// words (docs/design.md 5.7 and 5.8).
     #[arg(long, value_enum, default_value = "mapped", help_heading = "CUDA")]
     pub pe_transport: PeTransportArg,
-    /// With --backend cuda --processes N --pe-transport device-api: run over this many nodes,
+    /// With --device cuda --processes N --pe-transport device-api: run over this many nodes,
     /// one launcher (this command, the same on every node) per node, each starting N / nodes
     /// PEs on its own GPUs; node 0's launcher coordinates (docs/design.md 5.9).
     #[arg(long, help_heading = "Nodes")]
@@ -301,10 +300,8 @@ pub struct SchedArgs {
     #[arg(long, value_name = "N", default_value_t = 1,
           value_parser = clap::value_parser!(u32).range(1..), help_heading = "Output")]
     pub repeat: u32,
-    /// CUDA: the GPU to run on (default 0).
-    #[arg(long, conflicts_with = "devices", help_heading = "CUDA")]
-    pub device: Option<u32>,
-    /// CUDA: several GPUs, one persistent kernel each (e.g. 0,1); they need peer access.
+    /// CUDA: the GPUs to run on (default 0; e.g. 1, or 0,1: one persistent kernel each, with
+    /// peer access).
     #[arg(long, help_heading = "CUDA")]
     pub devices: Option<String>,
     /// CUDA: CPU worker threads beside the GPUs, stealing from them and they from it through
@@ -324,16 +321,12 @@ pub struct SchedArgs {
     /// in target/ptx/, as `cargo xtask ptx` writes it).
     #[arg(long, help_heading = "CUDA")]
     pub ptx: Option<std::path::PathBuf>,
-    /// CUDA: the kernel that runs the workload.
-    #[arg(long, value_enum, default_value_t = GpuKernelArg::Mgws, help_heading = "CUDA")]
-    pub gpu_kernel: GpuKernelArg,
     /// After the run, run the same workload with these baselines on the same kind of device, in
     /// the same process (e.g. static,levels), and print each outcome.
     #[arg(long, value_enum, value_delimiter = ',', help_heading = "Baselines")]
     pub baselines: Vec<BaselineArg>,
-    /// The levels baselines (cpu-levels, CUDA kernel-per-level): tasks one frontier buffer
-    /// holds (default: CUDA from free GPU memory; cpu-levels four fifths of the available host
-    /// memory for both buffers).
+    /// The levels method (CPU or CUDA): tasks one frontier buffer holds (default: CUDA from
+    /// free GPU memory; CPU four fifths of the available host memory for both buffers).
     #[arg(long, help_heading = "Baselines")]
     pub level_capacity: Option<u64>,
     /// CUDA: registers per thread the PTX is compiled with (fewer: more resident workers, maybe
@@ -344,7 +337,7 @@ pub struct SchedArgs {
     /// `mgws run` draws a progress line on a terminal (`mgws bench` draws its own).
     #[arg(skip)]
     pub show_progress: bool,
-    /// Whether `--backend auto` found a usable GPU (probed once).
+    /// Whether `--device auto` found a usable GPU (probed once).
     #[arg(skip)]
     pub auto_cuda: std::sync::OnceLock<bool>,
 }

@@ -7,7 +7,7 @@ use mgws::error::Result;
 use mgws::scheduler::Scheduler;
 use mgws_tasks::{ContainsTasks, FibTasks, MemsetTasks, Registry, SkewTasks, StallTasks, UtsTasks};
 
-use crate::args::{BackendArg, BaselineArg, GpuKernelArg, WorkloadCmd};
+use crate::args::{DeviceArg, WorkloadCmd};
 use crate::output::{self, outcome_code, outcome_json, outcome_text};
 use crate::workload::Outcome;
 
@@ -117,11 +117,9 @@ pub fn main_with(cli: Cli) -> Result<i32> {
             let mut extra = Vec::new();
             for baseline in baselines {
                 let sched = workload.sched_mut();
-                match (on_gpu, baseline) {
-                    (true, BaselineArg::Static) => sched.gpu_kernel = GpuKernelArg::Static,
-                    (true, BaselineArg::Levels) => sched.gpu_kernel = GpuKernelArg::Levels,
-                    (false, BaselineArg::Static) => sched.backend = BackendArg::CpuStatic,
-                    (false, BaselineArg::Levels) => sched.backend = BackendArg::CpuLevels,
+                sched.method = baseline.method();
+                if !on_gpu {
+                    sched.device = DeviceArg::Cpu;
                 }
                 // The CPU baselines run in this one process.
                 sched.processes = None;

@@ -3,15 +3,15 @@
 
 use std::time::Duration;
 
-use mgws::backend::Backend;
+use mgws::backend::{Backend, Method, ProcessLayout};
 use mgws::error::{Error, Result};
 use mgws::scheduler::{Scheduler, VictimPolicy};
 use mgws::{OverflowMode, TerminationMode};
 use mgws_tasks::Registry;
 
 use crate::args::{
-    AreaLayoutArg, BackendArg, BaselineArg, GpuKernelArg, OverflowArg, PeTransportArg,
-    PlacementArg, SchedArgs, TasksInArg, TerminationArg, DEFAULT_SPILL_CAPACITY,
+    AreaLayoutArg, BaselineArg, DeviceArg, MethodArg, OverflowArg, PeTransportArg, PlacementArg,
+    SchedArgs, TasksInArg, TerminationArg, DEFAULT_SPILL_CAPACITY,
 };
 use crate::output;
 
@@ -109,28 +109,24 @@ impl SchedArgs {
         Ok(sched)
     }
 
-    /// Refuses flags that the selected backend and baselines would ignore silently.
+    /// Refuses flags that the selected device, method and baselines would ignore silently.
     pub fn reject_inapplicable(&self) -> Result<()> {
-        let cpu = matches!(
-            self.backend,
-            BackendArg::Cpu | BackendArg::CpuStatic | BackendArg::CpuLevels
-        );
-        if cpu
+        let cuda = self.device == DeviceArg::Cuda;
+        if self.device == DeviceArg::Cpu
             && (self.placement != PlacementArg::Global
                 || self.tasks_in != TasksInArg::Device
                 || self.area_layout != AreaLayoutArg::Auto)
         {
             return Err(Error::Config(
-                "--placement, --tasks-in and --area-layout place GPU memory; they need --backend \
+                "--placement, --tasks-in and --area-layout place GPU memory; they need --device \
                  cuda"
                     .into(),
             ));
         }
-        if matches!(self.backend, BackendArg::Cuda | BackendArg::CpuLevels) && self.cpu_domains != 1
-        {
+        if (cuda || self.method == MethodArg::Levels) && self.cpu_domains != 1 {
             return Err(Error::Config(
-                "--cpu-domains splits the workers of a CPU run; it needs --backend cpu, cpu-static \
-                 or auto (GPU runs split their workers by --devices)"
+                "--cpu-domains splits the workers of a CPU run; it needs --device cpu or auto \
+                 with --method mgws or static (GPU runs split their workers by --devices)"
                     .into(),
             ));
         }
@@ -139,30 +135,27 @@ impl SchedArgs {
                 "--node-rank and --coordinator belong to a run across nodes: add --nodes".into(),
             ));
         }
-        if self.nodes.is_some() && (self.processes.is_none() || self.backend != BackendArg::Cuda) {
+        if self.nodes.is_some() && (self.processes.is_none() || !cuda) {
             return Err(Error::Config(
-                "--nodes runs GPU PEs on several nodes: it needs --backend cuda --processes N \
+                "--nodes runs GPU PEs on several nodes: it needs --device cuda --processes N \
                  --pe-transport device-api"
                     .into(),
             ));
         }
         if self.processes.is_none() && self.pe_transport != PeTransportArg::Mapped {
             return Err(Error::Config(
-                "--pe-transport says how GPU PEs reach each other; it needs --backend cuda \
+                "--pe-transport says how GPU PEs reach each other; it needs --device cuda \
                  --processes N"
                     .into(),
             ));
         }
         if self.processes.is_some() {
-            if !matches!(
-                self.backend,
-                BackendArg::Cpu | BackendArg::Auto | BackendArg::Cuda
-            ) {
-                return Err(Error::Config(
-                    "--processes runs the mgws loop in PE processes; it needs --backend cpu (or \
-                     auto, which it makes cpu) or --backend cuda"
-                        .into(),
-                ));
+            if self.method != MethodArg::Mgws {
+                return Err(Error::Config(format!(
+                    "--processes runs the mgws method in PE processes; --method {} runs in one \
+                     process: drop --processes or --method",
+                    self.method().name()
+                )));
             }
             if self.cpu_domains != 1 {
                 return Err(Error::Config(
@@ -170,14 +163,14 @@ impl SchedArgs {
                         .into(),
                 ));
             }
-            if self.backend != BackendArg::Cuda && self.pe_transport != PeTransportArg::Mapped {
+            if !cuda && self.pe_transport != PeTransportArg::Mapped {
                 return Err(Error::Config(
                     "--pe-transport device-api is how GPU PEs reach each other; it needs \
-                     --backend cuda"
+                     --device cuda"
                         .into(),
                 ));
             }
-            if self.backend == BackendArg::Cuda
+            if cuda
                 && (self.placement != PlacementArg::Global || self.tasks_in != TasksInArg::Device)
             {
                 return Err(Error::Config(
@@ -187,25 +180,34 @@ impl SchedArgs {
                 ));
             }
         }
-        let levels = self.backend == BackendArg::CpuLevels
-            || self.gpu_kernel == GpuKernelArg::Levels
-            || self.baselines.contains(&BaselineArg::Levels);
+        let levels =
+            self.method == MethodArg::Levels || self.baselines.contains(&BaselineArg::Levels);
         if self.level_capacity.is_some() && !levels {
             return Err(Error::Config(
-                "--level-capacity sizes the level-by-level baseline's frontier buffers; it needs \
-                 --backend cpu-levels, --gpu-kernel levels or --baselines levels"
+                "--level-capacity sizes the levels method's frontier buffers; it needs --method \
+                 levels or --baselines levels"
                     .into(),
             ));
         }
         Ok(())
     }
 
+    /// The method `--method` names (with `--level-capacity` for levels).
+    pub fn method(&self) -> Method {
+        match self.method {
+            MethodArg::Mgws => Method::Mgws,
+            MethodArg::Static => Method::Static,
+            MethodArg::Levels => Method::Levels {
+                level_capacity: self.level_capacity,
+            },
+        }
+    }
+
     /// The CUDA backend these flags describe (whether or not it is selected).
     pub fn cuda(&self) -> Result<mgws::cuda::CudaBackend> {
-        let devices = match (&self.devices, self.device) {
-            (Some(list), _) => mgws::cuda::parse_devices(list)?,
-            (None, Some(d)) => vec![d],
-            (None, None) => vec![0],
+        let devices = match &self.devices {
+            Some(list) => mgws::cuda::parse_devices(list)?,
+            None => vec![0],
         };
         Ok(mgws::cuda::CudaBackend {
             devices,
@@ -219,8 +221,6 @@ impl SchedArgs {
                 TasksInArg::Host => mgws::cuda::TasksIn::Host,
             },
             ptx: self.ptx.clone(),
-            kernel: self.gpu_kernel.into(),
-            level_capacity: self.level_capacity,
             max_registers: self.max_registers,
             cpu_workers: self.cpu_workers,
             pe_transport: match self.pe_transport {
@@ -270,77 +270,68 @@ impl SchedArgs {
     /// `--processes`, else in this process.
     pub fn cpu_mgws_backend(&self) -> Backend {
         match self.processes {
-            Some(processes) => Backend::CpuProcesses { processes },
-            None => Backend::Cpu,
+            Some(processes) => Backend::cpu().processes(processes),
+            None => Backend::cpu(),
         }
     }
 
-    /// The backend these flags select. `auto` takes the GPU when libcuda loads, the GPU exists
-    /// and the kernel PTX is found, else the CPU, and says which on stderr (once).
+    /// The backend these flags select: `--device` (with `auto` resolved), `--method`, and the
+    /// layout of `--processes` and `--nodes`. `auto` takes the GPU when libcuda loads, the GPU
+    /// exists and the kernel PTX is found, else the CPU, and says which on stderr (once).
     pub fn backend<R: Registry>(&self) -> Result<Backend> {
-        let gpu_only = self.device.is_some()
-            || self.devices.is_some()
+        let gpu_only = self.devices.is_some()
             || self.ptx.is_some()
             || self.max_registers.is_some()
-            || self.cpu_workers > 0
-            || self.gpu_kernel != GpuKernelArg::Mgws;
+            || self.cpu_workers > 0;
         // Several processes run the CPU loop (`auto` included: GPU runs are one process).
-        let backend = match (self.backend, self.processes) {
-            (BackendArg::Auto, Some(_)) => BackendArg::Cpu,
-            (b, _) => b,
+        let device = match (self.device, self.processes) {
+            (DeviceArg::Auto, Some(_)) => DeviceArg::Cpu,
+            (d, _) => d,
         };
-        match backend {
-            BackendArg::Cpu | BackendArg::CpuStatic | BackendArg::CpuLevels if gpu_only => {
-                Err(Error::Config(
-                    "--device, --devices, --ptx, --gpu-kernel, --max-registers and --cpu-workers \
-                     need --backend cuda"
-                        .into(),
-                ))
-            }
-            BackendArg::Cpu => Ok(self.cpu_mgws_backend()),
-            BackendArg::CpuStatic => Ok(Backend::CpuStatic),
-            BackendArg::CpuLevels => Ok(Backend::CpuLevels {
-                level_capacity: self.level_capacity,
-            }),
-            BackendArg::Cuda => {
+        let method = self.method();
+        match device {
+            DeviceArg::Cpu if gpu_only => Err(Error::Config(
+                "--devices, --ptx, --max-registers and --cpu-workers need --device cuda".into(),
+            )),
+            DeviceArg::Cpu => Ok(self.cpu_mgws_backend().method(method)),
+            DeviceArg::Cuda => {
                 let cuda = self.cuda()?;
-                match self.processes {
-                    Some(processes) => Ok(Backend::CudaProcesses {
-                        processes,
-                        nodes: self.nodes()?,
-                        // PEs take the visible GPUs in turn unless --device(s) name them.
-                        cuda: mgws::cuda::CudaBackend {
-                            devices: if self.device.is_none() && self.devices.is_none() {
-                                Vec::new()
-                            } else {
-                                cuda.devices.clone()
-                            },
-                            placement: mgws::cuda::Placement::Symmetric,
-                            ..cuda
-                        },
-                    }),
-                    None => {
-                        cuda.probe::<R>()?;
-                        Ok(Backend::Cuda(cuda))
-                    }
-                }
+                let Some(processes) = self.processes else {
+                    cuda.probe::<R>()?;
+                    return Ok(Backend::cuda(cuda).method(method));
+                };
+                let layout = match self.nodes()? {
+                    Some(nodes) => ProcessLayout::Nodes { processes, nodes },
+                    None => ProcessLayout::Pes { processes },
+                };
+                // PEs take the visible GPUs in turn unless --devices names them.
+                let cuda = mgws::cuda::CudaBackend {
+                    devices: if self.devices.is_none() {
+                        Vec::new()
+                    } else {
+                        cuda.devices.clone()
+                    },
+                    placement: mgws::cuda::Placement::Symmetric,
+                    ..cuda
+                };
+                Ok(Backend::cuda(cuda).method(method).layout(layout))
             }
-            BackendArg::Auto => {
+            DeviceArg::Auto => {
                 let cuda = self.cuda()?;
                 let use_cuda = *self.auto_cuda.get_or_init(|| match cuda.probe::<R>() {
                     Ok(what) => {
-                        eprintln!("mgws: --backend auto: running on CUDA, {what}");
+                        eprintln!("mgws: --device auto: running on CUDA, {what}");
                         true
                     }
                     Err(e) => {
-                        eprintln!("mgws: --backend auto: running on the CPU ({e})");
+                        eprintln!("mgws: --device auto: running on the CPU ({e})");
                         false
                     }
                 });
                 Ok(if use_cuda {
-                    Backend::Cuda(cuda)
+                    Backend::cuda(cuda).method(method)
                 } else {
-                    Backend::Cpu
+                    Backend::cpu().method(method)
                 })
             }
         }

@@ -90,7 +90,7 @@ proptest! {
             "[0-9a-zA-Z.+-]{0,24}",
         ],
     ) {
-        let args = ["mgws", "run", "memset", "--backend", "cpu", flag, &value];
+        let args = ["mgws", "run", "memset", "--device", "cpu", flag, &value];
         if let Ok(cli) = Cli::try_parse_from(args) {
             let Command::Run { mut workload } = cli.command else { unreachable!() };
             // Validation only: a configuration that passes would run, one that does not is a

@@ -170,7 +170,7 @@ fn data_areas_and_initial_tasks_reach_the_kernel_in_every_placement() {
             "128",
         ],
     ] {
-        let mut args = vec!["--backend", "cuda", "--tasks", "5000"];
+        let mut args = vec!["--device", "cuda", "--tasks", "5000"];
         args.extend_from_slice(extra);
         let o = mgws("memset", 1, &args);
         let t = text(&o);
@@ -189,7 +189,7 @@ fn several_gpus_get_their_share_of_workers_and_one_env_each() {
     let o = mgws(
         "memset",
         2,
-        &["--backend", "cuda", "--devices", "0,1", "--tasks", "100"],
+        &["--device", "cuda", "--devices", "0,1", "--tasks", "100"],
     );
     let t = text(&o);
     assert!(t.contains("device=0 workers=256"), "{t}");
@@ -209,7 +209,7 @@ fn every_area_layout_over_several_gpus_keeps_memset_exact() {
             .join(",");
         for layout in ["auto", "partitioned", "single-home", "replicated-add"] {
             let args = [
-                "--backend",
+                "--device",
                 "cuda",
                 "--devices",
                 &devices,
@@ -240,7 +240,7 @@ fn every_area_layout_over_several_gpus_keeps_memset_exact() {
 fn a_partitioned_area_needs_virtual_memory_management_and_the_default_falls_back() {
     let args = |layout| {
         [
-            "--backend",
+            "--device",
             "cuda",
             "--devices",
             "0,1",
@@ -272,7 +272,7 @@ fn a_partitioned_area_needs_virtual_memory_management_and_the_default_falls_back
     let o = mgws(
         "memset",
         1,
-        &["--backend", "cpu", "--area-layout", "single-home"],
+        &["--device", "cpu", "--area-layout", "single-home"],
     );
     let t = text(&o);
     assert_eq!(o.status.code(), Some(1), "{t}");
@@ -282,7 +282,7 @@ fn a_partitioned_area_needs_virtual_memory_management_and_the_default_falls_back
 #[test]
 fn gpu_runs_share_queues_by_two_unless_told_or_unable() {
     let sharing = |gpus, args: &[&str]| {
-        let mut all = vec!["--backend", "cuda", "--tasks", "100"];
+        let mut all = vec!["--device", "cuda", "--tasks", "100"];
         all.extend_from_slice(args);
         let o = mgws("memset", gpus, &all);
         let t = text(&o);
@@ -308,11 +308,11 @@ fn gpu_runs_share_queues_by_two_unless_told_or_unable() {
 
 #[test]
 fn the_workers_default_to_what_fits_and_more_are_refused() {
-    let o = mgws("exit", 1, &["--backend", "cuda", "--workers", "129"]);
+    let o = mgws("exit", 1, &["--device", "cuda", "--workers", "129"]);
     let t = text(&o);
     assert!(!o.status.success());
     assert!(t.contains("at most 128 blocks are co-resident"), "{t}");
-    let o = mgws("exit", 1, &["--backend", "cuda", "--lanes", "8"]);
+    let o = mgws("exit", 1, &["--device", "cuda", "--lanes", "8"]);
     assert!(text(&o).contains("32..=1024"), "{}", text(&o));
 }
 
@@ -322,7 +322,7 @@ fn placements_that_would_lose_atomics_are_refused() {
         "exit",
         2,
         &[
-            "--backend",
+            "--device",
             "cuda",
             "--devices",
             "0,1",
@@ -332,15 +332,15 @@ fn placements_that_would_lose_atomics_are_refused() {
     );
     let t = text(&o);
     assert!(t.contains("HOST_NATIVE_ATOMIC_SUPPORTED = 0"), "{t}");
-    let o = mgws("exit", 1, &["--backend", "cuda", "--placement", "remote"]);
+    let o = mgws("exit", 1, &["--device", "cuda", "--placement", "remote"]);
     assert!(text(&o).contains("two GPUs"), "{}", text(&o));
-    let o = mgws("memset", 2, &["--backend", "cuda", "--placement", "remote"]);
+    let o = mgws("memset", 2, &["--device", "cuda", "--placement", "remote"]);
     assert!(text(&o).contains(r#""lost":0"#), "{}", text(&o));
 }
 
 #[test]
 fn a_trapped_kernel_is_an_error_naming_the_cause() {
-    let o = mgws("trap", 1, &["--backend", "cuda"]);
+    let o = mgws("trap", 1, &["--device", "cuda"]);
     let t = text(&o);
     assert_eq!(o.status.code(), Some(1), "{t}");
     assert!(
@@ -351,7 +351,7 @@ fn a_trapped_kernel_is_an_error_naming_the_cause() {
 
 #[test]
 fn an_error_the_scheduler_recorded_is_reported() {
-    let o = mgws("error", 1, &["--backend", "cuda"]);
+    let o = mgws("error", 1, &["--device", "cuda"]);
     let t = text(&o);
     assert!(t.contains("tag 57005") && t.contains("worker 3"), "{t}");
 }
@@ -361,14 +361,7 @@ fn a_stalled_run_is_aborted_through_the_shared_state_and_reports_every_worker() 
     let o = mgws(
         "hang",
         1,
-        &[
-            "--backend",
-            "cuda",
-            "--workers",
-            "4",
-            "--watchdog-ms",
-            "300",
-        ],
+        &["--device", "cuda", "--workers", "4", "--watchdog-ms", "300"],
     );
     let t = text(&o);
     assert_eq!(o.status.code(), Some(1), "{t}");
@@ -384,14 +377,7 @@ fn a_kernel_that_ignores_the_abort_cannot_hang_the_host() {
     let o = mgws(
         "stuck",
         1,
-        &[
-            "--backend",
-            "cuda",
-            "--workers",
-            "4",
-            "--watchdog-ms",
-            "300",
-        ],
+        &["--device", "cuda", "--workers", "4", "--watchdog-ms", "300"],
     );
     let t = text(&o);
     assert_eq!(o.status.code(), Some(1), "{t}");
@@ -409,7 +395,7 @@ fn auto_falls_back_to_the_cpu_when_no_gpu_is_usable() {
         "{t}"
     );
     assert!(t.contains("on cpu backend"), "{t}");
-    let o = mgws("nodevice", 1, &["--backend", "cuda"]);
+    let o = mgws("nodevice", 1, &["--device", "cuda"]);
     assert!(!o.status.success());
     assert!(text(&o).contains("backend unavailable"), "{}", text(&o));
 }
@@ -420,7 +406,7 @@ fn the_kernel_per_level_baseline_runs_level_by_level_in_the_same_process() {
         "memset",
         1,
         &[
-            "--backend",
+            "--device",
             "cuda",
             "--baselines",
             "levels",
@@ -440,7 +426,7 @@ fn the_kernel_per_level_baseline_runs_level_by_level_in_the_same_process() {
 
 #[test]
 fn a_faulting_level_kernel_ends_the_run_with_the_level_and_the_cause() {
-    let o = mgws("trap", 1, &["--backend", "cuda", "--gpu-kernel", "levels"]);
+    let o = mgws("trap", 1, &["--device", "cuda", "--method", "levels"]);
     let t = text(&o);
     assert_eq!(o.status.code(), Some(1), "{t}");
     assert!(
@@ -456,9 +442,9 @@ fn a_stalled_level_is_aborted_through_its_abort_counter() {
         "hang",
         1,
         &[
-            "--backend",
+            "--device",
             "cuda",
-            "--gpu-kernel",
+            "--method",
             "levels",
             "--watchdog-ms",
             "300",
@@ -476,14 +462,7 @@ fn a_missing_baseline_kernel_is_reported_the_main_run_stands_and_the_command_fai
     let o = mgws(
         "memset",
         1,
-        &[
-            "--backend",
-            "cuda",
-            "--baselines",
-            "static",
-            "--tasks",
-            "64",
-        ],
+        &["--device", "cuda", "--baselines", "static", "--tasks", "64"],
     );
     let t = text(&o);
     assert!(
@@ -497,7 +476,7 @@ fn a_missing_baseline_kernel_is_reported_the_main_run_stands_and_the_command_fai
 
 #[test]
 fn a_ptx_built_for_another_registry_is_refused_before_it_is_loaded() {
-    let o = mgws_with_ptx("memset", 1, "wrong.ptx", &["--backend", "cuda"]);
+    let o = mgws_with_ptx("memset", 1, "wrong.ptx", &["--device", "cuda"]);
     let t = text(&o);
     assert!(!o.status.success(), "{t}");
     assert!(
@@ -516,7 +495,7 @@ fn the_kernel_is_compiled_once_per_gpu_for_a_run_and_its_baselines() {
     let o = mgws(
         "memset",
         2,
-        &["--backend", "cuda", "--devices", "0,1", "--tasks", "100"],
+        &["--device", "cuda", "--devices", "0,1", "--tasks", "100"],
     );
     let t = text(&o);
     assert!(o.status.success(), "{t}");
@@ -531,7 +510,7 @@ fn the_kernel_is_compiled_once_per_gpu_for_a_run_and_its_baselines() {
         "memset",
         1,
         &[
-            "--backend",
+            "--device",
             "cuda",
             "--baselines",
             "levels",
@@ -626,7 +605,7 @@ fn a_size_beyond_gpu_memory_names_the_flag_and_both_sizes() {
         "memset",
         1,
         &[
-            "--backend",
+            "--device",
             "cuda",
             "--tasks",
             "1000",
@@ -645,7 +624,7 @@ fn a_size_beyond_gpu_memory_names_the_flag_and_both_sizes() {
 fn the_kernels_local_memory_is_reserved_in_setup_and_a_refusal_is_named() {
     // The mock's kernels need 1,120 bytes of local memory per thread, the context has 1,024.
     let args = [
-        "--backend",
+        "--device",
         "cuda",
         "--tasks",
         "300",
@@ -686,7 +665,7 @@ fn the_kernels_local_memory_is_reserved_in_setup_and_a_refusal_is_named() {
 fn kernels_wait_behind_the_launch_gate_until_every_launch_is_queued() {
     // Two GPUs: each kernel is queued behind the closed gate, which opens after the last launch,
     // and every kernel runs.
-    let args = ["--backend", "cuda", "--devices", "0,1", "--tasks", "300"];
+    let args = ["--device", "cuda", "--devices", "0,1", "--tasks", "300"];
     let o = mgws("memset", 2, &args);
     let t = text(&o);
     assert!(o.status.success(), "{t}");
@@ -701,7 +680,7 @@ fn kernels_wait_behind_the_launch_gate_until_every_launch_is_queued() {
     // Launched ungated on `gpus` GPUs with `env`: the run completes, every kernel is launched,
     // and nothing waits on a gate.
     let ungated = |gpus: u32, env: (&str, &str)| {
-        let mut args = vec!["--backend", "cuda", "--tasks", "300"];
+        let mut args = vec!["--device", "cuda", "--tasks", "300"];
         if gpus == 2 {
             args.extend(["--devices", "0,1"]);
         }
@@ -723,7 +702,7 @@ fn kernels_wait_behind_the_launch_gate_until_every_launch_is_queued() {
         "memset",
         1,
         "mock.ptx",
-        &["--backend", "cuda", "--tasks", "300"],
+        &["--device", "cuda", "--tasks", "300"],
         &[("MGWS_LAUNCH_GATE", "maybe")],
     );
     let t = text(&o);
@@ -759,7 +738,7 @@ fn pes_command(
     std::fs::create_dir_all(&shm).expect("creating the mock NVSHMEM's file directory");
     let shm = shm.to_str().expect("a UTF-8 path");
     let pes = pes.to_string();
-    let mut all = vec!["--backend", "cuda", "--processes", &pes];
+    let mut all = vec!["--device", "cuda", "--processes", &pes];
     all.extend_from_slice(args);
     let mut with = vec![("NVSHMEM_HOME", home), ("MOCK_NVSHMEM_DIR", shm)];
     with.extend_from_slice(env);
@@ -1117,7 +1096,7 @@ fn a_run_across_nodes_fails_clearly_when_a_node_differs_dies_or_never_comes() {
     // Flags: a run across nodes needs the device-API transport, a rank, an address and an even
     // share of PEs.
     let flags = |args: &[&str], env: &[(&str, &str)]| {
-        let mut all = vec!["--backend", "cuda", "--processes", "2", "--workers", "4"];
+        let mut all = vec!["--device", "cuda", "--processes", "2", "--workers", "4"];
         all.extend_from_slice(args);
         let mut c = mgws_command("memset", 2, "mock.ptx", &all, &[]);
         for var in mgws::processes::nodes::RANK_VARS {
@@ -1176,7 +1155,7 @@ fn the_device_api_transport_says_what_it_lacks() {
             2,
             ptx,
             &[
-                "--backend",
+                "--device",
                 "cuda",
                 "--processes",
                 "2",
@@ -1243,7 +1222,7 @@ fn the_device_api_transport_says_what_it_lacks() {
     let o = mgws(
         "memset",
         1,
-        &["--backend", "cuda", "--pe-transport", "device-api"],
+        &["--device", "cuda", "--pe-transport", "device-api"],
     );
     let t = text(&o);
     assert_eq!(o.status.code(), Some(1), "{t}");
@@ -1313,7 +1292,7 @@ fn gpu_pes_without_nvshmem_or_with_a_failed_init_say_why() {
         1,
         "mock.ptx",
         &[
-            "--backend",
+            "--device",
             "cuda",
             "--processes",
             "2",

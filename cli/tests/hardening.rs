@@ -85,13 +85,7 @@ fn usage_errors_have_their_own_exit_code() {
 #[test]
 fn under_json_stdout_holds_one_object_for_results_and_errors() {
     let ok = mgws(&[
-        "run",
-        "memset",
-        "--tasks",
-        "1000",
-        "--backend",
-        "cpu",
-        "--json",
+        "run", "memset", "--tasks", "1000", "--device", "cpu", "--json",
     ]);
     assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
     assert_eq!(json(&ok)["verified"], true);
@@ -101,7 +95,7 @@ fn under_json_stdout_holds_one_object_for_results_and_errors() {
         "memset",
         "--tasks",
         "1000",
-        "--backend",
+        "--device",
         "cpu",
         "--baselines",
         "static,levels",
@@ -116,7 +110,7 @@ fn under_json_stdout_holds_one_object_for_results_and_errors() {
         "memset",
         "--workers",
         "0",
-        "--backend",
+        "--device",
         "cpu",
         "--json",
     ]);
@@ -131,7 +125,7 @@ fn under_json_stdout_holds_one_object_for_results_and_errors() {
         "memset",
         "--local-capacity",
         "48",
-        "--backend",
+        "--device",
         "cpu",
         "--json",
     ]);
@@ -149,7 +143,7 @@ fn under_json_stdout_holds_one_object_for_results_and_errors() {
             bad,
             "--local-capacity",
             "32",
-            "--backend",
+            "--device",
             "cpu",
             "--json",
         ]);
@@ -165,7 +159,7 @@ fn under_json_stdout_holds_one_object_for_results_and_errors() {
         "1000",
         "--initial-chunk",
         "3",
-        "--backend",
+        "--device",
         "cpu",
         "--json",
     ]);
@@ -188,7 +182,7 @@ fn under_json_stdout_holds_one_object_for_results_and_errors() {
 fn a_full_disk_is_an_error_and_a_closed_pipe_ends_quietly() {
     if let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") {
         let o = Command::new(env!("CARGO_BIN_EXE_mgws"))
-            .args(["run", "memset", "--tasks", "1000", "--backend", "cpu"])
+            .args(["run", "memset", "--tasks", "1000", "--device", "cpu"])
             .stdout(full)
             .output()
             .unwrap();
@@ -198,13 +192,7 @@ fn a_full_disk_is_an_error_and_a_closed_pipe_ends_quietly() {
     // The reader takes one byte and closes the pipe before mgws writes the rest.
     let mut child = Command::new(env!("CARGO_BIN_EXE_mgws"))
         .args([
-            "run",
-            "memset",
-            "--tasks",
-            "1000",
-            "--backend",
-            "cpu",
-            "--json",
+            "run", "memset", "--tasks", "1000", "--device", "cpu", "--json",
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -226,7 +214,7 @@ fn a_full_disk_is_an_error_and_a_closed_pipe_ends_quietly() {
 #[test]
 fn log_lines_in_a_pipe_carry_no_colour_codes() {
     let o = Command::new(env!("CARGO_BIN_EXE_mgws"))
-        .args(["run", "memset", "--tasks", "1000", "--backend", "cpu"])
+        .args(["run", "memset", "--tasks", "1000", "--device", "cpu"])
         .env("MGWS_LOG", "debug")
         .env_remove("NO_COLOR")
         .output()
@@ -253,22 +241,22 @@ fn stall_under_watchdog(extra: &[&str]) -> Output {
 
 #[test]
 fn the_cpu_watchdog_ends_the_process_soon_after_it_fires() {
-    for backend in ["cpu", "cpu-static", "cpu-levels"] {
+    for method in ["mgws", "static", "levels"] {
         let start = Instant::now();
-        let o = stall_under_watchdog(&["--workers", "2", "--backend", backend]);
+        let o = stall_under_watchdog(&["--workers", "2", "--device", "cpu", "--method", method]);
         let took = start.elapsed();
         assert_eq!(
             o.status.code(),
             Some(EXIT_ERROR),
-            "{backend}: {}",
+            "{method}: {}",
             stderr(&o)
         );
-        assert!(took < Duration::from_secs(5), "{backend}: took {took:?}");
+        assert!(took < Duration::from_secs(5), "{method}: took {took:?}");
         let err = stderr(&o);
-        assert!(err.contains("watchdog aborted it"), "{backend}: {err}");
+        assert!(err.contains("watchdog aborted it"), "{method}: {err}");
         // The stalled worker is reported running its task, with the task's tag.
-        assert!(err.contains("op=run-task"), "{backend}: {err}");
-        assert!(err.contains("tag="), "{backend}: {err}");
+        assert!(err.contains("op=run-task"), "{method}: {err}");
+        assert!(err.contains("tag="), "{method}: {err}");
     }
 }
 
@@ -303,13 +291,13 @@ fn sizes_beyond_host_memory_are_errors_naming_the_flag() {
             "--level-capacity 1099511627776",
         ),
     ] {
-        let backend = if flag.starts_with("--level") {
-            "cpu-levels"
+        let method = if flag.starts_with("--level") {
+            "levels"
         } else {
-            "cpu"
+            "mgws"
         };
         let mut all = args.to_vec();
-        all.extend(["--backend", backend, "--json"]);
+        all.extend(["--device", "cpu", "--method", method, "--json"]);
         let o = mgws(&all);
         assert_eq!(
             o.status.code(),
@@ -344,7 +332,7 @@ fn flags_that_do_not_apply_are_refused() {
         ),
     ] {
         let mut all = args.to_vec();
-        all.extend(["--backend", "cpu"]);
+        all.extend(["--device", "cpu"]);
         let o = mgws(&all);
         assert_eq!(o.status.code(), Some(EXIT_ERROR), "{args:?}");
         assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
@@ -355,7 +343,7 @@ fn flags_that_do_not_apply_are_refused() {
         "memset",
         "--tasks",
         "10",
-        "--backend",
+        "--device",
         "cpu",
         "--level-capacity",
         "100000",
@@ -388,10 +376,10 @@ fn help_groups_the_flags_and_names_each_backends_defaults() {
 
 #[test]
 fn slow_configurations_are_warned_about() {
-    let lanes = mgws(&["run", "fib", "-n", "5", "--backend", "cpu", "--lanes", "2"]);
+    let lanes = mgws(&["run", "fib", "-n", "5", "--device", "cpu", "--lanes", "2"]);
     assert_eq!(lanes.status.code(), Some(0));
     assert!(stderr(&lanes).contains("40x slower"), "{}", stderr(&lanes));
-    let one = mgws(&["run", "fib", "-n", "5", "--backend", "cpu", "--lanes", "1"]);
+    let one = mgws(&["run", "fib", "-n", "5", "--device", "cpu", "--lanes", "1"]);
     assert!(!stderr(&one).contains("slower"), "{}", stderr(&one));
     let bench = bench_fib("3", "short-bench", &[]);
     assert_eq!(bench.status.code(), Some(0), "{}", stderr(&bench));
@@ -412,7 +400,7 @@ fn long_runs_draw_no_progress_into_pipes() {
         "2",
         "--nanos",
         "1500000000",
-        "--backend",
+        "--device",
         "cpu",
         "--workers",
         "2",
@@ -429,7 +417,7 @@ fn long_runs_on_a_terminal_show_tasks_and_rate_and_clear_the_line() {
     let Ok(o) = Command::new("script")
         .args(["-qc"])
         .arg(format!(
-            "{} run stall --tasks 2 --nanos 1500000000 --backend cpu --workers 2",
+            "{} run stall --tasks 2 --nanos 1500000000 --device cpu --workers 2",
             env!("CARGO_BIN_EXE_mgws")
         ))
         .arg("/dev/null")
@@ -496,7 +484,7 @@ fn cpu_domains_run_every_termination_exactly_and_bad_counts_are_refused() {
             "3",
             "--termination",
             termination,
-            "--backend",
+            "--device",
             "cpu",
         ]);
         assert_eq!(o.status.code(), Some(0), "{termination}: {}", stderr(&o));
@@ -506,7 +494,7 @@ fn cpu_domains_run_every_termination_exactly_and_bad_counts_are_refused() {
         (&["--cpu-domains", "0"][..], EXIT_ERROR, "CPU domains"),
         (&["--cpu-domains", "7"], EXIT_ERROR, "CPU domains"),
         (
-            &["--cpu-domains", "2", "--backend", "cuda"],
+            &["--cpu-domains", "2", "--device", "cuda"],
             EXIT_ERROR,
             "--cpu-domains",
         ),
@@ -529,7 +517,7 @@ fn cpu_domains_run_every_termination_exactly_and_bad_counts_are_refused() {
         ),
         (&["--local-first", "x"], EXIT_USAGE, "--local-first"),
         (
-            &["--area-layout", "replicated-add", "--backend", "cpu"],
+            &["--area-layout", "replicated-add", "--device", "cpu"],
             EXIT_ERROR,
             "--area-layout",
         ),
@@ -551,7 +539,7 @@ fn a_hang_under_hierarchical_termination_is_reported_with_the_idle_count() {
         "2",
         "--termination",
         "hierarchical",
-        "--backend",
+        "--device",
         "cpu",
     ]);
     assert_eq!(o.status.code(), Some(EXIT_ERROR), "{}", stderr(&o));

@@ -331,14 +331,22 @@ fn bad_process_settings_are_refused() {
             "cannot be split",
         ),
         (
-            vec!["--processes", "2", "--backend", "cpu-static"],
-            "needs --backend cpu",
+            vec!["--processes", "2", "--device", "cpu", "--method", "static"],
+            "--method static runs in one process",
+        ),
+        (
+            vec!["--processes", "2", "--method", "levels"],
+            "--method levels runs in one process",
+        ),
+        (
+            vec!["--processes", "2", "--device", "cuda", "--method", "static"],
+            "drop --processes or --method",
         ),
         (
             vec![
                 "--processes",
                 "2",
-                "--backend",
+                "--device",
                 "cuda",
                 "--placement",
                 "host",
@@ -346,7 +354,7 @@ fn bad_process_settings_are_refused() {
             "do not apply",
         ),
         (
-            vec!["--processes", "2", "--backend", "cpu", "--cpu-domains", "2"],
+            vec!["--processes", "2", "--device", "cpu", "--cpu-domains", "2"],
             "exclude each other",
         ),
     ] {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use clap::{CommandFactory, Parser};
-use mgws::{Backend, Error, Scheduler};
+use mgws::{Backend, Error, Method, Scheduler};
 use mgws_cli::baseline;
 use mgws_cli::cli::Cli;
 use mgws_cli::corpus::{self, Corpus, Format};
@@ -16,11 +16,9 @@ use mgws_tasks::workloads::uts::UtsCounts;
 
 /// The static-assignment baseline on CPU threads (same task execution, depth-first, no
 /// stealing).
-const CPU_STATIC: Backend = Backend::CpuStatic;
+const CPU_STATIC: Backend = Backend::cpu().method(Method::Static);
 /// The level-by-level baseline on CPU threads (default frontier buffers).
-const CPU_LEVELS: Backend = Backend::CpuLevels {
-    level_capacity: None,
-};
+const CPU_LEVELS: Backend = Backend::cpu().method(Method::LEVELS);
 
 fn sched(workers: u32, lanes: u32) -> Scheduler {
     Scheduler::builder()
@@ -55,7 +53,7 @@ fn uts_default_tree_on_1_to_4_workers_and_1_and_4_lanes() {
     let cfg = UtsConfig::preset(Preset::Default);
     for lanes in [1, 4] {
         for workers in 1..=4 {
-            let o = uts::run(&sched(workers, lanes), &Backend::Cpu, &cfg).unwrap();
+            let o = uts::run(&sched(workers, lanes), &Backend::cpu(), &cfg).unwrap();
             assert!(o.verified, "{workers}x{lanes}: {}", o.check);
             assert_eq!(o.result["nodes"], 1_732);
             assert_eq!(o.result["leaves"], 1_050);
@@ -79,7 +77,7 @@ fn uts_spawn_rounds_wider_than_half_the_local_queue_go_in_parts() {
             .spill_capacity(16384)
             .build()
             .unwrap();
-        for backend in [Backend::Cpu, CPU_STATIC, CPU_LEVELS] {
+        for backend in [Backend::cpu(), CPU_STATIC, CPU_LEVELS] {
             let o = uts::run(&s, &backend, &cfg).unwrap();
             let label = format!("{backend:?}, local capacity {capacity}");
             assert!(o.verified, "{label}: {}", o.check);
@@ -97,7 +95,7 @@ fn assert_published(preset: Preset, nodes: u64, leaves: u64, depth: u64) {
         depth,
     };
     assert_eq!(cfg.published().unwrap().1, want);
-    let (counts, report) = uts::run_once(&sched(2, 1), &Backend::Cpu, &cfg.params()).unwrap();
+    let (counts, report) = uts::run_once(&sched(2, 1), &Backend::cpu(), &cfg.params()).unwrap();
     assert_eq!(counts, want, "{preset:?} on mgws");
     assert_eq!(report.tasks_run, nodes);
     // The static and rayon baselines expand the same tree, and so does the parallel reference
@@ -146,7 +144,7 @@ fn assert_published_large(preset: Preset, nodes: u64, leaves: u64, depth: u64) {
         .spill_capacity(spill)
         .build()
         .unwrap();
-    let outcome = uts::run(&s, &Backend::Cpu, &cfg).unwrap();
+    let outcome = uts::run(&s, &Backend::cpu(), &cfg).unwrap();
     assert!(outcome.verified, "{preset:?}: {}", outcome.check);
 }
 
@@ -177,14 +175,14 @@ fn a_tree_that_may_be_infinite_stops_at_its_node_bound_with_an_error() {
         ..UtsConfig::default()
     };
     assert!(cfg.warning().is_some());
-    let err = uts::run(&sched(2, 1), &Backend::Cpu, &cfg).unwrap_err();
+    let err = uts::run(&sched(2, 1), &Backend::cpu(), &cfg).unwrap_err();
     let text = err.to_string();
     assert!(text.contains("--max-nodes 1000"), "{text}");
     // Its twin, a finite tree with the same bound, runs and verifies.
     let finite = UtsConfig { q: 0.1, ..cfg };
     assert!(finite.warning().is_none());
     assert!(
-        uts::run(&sched(2, 1), &Backend::Cpu, &finite)
+        uts::run(&sched(2, 1), &Backend::cpu(), &finite)
             .unwrap()
             .verified
     );
@@ -202,14 +200,14 @@ fn uts_t3_fits_the_default_overflow_stack_and_fails_clearly_in_a_small_one() {
         .spill_capacity(4096)
         .build()
         .unwrap();
-    let err = uts::run(&small, &Backend::Cpu, &UtsConfig::preset(Preset::T3)).unwrap_err();
+    let err = uts::run(&small, &Backend::cpu(), &UtsConfig::preset(Preset::T3)).unwrap_err();
     assert!(
         matches!(err, Error::SpillOverflow { .. }),
         "unexpected error {err}"
     );
     assert!(err.to_string().contains("--spill-capacity"));
     let default = Scheduler::builder().workers(1).build().unwrap();
-    let outcome = uts::run(&default, &Backend::Cpu, &UtsConfig::preset(Preset::T3)).unwrap();
+    let outcome = uts::run(&default, &Backend::cpu(), &UtsConfig::preset(Preset::T3)).unwrap();
     assert!(outcome.verified, "{}", outcome.check);
 }
 
@@ -270,7 +268,7 @@ fn uts_every_tree_type_and_shape_verifies_on_1_to_3_workers_and_1_and_4_lanes() 
             cfg.flags()
         );
         for (workers, lanes) in [(1, 1), (2, 1), (3, 1), (1, 4), (2, 4)] {
-            let o = uts::run(&sched(workers, lanes), &Backend::Cpu, &cfg).unwrap();
+            let o = uts::run(&sched(workers, lanes), &Backend::cpu(), &cfg).unwrap();
             assert!(o.verified, "{} {workers}x{lanes}: {}", cfg.flags(), o.check);
             assert!(o.check.contains("traversal on the host"), "{}", o.check);
             assert_eq!(o.result["nodes"], reference.nodes);
@@ -328,7 +326,7 @@ fn uts_parameters_out_of_range_are_refused() {
             err.contains("out of range") && err.contains(needle),
             "{err}"
         );
-        let err = uts::run(&sched(1, 1), &Backend::Cpu, &cfg).unwrap_err();
+        let err = uts::run(&sched(1, 1), &Backend::cpu(), &cfg).unwrap_err();
         assert!(matches!(err, Error::Input(_)));
     }
     // Through the command line too.
@@ -421,7 +419,13 @@ fn contains_verifies_on_1_to_3_workers_and_1_and_4_lanes() {
     let want = contains::reference_count(&corpus, b"zwischen");
     assert!(want > 500 && want < 2500, "{want}");
     for (workers, lanes) in [(1, 1), (2, 1), (3, 1), (1, 4), (2, 4)] {
-        let o = contains::run(&sched(workers, lanes), &Backend::Cpu, &corpus, b"zwischen").unwrap();
+        let o = contains::run(
+            &sched(workers, lanes),
+            &Backend::cpu(),
+            &corpus,
+            b"zwischen",
+        )
+        .unwrap();
         assert!(o.verified, "{workers}x{lanes}: {}", o.check);
         assert_eq!(o.result["matches"], want);
         assert_eq!(o.report.tasks_run, 3000);
@@ -429,7 +433,7 @@ fn contains_verifies_on_1_to_3_workers_and_1_and_4_lanes() {
     // Words that span round boundaries, never occur, or are a whole article.
     for word in [&b"Zwischenraum zwisch"[..], b"nowhere", b"und der die"] {
         let expect = contains::reference_count(&corpus, word);
-        let o = contains::run(&sched(2, 4), &Backend::Cpu, &corpus, word).unwrap();
+        let o = contains::run(&sched(2, 4), &Backend::cpu(), &corpus, word).unwrap();
         assert!(o.verified, "{}", o.check);
         assert_eq!(o.result["matches"], expect);
     }
@@ -486,7 +490,7 @@ fn the_baselines_report_how_long_each_worker_waited() {
     }
     // mgws records no such wait.
     let (_, report) =
-        contains::run_once(&sched(2, 1), &Backend::Cpu, &corpus, word, &tasks).unwrap();
+        contains::run_once(&sched(2, 1), &Backend::cpu(), &corpus, word, &tasks).unwrap();
     assert!(report.per_worker.iter().all(|w| w.idle_ns.is_none()));
     assert_eq!(report.idle_share(), None);
 }
@@ -494,9 +498,9 @@ fn the_baselines_report_how_long_each_worker_waited() {
 #[test]
 fn contains_refuses_an_empty_word_and_an_empty_corpus() {
     let corpus = skewed_corpus(10, 1);
-    let err = contains::run(&sched(1, 1), &Backend::Cpu, &corpus, b"").unwrap_err();
+    let err = contains::run(&sched(1, 1), &Backend::cpu(), &corpus, b"").unwrap_err();
     assert!(err.to_string().contains("empty"), "{err}");
-    let err = contains::run(&sched(1, 1), &Backend::Cpu, &Corpus::default(), b"x").unwrap_err();
+    let err = contains::run(&sched(1, 1), &Backend::cpu(), &Corpus::default(), b"x").unwrap_err();
     assert!(err.to_string().contains("no articles"), "{err}");
     let cli =
         Cli::try_parse_from(["mgws", "run", "contains", "--corpus", ".", "--word", ""]).unwrap();
@@ -559,7 +563,7 @@ fn xml_dumps_plain_and_bz2_multistream() {
         (cb.bytes.clone(), cb.articles.clone()),
         (c.bytes, c.articles)
     );
-    let o = contains::run(&sched(2, 1), &Backend::Cpu, &cb, b"zwischen").unwrap();
+    let o = contains::run(&sched(2, 1), &Backend::cpu(), &cb, b"zwischen").unwrap();
     assert!(o.verified);
     assert_eq!(o.result["matches"], 1);
 }
@@ -652,7 +656,7 @@ fn jsonl_and_directory_corpora() {
         corpus::load(&pb, Format::Auto, None).unwrap().bytes,
         c.bytes
     );
-    let o = contains::run(&sched(2, 4), &Backend::Cpu, &c, b"by").unwrap();
+    let o = contains::run(&sched(2, 4), &Backend::cpu(), &c, b"by").unwrap();
     assert!(o.verified);
     assert_eq!(o.result["matches"], 2);
 
@@ -665,7 +669,7 @@ fn jsonl_and_directory_corpora() {
     let d = corpus::load(&docs, Format::Auto, None).unwrap();
     assert_eq!(d.len(), 3);
     assert_eq!(d.article(0), b"eins zwischen");
-    let o = contains::run(&sched(3, 1), &Backend::Cpu, &d, b"zwischen").unwrap();
+    let o = contains::run(&sched(3, 1), &Backend::cpu(), &d, b"zwischen").unwrap();
     assert!(o.verified);
     assert_eq!(o.result["matches"], 2);
 }
@@ -694,7 +698,7 @@ fn gzipped_corpora_are_decompressed() {
     assert_eq!(c.article(0), b".TH CAT 1\nzwei");
     assert_eq!(c.article(1), b".TH LS 1\nListe zwischen den Dateien");
     assert_eq!(c.article(2), b"zwischen Feldern");
-    let o = contains::run(&sched(2, 1), &Backend::Cpu, &c, b"zwischen").unwrap();
+    let o = contains::run(&sched(2, 1), &Backend::cpu(), &c, b"zwischen").unwrap();
     assert!(o.verified, "{}", o.check);
     assert_eq!(o.result["matches"], 2);
 
@@ -727,7 +731,7 @@ fn gzipped_corpora_are_decompressed() {
 #[test]
 fn fib_verifies_on_1_to_4_workers_and_1_and_4_lanes() {
     for (workers, lanes, n) in [(1, 1, 24), (2, 1, 24), (4, 1, 24), (1, 4, 14), (2, 4, 14)] {
-        let o = fib::run(&sched(workers, lanes), &Backend::Cpu, n).unwrap();
+        let o = fib::run(&sched(workers, lanes), &Backend::cpu(), n).unwrap();
         assert!(o.verified, "{workers}x{lanes}: {}", o.check);
         assert_eq!(o.result["fib"], mgws_tasks::workloads::fib::fib(n));
     }
@@ -744,7 +748,7 @@ fn fib_verifies_on_1_to_4_workers_and_1_and_4_lanes() {
         }
         assert_eq!(baseline::fib::rayon(n, &pool(2)), want);
     }
-    assert!(fib::run(&sched(1, 1), &Backend::Cpu, 61).is_err());
+    assert!(fib::run(&sched(1, 1), &Backend::cpu(), 61).is_err());
 }
 
 // ----- CLI and bench -----------------------------------------------------------------------------
@@ -776,13 +780,15 @@ fn command_line_is_consistent() {
             "4",
             "--json",
         ],
-        &["mgws", "run", "fib", "-n", "20", "--backend", "cpu"],
+        &["mgws", "run", "fib", "-n", "20", "--device", "cpu"],
         &[
             "mgws",
             "run",
             "fib",
-            "--backend",
-            "cpu-levels",
+            "--device",
+            "cpu",
+            "--method",
+            "levels",
             "--level-capacity",
             "100000",
             "--baselines",
@@ -917,7 +923,7 @@ fn bench_measures_every_method_and_writes_csv_and_svg() {
     };
     // Given the CUDA backend (as `auto` resolves on a GPU machine), it still measures the CPU
     // backend with the CPU's defaults: one lane per worker, and no GPU needed.
-    let sched_args = match Cli::try_parse_from(["mgws", "run", "fib", "--backend", "cuda"])
+    let sched_args = match Cli::try_parse_from(["mgws", "run", "fib", "--device", "cuda"])
         .unwrap()
         .command
     {
@@ -939,9 +945,9 @@ fn bench_measures_every_method_and_writes_csv_and_svg() {
 #[test]
 fn cpu_levels_reports_a_frontier_that_outgrows_its_buffer_and_the_baselines_run_lanes() {
     // fib(20) has levels of hundreds of tasks: a 16-task buffer cannot hold them.
-    let small = Backend::CpuLevels {
+    let small = Backend::cpu().method(Method::Levels {
         level_capacity: Some(16),
-    };
+    });
     let e = fib::run(&sched(2, 1), &small, 20).unwrap_err().to_string();
     assert!(
         e.contains("frontier buffer holds (16)") && e.contains("--level-capacity"),
@@ -963,7 +969,7 @@ fn cpu_runs_take_baselines_and_every_cpu_backend_runs_every_workload() {
         "fib",
         "-n",
         "12",
-        "--backend",
+        "--device",
         "cpu",
         "--workers",
         "2",
@@ -972,7 +978,7 @@ fn cpu_runs_take_baselines_and_every_cpu_backend_runs_every_workload() {
     ])
     .unwrap();
     assert_eq!(mgws_cli::cli::main_with(cli).unwrap(), 0);
-    for backend in ["cpu", "cpu-static", "cpu-levels"] {
+    for method in ["mgws", "static", "levels"] {
         for args in [
             &["memset", "--tasks", "100"][..],
             &["uts"][..],
@@ -981,7 +987,7 @@ fn cpu_runs_take_baselines_and_every_cpu_backend_runs_every_workload() {
         ] {
             let mut argv = vec!["mgws", "run"];
             argv.extend_from_slice(args);
-            argv.extend_from_slice(&["--backend", backend, "--workers", "2"]);
+            argv.extend_from_slice(&["--device", "cpu", "--method", method, "--workers", "2"]);
             let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
             assert_eq!(mgws_cli::cli::main_with(cli).unwrap(), 0, "{argv:?}");
         }
@@ -999,13 +1005,13 @@ fn skew_verifies_on_every_cpu_backend_with_1_and_4_lanes_and_a_wrong_slot_is_cau
             seed: 5,
         };
         for lanes in [1, 4] {
-            for backend in [Backend::Cpu, CPU_STATIC, CPU_LEVELS] {
+            for backend in [Backend::cpu(), CPU_STATIC, CPU_LEVELS] {
                 let o = skew::run(&sched(3, lanes), &backend, &cfg).unwrap();
                 assert!(o.verified, "k={k} lanes={lanes} {backend:?}: {}", o.check);
             }
         }
         // The check must catch one slot off by one, and a slot never written.
-        let (mut slots, _) = skew::run_once(&sched(2, 1), &Backend::Cpu, &cfg).unwrap();
+        let (mut slots, _) = skew::run_once(&sched(2, 1), &Backend::cpu(), &cfg).unwrap();
         assert_eq!(skew::wrong_slots(&cfg, &slots), 0);
         slots[17] = slots[17].wrapping_add(1);
         slots[2999] = 0;
@@ -1056,4 +1062,117 @@ fn directory_corpora_count_each_file_once_and_follow_links_only_when_asked() {
         .filter(|a| a.windows(4).any(|w| w == b"word"))
         .count();
     assert_eq!(matches, 2);
+}
+
+/// Each flag sets one axis of the backend: `--device` the device, `--method` the method,
+/// `--processes` and `--nodes` the process layout; combinations that do not exist are refused
+/// with a configuration error naming the flags.
+#[test]
+fn the_device_method_and_process_flags_map_one_to_one_onto_the_backends_axes() {
+    use mgws::cuda::Placement;
+    use mgws::{Device, ProcessLayout};
+    use mgws_cli::args::{SchedArgs, WorkloadCmd};
+    use mgws_tasks::FibTasks;
+    let parse = |extra: &[&str]| -> SchedArgs {
+        let mut argv = vec!["mgws", "run", "fib"];
+        argv.extend_from_slice(extra);
+        match Cli::try_parse_from(&argv).unwrap().command {
+            mgws_cli::cli::Command::Run {
+                workload: WorkloadCmd::Fib { sched, .. },
+            } => sched,
+            _ => unreachable!(),
+        }
+    };
+    let backend = |extra: &[&str]| parse(extra).backend::<FibTasks>().unwrap();
+    for (method, want, name) in [
+        ("mgws", Method::Mgws, "cpu"),
+        ("static", Method::Static, "cpu-static"),
+        ("levels", Method::LEVELS, "cpu-levels"),
+    ] {
+        let b = backend(&["--device", "cpu", "--method", method]);
+        assert_eq!(b.device, Device::Cpu, "{method}");
+        assert_eq!(b.layout, ProcessLayout::OneProcess, "{method}");
+        assert_eq!((b.method, b.name()), (want, name));
+    }
+    let b = backend(&[
+        "--device",
+        "cpu",
+        "--method",
+        "levels",
+        "--level-capacity",
+        "100",
+    ]);
+    assert_eq!(
+        b.method,
+        Method::Levels {
+            level_capacity: Some(100)
+        }
+    );
+    // `--processes` is the layout alone; `auto` with it is the CPU.
+    for extra in [
+        &["--device", "cpu", "--processes", "2"][..],
+        &["--processes", "2"],
+    ] {
+        let b = backend(extra);
+        assert_eq!(b, Backend::cpu().processes(2), "{extra:?}");
+        assert_eq!(b.name(), "cpu-processes");
+    }
+    // GPU PEs are set up without a GPU (none is probed before the run).
+    let b = backend(&["--device", "cuda", "--processes", "2", "--devices", "0,1"]);
+    assert_eq!(b.layout, ProcessLayout::Pes { processes: 2 });
+    assert_eq!((b.method, b.name()), (Method::Mgws, "cuda-processes"));
+    let Device::Cuda(cuda) = &b.device else {
+        panic!("{b:?}")
+    };
+    assert_eq!(
+        (&cuda.devices[..], cuda.placement),
+        (&[0, 1][..], Placement::Symmetric)
+    );
+    for (extra, needle) in [
+        (
+            &["--device", "cpu", "--devices", "0"][..],
+            "need --device cuda",
+        ),
+        (
+            &["--device", "cpu", "--placement", "host"],
+            "need --device cuda",
+        ),
+        (
+            &["--method", "static", "--processes", "2"],
+            "--method static runs in one process",
+        ),
+        (
+            &["--device", "cuda", "--method", "levels", "--processes", "2"],
+            "--method levels runs in one process",
+        ),
+        (
+            &["--device", "cpu", "--processes", "2", "--nodes", "2"],
+            "it needs --device cuda --processes N",
+        ),
+        (&["--level-capacity", "5"], "needs --method levels"),
+        (
+            &[
+                "--device",
+                "cpu",
+                "--method",
+                "levels",
+                "--cpu-domains",
+                "2",
+            ],
+            "--cpu-domains",
+        ),
+    ] {
+        let a = parse(extra);
+        let e = a
+            .reject_inapplicable()
+            .and_then(|()| a.backend::<FibTasks>().map(drop))
+            .unwrap_err();
+        assert!(matches!(e, Error::Config(_)), "{extra:?}: {e:?}");
+        assert!(e.to_string().contains(needle), "{extra:?}: {e}");
+    }
+    // The flags that mixed the axes are gone.
+    for old in [&["--backend", "cpu"][..], &["--gpu-kernel", "static"]] {
+        let argv = [&["mgws", "run", "fib"][..], old].concat();
+        assert!(Cli::try_parse_from(&argv).is_err(), "{old:?}");
+    }
 }

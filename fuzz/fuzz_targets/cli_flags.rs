@@ -1,5 +1,5 @@
-//! The command line on arbitrary arguments: the input, split at NUL bytes, follows
-//! `mgws run memset --backend cpu` or `mgws run uts --backend cpu`; whatever parses is validated (scheduler
+//! The command line on arbitrary arguments: the input, split at NUL bytes, follows `mgws run
+//! memset --device cpu` or `mgws run uts --device cpu`; whatever parses is validated (scheduler
 //! configuration, UTS tree) but not run. Every input must give a configuration or a typed error.
 #![no_main]
 
@@ -14,9 +14,9 @@ fuzz_target!(|data: &[u8]| {
     let mut parts = text.split('\0');
     let uts = parts.next().is_some_and(|p| p.starts_with('u'));
     let head: &[&str] = if uts {
-        &["mgws", "run", "uts", "--backend", "cpu"]
+        &["mgws", "run", "uts", "--device", "cpu"]
     } else {
-        &["mgws", "run", "memset", "--backend", "cpu"]
+        &["mgws", "run", "memset", "--device", "cpu"]
     };
     let args = head.iter().copied().chain(parts);
     let Ok(cli) = Cli::try_parse_from(args) else {

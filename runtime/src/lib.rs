@@ -33,7 +33,7 @@
 //!     Fib(Fib),
 //! }
 //!
-//! let backend = Backend::Cpu;
+//! let backend = Backend::cpu();
 //! let sched = Scheduler::builder().workers(2).build_for::<MyTasks>(&backend)?;
 //! let mut calls = PerWorker::of(MyTasks::CALLS, &sched);
 //! let root = MyTasks::task(&Fib { n: 20 });
@@ -98,7 +98,7 @@ struct ReadmeDoctests;
 #[cfg(not(target_arch = "nvptx64"))]
 pub use {
     area_layout::{AreaLayout, Combine},
-    backend::Backend,
+    backend::{Backend, Device, Method, ProcessLayout},
     error::{Error, Result},
     job::{AreaBytes, Job},
     mgws_core::{OverflowMode, TerminationMode},

@@ -69,7 +69,7 @@ pub(crate) struct Line(pub(crate) [u8; 64]);
 ///
 /// ```ignore
 /// let mut counts = PerWorker::of(MyTasks::COUNTS, &sched);
-/// Backend::Cpu.run(&sched, &MyTasks, Job::new(&[root]).results(&mut counts))?;
+/// Backend::cpu().run(&sched, &MyTasks, Job::new(&[root]).results(&mut counts))?;
 /// let total = counts.sum();
 /// ```
 pub struct PerWorker<T: bytemuck::Pod> {

@@ -251,8 +251,8 @@ impl SchedulerBuilder {
         self.watchdog = timeout;
         self
     }
-    /// How long the launcher of a run over processes ([`crate::Backend::CpuProcesses`],
-    /// [`crate::Backend::CudaProcesses`]) waits for every PE to be ready: started, its GPU
+    /// How long the launcher of a run over processes ([`crate::ProcessLayout::Pes`],
+    /// [`crate::ProcessLayout::Nodes`]) waits for every PE to be ready: started, its GPU
     /// opened, NVSHMEM joined, its memory allocated (default [`DEFAULT_START_TIMEOUT`]; never
     /// less than the watchdog's timeout). A PE that is late then ends the run with an error
     /// saying where each late PE was in its start-up.
@@ -335,7 +335,7 @@ impl SchedulerBuilder {
     /// # #[mgws::registry]
     /// # enum MyTasks { Noop(Noop) }
     /// # fn main() -> mgws::Result<()> {
-    /// let backend = mgws::Backend::Cpu;
+    /// let backend = mgws::Backend::cpu();
     /// let sched = mgws::Scheduler::builder().workers(3).build_for::<MyTasks>(&backend)?;
     /// assert_eq!((sched.workers(), sched.lanes()), (3, 1));
     /// # Ok(())

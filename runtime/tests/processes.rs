@@ -1,4 +1,4 @@
-//! A user's own program running its own registry over PE processes ([`Backend::CpuProcesses`]):
+//! A user's own program running its own registry over PE processes ([`Backend::processes`]):
 //! the program serves its PE first thing in `main`, as `mgws::processes::Pe` documents. This
 //! test is such a program (`harness = false`: its `main` is ours, so the copies of it that the
 //! launcher starts serve their PE instead of running the tests again).
@@ -96,7 +96,7 @@ fn calls(n: u64) -> u64 {
 fn run_fib(sched: &Scheduler, processes: u32, n: u64) -> mgws::Result<(u64, u64)> {
     let mut counts = PerWorker::of(MyTasks::CALLS, sched);
     let root = MyTasks::task(&Fib { n });
-    let report = Backend::CpuProcesses { processes }.run(
+    let report = Backend::cpu().processes(processes).run(
         sched,
         &MyTasks,
         Job::new(&[root]).results(&mut counts),
@@ -114,7 +114,8 @@ fn empty_data_areas_are_placed_and_read_back() {
         .results(&mut counts)
         .input::<u64>(1, &[])
         .output(2, &mut empty_out);
-    Backend::CpuProcesses { processes: 2 }
+    Backend::cpu()
+        .processes(2)
         .run(&sched, &MyTasks, job)
         .unwrap();
     assert_eq!(counts.sum(), calls(10));
@@ -142,7 +143,8 @@ fn an_embedded_registry_is_exact_over_processes() {
 fn a_pe_leaves_no_trace_of_the_heap_for_programs_it_starts() {
     let sched = Scheduler::builder().workers(4).build().unwrap();
     let tasks = vec![MyTasks::task(&EnvCheck { _unused: 0 }); 64];
-    let report = Backend::CpuProcesses { processes: 2 }
+    let report = Backend::cpu()
+        .processes(2)
         .run(&sched, &MyTasks, Job::new(&tasks))
         .unwrap();
     assert_eq!(report.tasks_run, 64);
@@ -172,7 +174,8 @@ fn a_panic_on_a_pe_is_the_runs_error_naming_the_pe() {
     let mut counts = PerWorker::of(MyTasks::CALLS, &sched);
     let mut tasks: Vec<TaskStruct> = (0..64).map(|_| MyTasks::task(&Fib { n: 12 })).collect();
     tasks.push(MyTasks::task(&Boom { code: 7 }));
-    let e = Backend::CpuProcesses { processes: 2 }
+    let e = Backend::cpu()
+        .processes(2)
         .run(&sched, &MyTasks, Job::new(&tasks).results(&mut counts))
         .unwrap_err();
     match &e {

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use mgws::job::u64_bytes_mut;
-use mgws::{AreaBytes, Error, Job, Scheduler};
+use mgws::{AreaBytes, Error, Job, Method, Scheduler};
 use mgws_tasks::workloads::memset::{output_descriptor, MemsetTask};
 use mgws_tasks::TaskStruct;
 use mgws_tasks::{Access, DataDescriptor};
@@ -151,7 +151,7 @@ fn the_split_workload_counts_every_task_it_spawns() {
 fn the_built_in_diagnostics_end_in_the_errors_they_provoke() {
     use mgws::Backend;
     use mgws_cli::workload::{memset, stall};
-    let err = memset::run_with_fault(&sched(2), &Backend::Cpu, 1000, Some(500)).unwrap_err();
+    let err = memset::run_with_fault(&sched(2), &Backend::cpu(), 1000, Some(500)).unwrap_err();
     assert!(
         matches!(
             err,
@@ -167,9 +167,9 @@ fn the_built_in_diagnostics_end_in_the_errors_they_provoke() {
         .watchdog(Duration::from_millis(200))
         .build()
         .unwrap();
-    let err = stall::run(&quick, &Backend::Cpu, 1, 1_000_000_000).unwrap_err();
+    let err = stall::run(&quick, &Backend::cpu(), 1, 1_000_000_000).unwrap_err();
     assert!(matches!(err, Error::Hang { .. }), "{err:?}");
-    let outcome = stall::run(&sched(2), &Backend::Cpu, 3, 1_000_000).unwrap();
+    let outcome = stall::run(&sched(2), &Backend::cpu(), 3, 1_000_000).unwrap();
     assert!(outcome.verified, "{}", outcome.check);
 }
 
@@ -179,11 +179,9 @@ fn the_built_in_diagnostics_end_in_the_errors_they_provoke() {
 #[test]
 fn a_panicking_task_ends_the_run_with_an_error_not_a_hang() {
     for backend in [
-        mgws::Backend::Cpu,
-        mgws::Backend::CpuStatic,
-        mgws::Backend::CpuLevels {
-            level_capacity: None,
-        },
+        mgws::Backend::cpu(),
+        mgws::Backend::cpu().method(Method::Static),
+        mgws::Backend::cpu().method(Method::LEVELS),
     ] {
         for (lanes, on_leader) in [(1, 0), (2, 1), (4, 0)] {
             let sched = Scheduler::builder()

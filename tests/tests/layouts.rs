@@ -90,7 +90,7 @@ fn per_worker_tables_sum_exactly_on_several_domains() {
         let s = sched(domains, 7);
         let mut counts = PerWorker::of(TestTasks::SOLUTIONS, &s);
         let tasks = [Queens::root(n)];
-        Backend::Cpu
+        Backend::cpu()
             .run(&s, &TestTasks, Job::new(&tasks).results(&mut counts))
             .unwrap();
         assert_eq!(counts.sum(), solutions, "{domains} domains");

@@ -1,6 +1,6 @@
 //! Baselines that mgws is measured against in the same process, besides **static** and **levels**
-//! (backends of their own, [`mgws::Backend::CpuStatic`] and [`mgws::Backend::CpuLevels`], because
-//! they run the scheduler core's baseline loops): rayon and sequential execution.
+//! (methods of the backend, [`mgws::Method::Static`] and [`mgws::Method::Levels`], because they
+//! run the scheduler core's baseline loops): rayon and sequential execution.
 //!
 //! Both run the same per-task code as the mgws task functors (the public no_std functions of
 //! `mgws_tasks::workloads`), so only the scheduling differs:

@@ -17,7 +17,7 @@ use std::process::Command;
 use clap::Args;
 use plotters::prelude::*;
 
-use crate::args::{BackendArg, GpuKernelArg, SchedArgs};
+use crate::args::{DeviceArg, MethodArg, SchedArgs};
 use crate::workload::skew::SkewConfig;
 use crate::workload::uts::{Preset, UtsConfig};
 use crate::workload::{fib, memset, skew, uts, Outcome};
@@ -94,21 +94,21 @@ struct Row {
     verified: bool,
 }
 
-/// The methods of the GPU sweep, as kernels of the CUDA backend.
-const KERNELS: [(&str, GpuKernelArg); 3] = [
-    ("mgws", GpuKernelArg::Mgws),
-    ("static", GpuKernelArg::Static),
-    ("levels", GpuKernelArg::Levels),
+/// The methods of the GPU sweep, each a kernel of the CUDA backend.
+const KERNELS: [(&str, MethodArg); 3] = [
+    ("mgws", MethodArg::Mgws),
+    ("static", MethodArg::Static),
+    ("levels", MethodArg::Levels),
 ];
 
 /// Whether the sweep runs `kernel` on `workload`. MEMSET spawns nothing, so its one level is the
 /// static split. UTS and FIB start from one root task, which the static split gives to one block:
 /// it would run the whole tree alone (T1L for minutes), and compares nothing.
-fn method_applies(workload: &str, kernel: GpuKernelArg) -> bool {
+fn method_applies(workload: &str, kernel: MethodArg) -> bool {
     match kernel {
-        GpuKernelArg::Levels => workload != "memset",
-        GpuKernelArg::Static => !(workload.starts_with("uts-") || workload == "fib"),
-        GpuKernelArg::Mgws => true,
+        MethodArg::Levels => workload != "memset",
+        MethodArg::Static => !(workload.starts_with("uts-") || workload == "fib"),
+        MethodArg::Mgws => true,
     }
 }
 
@@ -186,8 +186,8 @@ pub fn gpu(opts: &GpuBenchOpts, sched: &SchedArgs) -> Result<i32> {
                         continue;
                     }
                     let mut a = sched.clone();
-                    a.backend = BackendArg::Cuda;
-                    a.gpu_kernel = kernel;
+                    a.device = DeviceArg::Cuda;
+                    a.method = kernel;
                     a.workers = Some(workers);
                     match run_workload(workload, &a, opts) {
                         Ok(o) => {
@@ -301,7 +301,7 @@ fn rows_json(rows: &[Row]) -> serde_json::Value {
 }
 
 /// `mgws bench skew`: mgws against static assignment over k, on the backend of `sched` (the CPU
-/// unless `--backend cuda`).
+/// unless `--device cuda`).
 pub fn skew_study(opts: &SkewBenchOpts, sched: &SchedArgs) -> Result<i32> {
     use mgws_tasks::SkewTasks;
     if opts.reps == 0 || opts.ks.is_empty() {
@@ -311,7 +311,7 @@ pub fn skew_study(opts: &SkewBenchOpts, sched: &SchedArgs) -> Result<i32> {
     }
     std::fs::create_dir_all(&opts.out)
         .map_err(|e| Error::Input(format!("creating {}: {e}", opts.out.display())))?;
-    let on_gpu = sched.backend == BackendArg::Cuda;
+    let on_gpu = sched.device == DeviceArg::Cuda;
     let mut rows = Vec::new();
     for &k in &opts.ks {
         let cfg = SkewConfig {
@@ -322,13 +322,15 @@ pub fn skew_study(opts: &SkewBenchOpts, sched: &SchedArgs) -> Result<i32> {
         };
         cfg.check()?;
         for rep in 0..opts.reps {
-            for method in ["mgws", "static"] {
+            for (method, kernel) in [("mgws", MethodArg::Mgws), ("static", MethodArg::Static)] {
                 let mut a = sched.clone();
-                match (on_gpu, method) {
-                    (true, "static") => a.gpu_kernel = GpuKernelArg::Static,
-                    (false, "static") => a.backend = BackendArg::CpuStatic,
-                    (false, _) if a.backend == BackendArg::Auto => a.backend = BackendArg::Cpu,
-                    _ => {}
+                a.method = kernel;
+                if !on_gpu {
+                    a.device = DeviceArg::Cpu;
+                    if kernel == MethodArg::Static {
+                        // The CPU's static baseline runs in this one process.
+                        a.processes = None;
+                    }
                 }
                 let s = a.scheduler::<SkewTasks>()?;
                 let o = skew::run(&s, &a.backend::<SkewTasks>()?, &cfg)?;
@@ -745,7 +747,7 @@ mod tests {
 
     #[test]
     fn each_workload_runs_the_baselines_that_compare_something() {
-        use GpuKernelArg::{Levels, Mgws, Static};
+        use MethodArg::{Levels, Mgws, Static};
         for w in [
             "memset", "uts-t1l", "uts-t1", "uts-t3", "uts-t5", "fib", "skew",
         ] {

@@ -23,7 +23,7 @@ use mgws_tasks::TaskStruct;
 use crate::baseline;
 
 /// The static-assignment baseline on CPU threads.
-const CPU_STATIC: mgws::Backend = mgws::Backend::CpuStatic;
+const CPU_STATIC: mgws::Backend = mgws::Backend::cpu().method(mgws::Method::Static);
 use crate::args::SchedArgs;
 use crate::corpus::Corpus;
 use crate::workload::args::{ContainsArgs, FibArgs, UtsArgs};
@@ -87,7 +87,7 @@ pub enum BenchCmd {
         sched: SchedArgs,
     },
     /// SKEW over its knob k: mgws against static assignment with the static run's idle share, on
-    /// the CPU (default) or a GPU (`--backend cuda`); CSV and an SVG plot.
+    /// the CPU (default) or a GPU (`--device cuda`); CSV and an SVG plot.
     Skew {
         #[command(flatten)]
         opts: SkewBenchOpts,
@@ -332,7 +332,7 @@ impl Prepared {
         level_capacity: Option<u64>,
         cpu_mgws: &mgws::Backend,
     ) -> Result<Timing> {
-        let cpu_levels = mgws::Backend::CpuLevels { level_capacity };
+        let cpu_levels = mgws::Backend::cpu().method(mgws::Method::Levels { level_capacity });
         let mismatch = |what: String| {
             Err(Error::Verification(format!(
                 "{} with {workers} workers: {what}",
@@ -586,7 +586,7 @@ pub fn measure(work: &Prepared, opts: &BenchOpts, sched_args: &SchedArgs) -> Res
     // resolved to CUDA, the defaults would be the GPU's (32 lanes per worker, that is 32 threads
     // per CPU worker).
     let mut sched_args = sched_args.clone();
-    sched_args.backend = crate::args::BackendArg::Cpu;
+    sched_args.device = crate::args::DeviceArg::Cpu;
     let cpu_mgws = sched_args.cpu_mgws_backend();
     let mut setups = Vec::new();
     for &w in &opts.workers {
@@ -900,11 +900,17 @@ pub fn main(cmd: BenchCmd) -> Result<i32> {
         }
     };
     if !matches!(
-        sched.backend,
-        crate::args::BackendArg::Cpu | crate::args::BackendArg::Auto
+        sched.device,
+        crate::args::DeviceArg::Cpu | crate::args::DeviceArg::Auto
     ) {
         return Err(Error::BackendUnavailable(
             "mgws bench measures the CPU backend only".into(),
+        ));
+    }
+    if sched.method != crate::args::MethodArg::Mgws {
+        return Err(Error::Config(
+            "mgws bench runs every method itself (mgws, static, levels): --method does not apply"
+                .into(),
         ));
     }
     // An output directory that cannot be made fails now, not after the measurements.

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, ValueEnum};
 
 use super::gpu::{lines, median, Series};
-use crate::args::{BackendArg, SchedArgs};
+use crate::args::{DeviceArg, SchedArgs};
 use crate::corpus::Corpus;
 use crate::workload::uts::{Preset, UtsConfig};
 use crate::workload::{contains, fib, memset, uts, Outcome};
@@ -200,8 +200,7 @@ pub fn multi(opts: &MultiBenchOpts, sched: &SchedArgs) -> Result<i32> {
             for &gpus in &opts.gpus {
                 for &mode in &opts.modes {
                     let mut a = sched.clone();
-                    a.backend = BackendArg::Cuda;
-                    a.device = None;
+                    a.device = DeviceArg::Cuda;
                     a.devices = Some(
                         (0..gpus)
                             .map(|d| d.to_string())

@@ -57,7 +57,7 @@ pub fn run_with_fault(
     }
     let mut slots = mgws::memory::try_filled(format_args!("--tasks {n}"), n, 0u64)?;
     let mut job = Job::new(&initial).area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut slots)));
-    if matches!(backend, Backend::CudaProcesses { .. }) {
+    if backend.on_gpu() && backend.layout.processes().is_some() {
         // One address range cannot span the PEs' processes, so a partitioned area would stay in
         // PE 0's part; the slots only ever receive additions, so each PE adds into its own copy.
         job = job.layout(0, AreaLayout::Replicated(Combine::AddU64));

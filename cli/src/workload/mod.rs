@@ -34,18 +34,13 @@ pub use mgws::rows::ResultRows;
 /// worker count before a run. A worker without a row fails its tasks with a clear error code
 /// (`NO_RESULT_ROW`), never writes out of bounds.
 pub fn result_rows(sched: &mgws::Scheduler, backend: &mgws::Backend) -> u32 {
-    if matches!(
-        backend,
-        mgws::Backend::Cpu | mgws::Backend::CpuStatic | mgws::Backend::CpuLevels { .. }
-    ) {
-        sched.workers()
-    } else {
+    use mgws::{Device, ProcessLayout};
+    let device_rows = sched.workers().max(MAX_DEVICE_WORKERS);
+    match (&backend.device, &backend.layout) {
+        (Device::Cpu, ProcessLayout::OneProcess) => sched.workers(),
         // CPU workers beside the GPUs come after every GPU worker.
-        let cpu = match backend {
-            mgws::Backend::Cuda(cuda) => cuda.cpu_workers,
-            _ => 0,
-        };
-        sched.workers().max(MAX_DEVICE_WORKERS) + cpu
+        (Device::Cuda(cuda), ProcessLayout::OneProcess) => device_rows + cuda.cpu_workers,
+        _ => device_rows,
     }
 }
 

@@ -122,7 +122,7 @@ mod tests {
             let tasks = [CustomTasks::task(&CollatzRange { start: 0, len: n }).with_data(0, out)];
             let mut slots = vec![0u64; n as usize];
             let job = Job::new(&tasks).output(0, &mut slots);
-            let report = Backend::Cpu.run(&sched, &CustomTasks, job).unwrap();
+            let report = Backend::cpu().run(&sched, &CustomTasks, job).unwrap();
             assert_eq!(report.lanes, lanes);
             for (x, &steps) in slots.iter().enumerate() {
                 assert_eq!(
@@ -144,14 +144,14 @@ mod tests {
         let tasks = [CustomTasks::task(&CollatzRange { start: 0, len: 64 }).with_data(0, out)];
         let mut slots = vec![0u64; 8];
         let job = Job::new(&tasks).output(0, &mut slots);
-        let err = Backend::Cpu.run(&sched, &CustomTasks, job).unwrap_err();
+        let err = Backend::cpu().run(&sched, &CustomTasks, job).unwrap_err();
         assert!(err.to_string().contains("exceeds data area 0"), "{err}");
         // Inside the area but past the task's own descriptor: the checked view refuses it.
         let out = DataDescriptor::new(0, 0, 8 * 8, Access::ReadWrite);
         let tasks = [CustomTasks::task(&CollatzRange { start: 0, len: 64 }).with_data(0, out)];
         let mut slots = vec![0u64; 64];
         let job = Job::new(&tasks).output(0, &mut slots);
-        let err = Backend::Cpu.run(&sched, &CustomTasks, job).unwrap_err();
+        let err = Backend::cpu().run(&sched, &CustomTasks, job).unwrap_err();
         assert!(
             err.to_string()
                 .contains(&format!("tag {}", CustomTasks::COLLATZ)),

@@ -2,12 +2,12 @@
 //! slot against a sequential computation.
 //!
 //! ```text
-//! custom-task [N] [--backend cpu|cuda] [--workers W] [--lanes L] [--processes P]
+//! custom-task [N] [--device cpu|cuda] [--workers W] [--lanes L] [--processes P]
 //! ```
 //! The CPU is the default. On a GPU the kernel is the one the registry embeds
 //! (`CustomTasks::KERNEL_PTX`, built by `build.rs`); a build without the GPU tools embeds the
-//! reason instead, and `--backend cuda` prints it. `--processes P` runs the workers in P copies
-//! of this program, one PE each (on the CPU, sharing one memory file; with `--backend cuda`, one
+//! reason instead, and `--device cuda` prints it. `--processes P` runs the workers in P copies
+//! of this program, one PE each (on the CPU, sharing one memory file; with `--device cuda`, one
 //! GPU each, joined by NVSHMEM): `main` serves its PE first when it is one.
 
 use std::process::ExitCode;
@@ -23,23 +23,10 @@ struct Args {
     lanes: Option<u32>,
 }
 
-/// `backend` over `processes` PE processes.
-fn over_processes(backend: Backend, processes: u32) -> Result<Backend, String> {
-    match backend {
-        Backend::Cpu => Ok(Backend::CpuProcesses { processes }),
-        Backend::Cuda(cuda) => Ok(Backend::CudaProcesses {
-            processes,
-            cuda,
-            nodes: None,
-        }),
-        other => Err(format!("--processes does not apply to {}", other.name())),
-    }
-}
-
 fn parse() -> Result<Args, String> {
     let mut args = Args {
         n: 1 << 20,
-        backend: Backend::Cpu,
+        backend: Backend::cpu(),
         workers: None,
         lanes: None,
     };
@@ -49,10 +36,10 @@ fn parse() -> Result<Args, String> {
         let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
         let number = |name: &str, v: String| v.parse().map_err(|e| format!("{name} {v:?}: {e}"));
         match a.as_str() {
-            "--backend" => match value("--backend")?.as_str() {
-                "cpu" => args.backend = Backend::Cpu,
-                "cuda" => args.backend = Backend::Cuda(CudaBackend::new()),
-                other => return Err(format!("unknown backend {other:?} (cpu or cuda)")),
+            "--device" => match value("--device")?.as_str() {
+                "cpu" => args.backend = Backend::cpu(),
+                "cuda" => args.backend = Backend::cuda(CudaBackend::new()),
+                other => return Err(format!("unknown device {other:?} (cpu or cuda)")),
             },
             "--workers" => args.workers = Some(number("--workers", value("--workers")?)?),
             "--lanes" => args.lanes = Some(number("--lanes", value("--lanes")?)?),
@@ -64,7 +51,7 @@ fn parse() -> Result<Args, String> {
         return Err(format!("N must be between 1 and {}", u32::MAX / 8));
     }
     if let Some(p) = processes {
-        args.backend = over_processes(args.backend, p)?;
+        args.backend = args.backend.processes(p);
     }
     Ok(args)
 }

@@ -12,7 +12,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::env::args().nth(1).map_or(Ok(12), |n| n.parse()).map_err(|e| format!("N: {e}"))?;
     let known = *KNOWN.get((n as usize).wrapping_sub(1)).ok_or("N is from 1 to 15")?;
     let cuda = std::env::args().any(|a| a == "--cuda");
-    let backend = if cuda { Backend::Cuda(CudaBackend::new()) } else { Backend::Cpu };
+    let backend = if cuda { Backend::cuda(CudaBackend::new()) } else { Backend::cpu() };
     let sched = Scheduler::for_backend::<NQueens>(&backend)?;
     let mut solutions = PerWorker::of(NQueens::SOLUTIONS, &sched);
     let root = NQueens::task(&Queens { n, cols: 0, diag: 0, anti: 0 });

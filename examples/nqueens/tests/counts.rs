@@ -6,7 +6,7 @@ use mgws_example_nqueens::{NQueens, Queens};
 #[test]
 fn counts_match_the_known_ones_with_1_2_and_4_lanes() {
     for lanes in [1, 2, 4] {
-        let backend = Backend::Cpu;
+        let backend = Backend::cpu();
         let sched =
             Scheduler::builder().workers(2).lanes(lanes).build_for::<NQueens>(&backend).unwrap();
         for (n, known) in [(1, 1), (4, 2), (6, 4), (8, 92), (9, 352)] {

@@ -18,7 +18,7 @@ use super::memory::{allocate, progress_snapshot, read_error_word, GpuSide, Memor
 use super::plan::{shared_field, Param, TasksIn};
 use super::poll::Backoff;
 use super::session::Session;
-use super::{CudaBackend, GpuKernel};
+use super::{CudaBackend, Method};
 use crate::device::{Device, Grid, LiveState, ReadBack, Running};
 use crate::error::{Error, Result};
 use crate::job::{AreaBytes, Job};
@@ -30,6 +30,8 @@ pub const WORKER_PARAMS: [Param; 3] = [Param::U64, Param::U32, Param::U32];
 /// The GPUs of a [`CudaBackend`] running a persistent kernel.
 pub struct CudaDevice<'a> {
     b: &'a CudaBackend,
+    /// The method whose kernel runs: mgws or the static baseline.
+    method: Method,
     s: Session,
     funcs: Vec<Function>,
     grid: Option<CudaGrid>,
@@ -47,16 +49,21 @@ pub struct CudaDevice<'a> {
 }
 
 impl<'a> CudaDevice<'a> {
-    /// Opens the GPUs of `b` and the entry of registry `R`'s kernel that runs `sched` (from the
-    /// process's cache: loaded and JIT-compiled once).
-    pub fn open<R: Registry>(b: &'a CudaBackend, sched: &Scheduler) -> Result<Self> {
+    /// Opens the GPUs of `b` and the entry of registry `R`'s kernel of `method` that runs
+    /// `sched` (from the process's cache: loaded and JIT-compiled once).
+    pub fn open<R: Registry>(
+        b: &'a CudaBackend,
+        method: Method,
+        sched: &Scheduler,
+    ) -> Result<Self> {
         let lanes = sched.lanes;
         super::check_lanes(lanes)?;
-        let entry = b.entry::<R>(&sched.config);
+        let entry = b.entry::<R>(method, &sched.config);
         let s = Session::open::<R>(b, lanes, &entry)?;
         let funcs = s.functions(&entry, &WORKER_PARAMS)?;
         Ok(CudaDevice {
             b,
+            method,
             s,
             funcs,
             grid: None,
@@ -79,8 +86,8 @@ impl<'a> CudaDevice<'a> {
         let mem = allocate(&self.s, self.b, &grid.config, &grid.topology, job, side)?;
         let (b, g) = (self.b, self.cuda_grid());
         // Only the mgws kernel has public queues.
-        let sharing = match b.kernel {
-            GpuKernel::Mgws => format!(", {} per public queue", grid.config.workers_per_queue),
+        let sharing = match self.method {
+            Method::Mgws => format!(", {} per public queue", grid.config.workers_per_queue),
             _ => String::new(),
         };
         for (d, gpu) in self.s.gpus[..self.s.run_devices].iter().enumerate() {
@@ -88,7 +95,7 @@ impl<'a> CudaDevice<'a> {
                 target: "mgws::grid",
                 "{} on GPU {} ({}, {} SMs): {} workers x {} threads ({} per SM{sharing}), {} B \
                  shared memory each, placement {}, tasks in {}",
-                b.kernel.name(),
+                self.method.name(),
                 gpu.ordinal,
                 gpu.name,
                 gpu.sms,
@@ -125,7 +132,7 @@ impl Device for CudaDevice<'_> {
     type Placed = Memory;
 
     fn name(&self) -> &'static str {
-        self.b.kernel.backend_name()
+        self.method.cuda_name()
     }
 
     fn module_load_s(&self) -> f64 {
@@ -144,7 +151,7 @@ impl Device for CudaDevice<'_> {
             1,
         )?;
         self.s.prepare_placement(self.b.placement)?;
-        let mut config = self.b.scoped(&sched.config);
+        let mut config = self.b.scoped(self.method, &sched.config);
         config.workers = grid.topology.workers();
         let topology = grid.topology;
         self.grid = Some(grid);
@@ -281,22 +288,21 @@ impl Device for CudaDevice<'_> {
             Some(st) => st.iter().map(|w| w.tasks_run).sum(),
             None => progress.iter().map(|p| p.tasks_run).sum(),
         };
-        let kernel = self.b.kernel;
-        let idle_ns = (kernel == GpuKernel::Static)
+        let kernel = self.method;
+        let idle_ns = (kernel == Method::Static)
             .then(|| idle_after_finish(&progress))
             .flatten();
         Ok(ReadBack {
             elapsed_s,
             error: RunError::unpack(word(shared_field::ERROR)),
             // Only the MGWS kernel counts the workers that left its loop.
-            exited_workers: (kernel == GpuKernel::Mgws).then(|| word(shared_field::EXITED_WORKERS)),
+            exited_workers: (kernel == Method::Mgws).then(|| word(shared_field::EXITED_WORKERS)),
             stats,
             progress,
             // Both kernels count their tasks in the progress records; should a static run's
             // records count none, its initial tasks are the only count known (a lower bound:
             // the static kernel runs what they spawn too).
-            tasks_run: (counted == 0 && kernel == GpuKernel::Static)
-                .then_some(job.tasks.len() as u64),
+            tasks_run: (counted == 0 && kernel == Method::Static).then_some(job.tasks.len() as u64),
             idle_ns,
             launch_s: self.launch_s,
         })

@@ -45,20 +45,23 @@ pub const LEVEL_PARAMS: [Param; 2] = [Param::U64, Param::U32];
 /// Byte offset of `LevelSink`'s abort counter in the counter buffer.
 const ABORT_OFFSET: usize = 3 * 8;
 
-/// Runs `job` level by level on one GPU (the level loop with a [`CudaLevels`] step).
+/// Runs `job` level by level on one GPU (the level loop with a [`CudaLevels`] step);
+/// `level_capacity`: tasks one frontier buffer holds (`None`: sized from free memory).
 pub fn run<R: mgws_tasks::Registry>(
     b: &CudaBackend,
+    level_capacity: Option<u64>,
     sched: &Scheduler,
     job: Job<'_>,
 ) -> Result<RunReport> {
     let opened = std::time::Instant::now();
-    let mut device = CudaLevels::open::<R>(b, sched.lanes)?;
+    let mut device = CudaLevels::open::<R>(b, level_capacity, sched.lanes)?;
     crate::levels::run(&mut device, sched, job, opened)
 }
 
 /// The level step on one GPU: one launch of `mgws_<kernel>_level` per level.
-pub struct CudaLevels<'a> {
-    b: &'a CudaBackend,
+pub struct CudaLevels {
+    /// Tasks one frontier buffer holds; `None`: sized from free memory.
+    level_capacity: Option<u64>,
     s: Session,
     f: Function,
     placed: Option<Placed>,
@@ -80,20 +83,25 @@ struct Placed {
     control: Stream,
 }
 
-impl<'a> CudaLevels<'a> {
+impl CudaLevels {
     /// Opens the GPU of `b` (one only) and finds `mgws_<R::KERNEL>_level` in the PTX of `R`.
-    pub fn open<R: mgws_tasks::Registry>(b: &'a CudaBackend, lanes: u32) -> Result<Self> {
+    pub fn open<R: mgws_tasks::Registry>(
+        b: &CudaBackend,
+        level_capacity: Option<u64>,
+        lanes: u32,
+    ) -> Result<Self> {
         super::check_lanes(lanes)?;
         if b.device_list().len() > 1 {
             return Err(Error::Config(
-                "the kernel-per-level baseline runs on one GPU; pass a single --device".into(),
+                "the kernel-per-level baseline runs on one GPU; pass a single GPU (--devices N)"
+                    .into(),
             ));
         }
-        let entry = super::GpuKernel::Levels.entry::<R>(&mgws_core::SchedConfig::new(1));
+        let entry = super::Method::LEVELS.entry::<R>(&mgws_core::SchedConfig::new(1));
         let s = Session::open::<R>(b, lanes, &entry)?;
         let f = s.functions(&entry, &LEVEL_PARAMS)?[0];
         Ok(CudaLevels {
-            b,
+            level_capacity,
             s,
             f,
             placed: None,
@@ -105,9 +113,9 @@ impl<'a> CudaLevels<'a> {
     }
 }
 
-impl LevelDevice for CudaLevels<'_> {
+impl LevelDevice for CudaLevels {
     fn name(&self) -> &'static str {
-        super::GpuKernel::Levels.backend_name()
+        super::Method::LEVELS.cuda_name()
     }
 
     fn place(&mut self, sched: &Scheduler, job: &mut Job<'_>) -> Result<LevelPlan> {
@@ -124,7 +132,7 @@ impl LevelDevice for CudaLevels<'_> {
         // Checks the block size, raises the shared memory limit and reserves the local memory.
         super::grid::blocks_per_sm_for(g, &self.f, lanes, smem, cfg.local_capacity)?;
         let task = size_of::<TaskStruct>();
-        let capacity = match self.b.level_capacity {
+        let capacity = match self.level_capacity {
             Some(c) => c,
             None => {
                 // Sized by what is free: none of it kept for later runs of the process.

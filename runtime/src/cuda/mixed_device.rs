@@ -61,7 +61,7 @@ impl<'a, R: Registry + TaskExecutor<TaskStruct> + Sync> MixedDevice<'a, R> {
         registry: &'a R,
     ) -> Result<Self> {
         Ok(MixedDevice {
-            gpu: CudaDevice::open::<R>(b, sched)?,
+            gpu: CudaDevice::open::<R>(b, super::Method::Mgws, sched)?,
             cpu: None,
             cpu_sched,
             registry,

@@ -3,7 +3,7 @@
 //!
 //! The kernel comes from PTX built by `cargo xtask ptx` (the entries `device/kernel` defines for
 //! each built-in registry with `mgws_kernel_support::worker_kernel!`; a run launches
-//! `mgws_<kernel>_worker_<spec>`, see [`GpuKernel::entry`]); libcuda is loaded at run time
+//! `mgws_<kernel>_worker_<spec>`, see [`Method::entry`]); libcuda is loaded at run time
 //! (`cudarc` with dynamic loading), so building and testing need no CUDA, and a machine without a
 //! GPU gets [`Error::BackendUnavailable`].
 //!
@@ -18,9 +18,9 @@
 //!   (written with a copy on a separate stream while the kernel runs), and returns
 //!   [`Error::Hang`] with every worker's state. A kernel fault (trap, illegal address) becomes
 //!   [`Error::Cuda`] naming the cause; the process goes on.
-//! - Baselines in the same process: [`GpuKernel::Static`] runs the PTX's
+//! - Baselines in the same process: [`Method::Static`] runs the PTX's
 //!   `mgws_<kernel>_static_<device|system>` entry with the same tasks split evenly;
-//!   [`GpuKernel::Levels`] runs one launch of `mgws_<kernel>_level` per level of a spawning
+//!   [`Method::Levels`] runs one launch of `mgws_<kernel>_level` per level of a spawning
 //!   workload, orchestrated by the host.
 
 pub(crate) mod cache;
@@ -47,6 +47,7 @@ use mgws_tasks::Registry;
 
 pub use plan::{parse_devices, Placement, TasksIn};
 
+pub use crate::backend::Method;
 use crate::device::Defaults;
 pub use crate::device::KernelOptions;
 use crate::error::{Error, Result};
@@ -63,52 +64,31 @@ pub(crate) fn gpu_cc(ordinal: u32) -> Result<(u32, u32)> {
     })
 }
 
-/// Which GPU kernel runs the job.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum GpuKernel {
-    /// MGWS: the persistent work-stealing kernel `mgws_<kernel>_worker_<spec>`.
-    #[default]
-    Mgws,
-    /// Baseline: the static-assignment kernel `mgws_<kernel>_static_<scope>` (initial tasks split
-    /// evenly over the blocks, no stealing).
-    Static,
-    /// Baseline: kernel-per-level `mgws_<kernel>_level`, one launch per level of spawned tasks with the
-    /// frontier in device memory, orchestrated by the host.
-    Levels,
-}
-
-impl GpuKernel {
-    /// The kernel's name in reports (`mgws`, `static`, `levels`).
-    pub fn name(self) -> &'static str {
-        match self {
-            GpuKernel::Mgws => "mgws",
-            GpuKernel::Static => "static",
-            GpuKernel::Levels => "levels",
-        }
-    }
-
+/// The GPU side of the methods: each runs its own kernel.
+impl Method {
     /// The PTX entry point that runs registry `R` with `cfg` (whose `queue_scope` is the one the
     /// run uses, see [`CudaBackend::entry`]): `mgws_<R::KERNEL>_worker_<spec>` (the worker compiled
     /// for `cfg`'s termination, overflow, queue sharing and scope, `mgws_core::entry_suffix`),
     /// `mgws_<R::KERNEL>_static_<device|system>` or `mgws_<R::KERNEL>_level`.
     pub fn entry<R: Registry>(self, cfg: &SchedConfig) -> String {
         match self {
-            GpuKernel::Mgws => {
+            Method::Mgws => {
                 format!("mgws_{}_worker_{}", R::KERNEL, mgws_core::entry_suffix(cfg))
             }
-            GpuKernel::Static => {
+            Method::Static => {
                 format!("mgws_{}_static_{}", R::KERNEL, mgws_core::scope_suffix(cfg))
             }
-            GpuKernel::Levels => format!("mgws_{}_level", R::KERNEL),
+            Method::Levels { .. } => format!("mgws_{}_level", R::KERNEL),
         }
     }
 
-    /// The name runs of this kernel report as their backend.
-    pub fn backend_name(self) -> &'static str {
+    /// The name runs of this method on CUDA in one process report as their backend (`cuda`,
+    /// `cuda-static`, `cuda-levels`).
+    pub fn cuda_name(self) -> &'static str {
         match self {
-            GpuKernel::Mgws => "cuda",
-            GpuKernel::Static => "cuda-static",
-            GpuKernel::Levels => "cuda-levels",
+            Method::Mgws => "cuda",
+            Method::Static => "cuda-static",
+            Method::Levels { .. } => "cuda-levels",
         }
     }
 }
@@ -127,10 +107,6 @@ pub struct CudaBackend {
     pub tasks_in: TasksIn,
     /// The PTX to load; `None` searches as [`ptx::resolve`] says.
     pub ptx: Option<PathBuf>,
-    /// Which kernel runs the job: mgws or a baseline.
-    pub kernel: GpuKernel,
-    /// Kernel-per-level only: tasks one frontier buffer holds; `None` sizes it from free memory.
-    pub level_capacity: Option<u64>,
     /// Registers per thread the JIT may use (`CU_JIT_MAX_REGISTERS`; fewer registers, more
     /// resident blocks, possibly spills). `None`: as many as still let one block of the run's
     /// lanes fit on an SM (65536 registers / lanes), at most `plan::DEFAULT_MAX_REGISTERS`.
@@ -139,7 +115,7 @@ pub struct CudaBackend {
     /// single-writer mailboxes in mapped host memory (`mgws_core::bridge`; the GPUs' atomics
     /// on host memory are not atomic against the CPU's). 0: a GPU-only run.
     pub cpu_workers: u32,
-    /// Runs over GPU PEs ([`crate::Backend::CudaProcesses`]) only: how the PEs reach each other's
+    /// Runs over GPU PEs ([`crate::ProcessLayout::Pes`] on CUDA) only: how the PEs reach each other's
     /// queues and termination words.
     pub pe_transport: PeTransport,
     /// Lays every read-write data area of a run over several GPUs out this way, whatever the job
@@ -147,7 +123,7 @@ pub struct CudaBackend {
     pub area_layout: Option<crate::AreaLayout>,
 }
 
-/// How GPU PEs ([`crate::Backend::CudaProcesses`]) reach each other's orchestration memory.
+/// How GPU PEs ([`crate::ProcessLayout::Pes`] on CUDA) reach each other's orchestration memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum PeTransport {
     /// Loads, stores and atomics through NVSHMEM's mappings of the other PEs' memory
@@ -216,7 +192,7 @@ pub fn check_lanes(lanes: u32) -> Result<()> {
 /// Threads per block when none are given.
 pub const DEFAULT_LANES: u32 = 32;
 
-/// The CLI's local-queue capacity for `--backend cuda` when `--local-capacity` is not given (the
+/// The CLI's local-queue capacity for `--device cuda` when `--local-capacity` is not given (the
 /// thesis's 32 stays the default elsewhere). A deep tree fills a 32-task local queue on every
 /// branch, and each overflow is a release to the public queue and a later acquire. 64 overflows
 /// less often, which ran UTS T1L and FIB faster on a GPU and the other workloads no slower; 48
@@ -305,36 +281,22 @@ impl CudaBackend {
         plan::register_cap(self.max_registers, R::MAX_REGISTERS, lanes)
     }
 
-    /// The entry of this backend's kernel that runs registry `R` with `cfg`, on these GPUs with
+    /// The entry of `method`'s kernel that runs registry `R` with `cfg`, on these GPUs with
     /// this placement (which decide the scope of the orchestration atomics).
-    pub fn entry<R: Registry>(&self, cfg: &SchedConfig) -> String {
-        self.kernel.entry::<R>(&self.scoped(cfg))
+    pub fn entry<R: Registry>(&self, method: Method, cfg: &SchedConfig) -> String {
+        method.entry::<R>(&self.scoped(method, cfg))
     }
 
-    /// `cfg` with the queue scope this backend's placement and GPUs need.
-    pub fn scoped(&self, cfg: &SchedConfig) -> SchedConfig {
+    /// `cfg` with the queue scope this backend's placement and GPUs need for `method`.
+    pub fn scoped(&self, method: Method, cfg: &SchedConfig) -> SchedConfig {
         let mut cfg = *cfg;
         cfg.queue_scope = plan::queue_scope(self.placement, self.device_list().len()) as u32;
-        if self.cpu_workers > 0 && self.kernel == GpuKernel::Mgws {
+        if self.cpu_workers > 0 && method == Method::Mgws {
             // The GPUs are side 0 of a bridged run (their own queues keep the scope the GPUs
             // need; the bridge is always accessed at system scope).
             cfg.flags |= mgws_core::RunFlags::BRIDGED.bits();
         }
         cfg
-    }
-
-    /// The same options with another kernel (for baselines).
-    pub fn with_kernel(&self, kernel: GpuKernel) -> Self {
-        CudaBackend {
-            kernel,
-            // The baselines run on the GPUs alone.
-            cpu_workers: if kernel == GpuKernel::Mgws {
-                self.cpu_workers
-            } else {
-                0
-            },
-            ..self.clone()
-        }
     }
 
     /// Checks that this backend can run registry `R` here: libcuda loads, the GPUs exist and the
@@ -375,16 +337,17 @@ impl CudaBackend {
     }
 
     /// The most workers (thread blocks, over all GPUs of the run) that are co-resident with
-    /// `lanes` threads per block and the scratch memory of `local_capacity` tasks: the default
-    /// worker count of a GPU run, and the most it accepts.
+    /// `lanes` threads per block and the scratch memory of `local_capacity` tasks for `method`'s
+    /// kernel: the default worker count of a GPU run, and the most it accepts.
     pub fn max_workers<R: Registry>(
         &self,
+        method: Method,
         lanes: u32,
         local_capacity: u32,
         options: KernelOptions,
     ) -> Result<u32> {
         self.check_single_process()?;
-        self.max_workers_of::<R>(lanes, local_capacity, options, 1, &open::<R>)
+        self.max_workers_of::<R>(method, lanes, local_capacity, options, 1, &open::<R>)
     }
 
     /// [`Self::max_workers`] for a run whose public queues are `copies` times this backend's:
@@ -392,6 +355,7 @@ impl CudaBackend {
     /// of the whole run, so more queues can fit fewer blocks), its kernel loaded by `open`.
     pub(crate) fn max_workers_of<R: Registry>(
         &self,
+        method: Method,
         lanes: u32,
         local_capacity: u32,
         options: KernelOptions,
@@ -400,12 +364,12 @@ impl CudaBackend {
     ) -> Result<u32> {
         let workers_per_queue = options
             .workers_per_queue
-            .unwrap_or_else(|| self.default_queue_sharing(None));
+            .unwrap_or_else(|| self.default_queue_sharing(method, None));
         guard(|| {
-            let entry = self.entry::<R>(&options.config(workers_per_queue));
+            let entry = self.entry::<R>(method, &options.config(workers_per_queue));
             let s = open(self, lanes, &entry)?;
-            match self.kernel {
-                GpuKernel::Mgws | GpuKernel::Static => {
+            match method {
+                Method::Mgws | Method::Static => {
                     let funcs = s.functions(&entry, &device::WORKER_PARAMS)?;
                     let grid = grid::size_grid(
                         &s,
@@ -418,7 +382,7 @@ impl CudaBackend {
                     )?;
                     Ok(grid.topology.workers())
                 }
-                GpuKernel::Levels => {
+                Method::Levels { .. } => {
                     let f = s.functions(&entry, &level_device::LEVEL_PARAMS)?[0];
                     let g = &s.gpus[0];
                     // The kernel's scratch grows with the grid (one damping bit per block):
@@ -435,16 +399,25 @@ impl CudaBackend {
 
     /// The settings a run of registry `R` uses for those left open: [`DEFAULT_LANES`] threads
     /// per block, [`DEFAULT_LOCAL_CAPACITY`] and as many workers as are co-resident
-    /// ([`Self::max_workers`]; the kernel is loaded once and cached for the run).
+    /// ([`Self::max_workers`]; the kernel of `method` is loaded once and cached for the run).
     pub(crate) fn defaults<R: Registry>(
         &self,
+        method: Method,
         lanes: Option<u32>,
         local_capacity: Option<u32>,
         workers: Option<u32>,
         options: KernelOptions,
     ) -> Result<Defaults> {
         self.check_single_process()?;
-        self.defaults_of::<R>(lanes, local_capacity, workers, options, 1, &open::<R>)
+        self.defaults_of::<R>(
+            method,
+            lanes,
+            local_capacity,
+            workers,
+            options,
+            1,
+            &open::<R>,
+        )
     }
 
     /// Refuses settings that only runs over GPU PEs have (the device-API transport's kernel
@@ -453,7 +426,7 @@ impl CudaBackend {
         if self.pe_transport != PeTransport::Mapped {
             return Err(Error::Config(format!(
                 "pe_transport {} is how GPU PEs reach each other: it applies to runs over GPU PE \
-                 processes (Backend::CudaProcesses, --processes) only",
+                 processes (ProcessLayout::Pes, --processes) only",
                 self.pe_transport.name()
             )));
         }
@@ -462,8 +435,10 @@ impl CudaBackend {
 
     /// [`Self::defaults`] for a run whose public queues are `copies` times this backend's, its
     /// kernel loaded by `open` (see [`Self::max_workers_of`]).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn defaults_of<R: Registry>(
         &self,
+        method: Method,
         lanes: Option<u32>,
         local_capacity: Option<u32>,
         workers: Option<u32>,
@@ -476,14 +451,16 @@ impl CudaBackend {
         let local_capacity = local_capacity.unwrap_or(DEFAULT_LOCAL_CAPACITY);
         let queue_sharing = options
             .workers_per_queue
-            .unwrap_or_else(|| self.default_queue_sharing(workers));
+            .unwrap_or_else(|| self.default_queue_sharing(method, workers));
         let options = KernelOptions {
             workers_per_queue: Some(queue_sharing),
             ..options
         };
         let workers = match workers {
             Some(w) => w,
-            None => self.max_workers_of::<R>(lanes, local_capacity, options, copies, open)?,
+            None => {
+                self.max_workers_of::<R>(method, lanes, local_capacity, options, copies, open)?
+            }
         };
         Ok(Defaults {
             lanes,
@@ -499,22 +476,23 @@ impl CudaBackend {
     /// them share theirs too; the CPU side keeps one worker per queue. On several GPUs, sharing
     /// also halves the steal-damping bitmap that every worker keeps for every queue of the run,
     /// which lets a full block count fit again.
-    pub fn default_queue_sharing(&self, workers: Option<u32>) -> u32 {
+    pub fn default_queue_sharing(&self, method: Method, workers: Option<u32>) -> u32 {
         let gpus = self.devices.len().max(1) as u32;
         let pairs_up = workers.is_none_or(|w| {
             w.is_multiple_of(DEFAULT_QUEUE_SHARING) && w / DEFAULT_QUEUE_SHARING >= gpus
         });
-        if self.kernel == GpuKernel::Mgws && pairs_up {
+        if method == Method::Mgws && pairs_up {
             DEFAULT_QUEUE_SHARING
         } else {
             1
         }
     }
 
-    /// Runs `job` with the scheduler's settings and the kernel built for `R` (refusing a PTX
-    /// built for another registry).
+    /// Runs `job` with the scheduler's settings and `method`'s kernel built for `R` (refusing a
+    /// PTX built for another registry).
     pub fn run<R: Registry>(
         &self,
+        method: Method,
         sched: &Scheduler,
         registry: &R,
         job: Job<'_>,
@@ -523,29 +501,31 @@ impl CudaBackend {
         if self.placement == Placement::Symmetric {
             return Err(Error::Config(
                 "placement symmetric (NVSHMEM's symmetric heap) is the placement of runs over GPU \
-                 PE processes (Backend::CudaProcesses, --processes)"
+                 PE processes (ProcessLayout::Pes, --processes)"
                     .into(),
             ));
         }
-        guard(|| match self.kernel {
-            GpuKernel::Mgws if self.cpu_workers > 0 => {
+        guard(|| match method {
+            Method::Mgws if self.cpu_workers > 0 => {
                 let opened = std::time::Instant::now();
                 let cpu_sched = sched.cpu_side(self.cpu_workers)?;
                 let mut device =
                     mixed_device::MixedDevice::open(self, sched, &cpu_sched, registry)?;
                 crate::pipeline::run(&mut device, sched, job, opened)
             }
-            GpuKernel::Static | GpuKernel::Levels if self.cpu_workers > 0 => Err(Error::Config(
+            Method::Static | Method::Levels { .. } if self.cpu_workers > 0 => Err(Error::Config(
                 "CPU workers beside the GPUs need the mgws kernel: the baselines run on the \
                  GPUs alone"
                     .into(),
             )),
-            GpuKernel::Mgws | GpuKernel::Static => {
+            Method::Mgws | Method::Static => {
                 let opened = std::time::Instant::now();
-                let mut device = device::CudaDevice::open::<R>(self, sched)?;
+                let mut device = device::CudaDevice::open::<R>(self, method, sched)?;
                 crate::pipeline::run(&mut device, sched, job, opened)
             }
-            GpuKernel::Levels => level_device::run::<R>(self, sched, job),
+            Method::Levels { level_capacity } => {
+                level_device::run::<R>(self, level_capacity, sched, job)
+            }
         })
     }
 }
@@ -605,7 +585,7 @@ mod tests {
         };
         let e = b.check_single_process().unwrap_err().to_string();
         assert!(
-            e.contains("device-api") && e.contains("CudaProcesses"),
+            e.contains("device-api") && e.contains("ProcessLayout::Pes"),
             "{e}"
         );
         assert!(CudaBackend::new().check_single_process().is_ok());
@@ -635,7 +615,7 @@ mod tests {
         assert!(matches!(e, Error::BackendUnavailable(_)), "{e:?}");
         assert!(e.to_string().contains("libcuda"), "{e}");
         let sched = Scheduler::builder().workers(1).lanes(32).build().unwrap();
-        let backend = crate::Backend::Cuda(CudaBackend::new());
+        let backend = crate::Backend::cuda(CudaBackend::new());
         let tasks = [mgws_tasks::MemsetTasks::task(
             &mgws_tasks::workloads::memset::MemsetTask { index: 0 },
         )];
@@ -648,33 +628,39 @@ mod tests {
     #[test]
     fn gpu_runs_share_queues_by_two_where_they_can() {
         let gpu = CudaBackend::new();
-        assert_eq!(gpu.default_queue_sharing(None), DEFAULT_QUEUE_SHARING);
-        assert_eq!(gpu.default_queue_sharing(Some(2640)), DEFAULT_QUEUE_SHARING);
+        let mgws = Method::Mgws;
+        assert_eq!(gpu.default_queue_sharing(mgws, None), DEFAULT_QUEUE_SHARING);
+        assert_eq!(
+            gpu.default_queue_sharing(mgws, Some(2640)),
+            DEFAULT_QUEUE_SHARING
+        );
         // An odd worker count cannot be split into pairs: unshared rather than an error.
-        assert_eq!(gpu.default_queue_sharing(Some(7)), 1);
+        assert_eq!(gpu.default_queue_sharing(mgws, Some(7)), 1);
         // The GPUs of a bridged run share their queues too; the baselines have no public queues.
         let bridged = CudaBackend {
             cpu_workers: 4,
             ..CudaBackend::new()
         };
-        assert_eq!(bridged.default_queue_sharing(None), DEFAULT_QUEUE_SHARING);
+        assert_eq!(
+            bridged.default_queue_sharing(mgws, None),
+            DEFAULT_QUEUE_SHARING
+        );
         let two_gpus = CudaBackend {
             devices: vec![0, 1],
             ..CudaBackend::new()
         };
-        assert_eq!(two_gpus.default_queue_sharing(None), DEFAULT_QUEUE_SHARING);
         assert_eq!(
-            two_gpus.default_queue_sharing(Some(8)),
+            two_gpus.default_queue_sharing(mgws, None),
+            DEFAULT_QUEUE_SHARING
+        );
+        assert_eq!(
+            two_gpus.default_queue_sharing(mgws, Some(8)),
             DEFAULT_QUEUE_SHARING
         );
         // Two workers over two GPUs: one each, no pair to share a queue.
-        assert_eq!(two_gpus.default_queue_sharing(Some(2)), 1);
-        for kernel in [GpuKernel::Static, GpuKernel::Levels] {
-            let baseline = CudaBackend {
-                kernel,
-                ..CudaBackend::new()
-            };
-            assert_eq!(baseline.default_queue_sharing(None), 1);
+        assert_eq!(two_gpus.default_queue_sharing(mgws, Some(2)), 1);
+        for method in [Method::Static, Method::LEVELS] {
+            assert_eq!(gpu.default_queue_sharing(method, None), 1);
         }
     }
 
@@ -685,7 +671,7 @@ mod tests {
             workers_per_queue: Some(4),
             ..KernelOptions::default()
         };
-        let gpu = crate::Backend::Cuda(CudaBackend::new());
+        let gpu = crate::Backend::cuda(CudaBackend::new());
         let d = gpu
             .defaults::<mgws_tasks::MemsetTasks>(None, None, Some(8), named)
             .unwrap();
@@ -694,11 +680,11 @@ mod tests {
             .defaults::<mgws_tasks::MemsetTasks>(None, None, Some(8), KernelOptions::default())
             .unwrap();
         assert_eq!(d.queue_sharing, DEFAULT_QUEUE_SHARING);
-        let d = crate::Backend::Cpu
+        let d = crate::Backend::cpu()
             .defaults::<mgws_tasks::MemsetTasks>(None, None, Some(8), KernelOptions::default())
             .unwrap();
         assert_eq!(d.queue_sharing, 1);
-        let d = crate::Backend::Cpu
+        let d = crate::Backend::cpu()
             .defaults::<mgws_tasks::MemsetTasks>(None, None, Some(8), named)
             .unwrap();
         assert_eq!(d.queue_sharing, 4);
@@ -706,10 +692,10 @@ mod tests {
 
     #[test]
     fn kernels_have_entries_and_names() {
-        assert_eq!(GpuKernel::default(), GpuKernel::Mgws);
+        assert_eq!(Method::default(), Method::Mgws);
         let mut cfg = SchedConfig::new(4);
         assert_eq!(
-            GpuKernel::Mgws.entry::<mgws_tasks::FibTasks>(&cfg),
+            Method::Mgws.entry::<mgws_tasks::FibTasks>(&cfg),
             "mgws_fib_worker_counter_damping_single_device"
         );
         cfg.termination = TerminationMode::VotingTree as u32;
@@ -719,21 +705,26 @@ mod tests {
             ..CudaBackend::new()
         };
         assert_eq!(
-            two.entry::<mgws_tasks::UtsTasks>(&cfg),
+            two.entry::<mgws_tasks::UtsTasks>(Method::Mgws, &cfg),
             "mgws_uts_worker_tree_damping_shared_system"
         );
         assert_eq!(
-            two.with_kernel(GpuKernel::Static)
-                .entry::<mgws_tasks::UtsTasks>(&cfg),
+            two.entry::<mgws_tasks::UtsTasks>(Method::Static, &cfg),
             "mgws_uts_static_system"
         );
         assert_eq!(
-            GpuKernel::Levels.entry::<mgws_tasks::UtsTasks>(&cfg),
+            Method::LEVELS.entry::<mgws_tasks::UtsTasks>(&cfg),
             "mgws_uts_level"
         );
-        assert_eq!(GpuKernel::Static.backend_name(), "cuda-static");
+        assert_eq!(Method::Static.cuda_name(), "cuda-static");
         assert_eq!(CudaBackend::new().device_list(), vec![0]);
-        let b = CudaBackend::new().with_kernel(GpuKernel::Levels);
-        assert_eq!(b.kernel, GpuKernel::Levels);
+        // A bridged run's flag belongs to the mgws kernel only.
+        let bridged = CudaBackend {
+            cpu_workers: 2,
+            ..CudaBackend::new()
+        };
+        let flag = mgws_core::RunFlags::BRIDGED.bits();
+        assert_ne!(bridged.scoped(Method::Mgws, &cfg).flags & flag, 0);
+        assert_eq!(bridged.scoped(Method::Static, &cfg).flags & flag, 0);
     }
 }

@@ -22,7 +22,7 @@ pub enum Placement {
     /// Another GPU's memory over NVLink (the thesis's P2P approximation); needs 2 GPUs.
     Remote,
     /// NVSHMEM's symmetric heap, one part per PE process, each on its PE's GPU: the placement
-    /// of runs over GPU PE processes ([`crate::Backend::CudaProcesses`]), which set it.
+    /// of runs over GPU PE processes ([`crate::ProcessLayout::Pes`] on CUDA), which set it.
     Symmetric,
 }
 

@@ -162,7 +162,7 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
             nodes.local_pes(self.processes)?;
             if nodes.count > 1 && self.kind() == PeKind::Cpu {
                 return Err(Error::Config(
-                    "runs across nodes run GPU PEs (--backend cuda): CPU PEs share one memory \
+                    "runs across nodes run GPU PEs (--device cuda): CPU PEs share one memory \
                      file, which stops at the machine"
                         .into(),
                 ));

@@ -35,8 +35,8 @@ static TAKEN: AtomicBool = AtomicBool::new(false);
 
 /// This process as a PE of a multi-process run, when the launcher started it as one.
 ///
-/// A program that runs jobs on [`crate::Backend::CpuProcesses`] starts copies of itself, one per
-/// PE: call [`Pe::from_env`] first in `main`, and when it returns a PE, serve it and exit.
+/// A program that runs jobs over PE processes ([`crate::ProcessLayout::Pes`]) starts copies of
+/// itself, one per PE: call [`Pe::from_env`] first in `main`, and when it returns a PE, serve it and exit.
 ///
 /// ```no_run
 /// # use mgws::{Ctx, TaskFunctor, TaskResult, TaskStruct};
@@ -54,7 +54,7 @@ static TAKEN: AtomicBool = AtomicBool::new(false);
 ///     if let Some(pe) = mgws::processes::Pe::from_env() {
 ///         std::process::exit(pe.serve::<MyTasks>());
 ///     }
-///     // ... the program itself, which may run jobs on Backend::CpuProcesses
+///     // ... the program itself, which may run jobs on Backend::cpu().processes(2)
 /// }
 /// ```
 #[derive(Debug)]

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use mgws_core::{Topology, MAX_DEVICES};
 use mgws_tasks::Registry;
 
-use crate::cuda::{CudaBackend, GpuKernel, PeTransport, Placement, TasksIn};
+use crate::cuda::{CudaBackend, PeTransport, Placement, TasksIn};
 use crate::error::{Error, Result};
 use crate::job::Job;
 use crate::scheduler::Scheduler;
@@ -118,13 +118,6 @@ impl GpuPes {
         per_node: usize,
     ) -> Result<()> {
         let b = &self.backend;
-        if b.kernel != GpuKernel::Mgws {
-            return Err(Error::Config(
-                "runs over GPU PE processes run the mgws kernel; the baselines run in one \
-                 process (--devices)"
-                    .into(),
-            ));
-        }
         if b.cpu_workers > 0 || sched.cpu_domains > 1 || sched.cpu_bridge > 0 {
             return Err(Error::Config(
                 "runs over GPU PE processes have no CPU workers beside the GPUs".into(),

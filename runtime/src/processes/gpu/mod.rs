@@ -48,7 +48,15 @@ pub(crate) fn defaults<R: Registry>(
     let open = |b: &CudaBackend, lanes: u32, entry: &str| {
         Session::open_for_transport::<R>(b, lanes, entry)
     };
-    let d = pe.defaults_of::<R>(lanes, local_capacity, per_pe, options, processes, &open)?;
+    let d = pe.defaults_of::<R>(
+        crate::Method::Mgws,
+        lanes,
+        local_capacity,
+        per_pe,
+        options,
+        processes,
+        &open,
+    )?;
     Ok(Defaults {
         workers: workers.unwrap_or(d.workers * processes),
         ..d

@@ -1,4 +1,4 @@
-//! A GPU PE of a multi-process run ([`crate::Backend::CudaProcesses`]): one process, one GPU,
+//! A GPU PE of a multi-process run ([`crate::ProcessLayout::Pes`] on CUDA): one process, one GPU,
 //! one persistent kernel, joined to the other PEs through NVSHMEM.
 //!
 //! The launcher's shared heap is the control plane (settings, the launch gate, progress records
@@ -36,7 +36,7 @@ use super::nvshmem::{Nvshmem, UniqueId};
 use crate::cuda::driver::{self, DeviceBuffer, Event, Stream};
 use crate::cuda::plan::{self, shared_field};
 use crate::cuda::session::Session;
-use crate::cuda::{CudaBackend, GpuKernel, PeTransport, Placement};
+use crate::cuda::{CudaBackend, Method, PeTransport, Placement};
 use crate::error::{Error, Result};
 use crate::processes::layout::{Header, HeapLayout, StartStage};
 
@@ -55,7 +55,6 @@ pub(crate) fn pe_backend(header: &Header, pe: u32) -> Result<CudaBackend> {
         devices: vec![header.gpus[pe as usize]],
         placement: Placement::Symmetric,
         ptx: header.ptx_path(),
-        kernel: GpuKernel::Mgws,
         max_registers: (header.max_registers != 0).then_some(header.max_registers),
         pe_transport: header.pe_transport()?,
         ..CudaBackend::new()
@@ -115,7 +114,7 @@ pub(crate) fn serve_gpu_pe<R: Registry>(
     let (p, pes) = (pe as usize, topology.devices);
     let backend = pe_backend(header, pe)?;
     let transport = backend.pe_transport;
-    let entry = GpuKernel::Mgws.entry::<R>(&config);
+    let entry = Method::Mgws.entry::<R>(&config);
     let s = Session::open_for_transport::<R>(&backend, lanes, &entry)?;
     let function = s
         .functions(&entry, &crate::cuda::device::WORKER_PARAMS)?
