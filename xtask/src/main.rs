@@ -127,8 +127,12 @@ fn ptx(opts: &PtxOptions) -> Result<()> {
         .package(&opts.package)
         .arch(&opts.arch)
         // Its own target directory: the kernel's linker and rustflags must not clash with host
-        // builds.
-        .target_dir(target_base.join("nvptx"))
+        // builds. The NVSHMEM build has another, so that both can run at once (`.ci/run`).
+        .target_dir(target_base.join(if opts.nvshmem {
+            "nvptx-nvshmem"
+        } else {
+            "nvptx"
+        }))
         .ptxas(Ptxas::Required)
         .nvshmem(opts.nvshmem);
     if let Some(out) = &opts.out {

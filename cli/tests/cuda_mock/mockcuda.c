@@ -66,12 +66,12 @@ enum {
 #define ENV_SHARED 136
 #define ENV_QUEUE_HEADERS 144
 #define ENV_DEVICE_IDLE 280
-#define ENV_DEVICE_ABORT 344
-#define ENV_PROGRESS 472
-#define ENV_STATS 480
-#define ENV_AREAS 488
-#define ENV_INITIAL 456
-#define ENV_INITIAL_LEN 464
+#define ENV_ABORT 344
+#define ENV_PROGRESS 480
+#define ENV_STATS 488
+#define ENV_AREAS 496
+#define ENV_INITIAL 464
+#define ENV_INITIAL_LEN 472
 #define SHARED_ABORT 16
 #define SHARED_ERROR 24
 #define SHARED_EXITED 40
@@ -461,10 +461,9 @@ static void *kernel(void *arg) {
             __atomic_fetch_add(idle, 1, __ATOMIC_SEQ_CST);
             __atomic_fetch_add(word, (l->device + 1ull) << 40, __ATOMIC_SEQ_CST);
         }
-        /* As a worker does: its device's copy of the flag where the env gives one, so that an
-         * abort that leaves a copy unset hangs here. */
-        uint64_t copy = rd(l->env + ENV_DEVICE_ABORT + 8 * l->device);
-        volatile uint64_t *own = copy ? (volatile uint64_t *)route(copy) : abort_flag;
+        /* As a worker does: the env's abort flag (its GPU's copy), so that an abort that leaves
+         * a copy unset hangs here. */
+        volatile uint64_t *own = (volatile uint64_t *)route(rd(l->env + ENV_ABORT));
         while (!*own) usleep(1000);
     }
     if (!strcmp(m, "stuck")) {

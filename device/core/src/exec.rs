@@ -192,8 +192,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     }
 
     /// Where `fail` records the first error, and the abort word this worker reads: the run's
-    /// shared state (the abort flag's copy on this worker's device, where it has one), or a level
-    /// launch's counters. Worked out where needed rather than kept: two pointers held for the
+    /// shared state and the env's abort flag, or a level launch's counters. Worked out where needed rather than kept: two pointers held for the
     /// whole loop pushed a GPU worker's state into local memory.
     #[inline(always)]
     pub(crate) fn error_and_abort_words(&self) -> (&P::Word, &P::Word) {
@@ -206,10 +205,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                 )
             },
             OnFull::Publish => {
-                let device = self.env.topology.device_of_worker(self.id);
-                // SAFETY: `new`'s contract: the env's pointers are valid for the run, and the
-                // worker's device is one of its topology.
-                unsafe { (&self.env.shared().error, self.env.abort_flag(device)) }
+                // SAFETY: `new`'s contract: the env's pointers are valid for the run.
+                unsafe { (&self.env.shared().error, self.env.abort_flag()) }
             }
         }
     }

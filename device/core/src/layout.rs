@@ -272,10 +272,12 @@ pub struct Env<W, T> {
     /// device's own memory, updated at device scope by its workers only; null for devices the
     /// topology does not have, and for runs of another termination mode.
     pub device_idle: [*const W; MAX_DEVICES],
-    /// Device `d`'s copy of the abort flag, in its own memory, or null where the device reads
-    /// [`SharedState::abort`]. The shared state lives on one device: a copy per device spares the
-    /// workers of the others a remote load at every progress check. Raising the flag sets the
-    /// shared word and every copy ([`Env::raise_abort`]).
+    /// The abort flag this env's workers read: [`SharedState::abort`], or a copy of it in the
+    /// memory of the device this env is for. The shared state lives on one device: a copy on
+    /// each spares the workers of the others a remote load at every progress check.
+    pub abort: *const W,
+    /// Every copy of the abort flag (null past the last), which raising the flag sets besides
+    /// the shared word ([`Env::raise_abort`]).
     pub device_abort: [*const W; MAX_DEVICES],
     /// The bridge to the other side of a bridged run ([`crate::bridge`]), in memory both sides
     /// reach (mapped host memory); null in other runs.
@@ -399,21 +401,14 @@ impl<W: AtomicWord, T> Env<W, T> {
         unsafe { &*self.shared }
     }
 
-    /// The abort flag the workers of `device` read: its own copy where the host gave one, else
-    /// the shared word.
+    /// The abort flag this env's workers read ([`Env::abort`]).
     ///
     /// # Safety
-    /// The env's pointers are valid, and `device` is a device of its topology.
+    /// The env's pointers are valid.
     #[inline(always)]
-    pub unsafe fn abort_flag(&self, device: u32) -> &W {
-        let copy = self.device_abort[device as usize];
-        if copy.is_null() {
-            // SAFETY: guaranteed by the caller.
-            unsafe { &self.shared().abort }
-        } else {
-            // SAFETY: a non-null copy is valid for the run (the caller's guarantee).
-            unsafe { &*copy }
-        }
+    pub unsafe fn abort_flag(&self) -> &W {
+        // SAFETY: guaranteed by the caller.
+        unsafe { &*self.abort }
     }
 
     /// Raises the abort flag: the shared word, which the host reads, and every device's copy.
@@ -430,11 +425,12 @@ impl<W: AtomicWord, T> Env<W, T> {
         unsafe { self.shared() }
             .abort
             .store(1, Ordering::Release, scope);
-        for copy in &self.device_abort[..self.topology.devices as usize] {
-            if !copy.is_null() {
-                // SAFETY: a non-null copy is valid for the run (the caller's guarantee).
-                unsafe { &**copy }.store(1, Ordering::Release, scope);
+        for copy in &self.device_abort {
+            if copy.is_null() {
+                break;
             }
+            // SAFETY: a non-null copy is valid for the run (the caller's guarantee).
+            unsafe { &**copy }.store(1, Ordering::Release, scope);
         }
     }
 
@@ -576,6 +572,7 @@ impl<W, T> Env<W, T> {
             queue_slots: [core::ptr::null_mut(); MAX_DEVICES],
             tree: core::ptr::null(),
             device_idle: [core::ptr::null(); MAX_DEVICES],
+            abort: core::ptr::null(),
             device_abort: [core::ptr::null(); MAX_DEVICES],
             bridge: core::ptr::null(),
             bridge_slots: [core::ptr::null_mut(); 2],
@@ -609,9 +606,9 @@ mod tests {
     use crate::HostWord;
 
     #[test]
-    fn each_device_reads_its_own_abort_copy_and_raising_sets_every_one() {
+    fn raising_the_abort_flag_sets_the_shared_word_and_every_copy() {
         let shared = SharedState::<HostWord>::new();
-        let copies = [HostWord::new(0), HostWord::new(0)];
+        let copies = [HostWord::new(0), HostWord::new(0), HostWord::new(0)];
         let mut env = Env::<HostWord, u64>::bare(
             SchedConfig::new(6),
             6,
@@ -621,24 +618,29 @@ mod tests {
         );
         env.topology = Topology::split(&[2, 2, 2], 1);
         env.shared = &shared;
-        // Devices 0 and 1 have copies; device 2 reads the shared word.
+        // The env of device 1, of a run that gives devices 0 and 1 copies; copies[2] is no
+        // copy of this run.
+        env.abort = &copies[1];
         env.device_abort[0] = &copies[0];
         env.device_abort[1] = &copies[1];
-        let read = |d: u32| {
-            // SAFETY: every pointer of the env is valid in this test, and devices 0-2 exist.
-            unsafe { env.abort_flag(d) }.load(Ordering::Relaxed, Scope::System)
+        let words = || {
+            copies
+                .each_ref()
+                .map(|c| c.load(Ordering::Relaxed, Scope::System))
         };
-        // SAFETY: as above.
-        assert!(core::ptr::eq(unsafe { env.abort_flag(1) }, &copies[1]));
-        // SAFETY: as above.
-        assert!(core::ptr::eq(unsafe { env.abort_flag(2) }, &shared.abort));
-        assert_eq!([read(0), read(1), read(2)], [0, 0, 0]);
-        // A word set behind the env's back is seen only where it is read.
-        copies[0].store(1, Ordering::Relaxed, Scope::System);
-        assert_eq!([read(0), read(1), read(2)], [1, 0, 0]);
+        // SAFETY: every pointer of the env is valid in this test.
+        let flag = || unsafe { env.abort_flag() }.load(Ordering::Relaxed, Scope::System);
+        assert_eq!((flag(), words()), (0, [0, 0, 0]));
+        // The workers read their device's copy, not the shared word.
+        shared.abort.store(1, Ordering::Relaxed, Scope::System);
+        assert_eq!(flag(), 0);
+        copies[1].store(1, Ordering::Relaxed, Scope::System);
+        assert_eq!(flag(), 1);
+        copies[1].store(0, Ordering::Relaxed, Scope::System);
+        shared.abort.store(0, Ordering::Relaxed, Scope::System);
         // SAFETY: as above.
         unsafe { env.raise_abort(Scope::System) };
-        assert_eq!([read(0), read(1), read(2)], [1, 1, 1]);
+        assert_eq!((flag(), words()), (1, [1, 1, 0]));
         assert_eq!(shared.abort.load(Ordering::Relaxed, Scope::System), 1);
     }
 

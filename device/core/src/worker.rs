@@ -257,15 +257,10 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
 
     #[inline(always)]
     pub(crate) fn abort_flag(&self) -> impl Fn() -> bool + 'e {
-        // The word is looked up when the closure runs, not here: `publish` and `acquire` make the
-        // closure on every call, but run it only while they wait for a lock.
-        let (env, id, scope) = (self.env, self.id, self.scope);
-        move || {
-            let device = env.topology.device_of_worker(id);
-            // SAFETY: the env's pointers outlive the run, and the worker's device is one of its
-            // topology.
-            unsafe { env.abort_flag(device) }.load(Ordering::Relaxed, scope) != 0
-        }
+        // SAFETY: the env's pointers outlive the run.
+        let flag = unsafe { self.env.abort_flag() };
+        let scope = self.scope;
+        move || flag.load(Ordering::Relaxed, scope) != 0
     }
 
     /// Counts a loop iteration. Every `progress_interval` iterations it reports progress, and lane

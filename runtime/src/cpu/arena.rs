@@ -21,9 +21,10 @@ pub struct Arena {
     pub tree: Vec<HostWord>,
     /// `Env::device_idle`: one idle counter per device (CPU domain), each on its own cache line.
     pub device_idle: Vec<DeviceIdle>,
-    /// `Env::device_abort`: one copy of the abort flag per device (CPU domain), as the GPUs of
-    /// one process have, so that the CPU twin runs that path too.
-    pub device_abort: Vec<DeviceIdle>,
+    /// `Env::abort`: a copy of the abort flag that every worker reads, as each GPU of a run in
+    /// one process reads its own, so that the CPU twin runs that path too (one env serves all
+    /// domains here, so one copy).
+    pub abort_copy: Box<DeviceIdle>,
     /// `workers * spill_capacity` tasks of capacity, length 0, like `slots`.
     spill: Vec<TaskStruct>,
     pub progress: Vec<WorkerProgress>,
@@ -87,9 +88,7 @@ impl Arena {
             device_idle: (0..topology.devices)
                 .map(|_| DeviceIdle(HostWord::new(0)))
                 .collect(),
-            device_abort: (0..topology.devices)
-                .map(|_| DeviceIdle(HostWord::new(0)))
-                .collect(),
+            abort_copy: Box::new(DeviceIdle(HostWord::new(0))),
             spill: try_with_capacity(
                 format_args!(
                     "--spill-capacity {} x {workers} workers",
@@ -120,16 +119,16 @@ impl Arena {
         for (d, word) in self.device_idle.iter().enumerate() {
             device_idle[d] = &word.0 as *const HostWord;
         }
+        let abort: *const HostWord = &self.abort_copy.0;
         let mut device_abort = [std::ptr::null(); MAX_DEVICES];
-        for (d, word) in self.device_abort.iter().enumerate() {
-            device_abort[d] = &word.0 as *const HostWord;
-        }
+        device_abort[0] = abort;
         let sections = Sections {
             shared: &*self.shared,
             headers: self.headers.as_ptr(),
             slots: self.slots.as_mut_ptr(),
             tree: self.tree.as_ptr(),
             device_idle,
+            abort,
             device_abort,
             spill: self.spill.as_mut_ptr(),
             progress: self.progress.as_mut_ptr(),
@@ -162,7 +161,9 @@ pub(crate) struct Sections {
     pub tree: *const HostWord,
     /// One idle counter per device (null past the topology's devices).
     pub device_idle: [*const HostWord; MAX_DEVICES],
-    /// Each device's copy of the abort flag, or null where it reads the shared word.
+    /// The abort flag the workers read (`Env::abort`): the shared word or a copy.
+    pub abort: *const HostWord,
+    /// The copies of the abort flag (`Env::device_abort`), null past the last.
     pub device_abort: [*const HostWord; MAX_DEVICES],
     /// `workers * spill_capacity` tasks.
     pub spill: *mut TaskStruct,
@@ -207,6 +208,7 @@ impl Sections {
             queue_slots,
             tree: self.tree,
             device_idle: self.device_idle,
+            abort: self.abort,
             device_abort: self.device_abort,
             bridge: std::ptr::null(),
             bridge_slots: [std::ptr::null_mut(); 2],

@@ -62,8 +62,8 @@ pub struct Memory {
     /// Per GPU: its `Env::device_idle` word (hierarchical termination), in its own memory, where
     /// only its workers update it at device scope.
     pub(super) device_idle: Vec<Placed>,
-    /// Per GPU: its copy of the abort flag (`Env::device_abort`), in its own memory, which its
-    /// workers read at every progress check instead of the shared state on the first GPU.
+    /// Per GPU: its copy of the abort flag (`Env::abort`), in its own memory, which its workers
+    /// read at every progress check instead of the shared state on the first GPU.
     pub(super) device_abort: Vec<Placed>,
     _spill: Vec<DeviceBuffer>,
     _initial_host: Option<HostBuffer>,
@@ -231,6 +231,7 @@ pub(super) fn allocate(
             queue_slots,
             tree: (run_base + run_area.tree as u64) as *const HostWord,
             device_idle: device_idle_ptrs,
+            abort: device_abort_ptrs[d],
             device_abort: device_abort_ptrs,
             bridge: bridge_ptrs.0,
             bridge_slots: bridge_ptrs.1,
@@ -571,6 +572,7 @@ mod tests {
             + size_of::<Topology>()
             + 8
             + 4 * 8 * MAX_DEVICES
+            + 8 // abort
             + 7 * 8
             // bridge, bridge_slots, bridge_side + bridge_worker, worker_base
             + 8 + 2 * 8 + 8 + 8
@@ -582,12 +584,13 @@ mod tests {
         assert_eq!(std::mem::offset_of!(E, shared), 136);
         assert_eq!(std::mem::offset_of!(E, queue_headers), 144);
         assert_eq!(std::mem::offset_of!(E, device_idle), 280);
-        assert_eq!(std::mem::offset_of!(E, device_abort), 344);
-        assert_eq!(std::mem::offset_of!(E, initial), 456);
-        assert_eq!(std::mem::offset_of!(E, initial_len), 464);
-        assert_eq!(std::mem::offset_of!(E, progress), 472);
-        assert_eq!(std::mem::offset_of!(E, stats), 480);
-        assert_eq!(std::mem::offset_of!(E, areas), 488);
+        assert_eq!(std::mem::offset_of!(E, abort), 344);
+        assert_eq!(std::mem::offset_of!(E, device_abort), 352);
+        assert_eq!(std::mem::offset_of!(E, initial), 464);
+        assert_eq!(std::mem::offset_of!(E, initial_len), 472);
+        assert_eq!(std::mem::offset_of!(E, progress), 480);
+        assert_eq!(std::mem::offset_of!(E, stats), 488);
+        assert_eq!(std::mem::offset_of!(E, areas), 496);
         assert_eq!(size_of::<SchedConfig>(), 12 * 4 + 8);
         assert_eq!(size_of::<Topology>(), (2 + 2 * (MAX_DEVICES + 1)) * 4);
         assert_eq!(size_of::<TaskStruct>(), 64);

@@ -466,6 +466,8 @@ impl HeapLayout {
             tree: at(self.tree) as *const HostWord,
             device_idle,
             // The PEs read the shared word: it is in their common heap.
+            abort: at(self.shared + std::mem::offset_of!(SharedState<HostWord>, abort) as u64)
+                as *const HostWord,
             device_abort: [std::ptr::null(); MAX_DEVICES],
             spill: at(self.spill) as *mut TaskStruct,
             progress: at(self.progress) as *mut WorkerProgress,

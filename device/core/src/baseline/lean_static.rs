@@ -343,13 +343,10 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
     /// it to every lane.
     #[inline(always)]
     fn check_abort(&mut self) {
-        let flag = self.p.is_leader() && {
-            let device = self.env.topology.device_of_worker(self.id);
-            // SAFETY: as in `fail`; the worker's device is one of the env's topology.
-            unsafe { self.env.abort_flag(device) }
-                .load(Ordering::Relaxed, S::scope(&self.env.config))
-                != 0
-        };
+        // SAFETY: as in `fail`.
+        let flag = self.p.is_leader()
+            && unsafe { self.env.abort_flag() }.load(Ordering::Relaxed, S::scope(&self.env.config))
+                != 0;
         if self.p.broadcast(flag as u64) != 0 {
             self.aborted = true;
         }
