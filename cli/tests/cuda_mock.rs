@@ -357,7 +357,7 @@ fn an_error_the_scheduler_recorded_is_reported() {
 }
 
 #[test]
-fn a_stalled_run_is_aborted_through_the_shared_state_and_reports_every_worker() {
+fn a_stalled_run_is_aborted_through_its_gpus_abort_flag_and_reports_every_worker() {
     let o = mgws(
         "hang",
         1,
