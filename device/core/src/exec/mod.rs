@@ -1,7 +1,15 @@
-//! The state a worker shares with the tasks it runs: its lanes, its scratch (local queue,
-//! exchange area, leader state), its overflow stack and its error and progress reporting. The
-//! mgws loop (`worker.rs`) and the baselines (`baseline/`) each drive a [`WorkerCore`]; tasks see
-//! it through a [`TaskContext`].
+//! [`WorkerCore`], the state a worker shares with the tasks it runs, and every operation on it.
+//! The mgws loop (`worker.rs`) and the baselines (`baseline/`) each drive one; tasks see it
+//! through a [`TaskContext`]. This file holds the state and what every algorithm uses: its lanes,
+//! its scratch (exchange area, leader state), errors, the abort flag and progress. The other
+//! operations live beside it, one concern per file:
+//!
+//! - `local.rs`: the local queue and the overflow stack, and running local tasks;
+//! - `public.rs`: the own public queue (release, publish, acquire) and the periodic checks;
+//! - `initial.rs`: claiming initial tasks from the home ranges;
+//! - `steal.rs`: stealing from other workers' public queues;
+//! - `idle.rs`: the idle path and termination detection;
+//! - the bridge steps of a bridged run are in `crate::bridge`.
 //!
 //! Every function here is executed by all lanes of a worker in lockstep. Lane 0 performs the
 //! atomics and hands its decisions to the other lanes through `WorkerCore::exchange`; all lanes
@@ -15,12 +23,17 @@ use crate::context::{Tagged, TaskContext, TaskExecutor};
 use crate::error::RunError;
 use crate::layout::{Env, WorkerProgress, WorkerStats};
 use crate::leader::LeaderState;
-use crate::local_ring::LocalRing;
 use crate::operation::Operation;
 use crate::platform::{AtomicWord, Ordering, Platform, Scope};
 use crate::scratch::{ScratchLayout, EXCHANGE_WORDS};
 use crate::spec::Spec;
 use crate::victim::VictimPicker;
+
+mod idle;
+mod initial;
+mod local;
+mod public;
+mod steal;
 
 /// What a spawn does when the local queue is full: the one place where the algorithms that share
 /// [`WorkerCore`] differ inside a task.
@@ -39,6 +52,7 @@ pub(crate) const LOCAL_POSITION_START: u32 = u32::MAX - 255;
 /// The scheduler state of one worker, shared by the loop that drives it and the task context.
 /// `S` fixes the hot-loop options (see [`Spec`]).
 pub struct WorkerCore<'e, P: Platform, T, S: Spec> {
+    // ----- Who and where: fixed for the run. -----
     pub(crate) p: P,
     pub(crate) env: &'e Env<P::Word, T>,
     pub(crate) id: u32,
@@ -49,9 +63,10 @@ pub struct WorkerCore<'e, P: Platform, T, S: Spec> {
     pub(crate) queue: u32,
     pub(crate) scope: Scope,
     pub(crate) layout: ScratchLayout,
-    pub(crate) local_capacity: u64,
     pub(crate) flags: RunFlags,
-    // Uniform state: identical on every lane.
+    pub(crate) spec: core::marker::PhantomData<S>,
+    // ----- The local queue and the overflow stack (uniform: identical on every lane). -----
+    pub(crate) local_capacity: u64,
     /// Local-queue positions, wrapping `u32`s: the capacity (at most 2^16) divides 2^32, so a
     /// position masks to the same slot before and after a wrap, and every register the loop
     /// holds counts on a GPU.
@@ -63,6 +78,11 @@ pub struct WorkerCore<'e, P: Platform, T, S: Spec> {
     /// queue did not take, or what `make_room` moved there during the last task (0 once the loop
     /// published them, before it runs the next task).
     pub(crate) surplus: u32,
+    /// A popped slot may still be read by some lane (see `pop_local`).
+    pub(crate) pop_pending: core::cell::Cell<bool>,
+    /// What a full local queue does (the only algorithm-specific state).
+    pub(crate) on_full: OnFull<P::Word, T>,
+    // ----- The loop's state (uniform). -----
     pub(crate) initial_exhausted: bool,
     /// This worker's own home range of initial tasks has been claimed to its end.
     pub(crate) own_range_exhausted: bool,
@@ -77,18 +97,13 @@ pub struct WorkerCore<'e, P: Platform, T, S: Spec> {
     /// [`crate::config::RELEASE_CHECK_INTERVAL`] to the platform's
     /// [`Platform::RELEASE_CHECK_INTERVAL_MAX`] (see `should_release`).
     pub(crate) release_interval: u32,
-    // Lane 0's counters of the hot path. The rest of lane 0's state is a [`LeaderState`] in the
-    // scratch.
+    // ----- Lane 0's counters of the hot path; the rest of lane 0's state is a [`LeaderState`]
+    // in the scratch. -----
     pub(crate) tasks_run: u64,
     /// The tag last written to `Env::task_tags` plus one, wrapping (0: none yet). A `u32`, as
     /// every register the loop holds counts on a GPU; so a task of tag `u32::MAX` is noted only
     /// after another tag (no registry has that many, and its executor rejects such a task).
     pub(crate) noted_tag: u32,
-    /// A popped slot may still be read by some lane (see `pop_local`).
-    pub(crate) pop_pending: core::cell::Cell<bool>,
-    /// What a full local queue does (the only algorithm-specific state).
-    pub(crate) on_full: OnFull<P::Word, T>,
-    pub(crate) spec: core::marker::PhantomData<S>,
 }
 
 impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
@@ -439,221 +454,6 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             }
             i += BATCH as u32 * lanes;
         }
-    }
-
-    // ----- local queue and overflow stack -------------------------------------------------------
-
-    #[inline(always)]
-    pub(crate) fn local_len(&self) -> u64 {
-        self.local_head.wrapping_sub(self.local_tail) as u64
-    }
-
-    #[inline(always)]
-    pub(crate) fn local_slot(&self, position: u64) -> *mut T {
-        self.local_ring().slot(position)
-    }
-
-    #[inline(always)]
-    pub(crate) fn local_ring(&self) -> LocalRing<T> {
-        LocalRing {
-            base: self.scratch_at::<T>(self.layout.local_slots),
-            capacity: self.local_capacity,
-        }
-    }
-
-    /// Overflow slots per worker, read from the configuration where needed (not held in
-    /// registers for the whole loop).
-    #[inline(always)]
-    pub(crate) fn spill_capacity(&self) -> u64 {
-        self.env.config.spill_capacity as u64
-    }
-
-    #[inline(always)]
-    pub(crate) fn spill_slot(&self, index: u64) -> *mut T {
-        // SAFETY: the host allocates spill_capacity tasks per worker; index < spill_capacity.
-        unsafe {
-            self.env
-                .spill
-                .add((self.id as u64 * self.spill_capacity() + index) as usize)
-        }
-    }
-
-    /// Takes the newest local task (depth-first order for spawning workloads).
-    #[inline(always)]
-    pub(crate) fn pop_local(&mut self) -> T {
-        self.local_head = self.local_head.wrapping_sub(1);
-        // SAFETY: position local_head holds a task written by this worker's lanes before a barrier.
-        let task = unsafe { self.local_slot(self.local_head as u64).read() };
-        // The slot may be overwritten by the next write to the local queue: every lane must have
-        // read it first. That barrier is deferred to the next write (`settle_pop`), so a task that
-        // spawns nothing costs no barrier here.
-        self.pop_pending.set(true);
-        task
-    }
-
-    /// The barrier a popped slot owes before the local queue is written again (see `pop_local`);
-    /// every exchange's barriers pay it too.
-    #[inline(always)]
-    pub(crate) fn settle_pop(&self) {
-        if self.pop_pending.get() {
-            self.p.barrier();
-            self.pop_pending.set(false);
-        }
-    }
-
-    /// Pushes lane `source`'s `task` onto the local queue, making room first if it is full.
-    #[inline(always)]
-    pub(crate) fn push_local(&mut self, source: u32, task: &T) {
-        if self.local_len() == self.local_capacity {
-            self.make_room();
-            if self.aborted {
-                return;
-            }
-        }
-        self.settle_pop();
-        if self.p.lane_id() == source {
-            // SAFETY: the slot is free (len < capacity) and only this lane writes it.
-            unsafe { self.local_slot(self.local_head as u64).write(*task) };
-        }
-        self.local_head = self.local_head.wrapping_add(1);
-        self.p.barrier();
-    }
-
-    /// Pushes the `task` of each lane `0..count` (`count <= lane_count`), in lane order, with one
-    /// barrier instead of one per task.
-    #[inline(always)]
-    pub(crate) fn push_each(&mut self, count: u32, task: &T) {
-        if count as u64 > self.local_capacity / 2 {
-            // More tasks than half the local queue: one at a time, making room as needed.
-            for source in 0..count {
-                self.push_local(source, task);
-            }
-            return;
-        }
-        if !self.make_room_for(count) {
-            return;
-        }
-        if let Some(slot) = self.each_slot(0, count) {
-            // SAFETY: the slot is free (`make_room_for`, `each_slot`); only this lane writes it.
-            unsafe { slot.write(*task) };
-        }
-        self.commit_each(count);
-    }
-
-    /// [`WorkerCore::push_each`] with each lane's task written in place by `fill`, given this
-    /// lane's slot (`None` on lanes outside the tasks it places). More tasks than half the local
-    /// queue go in parts, `fill` running again for each (a local queue of at least twice the
-    /// lanes, as the GPU's default, needs one part).
-    ///
-    /// # Safety
-    /// `fill` initialises the whole task behind the pointer it is given.
-    #[inline(always)]
-    pub(crate) unsafe fn push_each_in_place(&mut self, count: u32, fill: impl Fn(Option<*mut T>)) {
-        let part = (self.local_capacity / 2).max(1) as u32;
-        let mut done = 0;
-        while done < count {
-            let n = (count - done).min(part);
-            if !self.make_room_for(n) {
-                return;
-            }
-            fill(self.each_slot(done, n));
-            self.commit_each(n);
-            done += n;
-        }
-    }
-
-    /// Makes room in the local queue for `count <= local_capacity / 2` more tasks; false after
-    /// an abort, when nothing may be pushed.
-    #[inline(always)]
-    fn make_room_for(&mut self, count: u32) -> bool {
-        while self.local_len() + count as u64 > self.local_capacity {
-            self.make_room();
-            if self.aborted {
-                return false;
-            }
-        }
-        true
-    }
-
-    /// After [`WorkerCore::make_room_for`]: settles the last pop and returns this lane's slot
-    /// among the next `count`, which lanes `first..first + count` write in order (`None` on the
-    /// other lanes).
-    #[inline(always)]
-    fn each_slot(&self, first: u32, count: u32) -> Option<*mut T> {
-        self.settle_pop();
-        let lane = self.p.lane_id().wrapping_sub(first);
-        (lane < count).then(|| self.local_slot((self.local_head as u64) + lane as u64))
-    }
-
-    /// Publishes the `count` tasks written into the slots of [`WorkerCore::each_slot`] to this
-    /// worker's lanes, with one barrier.
-    #[inline(always)]
-    fn commit_each(&mut self, count: u32) {
-        self.local_head = self.local_head.wrapping_add(count);
-        self.p.barrier();
-    }
-
-    /// Frees room in a full local queue, as the algorithm running the worker decides (see
-    /// [`OnFull`]). Only reached when the ring is full, never on the path of a task that fits.
-    ///
-    /// mgws moves the oldest half onto the overflow stack and adds it to the worker's `surplus`,
-    /// which the loop publishes after the task, at its one publish site
-    /// (`publish_surplus_or_release`). Publishing here, inside the task, inlined `publish` at
-    /// every spawn call site, and each copy added registers to the FIB and UTS worker entries.
-    #[inline(always)]
-    pub(crate) fn make_room(&mut self) {
-        let half = self.local_capacity / 2;
-        match self.on_full {
-            OnFull::Publish => {
-                if self.spill(half) {
-                    self.surplus += half as u32;
-                }
-            }
-            OnFull::Frontier(sink) => self.flush_to(sink),
-        }
-        // Back to the task that spawned (see `run_next_local`).
-        self.set_operation(Operation::RunTask);
-    }
-
-    /// Moves the `count` oldest local tasks onto the overflow stack. False (and the run fails
-    /// with [`RunError::SpillOverflow`]) when they do not fit.
-    #[inline(always)]
-    pub(crate) fn spill(&mut self, count: u64) -> bool {
-        self.set_operation(Operation::Spill);
-        if (self.spill_len as u64) + count > self.spill_capacity() {
-            let (worker, capacity) = (self.id, self.spill_capacity() as u32);
-            self.fail(RunError::SpillOverflow { worker, capacity });
-            return false;
-        }
-        let (tail, top) = (self.local_tail as u64, self.spill_len as u64);
-        self.copy_tasks(
-            count,
-            |j| self.local_slot(tail + j),
-            |j| self.spill_slot(top + j),
-        );
-        self.p.barrier();
-        self.local_tail = self.local_tail.wrapping_add(count as u32);
-        self.spill_len += count as u32;
-        self.count(|s| s.spills += 1);
-        true
-    }
-
-    /// Moves the newest overflow tasks back into the (empty) local queue.
-    #[inline(always)]
-    pub(crate) fn refill_from_spill(&mut self) {
-        self.set_operation(Operation::Spill);
-        let count = (self.spill_len as u64).min(self.local_capacity / 2);
-        let (from, head) = (self.spill_len as u64 - count, self.local_head as u64);
-        self.settle_pop();
-        self.copy_tasks(
-            count,
-            |j| self.spill_slot(from + j),
-            |j| self.local_slot(head + j),
-        );
-        self.p.barrier();
-        self.spill_len -= count as u32;
-        self.local_head = self.local_head.wrapping_add(count as u32);
-        self.set_operation(Operation::RunTask);
     }
 
     /// Records `error` (the first one wins) and aborts the run. Called by all lanes.

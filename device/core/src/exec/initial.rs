@@ -1,0 +1,127 @@
+//! Initial tasks: claiming chunks of this worker's home range, and of other ranges once it is
+//! claimed, and loading them into the local queue.
+
+use super::WorkerCore;
+use crate::config::{INITIAL_COPY_BATCH, INITIAL_VICTIM_TRIES};
+use crate::layout::claim_size;
+use crate::operation::Operation;
+use crate::platform::{AtomicWord, Ordering, Platform, ProtocolStep};
+use crate::spec::Spec;
+
+impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
+    /// Claims the next chunk of initial tasks: from this worker's own home range (its queue's
+    /// contiguous share of the initial set, one fetch-add on its own queue header), else from up
+    /// to [`INITIAL_VICTIM_TRIES`] other ranges. Workers claim through their own counters while
+    /// their ranges last, so they do not contend on one shared cursor. `initial_exhausted` is set
+    /// once every range has been claimed to its end.
+    #[inline(always)]
+    pub(crate) fn load_initial(&mut self) -> bool {
+        self.set_operation(Operation::LoadInitial);
+        self.p.protocol_step(ProtocolStep::LoadInitial);
+        let mut plan = [0u64; 4];
+        if self.p.is_leader() {
+            // `(first task, count)`, count 0 for none (see `claim_initial`).
+            let mut claim = (0, 0);
+            let mut own_done = self.own_range_exhausted;
+            if !own_done {
+                claim = self.claim_initial(self.queue);
+                own_done = claim.1 == 0;
+            }
+            if self.own_range_exhausted {
+                // Victims are picked one at a time, only while no claim succeeded: an array of
+                // picks indexed in a loop lived in local memory on a GPU (a stack frame written
+                // and read on every claim).
+                let topology = &self.env.topology;
+                let mut tries = 0;
+                while claim.1 == 0 && tries < INITIAL_VICTIM_TRIES {
+                    tries += 1;
+                    if let Some(q) = self.with_leader(|l| l.picker.pick_initial(topology)) {
+                        claim = self.claim_initial(q);
+                        let found = claim.1 != 0;
+                        self.with_leader(|l| l.picker.record(found));
+                    }
+                }
+            }
+            let (start, count) = claim;
+            // The run-wide count lives in the shared state (on the first GPU of a multi-GPU run):
+            // read only once the own range is claimed, since until then not every range is.
+            let all_done = own_done && self.initial_set_claimed();
+            plan = [start, count, own_done as u64, all_done as u64];
+        }
+        let [start, count, own_done, all_done] = self.exchange(plan);
+        self.own_range_exhausted = own_done != 0;
+        if all_done != 0 {
+            self.initial_exhausted = true;
+        }
+        if count == 0 {
+            return false;
+        }
+        let (initial, head) = (self.env.initial, self.local_head as u64);
+        // The next chunk of the same range is likely this worker's next claim.
+        let next = (start + count).min(self.env.initial_len);
+        let ahead = count.min(self.env.initial_len - next);
+        // SAFETY: next + ahead <= initial_len, so the hinted range lies within the initial set.
+        self.p.prefetch(
+            unsafe { initial.add(next as usize) } as *const u8,
+            (ahead as usize) * core::mem::size_of::<T>(),
+        );
+        // SAFETY: tasks start..start+count of the initial set were claimed by this worker alone.
+        self.copy_tasks_batched::<INITIAL_COPY_BATCH>(
+            count,
+            // Read forwards (the prefetcher follows), written reversed, so that the LIFO local
+            // queue also runs the chunk in its original order (the tasks' own data, e.g. the
+            // articles of consecutive CONTAINS tasks, is then walked forwards too).
+            |j| unsafe { initial.add((start + j) as usize) },
+            |j| self.local_slot(head + count - 1 - j),
+        );
+        self.p.barrier();
+        self.local_head = self.local_head.wrapping_add(count as u32);
+        self.count(|s| s.initial_loads += 1);
+        self.set_operation(Operation::RunTask);
+        true
+    }
+
+    /// Lane 0: claims up to one chunk of queue `q`'s home range; `(first task, count)`, with a
+    /// count of 0 when that range has been claimed to its end. Not an `Option`, whose payload
+    /// the compiler left undefined on the empty path and merged into registers carried around
+    /// a GPU worker's whole loop (see `PublicQueue::lock`).
+    #[inline(always)]
+    pub(crate) fn claim_initial(&self, q: u32) -> (u64, u64) {
+        let (lo, hi) = if q == self.queue {
+            self.with_leader(|l| l.own_range)
+        } else {
+            self.env.initial_range(q)
+        };
+        let len = hi - lo;
+        // SAFETY: q is a queue of the env's topology (this worker's or the picker's choice).
+        let claimed = &unsafe { self.env.header(q) }.initial_claimed;
+        // Relaxed throughout: the initial tasks were written by the host before the run, and
+        // each fetch-add hands out a disjoint interval of the range.
+        let seen = claimed.load(Ordering::Relaxed, self.scope);
+        if len == 0 || seen >= len {
+            return (0, 0);
+        }
+        // Sized by what remained when read: a stale count only makes this claim larger than its
+        // guided share (a claim past the range's end is cut to it below).
+        let per_queue = if S::shared_queues(&self.env.config) {
+            self.env.config.workers_per_queue
+        } else {
+            1
+        };
+        let chunk = claim_size(self.env.config.initial_chunk as u64, len - seen, per_queue);
+        let offset = claimed.fetch_add(chunk, Ordering::Relaxed, self.scope);
+        if offset >= len {
+            return (0, 0);
+        }
+        if offset + chunk >= len {
+            // The claim that reaches the range's end is unique: count the range as done.
+            // SAFETY: the shared state outlives the run.
+            unsafe { self.env.shared() }.initial_ranges_done.fetch_add(
+                1,
+                Ordering::Relaxed,
+                self.scope,
+            );
+        }
+        (lo + offset, chunk.min(len - offset))
+    }
+}
