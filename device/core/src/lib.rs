@@ -41,14 +41,14 @@ pub mod word;
 pub mod worker;
 
 pub use baseline::lean_static::LeanStatic;
-pub use baseline::levels::{LevelSink, LevelWorker};
+pub use baseline::levels::LevelWorker;
 pub use baseline::static_share;
 pub use bytemuck;
 pub use config::{ConfigError, OverflowMode, RunFlags, SchedConfig, TerminationMode, MAX_DEVICES};
 pub use context::{accumulator_stride, Context, DataMut, Tagged, TaskContext, TaskExecutor};
 pub use data::{Access, DataDescriptor, ResultTable};
 pub use error::{RunError, TaskError, CORE_CODES};
-pub use exec::WorkerCore;
+pub use exec::{LevelSink, WorkerCore};
 pub use host_word::HostWord;
 pub use layout::{
     Env, LevelArgs, QueueHeader, SharedState, Topology, WorkerProgress, WorkerStats, AREA_WRITABLE,

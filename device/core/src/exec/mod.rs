@@ -17,7 +17,6 @@
 //! as an identical copy on every lane, so it needs no communication; what only lane 0 uses (the
 //! victim generator, statistics, voting state) is its [`LeaderState`] in the scratch.
 
-use crate::baseline::levels::LevelSink;
 use crate::config::RunFlags;
 use crate::context::{Tagged, TaskContext, TaskExecutor};
 use crate::error::RunError;
@@ -31,9 +30,12 @@ use crate::victim::VictimPicker;
 
 mod idle;
 mod initial;
+mod level_sink;
 mod local;
 mod public;
 mod steal;
+
+pub use level_sink::LevelSink;
 
 /// What a spawn does when the local queue is full: the one place where the algorithms that share
 /// [`WorkerCore`] differ inside a task.
