@@ -225,8 +225,8 @@ pub struct SchedArgs {
     /// T3L, whose path holds about 90,000 pending nodes, 131072).
     #[arg(long, help_heading = "Scheduler")]
     pub spill_capacity: Option<u32>,
-    /// Workers sharing one public queue, 1, 2 or 4 (default: 1; 2 with `--device cuda` when
-    /// the workers pair up on every GPU and no `--cpu-workers` run beside them).
+    /// Workers sharing one public queue, 1, 2 or 4 (default: 1; 2 for the GPUs' workers with
+    /// `--device cuda` when they pair up on every GPU, CPU workers beside them or not).
     #[arg(long, help_heading = "Scheduler")]
     pub queue_sharing: Option<u32>,
     /// Termination detection (default: counter; hierarchical with --processes).
