@@ -415,6 +415,14 @@ impl KernelBuilder {
         }
     }
 
+    /// Makes ready the nvptx64 sysroot that [`KernelBuilder::build`] uses, with the same nightly
+    /// (`None`: the nightly has the target). Builds that run at once call it first, so that none
+    /// of them builds the sysroot in place while another reads it.
+    pub fn prepare_sysroot(&self) -> Result<Option<PathBuf>, BuildError> {
+        let toolchain = Toolchain::find()?;
+        toolchain::find_sysroot(&self.manifest_dir, &toolchain)
+    }
+
     /// Builds the kernel and checks it; see the crate documentation.
     pub fn build(&self) -> Result<Kernel, BuildError> {
         Self::check_arch(&self.arch)?;

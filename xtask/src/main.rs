@@ -40,6 +40,7 @@ fn main() -> ExitCode {
 
 const USAGE: &str = "\
 usage: cargo xtask ptx [--arch sm_XX] [--crate PACKAGE] [--out PATH] [--nvshmem]
+       cargo xtask sysroot
 
 Builds a GPU kernel crate to PTX with the nightly toolchain and checks it with ptxas.
   --arch sm_XX     GPU architecture (default sm_90; sm_70 or newer)
@@ -49,6 +50,8 @@ Builds a GPU kernel crate to PTX with the nightly toolchain and checks it with p
   --nvshmem        the entries for GPU PEs over NVSHMEM's device API (the crate's `nvshmem`
                    feature; default out target/ptx/<lib>.<arch>.nvshmem.ptx), assembled by
                    ptxas as relocatable code: mgws links NVSHMEM in when it loads them
+`sysroot` makes ready the nvptx64 sysroot the builds use (where the nightly lacks the target),
+so that builds run at once do not each build it.
 Environment: MGWS_NIGHTLY (toolchain directory), MGWS_NVPTX_SYSROOT, MGWS_PTXAS.";
 
 fn command(args: &[String]) -> Result<()> {
@@ -56,6 +59,8 @@ fn command(args: &[String]) -> Result<()> {
         Some("ptx") if !args.iter().any(|a| a == "-h" || a == "--help") => {
             ptx(&PtxOptions::parse(&args[1..])?)
         }
+        Some("sysroot") if args.len() == 1 => sysroot(),
+        Some("sysroot") => Err(format!("`sysroot` takes no arguments\n{USAGE}")),
         Some("help" | "-h" | "--help" | "ptx") | None => {
             println!("{USAGE}");
             Ok(())
@@ -103,6 +108,18 @@ impl PtxOptions {
         KernelBuilder::check_arch(&opts.arch).map_err(|e| format!("--{e}"))?;
         Ok(opts)
     }
+}
+
+/// `cargo xtask sysroot`: the sysroot the kernel builds use, made ready.
+fn sysroot() -> Result<()> {
+    match KernelBuilder::new(workspace_root())
+        .prepare_sysroot()
+        .map_err(|e| e.to_string())?
+    {
+        Some(dir) => println!("nvptx64 sysroot: {}", dir.display()),
+        None => println!("the nightly has the nvptx64 target"),
+    }
+    Ok(())
 }
 
 /// The workspace root: the parent of this crate's directory.
