@@ -158,8 +158,7 @@ impl Backend {
         {
             return Err(Error::Config(format!(
                 "method {} runs in one process, not over {processes} PE processes: PEs run the \
-                 mgws method (ProcessLayout::OneProcess for the baseline, Method::Mgws for PEs; \
-                 CLI: drop --processes or --method)",
+                 mgws method (ProcessLayout::OneProcess for the baseline, Method::Mgws for PEs)",
                 self.method.name()
             )));
         }

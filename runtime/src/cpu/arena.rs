@@ -20,11 +20,11 @@ pub struct Arena {
     slots: Vec<TaskStruct>,
     pub tree: Vec<HostWord>,
     /// `Env::device_idle`: one idle counter per device (CPU domain), each on its own cache line.
-    pub device_idle: Vec<DeviceIdle>,
+    pub device_idle: Vec<LoneWord>,
     /// `Env::abort`: a copy of the abort flag that every worker reads, as each GPU of a run in
     /// one process reads its own, so that the CPU twin runs that path too (one env serves all
     /// domains here, so one copy).
-    pub abort_copy: Box<DeviceIdle>,
+    pub abort_copy: Box<LoneWord>,
     /// `workers * spill_capacity` tasks of capacity, length 0, like `slots`.
     spill: Vec<TaskStruct>,
     pub progress: Vec<WorkerProgress>,
@@ -33,10 +33,11 @@ pub struct Arena {
     pub stats: Vec<WorkerStats>,
 }
 
-/// One device's idle counter, alone on its cache lines (its device's workers hammer it). `repr(C)`:
-/// the word sits at offset 0, where the multi-process heap's env points.
+/// A word alone on its cache lines: a device's idle counter (its device's workers hammer it), or
+/// the copy of the abort flag that every worker reads. `repr(C)`: the word sits at offset 0,
+/// where the multi-process heap's env points.
 #[repr(C, align(128))]
-pub struct DeviceIdle(pub HostWord);
+pub struct LoneWord(pub HostWord);
 
 /// A value of `T` whose bytes are all zero.
 ///
@@ -86,9 +87,9 @@ impl Arena {
                 .map(|_| HostWord::new(0))
                 .collect(),
             device_idle: (0..topology.devices)
-                .map(|_| DeviceIdle(HostWord::new(0)))
+                .map(|_| LoneWord(HostWord::new(0)))
                 .collect(),
-            abort_copy: Box::new(DeviceIdle(HostWord::new(0))),
+            abort_copy: Box::new(LoneWord(HostWord::new(0))),
             spill: try_with_capacity(
                 format_args!(
                     "--spill-capacity {} x {workers} workers",

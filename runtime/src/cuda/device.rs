@@ -288,21 +288,21 @@ impl Device for CudaDevice<'_> {
             Some(st) => st.iter().map(|w| w.tasks_run).sum(),
             None => progress.iter().map(|p| p.tasks_run).sum(),
         };
-        let kernel = self.method;
-        let idle_ns = (kernel == Method::Static)
+        let method = self.method;
+        let idle_ns = (method == Method::Static)
             .then(|| idle_after_finish(&progress))
             .flatten();
         Ok(ReadBack {
             elapsed_s,
             error: RunError::unpack(word(shared_field::ERROR)),
             // Only the MGWS kernel counts the workers that left its loop.
-            exited_workers: (kernel == Method::Mgws).then(|| word(shared_field::EXITED_WORKERS)),
+            exited_workers: (method == Method::Mgws).then(|| word(shared_field::EXITED_WORKERS)),
             stats,
             progress,
             // Both kernels count their tasks in the progress records; should a static run's
             // records count none, its initial tasks are the only count known (a lower bound:
             // the static kernel runs what they spawn too).
-            tasks_run: (counted == 0 && kernel == Method::Static).then_some(job.tasks.len() as u64),
+            tasks_run: (counted == 0 && method == Method::Static).then_some(job.tasks.len() as u64),
             idle_ns,
             launch_s: self.launch_s,
         })

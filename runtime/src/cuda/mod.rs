@@ -115,8 +115,8 @@ pub struct CudaBackend {
     /// single-writer mailboxes in mapped host memory (`mgws_core::bridge`; the GPUs' atomics
     /// on host memory are not atomic against the CPU's). 0: a GPU-only run.
     pub cpu_workers: u32,
-    /// Runs over GPU PEs ([`crate::ProcessLayout::Pes`] on CUDA) only: how the PEs reach each other's
-    /// queues and termination words.
+    /// Runs over GPU PEs ([`crate::ProcessLayout::Pes`] on CUDA) only: how the PEs reach each
+    /// other's queues and termination words.
     pub pe_transport: PeTransport,
     /// Lays every read-write data area of a run over several GPUs out this way, whatever the job
     /// chose ([`crate::Job::layout`]): a manual override for comparisons. `None`: each area's own.

@@ -13,7 +13,7 @@ use mgws_core::{
 };
 use mgws_tasks::TaskStruct;
 
-use crate::cpu::arena::{DeviceIdle, Sections};
+use crate::cpu::arena::{LoneWord, Sections};
 use crate::error::{Error, Result};
 
 /// `b"mgwsPE"` and the layout's version: a PE refuses a heap of another version.
@@ -370,7 +370,7 @@ impl HeapLayout {
                 on_cpu * queues.checked_mul(u64::from(config.public_capacity))?,
             )?;
             let tree = section::<HostWord>(&mut end, tree as u64)?;
-            let device_idle = section::<DeviceIdle>(&mut end, u64::from(topology.devices))?;
+            let device_idle = section::<LoneWord>(&mut end, u64::from(topology.devices))?;
             let spill = section::<TaskStruct>(
                 &mut end,
                 on_cpu * workers.checked_mul(u64::from(config.spill_capacity))?,
@@ -452,7 +452,7 @@ impl HeapLayout {
             .enumerate()
             .take(header.topology.devices as usize)
         {
-            *word = at(self.device_idle + (d * std::mem::size_of::<DeviceIdle>()) as u64)
+            *word = at(self.device_idle + (d * std::mem::size_of::<LoneWord>()) as u64)
                 as *const HostWord;
         }
         let mut areas = [0u64; DATA_AREAS];

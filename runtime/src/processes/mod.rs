@@ -1,7 +1,8 @@
 //! Multi-process runs on one machine: the CPU twin of one process per GPU (a PE, as NVSHMEM
 //! calls it).
 //!
-//! A launcher ([`ProcessLayout::Pes`](crate::ProcessLayout::Pes), `mgws run --processes N`) lays the whole run out in a shared heap (an anonymous memory file every process maps: the
+//! A launcher ([`ProcessLayout::Pes`](crate::ProcessLayout::Pes), `mgws run --processes N`)
+//! lays the whole run out in a shared heap (an anonymous memory file every process maps: the
 //! stand-in for NVSHMEM's symmetric heap on one node) and starts one process per PE, copies of
 //! the running program, which serve their PE ([`Pe`]). Each PE is one domain of the run's
 //! [`Topology`](mgws_core::Topology): its own public queues and, under

@@ -36,7 +36,8 @@ static TAKEN: AtomicBool = AtomicBool::new(false);
 /// This process as a PE of a multi-process run, when the launcher started it as one.
 ///
 /// A program that runs jobs over PE processes ([`crate::ProcessLayout::Pes`]) starts copies of
-/// itself, one per PE: call [`Pe::from_env`] first in `main`, and when it returns a PE, serve it and exit.
+/// itself, one per PE: call [`Pe::from_env`] first in `main`, and when it returns a PE, serve it
+/// and exit.
 ///
 /// ```no_run
 /// # use mgws::{Ctx, TaskFunctor, TaskResult, TaskStruct};

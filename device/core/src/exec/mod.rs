@@ -209,8 +209,9 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     }
 
     /// Where `fail` records the first error, and the abort word this worker reads: the run's
-    /// shared state and the env's abort flag, or a level launch's counters. Worked out where needed rather than kept: two pointers held for the
-    /// whole loop pushed a GPU worker's state into local memory.
+    /// shared state and the env's abort flag, or a level launch's counters. Worked out where
+    /// needed rather than kept: two pointers held for the whole loop pushed a GPU worker's state
+    /// into local memory.
     #[inline(always)]
     pub(crate) fn error_and_abort_words(&self) -> (&P::Word, &P::Word) {
         match self.on_full {

@@ -605,8 +605,7 @@ fn allocate_local(
         tree: (run + sym.run.tree as u64) as *const HostWord,
         device_idle,
         // The shared abort word: the PEs' copies would need forwarding like the word itself.
-        abort: (run + (sym.run.shared + std::mem::offset_of!(SharedState<HostWord>, abort)) as u64)
-            as *const HostWord,
+        abort: (run + (sym.run.shared + shared_field::ABORT) as u64) as *const HostWord,
         device_abort: [std::ptr::null(); MAX_DEVICES],
         bridge: std::ptr::null(),
         bridge_slots: [std::ptr::null_mut(); 2],
