@@ -1,9 +1,11 @@
 //! `mgws bench gpu`: every workload on one GPU against its baselines over a sweep of workers per
 //! SM, in one process: mgws, the lean static kernel (workloads with many initial tasks: MEMSET,
 //! SKEW), kernel-per-level (the spawning ones) and, for MEMSET, the hand-written CUDA reference
-//! (`cli/reference/static_memset.cu`, compiled with nvcc when nvcc is found). Every run is
-//! verified; repetitions are interleaved, and a ratio is the median over repetitions of mgws's
-//! rate over the baseline's in the same repetition.
+//! (`cli/reference/static_memset.cu`, compiled with nvcc when nvcc is found): block-per-task over
+//! the same workers (`reference`) and flat thread-per-task, one launch whatever the workers
+//! (`reference-flat`, once per repetition, at workers 0 in the CSV and in every row of the
+//! table). Every run is verified; repetitions are interleaved, and a ratio is the median over
+//! repetitions of mgws's rate over the baseline's in the same repetition.
 //!
 //! `mgws bench skew`: the SKEW workload over its knob `k` on the CPU or a GPU: mgws against static
 //! assignment, with the static run's idle share.
@@ -100,6 +102,9 @@ const KERNELS: [(&str, MethodArg); 3] = [
     ("static", MethodArg::Static),
     ("levels", MethodArg::Levels),
 ];
+
+/// The flat thread-per-task reference: one run per repetition, the same at every x.
+const FLAT: &str = "reference-flat";
 
 /// Whether the sweep runs `kernel` on `workload`. MEMSET spawns nothing, so its one level is the
 /// static split. UTS and FIB start from one root task, which the static split gives to one block:
@@ -237,15 +242,20 @@ pub fn gpu(opts: &GpuBenchOpts, sched: &SchedArgs) -> Result<i32> {
                 opts.reps,
             ) {
                 Ok(runs) => {
-                    for (rep, workers, rate, bad) in runs {
+                    for (method, rep, workers, rate, bad) in runs {
                         if bad != 0 {
-                            return Err(Error::Verification(format!(
-                                "the reference lost or duplicated {bad} slots at {workers} workers"
-                            )));
+                            return Err(Error::Verification(if method == FLAT {
+                                format!("the flat reference lost or duplicated {bad} slots")
+                            } else {
+                                format!(
+                                    "the reference lost or duplicated {bad} slots at {workers} \
+                                     workers"
+                                )
+                            }));
                         }
                         rows.push(Row {
                             workload: workload.clone(),
-                            method: "reference",
+                            method,
                             x: workers / sms,
                             workers,
                             rep,
@@ -367,14 +377,17 @@ pub fn skew_study(opts: &SkewBenchOpts, sched: &SchedArgs) -> Result<i32> {
     super::finish(sched.json, "skew", &table, rows_json(&rows), &written)
 }
 
-/// Builds and runs the hand-written reference: `(rep, workers, tasks/s, bad slots)` per run.
+/// One run of the reference: `(method, rep, workers, tasks/s, bad slots)`.
+type RefRun = (&'static str, u32, u32, f64, u64);
+
+/// Builds and runs the hand-written reference.
 fn reference(
     out: &Path,
     cc: (i32, i32),
     tasks: u64,
     workers: &[u32],
     reps: u32,
-) -> std::result::Result<Vec<(u32, u32, f64, u64)>, String> {
+) -> std::result::Result<Vec<RefRun>, String> {
     let nvcc = find_nvcc().ok_or("nvcc not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)")?;
     let src = out.join("static_memset.cu");
     let bin = out.join("static_memset");
@@ -408,16 +421,22 @@ fn reference(
     Ok(parse_reference(&String::from_utf8_lossy(&ran.stdout)))
 }
 
-/// The blockwise runs of the reference's output, `(rep, workers, tasks/s, bad slots)`, numbering
-/// repetitions by the order in which each worker count recurs. Skipped and flat runs are left out.
-fn parse_reference(text: &str) -> Vec<(u32, u32, f64, u64)> {
-    let mut seen: Vec<(u32, u32)> = Vec::new();
+/// The blockwise (`reference`) and flat (`reference-flat`, workers 0) runs of the reference's
+/// output, numbering repetitions by the order in which each method and worker count recurs.
+/// Skipped runs are left out.
+fn parse_reference(text: &str) -> Vec<RefRun> {
+    let mut seen: Vec<(&str, u32, u32)> = Vec::new();
     let mut runs = Vec::new();
     for line in text.lines() {
         let f: Vec<&str> = line.trim().split(',').collect();
-        if f.len() != 5 || f[0] != "reference" || f[1] != "blockwise" {
+        if f.len() != 5 || f[0] != "reference" {
             continue;
         }
+        let method = match f[1] {
+            "blockwise" => "reference",
+            "flat" => FLAT,
+            _ => continue,
+        };
         let (Ok(workers), Ok(rate), Ok(bad)) = (
             f[2].parse::<u32>(),
             f[3].parse::<f64>(),
@@ -425,17 +444,20 @@ fn parse_reference(text: &str) -> Vec<(u32, u32, f64, u64)> {
         ) else {
             continue;
         };
-        let rep = match seen.iter_mut().find(|(w, _)| *w == workers) {
-            Some((_, n)) => {
+        let rep = match seen
+            .iter_mut()
+            .find(|(m, w, _)| *m == method && *w == workers)
+        {
+            Some((_, _, n)) => {
                 *n += 1;
                 *n - 1
             }
             None => {
-                seen.push((workers, 1));
+                seen.push((method, workers, 1));
                 0
             }
         };
-        runs.push((rep, workers, rate, bad));
+        runs.push((method, rep, workers, rate, bad));
     }
     runs
 }
@@ -466,11 +488,16 @@ pub(super) fn median(mut v: Vec<f64>) -> Option<f64> {
     })
 }
 
+/// Whether `r` counts at `x`: its own x, or every x for the flat reference.
+fn at(r: &Row, x: u32) -> bool {
+    r.x == x || r.method == FLAT
+}
+
 /// Median tasks/s of `method` at `x`.
 fn rate(rows: &[Row], workload: &str, method: &str, x: u32) -> Option<f64> {
     median(
         rows.iter()
-            .filter(|r| r.workload == workload && r.method == method && r.x == x)
+            .filter(|r| r.workload == workload && r.method == method && at(r, x))
             .map(|r| r.tasks_per_s)
             .collect(),
     )
@@ -480,7 +507,7 @@ fn rate(rows: &[Row], workload: &str, method: &str, x: u32) -> Option<f64> {
 fn paired(rows: &[Row], workload: &str, baseline: &str, x: u32) -> Option<f64> {
     let of = |m: &str, rep: u32| {
         rows.iter()
-            .find(|r| r.workload == workload && r.method == m && r.x == x && r.rep == rep)
+            .find(|r| r.workload == workload && r.method == m && at(r, x) && r.rep == rep)
             .map(|r| r.tasks_per_s)
     };
     median(
@@ -494,7 +521,7 @@ fn paired(rows: &[Row], workload: &str, baseline: &str, x: u32) -> Option<f64> {
 fn xs(rows: &[Row], workload: &str) -> Vec<u32> {
     let mut xs: Vec<u32> = rows
         .iter()
-        .filter(|r| r.workload == workload)
+        .filter(|r| r.workload == workload && r.method != FLAT)
         .map(|r| r.x)
         .collect();
     xs.sort_unstable();
@@ -509,17 +536,22 @@ fn table(rows: &[Row], notes: &[String], x_name: &str) -> String {
     workloads.dedup();
     let _ = writeln!(
         t,
-        "{:<9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>11}",
+        concat!(
+            "{:<9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            " {:>9} {:>9} {:>9} {:>9} {:>11}"
+        ),
         "workload",
         x_name,
         "mgws",
         "static",
         "levels",
         "reference",
+        "ref-flat",
         "static idle",
         "/static",
         "/levels",
         "/ref",
+        "/ref-flat",
         "workers"
     );
     for w in workloads {
@@ -539,17 +571,22 @@ fn table(rows: &[Row], notes: &[String], x_name: &str) -> String {
                 .map_or(0, |r| r.workers);
             let _ = writeln!(
                 t,
-                "{:<9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>9} {:>11}",
+                concat!(
+                    "{:<9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+                    " {:>9} {:>9} {:>9} {:>9} {:>11}"
+                ),
                 w,
                 x,
                 cell("mgws"),
                 cell("static"),
                 cell("levels"),
                 cell("reference"),
+                cell(FLAT),
                 idle,
                 ratio("static"),
                 ratio("levels"),
                 ratio("reference"),
+                ratio(FLAT),
                 workers
             );
         }
@@ -586,6 +623,7 @@ fn color(method: &str) -> RGBColor {
         "mgws" => RGBColor(0xd6, 0x27, 0x28),
         "static" => RGBColor(0x1f, 0x77, 0xb4),
         "levels" => RGBColor(0xff, 0x7f, 0x0e),
+        FLAT => RGBColor(0x94, 0x67, 0xbd),
         _ => RGBColor(0x55, 0x55, 0x55),
     }
 }
@@ -647,7 +685,7 @@ pub(super) fn lines(
 }
 
 fn plot_rates(out: &Path, workload: &str, rows: &[Row], x_desc: &str) -> Result<PathBuf> {
-    let series = ["mgws", "static", "levels", "reference"]
+    let series = ["mgws", "static", "levels", "reference", FLAT]
         .iter()
         .map(|&m| {
             let pts = xs(rows, workload)
@@ -668,7 +706,7 @@ fn plot_rates(out: &Path, workload: &str, rows: &[Row], x_desc: &str) -> Result<
 }
 
 fn plot_speedups(out: &Path, workload: &str, rows: &[Row], x_desc: &str) -> Result<PathBuf> {
-    let series = ["static", "levels", "reference"]
+    let series = ["static", "levels", "reference", FLAT]
         .iter()
         .map(|&b| {
             let pts = xs(rows, workload)
@@ -725,10 +763,17 @@ mod tests {
     #[test]
     fn the_references_output_is_parsed_with_repetitions_numbered() {
         let out = "reference,flat,0,2.9e10,0\nreference,blockwise,132,2.95e8,0\n\
-                   reference,blockwise,4224,skipped,0\nnoise\nreference,blockwise,132,3.0e8,1\n";
+                   reference,blockwise,4224,skipped,0\nnoise\nreference,flat,0,skipped,0\n\
+                   reference,other,0,1e9,0\nreference,flat,0,3.1e10,2\n\
+                   reference,blockwise,132,3.0e8,1\n";
         assert_eq!(
             parse_reference(out),
-            vec![(0, 132, 2.95e8, 0), (1, 132, 3.0e8, 1)]
+            vec![
+                (FLAT, 0, 0, 2.9e10, 0),
+                ("reference", 0, 132, 2.95e8, 0),
+                (FLAT, 1, 0, 3.1e10, 2),
+                ("reference", 1, 132, 3.0e8, 1),
+            ]
         );
     }
 
@@ -786,5 +831,23 @@ mod tests {
         assert!(std::fs::read_to_string(svg).unwrap().contains("<svg"));
         assert!(write_csv(Path::new("/nonexistent/dir/r.csv"), &rows).is_err());
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn the_flat_reference_counts_at_every_x() {
+        let rows = vec![
+            row("mgws", 1, 0, 4.0),
+            row("mgws", 2, 0, 8.0),
+            row(FLAT, 0, 0, 2.0),
+            row("mgws", 1, 1, 6.0),
+            row("mgws", 2, 1, 9.0),
+            row(FLAT, 0, 1, 3.0),
+        ];
+        assert_eq!(xs(&rows, "w"), vec![1, 2]);
+        assert_eq!(rate(&rows, "w", FLAT, 2), Some(2.5));
+        assert_eq!(paired(&rows, "w", FLAT, 1), Some(2.0));
+        assert_eq!(paired(&rows, "w", FLAT, 2), Some(3.5));
+        let t = table(&rows, &[], "workers/SM");
+        assert!(t.contains("ref-flat") && t.contains("3.50x"), "{t}");
     }
 }
