@@ -28,7 +28,22 @@ pub(crate) unsafe fn task_word<'a, W: AtomicWord>(target: *mut u64) -> &'a W {
 
 /// Runs a task. Implemented by the task registry (`mgws-tasks`), which dispatches on the task tag.
 pub trait TaskExecutor<T>: Sync {
-    /// Runs `task` on every lane of the worker; all lanes call it and must return the same result.
+    /// True if some task of this executor is narrow: it declares fewer lanes than a worker may
+    /// have ([`TaskExecutor::width`]). Only then does a worker look at its tasks' widths.
+    const NARROW: bool = false;
+    /// The width of every task, where all tags share one (0 for the whole worker); `None` where
+    /// they differ, and a worker reads each task's.
+    const UNIFORM_WIDTH: Option<u32> = Some(0);
+
+    /// The lanes a task of `task`'s tag runs on: a power of two from 1 to 32, or 0 for the
+    /// whole worker (the default). A worker with at most that many lanes runs it on all of them.
+    #[inline(always)]
+    fn width(&self, _task: &T) -> u32 {
+        0
+    }
+
+    /// Runs `task` on every lane of the context (the whole worker, or a narrow task's lanes);
+    /// all of them call it and must return the same result.
     fn execute<C: Context<Task = T>>(&self, task: &T, ctx: &mut C) -> Result<(), TaskError>;
 }
 
@@ -147,6 +162,30 @@ pub trait Context {
     /// Tasks this worker has started, this one included: the same on every lane, so a task may
     /// branch on it (a bound on how much work one worker does, for example).
     fn tasks_run(&self) -> u64;
+    /// Runs `f`, an update of the worker's own state (its result-table slot), so that no other
+    /// task of the worker updates it meanwhile: narrow tasks side by side take a lock; a task
+    /// that has the worker to itself just runs `f`.
+    #[doc(hidden)]
+    #[inline(always)]
+    fn exclusive<R>(&self, f: impl FnOnce() -> R) -> R {
+        f()
+    }
+
+    /// Enqueues `count` new tasks, task `k` being `make(k)`. Every lane of the task calls it with
+    /// the same `count`; the lanes build the tasks together (a narrow task of one lane builds
+    /// them all and reserves their slots with one atomic of its warp, shared with the lanes
+    /// beside it).
+    #[inline(always)]
+    fn spawn_many(&mut self, count: u32, make: impl Fn(u32) -> Self::Task) {
+        let lanes = self.lane_count();
+        let mut first = 0;
+        while first < count {
+            let part = (count - first).min(lanes);
+            let task = make(first + self.lane_id().min(part - 1));
+            self.spawn_each(part, &task);
+            first += part;
+        }
+    }
 
     /// True on lane 0.
     #[inline(always)]
@@ -260,13 +299,16 @@ pub trait Context {
         let slot = (base + at) as *mut u8;
         let (slot, _) = typed::<U>(slot, core::mem::size_of::<U>())?;
         Ok(self.leader(|| {
-            // SAFETY: the slot is aligned, inside a writable area, and only this worker's lane 0
-            // reads or writes it during the run (one slot per worker).
-            let mut value = unsafe { slot.read_volatile() };
-            let r = f(&mut value);
-            // SAFETY: as above.
-            unsafe { slot.write_volatile(value) };
-            r
+            self.exclusive(|| {
+                // SAFETY: the slot is aligned, inside a writable area, and only this worker
+                // reads or writes it during the run (one slot per worker), one task at a time
+                // (`exclusive`), on that task's leader lane.
+                let mut value = unsafe { slot.read_volatile() };
+                let r = f(&mut value);
+                // SAFETY: as above.
+                unsafe { slot.write_volatile(value) };
+                r
+            })
         }))
     }
 }
@@ -475,8 +517,8 @@ impl<P: Platform, T: Copy, S: Spec> Context for TaskContext<'_, '_, P, T, S> {
     #[inline(always)]
     fn heartbeat(&self) {
         if self.core.p.is_leader() {
-            self.core.with_leader(|l| l.heartbeats += 1);
-            self.core.report_progress();
+            // SAFETY: lane 0, outside a narrow batch.
+            unsafe { self.core.write_progress(1) };
         }
     }
     #[inline(always)]

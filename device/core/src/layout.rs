@@ -516,7 +516,8 @@ impl<W, T> Env<W, T> {
     /// records). Volatile, so that the host, reading concurrently, sees the stores.
     ///
     /// # Safety
-    /// `id` is a worker of this env, and only that worker's lane 0 writes its record.
+    /// `id` is a worker of this env, and only one lane of that worker writes its record at a
+    /// time (lane 0, or the lane that holds its narrow lock).
     #[inline(always)]
     pub unsafe fn write_progress(&self, id: u32, record: WorkerProgress) {
         if !self.progress.is_null() {

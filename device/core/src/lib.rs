@@ -24,6 +24,7 @@ pub mod launch;
 pub mod layout;
 pub mod leader;
 pub mod local_ring;
+pub mod narrow;
 #[cfg(target_arch = "nvptx64")]
 pub mod nvptx;
 #[cfg(not(target_arch = "nvptx64"))]
@@ -56,6 +57,7 @@ pub use layout::{
 };
 pub use leader::LeaderState;
 pub use local_ring::ring_index;
+pub use narrow::NarrowContext;
 pub use operation::Operation;
 pub use platform::{AtomicWord, Ordering, Platform, ProtocolStep, Scope};
 pub use public_queue::{Claim, Locked, OwnerView, PublicQueue};

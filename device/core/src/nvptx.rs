@@ -308,6 +308,18 @@ impl AtomicWord for NvptxWord {
         let p = self.0.get();
         by_scope!(scope, red!("max.u64", p, value))
     }
+
+    /// The same reduction: it is atomic whoever else writes the word.
+    #[inline(always)]
+    fn add_relaxed(&self, value: u64, scope: Scope) {
+        self.add_single_writer(value, scope)
+    }
+
+    /// The same reduction, as [`NvptxWord::add_relaxed`].
+    #[inline(always)]
+    fn max_relaxed(&self, value: u64, scope: Scope) {
+        self.max_single_writer(value, scope)
+    }
 }
 
 impl NvptxWord {
@@ -499,4 +511,140 @@ unsafe impl Platform for GpuBlockPlatform {
         unsafe { asm!("mov.u64 {t}, %globaltimer;", t = out(reg64) t, options(nomem, nostack)) };
         t
     }
+
+    #[inline(always)]
+    fn group_barrier(&self, width: u32) {
+        let mask = group_mask(self.lane, width);
+        // SAFETY: every lane of the group calls it (the caller's contract); `bar.warp.sync`
+        // waits for the lanes of `mask` and orders their memory operations (PTX ISA).
+        unsafe { asm!("bar.warp.sync {m};", m = in(reg32) mask, options(nostack)) };
+    }
+
+    /// The lanes that call together form a coalesced group (`activemask`): they add their
+    /// values with one shared-memory atomic of the group's lowest lane, and each gets its
+    /// exclusive prefix over the group in lane order (a scan of `shfl.sync` steps by rank).
+    #[inline(always)]
+    unsafe fn lanes_fetch_add(&self, word: *mut u32, value: u32) -> u32 {
+        let base: u32;
+        // SAFETY: the lanes of `mask` are the ones executing this block of straight-line code
+        // (predicated, no branch), so each `shfl.sync` names only lanes that execute it; the
+        // caller guarantees that `word` is a scratch (shared memory) word used only by these
+        // atomics.
+        unsafe {
+            asm!(
+                "{{",
+                ".reg .pred p;",
+                ".reg .b32 mask, lt, rank, n, x, y, src, leader, last, total, old;",
+                "activemask.b32 mask;",
+                "mov.u32 lt, %lanemask_lt;",
+                "and.b32 lt, lt, mask;",
+                "popc.b32 rank, lt;",
+                "popc.b32 n, mask;",
+                "mov.u32 x, {v};",
+                // Inclusive scan over the group's ranks, unrolled (labels would repeat where the
+                // block is inlined twice): step d adds the sum of rank - d, whose lane fns finds.
+                "setp.ge.u32 p, rank, 1;",
+                "sub.u32 src, rank, 0;",
+                "selp.u32 src, src, 1, p;",
+                "fns.b32 src, mask, 0, src;",
+                "shfl.sync.idx.b32 y, x, src, 31, mask;",
+                "@p add.u32 x, x, y;",
+                "setp.ge.u32 p, rank, 2;",
+                "sub.u32 src, rank, 1;",
+                "selp.u32 src, src, 1, p;",
+                "fns.b32 src, mask, 0, src;",
+                "shfl.sync.idx.b32 y, x, src, 31, mask;",
+                "@p add.u32 x, x, y;",
+                "setp.ge.u32 p, rank, 4;",
+                "sub.u32 src, rank, 3;",
+                "selp.u32 src, src, 1, p;",
+                "fns.b32 src, mask, 0, src;",
+                "shfl.sync.idx.b32 y, x, src, 31, mask;",
+                "@p add.u32 x, x, y;",
+                "setp.ge.u32 p, rank, 8;",
+                "sub.u32 src, rank, 7;",
+                "selp.u32 src, src, 1, p;",
+                "fns.b32 src, mask, 0, src;",
+                "shfl.sync.idx.b32 y, x, src, 31, mask;",
+                "@p add.u32 x, x, y;",
+                "setp.ge.u32 p, rank, 16;",
+                "sub.u32 src, rank, 15;",
+                "selp.u32 src, src, 1, p;",
+                "fns.b32 src, mask, 0, src;",
+                "shfl.sync.idx.b32 y, x, src, 31, mask;",
+                "@p add.u32 x, x, y;",
+                // The group's total is its last lane's inclusive sum; its first lane adds it.
+                "fns.b32 leader, mask, 0, 1;",
+                "fns.b32 last, mask, 0, n;",
+                "shfl.sync.idx.b32 total, x, last, 31, mask;",
+                "setp.eq.u32 p, rank, 0;",
+                "@p atom.relaxed.cta.shared.add.u32 old, [{w}], total;",
+                "shfl.sync.idx.b32 old, old, leader, 31, mask;",
+                "sub.u32 x, x, {v};",
+                "add.u32 {b}, old, x;",
+                "}}",
+                v = in(reg32) value,
+                w = in(reg64) shared_address(word),
+                b = out(reg32) base,
+                options(nostack)
+            )
+        };
+        base
+    }
+
+    #[inline(always)]
+    unsafe fn lanes_lock(&self, word: *mut u32) {
+        let at = shared_address(word);
+        loop {
+            let old: u32;
+            // SAFETY: the caller guarantees a scratch word used only by these lane atomics.
+            unsafe {
+                asm!(
+                    "atom.acquire.cta.shared.cas.b32 {o}, [{w}], 0, 1;",
+                    o = out(reg32) old,
+                    w = in(reg64) at,
+                    options(nostack)
+                )
+            };
+            if old == 0 {
+                return;
+            }
+            // Lanes of one warp spin here under independent thread scheduling (sm_70+).
+            // SAFETY: as in `relax`.
+            unsafe { asm!("nanosleep.u32 32;", options(nomem, nostack)) }
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn lanes_unlock(&self, word: *mut u32) {
+        // SAFETY: the caller holds the lock on this scratch word.
+        unsafe {
+            asm!(
+                "st.release.cta.shared.u32 [{w}], 0;",
+                w = in(reg64) shared_address(word),
+                options(nostack)
+            )
+        };
+    }
+}
+
+/// The lanes of `lane`'s group of `width` lanes (a power of two up to 32) in its warp.
+#[inline(always)]
+fn group_mask(lane: u32, width: u32) -> u32 {
+    if width >= 32 {
+        u32::MAX
+    } else {
+        ((1u32 << width) - 1) << (lane & 31 & !(width - 1))
+    }
+}
+
+/// The shared-window address of a generic pointer into shared memory.
+#[inline(always)]
+fn shared_address(p: *mut u32) -> u64 {
+    let a: u64;
+    // SAFETY: only converts an address; the callers pass pointers into the block's scratch.
+    unsafe {
+        asm!("cvta.to.shared.u64 {a}, {p};", a = out(reg64) a, p = in(reg64) p as u64, options(pure, nomem, nostack))
+    };
+    a
 }

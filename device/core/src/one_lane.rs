@@ -63,4 +63,21 @@ unsafe impl Platform for OneLane {
         #[cfg(not(loom))]
         core::hint::spin_loop();
     }
+    fn group_barrier(&self, _width: u32) {}
+    unsafe fn lanes_fetch_add(&self, word: *mut u32, value: u32) -> u32 {
+        // SAFETY: the caller guarantees a valid scratch word; one lane, so nothing races.
+        unsafe {
+            let old = word.read();
+            word.write(old.wrapping_add(value));
+            old
+        }
+    }
+    unsafe fn lanes_lock(&self, word: *mut u32) {
+        // SAFETY: as above.
+        unsafe { word.write(1) };
+    }
+    unsafe fn lanes_unlock(&self, word: *mut u32) {
+        // SAFETY: as above.
+        unsafe { word.write(0) };
+    }
 }

@@ -75,6 +75,26 @@ pub trait AtomicWord: Sync {
             self.store(value, Ordering::Relaxed, scope);
         }
     }
+
+    /// Adds `value` atomically (relaxed), returning nothing: [`AtomicWord::add_single_writer`]
+    /// for a word that several lanes of one worker write at once (narrow tasks side by side).
+    /// The default is a `fetch_add`; the GPU word's reduction is atomic already.
+    #[inline(always)]
+    fn add_relaxed(&self, value: u64, scope: Scope) {
+        self.fetch_add(value, Ordering::Relaxed, scope);
+    }
+
+    /// Raises the word to at least `value` atomically (relaxed), as [`AtomicWord::add_relaxed`].
+    #[inline(always)]
+    fn max_relaxed(&self, value: u64, scope: Scope) {
+        let mut seen = self.load(Ordering::Relaxed, scope);
+        while value > seen {
+            match self.compare_exchange(seen, value, Ordering::Relaxed, Ordering::Relaxed, scope) {
+                Ok(_) => return,
+                Err(now) => seen = now,
+            }
+        }
+    }
 }
 
 /// A step of the scheduling protocols, reported to [`Platform::protocol_step`] so that a test
@@ -194,4 +214,32 @@ pub unsafe trait Platform {
     fn is_leader(&self) -> bool {
         self.lane_id() == 0
     }
+
+    // ----- Narrow tasks: lanes that run tasks of their own (`exec/narrow.rs`). -----
+
+    /// Waits for the lanes of this lane's group of `width` lanes (`width` a power of two that
+    /// divides `lane_count()` and is at most 32; the group of lane `l` is lanes
+    /// `l & !(width - 1) .. + width`), with [`Platform::barrier`]'s ordering among them. Only
+    /// those lanes call it; other groups may be elsewhere.
+    fn group_barrier(&self, width: u32);
+    /// Atomically adds `value` to the `u32` at `word` in this worker's scratch and returns the
+    /// previous value: relaxed, atomic among the worker's lanes, callable by any subset of them
+    /// at any time. A GPU block adds the calling warp's values with one shared-memory atomic.
+    ///
+    /// # Safety
+    /// `word` is 4-byte aligned, in this worker's scratch, and only accessed through these lane
+    /// atomics while lanes may use it.
+    unsafe fn lanes_fetch_add(&self, word: *mut u32, value: u32) -> u32;
+    /// Takes the lock word at `word` in this worker's scratch (0: free, 1: held), spinning until
+    /// it is free; acquire ordering among the worker's lanes. Any lane may call it at any time;
+    /// one lane holds it at a time.
+    ///
+    /// # Safety
+    /// As for [`Platform::lanes_fetch_add`].
+    unsafe fn lanes_lock(&self, word: *mut u32);
+    /// Frees the lock word taken by [`Platform::lanes_lock`] on this lane; release ordering.
+    ///
+    /// # Safety
+    /// As for [`Platform::lanes_fetch_add`]; this lane holds the lock.
+    unsafe fn lanes_unlock(&self, word: *mut u32);
 }

@@ -3,6 +3,13 @@
 /// Words in the scratch exchange area.
 pub const EXCHANGE_WORDS: usize = 8;
 
+/// The narrow words' index of the spawn cursor: slots reserved by narrow tasks so far
+/// (wrapping; `exec/narrow.rs`).
+pub const NARROW_SPAWNS: usize = 0;
+/// The narrow words' index of the lock that serialises narrow tasks' updates of the worker's
+/// own state (accumulators, heartbeats).
+pub const NARROW_LOCK: usize = 1;
+
 /// How a worker's scratch memory (GPU shared memory) is divided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScratchLayout {
@@ -17,6 +24,9 @@ pub struct ScratchLayout {
     /// Offset of lane 0's [`LeaderState`](crate::leader::LeaderState) (its statistics are
     /// copied to `Env::stats` at the end).
     pub leader: usize,
+    /// Offset of the narrow tasks' words, `u32`s that the lanes update with their atomics:
+    /// [`NARROW_SPAWNS`] and [`NARROW_LOCK`].
+    pub narrow: usize,
     /// Total bytes.
     pub total: usize,
 }
@@ -34,7 +44,8 @@ impl ScratchLayout {
         let lanes_area = local_slots + round16(local_capacity as usize * task_size);
         let exchange = lanes_area + round16(8 * lanes as usize);
         let leader = exchange + 8 * EXCHANGE_WORDS;
-        let damping = leader + round16(core::mem::size_of::<crate::leader::LeaderState>());
+        let narrow = leader + round16(core::mem::size_of::<crate::leader::LeaderState>());
+        let damping = narrow + 16;
         let total = damping + round16((queues as usize).div_ceil(64) * 8);
         ScratchLayout {
             local_slots,
@@ -42,6 +53,7 @@ impl ScratchLayout {
             exchange,
             damping,
             leader,
+            narrow,
             total,
         }
     }

@@ -459,6 +459,25 @@ unsafe impl<P: Platform, R: Remote> Platform for WindowPlatform<P, R> {
         self.inner.is_leader()
     }
     #[inline(always)]
+    fn group_barrier(&self, width: u32) {
+        self.inner.group_barrier(width)
+    }
+    #[inline(always)]
+    unsafe fn lanes_fetch_add(&self, word: *mut u32, value: u32) -> u32 {
+        // SAFETY: the caller's guarantee; the scratch is `P`'s.
+        unsafe { self.inner.lanes_fetch_add(word, value) }
+    }
+    #[inline(always)]
+    unsafe fn lanes_lock(&self, word: *mut u32) {
+        // SAFETY: as above.
+        unsafe { self.inner.lanes_lock(word) }
+    }
+    #[inline(always)]
+    unsafe fn lanes_unlock(&self, word: *mut u32) {
+        // SAFETY: as above.
+        unsafe { self.inner.lanes_unlock(word) }
+    }
+    #[inline(always)]
     unsafe fn load_word(&self, word: *const u64) -> u64 {
         match PeWindow::remote_pe(R::window(), word as u64) {
             // SAFETY: the caller's guarantee.

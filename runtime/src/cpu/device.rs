@@ -87,7 +87,7 @@ pub(crate) fn run_lane<R: TaskExecutor<TaskStruct>>(
     abort: impl FnOnce(),
 ) {
     let (method, group, start, chaos) = (run.method, run.group, run.start, run.chaos);
-    panicked.contain(w, &group.barrier, abort, || {
+    panicked.contain(w, group, abort, || {
         // SAFETY: the env describes live memory sized for its configuration, the lane group's
         // scratch holds the scratch layout's bytes, and every lane of worker w makes this same
         // call (this function's contract).

@@ -177,7 +177,7 @@ impl<R: TaskExecutor<TaskStruct> + Sync> LevelDevice for CpuLevels<'_, R> {
                         .counter(LevelSink::<HostWord, TaskStruct>::ABORT)
                         .store(1, Ordering::Release, Scope::System)
                 };
-                panicked.contain(w, &group.barrier, abort, || {
+                panicked.contain(w, group, abort, || {
                     // SAFETY: the env's frontier holds `len` tasks of this level, its areas are the
                     // job's, the lane group's scratch holds the layout for `workers` queues, the sink
                     // points at the other frontier buffer of `capacity` tasks and the four counters,

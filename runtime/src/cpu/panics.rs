@@ -3,7 +3,8 @@
 use std::any::Any;
 use std::sync::Mutex;
 
-use super::barrier::{LaneBarrier, LanePoisoned};
+use super::barrier::LanePoisoned;
+use super::platform::LaneGroup;
 use crate::error::{Error, Result};
 
 /// The first panic of a run's worker threads (the lanes of a poisoned worker unwind with
@@ -14,17 +15,17 @@ pub struct FirstPanic(Mutex<Option<(u32, String)>>);
 impl FirstPanic {
     /// Runs `lane`, a lane of worker `worker`. A panicking task must not hang the run: the
     /// worker's other lanes would wait at `barrier` forever, and the other workers until the
-    /// watchdog. So a panic poisons the barrier (the other lanes unwind too), calls `abort` to
+    /// watchdog. So a panic poisons the worker's barriers (the other lanes unwind too), calls `abort` to
     /// stop the other workers, and is kept for [`FirstPanic::into_result`].
     pub fn contain(
         &self,
         worker: u32,
-        barrier: &LaneBarrier,
+        lanes: &LaneGroup,
         abort: impl FnOnce(),
         lane: impl FnOnce(),
     ) {
         if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(lane)) {
-            barrier.poison();
+            lanes.poison();
             abort();
             self.record(worker, payload);
         }

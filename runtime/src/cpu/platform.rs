@@ -1,7 +1,7 @@
 //! The CPU platform: a worker is a group of `lanes` threads sharing a scratch buffer and a barrier.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Instant;
 
 use mgws_core::{HostWord, Platform, ProtocolStep, Scope};
@@ -11,17 +11,33 @@ use crate::scheduler::Chaos;
 
 /// What the lanes of one CPU worker share.
 pub struct LaneGroup {
-    pub barrier: LaneBarrier,
+    barrier: LaneBarrier,
+    /// The barriers of narrow tasks' lane groups: entry `k - 1` holds the `lanes >> k` groups of
+    /// `1 << k` lanes, for every width from 2 lanes to half the worker.
+    group_barriers: Vec<Vec<LaneBarrier>>,
     broadcast: AtomicU64,
     scratch: Box<[u128]>,
 }
 
 impl LaneGroup {
     pub fn new(lanes: u32, scratch_bytes: usize) -> Self {
+        let group_barriers = (1..lanes.max(1).ilog2())
+            .map(|k| (0..lanes >> k).map(|_| LaneBarrier::new(1 << k)).collect())
+            .collect();
         LaneGroup {
             barrier: LaneBarrier::new(lanes),
+            group_barriers,
             broadcast: AtomicU64::new(0),
             scratch: vec![0u128; scratch_bytes.div_ceil(16)].into_boxed_slice(),
+        }
+    }
+
+    /// Marks the worker's lanes as broken (a lane panicked): every lane waiting at one of its
+    /// barriers, and every later wait, unwinds (see [`LaneBarrier::poison`]).
+    pub fn poison(&self) {
+        self.barrier.poison();
+        for barrier in self.group_barriers.iter().flatten() {
+            barrier.poison();
         }
     }
 
@@ -140,6 +156,36 @@ unsafe impl<const SINGLE_LANE: bool> Platform for CpuPlatform<'_, SINGLE_LANE> {
     }
     fn now_ns(&self) -> u64 {
         self.start.elapsed().as_nanos() as u64
+    }
+    fn group_barrier(&self, width: u32) {
+        if SINGLE_LANE || width <= 1 {
+            return;
+        }
+        if width >= self.lanes {
+            return self.barrier();
+        }
+        let k = width.ilog2() as usize;
+        self.group.group_barriers[k - 1][(self.lane >> k) as usize].wait();
+    }
+    #[inline(always)]
+    unsafe fn lanes_fetch_add(&self, word: *mut u32, value: u32) -> u32 {
+        // SAFETY: the caller guarantees an aligned scratch word that only these atomics touch.
+        unsafe { AtomicU32::from_ptr(word) }.fetch_add(value, Ordering::Relaxed)
+    }
+    unsafe fn lanes_lock(&self, word: *mut u32) {
+        // SAFETY: as in `lanes_fetch_add`.
+        let lock = unsafe { AtomicU32::from_ptr(word) };
+        // Acquire: the holder sees what the last holder wrote before its Release unlock.
+        while lock
+            .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::hint::spin_loop();
+        }
+    }
+    unsafe fn lanes_unlock(&self, word: *mut u32) {
+        // SAFETY: as in `lanes_fetch_add`.
+        unsafe { AtomicU32::from_ptr(word) }.store(0, Ordering::Release);
     }
     #[inline(always)]
     fn prefetch(&self, address: *const u8, bytes: usize) {

@@ -460,6 +460,8 @@ fn expand(
     let mut layout_mix = Vec::new();
     let mut description = name.to_string();
     let mut seen = std::collections::HashSet::new();
+    let mut widths = Vec::new();
+    let mut width_arms = Vec::new();
     for (i, v) in input.variants.iter().enumerate() {
         let ty = match &v.fields {
             Fields::Unnamed(f) if f.unnamed.len() == 1 => &f.unnamed[0].ty,
@@ -476,8 +478,11 @@ fn expand(
                 "this functor type is registered twice",
             ));
         }
+        let width = variant_width(v)?;
+        widths.push(width);
         let tag = (i + 1) as u32;
         let cname = format_ident!("{}", screaming_snake(&v.ident.to_string()));
+        width_arms.push(quote! { #tag => #width, });
         let vname = v.ident.to_string();
         consts.push(quote! { pub const #cname: u32 = #tag; });
         arms.push(quote! {
@@ -493,6 +498,9 @@ fn expand(
         asserts.push(fits_params(&krate, &quote!(#ty)));
         tag_list.push(quote! { (#tag, #vname) });
         description.push_str(&format!(";{tag}:{vname}:{}", quote!(#ty)));
+        if width != 0 {
+            description.push_str(&format!(":width{width}"));
+        }
         layout_mix.push(quote! {
             let h = #krate::registry::fingerprint_mix(h, ::core::mem::size_of::<#ty>() as u64);
             let h = #krate::registry::fingerprint_mix(h, ::core::mem::align_of::<#ty>() as u64);
@@ -518,6 +526,24 @@ fn expand(
         });
     }
     let count = input.variants.len();
+    let narrow = widths.iter().any(|&w| w != 0);
+    let uniform_width = if widths.iter().all(|&w| w == widths[0]) {
+        let w = widths[0];
+        quote!(::core::option::Option::Some(#w))
+    } else {
+        quote!(::core::option::Option::None)
+    };
+    let width_fn = narrow.then(|| {
+        quote! {
+            #[inline(always)]
+            fn width(&self, task: &#krate::TaskStruct) -> u32 {
+                match task.tag {
+                    #(#width_arms)*
+                    _ => 0,
+                }
+            }
+        }
+    });
     let kernel_ptx = ptx.map(|ptx| {
         quote! {
             #[cfg(not(target_arch = "nvptx64"))]
@@ -587,6 +613,9 @@ fn expand(
         }
 
         impl #krate::__core::TaskExecutor<#krate::TaskStruct> for #name {
+            const NARROW: bool = #narrow;
+            const UNIFORM_WIDTH: ::core::option::Option<u32> = #uniform_width;
+            #width_fn
             #[inline(always)]
             fn execute<C: #krate::__core::Context<Task = #krate::TaskStruct>>(
                 &self,
@@ -600,6 +629,34 @@ fn expand(
             }
         }
     })
+}
+
+/// A variant's `#[width(N)]`: the lanes each of its tasks runs on, a power of two from 1 to 32;
+/// 0 (the whole worker) without the attribute. Other attributes are left alone.
+fn variant_width(v: &syn::Variant) -> syn::Result<u32> {
+    let mut width = 0;
+    for attr in v.attrs.iter().filter(|a| a.path().is_ident("width")) {
+        if width != 0 {
+            return Err(syn::Error::new_spanned(attr, "`width` is given twice"));
+        }
+        let lit: syn::LitInt = attr.parse_args().map_err(|_| {
+            syn::Error::new_spanned(
+                attr,
+                "`width` takes the lanes of one task, a power of two from 1 to 32:                  `#[width(1)]`",
+            )
+        })?;
+        let n: u32 = lit.base10_parse()?;
+        if !n.is_power_of_two() || n > 32 {
+            return Err(syn::Error::new_spanned(
+                lit,
+                format!(
+                    "a task's width is a power of two from 1 to 32 lanes, not {n}; without                      `#[width]` a task has the whole worker"
+                ),
+            ));
+        }
+        width = n;
+    }
+    Ok(width)
 }
 
 #[cfg(test)]

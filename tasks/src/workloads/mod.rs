@@ -18,9 +18,11 @@ pub use skew::SkewTask;
 pub use stall::StallTask;
 pub use uts::UtsNode;
 
-/// The MEMSET registry: one kernel entry set with only the MEMSET functor inlined.
+/// The MEMSET registry: one kernel entry set with only the MEMSET functor inlined. A MEMSET task
+/// is one atomic: it runs on one lane, a worker runs one per lane.
 #[crate::registry(kernel = "memset", max_registers = 64)]
 pub enum MemsetTasks {
+    #[width(1)]
     Memset(MemsetTask),
 }
 
@@ -38,15 +40,21 @@ pub enum ContainsTasks {
 /// bytes). T1L ran faster at 80 than at 96, with mgws and with the kernel-per-level baseline,
 /// which shares the cap and runs T1L fastest at it although it spills (T3's level kernel runs
 /// faster at 96; docs/results.md).
+///
+/// A node runs on one lane: its children's hashes (one SHA-1 block each) run on that lane, and
+/// a worker expands one node per lane.
 #[crate::registry(kernel = "uts", max_registers = 80)]
 pub enum UtsTasks {
+    #[width(1)]
     Uts(UtsNode),
 }
 
 /// The FIB registry. Its kernels are capped at 64 registers (32 blocks of 32 threads per H100
 /// SM), where the worker and the kernel-per-level baseline spill nothing (docs/results.md).
+/// A FIB task is an add and two spawns: it runs on one lane.
 #[crate::registry(kernel = "fib", max_registers = 64)]
 pub enum FibTasks {
+    #[width(1)]
     Fib(FibTask),
 }
 

@@ -59,10 +59,22 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> LevelWorker
                 let at = unsafe { c.env.initial.add(ahead as usize) } as *const u8;
                 c.p.prefetch(at, core::mem::size_of::<T>());
             }
-            c.load_one(next);
+            // Narrow tasks of one width run side by side, a group of lanes each (see
+            // `exec/narrow.rs`): the worker loads as many of its tasks as it has groups.
+            let batch = match X::UNIFORM_WIDTH {
+                Some(width) if X::NARROW && width < c.p.lane_count() => {
+                    ((c.p.lane_count() / width) as u64).min((total - next).div_ceil(stride))
+                }
+                _ => 1,
+            };
+            if batch == 1 {
+                c.load_one(next);
+            } else {
+                c.load_strided(next, stride, batch);
+            }
             c.run_next_local(self.exec);
             c.flush_to(self.sink);
-            next += stride;
+            next += stride * batch;
         }
         if c.p.is_leader() {
             // Relaxed: a per-launch count the host reads after the launch.

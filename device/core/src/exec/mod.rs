@@ -32,10 +32,12 @@ mod idle;
 mod initial;
 mod level_sink;
 mod local;
+mod narrow;
 mod public;
 mod steal;
 
 pub use level_sink::LevelSink;
+pub(crate) use narrow::SpawnRoom;
 
 /// What a spawn does when the local queue is full: the one place where the algorithms that share
 /// [`WorkerCore`] differ inside a task.
@@ -106,6 +108,9 @@ pub struct WorkerCore<'e, P: Platform, T, S: Spec> {
     /// every register the loop holds counts on a GPU; so a task of tag `u32::MAX` is noted only
     /// after another tag (no registry has that many, and its executor rejects such a task).
     pub(crate) noted_tag: u32,
+    /// The narrow spawn cursor's value after the last narrow batch (uniform; see
+    /// `exec/narrow.rs`). Unused, and compiled away, where no task is narrow.
+    pub(crate) narrow_base: u32,
 }
 
 impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
@@ -168,6 +173,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             release_interval: crate::config::RELEASE_CHECK_INTERVAL as u32,
             tasks_run: 0,
             noted_tag: 0,
+            narrow_base: 0,
             pop_pending: core::cell::Cell::new(false),
             on_full,
             spec: core::marker::PhantomData,
@@ -199,6 +205,12 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             // SAFETY: the scratch holds the layout (the caller's guarantee); only lane 0 touches
             // the leader state.
             unsafe { core.leader_state().write(state) };
+            // The narrow words start at 0 (`narrow_base`), free; the barriers before the first
+            // narrow batch order these stores before any lane's atomics on them.
+            for index in [crate::scratch::NARROW_SPAWNS, crate::scratch::NARROW_LOCK] {
+                // SAFETY: words of this worker's scratch (the layout's narrow area).
+                unsafe { core.narrow_word(index).write_volatile(0) };
+            }
         }
         let mut core = core;
         if !S::matches(cfg) {
@@ -295,6 +307,13 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     where
         T: Tagged,
     {
+        if X::NARROW {
+            let width = self.narrow_width(exec);
+            if width != 0 {
+                self.run_narrow_batch(exec, width);
+                return;
+            }
+        }
         let task = self.pop_local();
         self.tasks_run += 1;
         self.note_task(task.tag());
@@ -333,6 +352,24 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         );
         self.p.barrier();
         self.local_head = self.local_head.wrapping_add(1);
+        self.set_operation(Operation::RunTask);
+    }
+
+    /// Copies the `count` initial tasks `first, first + stride, ...` into the (empty) local
+    /// queue, the first on top.
+    #[inline(always)]
+    pub(crate) fn load_strided(&mut self, first: u64, stride: u64, count: u64) {
+        let (initial, head) = (self.env.initial, self.local_head as u64);
+        self.settle_pop();
+        // SAFETY: every index is below initial_len (the caller's count), and this worker alone
+        // was assigned those tasks.
+        self.copy_tasks(
+            count,
+            |j| unsafe { initial.add((first + j * stride) as usize) },
+            |j| self.local_slot(head + count - 1 - j),
+        );
+        self.p.barrier();
+        self.local_head = self.local_head.wrapping_add(count as u32);
         self.set_operation(Operation::RunTask);
     }
 
@@ -506,14 +543,26 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         if !self.p.is_leader() {
             return;
         }
+        // SAFETY: lane 0.
+        unsafe { self.write_progress(0) };
+    }
+
+    /// Adds `heartbeats` to the leader state's and writes this worker's progress record.
+    ///
+    /// # Safety
+    /// The caller is lane 0 outside a narrow batch, or a lane that holds the narrow lock during
+    /// one (lane 0 then touches the leader state only under the lock too).
+    #[inline(always)]
+    pub(crate) unsafe fn write_progress(&self, heartbeats: u64) {
         let iterations = self.iterations;
-        let (operation, heartbeats, iterations) = self.with_leader(|l| {
-            // Reports come at least every progress interval (at most 2^31 iterations), so the
-            // wrapping difference is the iterations since the last one.
-            l.iterations_total += iterations.wrapping_sub(l.iterations_reported) as u64;
-            l.iterations_reported = iterations;
-            (l.operation, l.heartbeats, l.iterations_total)
-        });
+        // SAFETY: the caller's guarantee: no other lane touches the leader state meanwhile.
+        let l = unsafe { &mut *self.leader_state() };
+        l.heartbeats += heartbeats;
+        // Reports come at least every progress interval (at most 2^31 iterations), so the
+        // wrapping difference is the iterations since the last one.
+        l.iterations_total += iterations.wrapping_sub(l.iterations_reported) as u64;
+        l.iterations_reported = iterations;
+        let (operation, heartbeats, iterations) = (l.operation, l.heartbeats, l.iterations_total);
         let record = WorkerProgress::at(
             iterations,
             self.tasks_run,
@@ -522,7 +571,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             heartbeats,
             || self.p.now_ns(),
         );
-        // SAFETY: lane 0 of this worker.
+        // SAFETY: one lane of this worker at a time (the caller's guarantee).
         unsafe { self.env.write_progress(self.id, record) };
     }
 

@@ -1,0 +1,236 @@
+//! Narrow tasks side by side: a worker whose next local task is narrow (its executor declares
+//! fewer lanes for its tag than the worker has) pops up to `lanes / width` such tasks at once and
+//! runs each on its own group of lanes ([`NarrowContext`]). Their spawns reserve slots with one
+//! atomic per warp on a cursor in the scratch (`Platform::lanes_fetch_add`, a prefix sum over the
+//! lanes that spawn together): the slots freed by the popped tasks and the free part of the ring
+//! first, the overflow stack beyond it. Stealing, publishing and termination see only the local
+//! queue and the overflow stack, as after a worker-wide task.
+
+use super::{OnFull, WorkerCore};
+use crate::context::{Tagged, TaskExecutor};
+use crate::error::RunError;
+use crate::narrow::NarrowContext;
+use crate::operation::Operation;
+use crate::platform::{AtomicWord, Ordering, Platform};
+use crate::scratch::NARROW_SPAWNS;
+use crate::spec::Spec;
+
+/// Where a narrow batch's spawns go: the batch's first free ring position and how many slots
+/// the ring has from there; spawns beyond them overflow.
+#[derive(Clone, Copy)]
+pub(crate) struct SpawnRoom {
+    /// The ring position of the batch's first spawn (the lowest popped task's).
+    pub head: u32,
+    /// Free ring slots from `head` on.
+    pub room: u32,
+    /// The spawn cursor's value when the batch started.
+    pub base: u32,
+}
+
+impl<'e, P: Platform, T: Copy + Tagged, S: Spec> WorkerCore<'e, P, T, S> {
+    /// The lanes the next local task runs on when it is narrow: its declared width where that
+    /// is below the worker's lanes, else 0 (the whole worker).
+    #[inline(always)]
+    pub(crate) fn narrow_width<X: TaskExecutor<T>>(&self, exec: &X) -> u32 {
+        let width = match X::UNIFORM_WIDTH {
+            Some(width) => width,
+            None => {
+                // SAFETY: the local queue is not empty (the caller's check); every lane reads
+                // the same slot, written before a barrier.
+                let top = unsafe { &*self.local_slot(self.local_head.wrapping_sub(1) as u64) };
+                exec.width(top)
+            }
+        };
+        if width != 0 && width < self.p.lane_count() {
+            width
+        } else {
+            0
+        }
+    }
+
+    /// Runs the narrow tasks of `width` lanes on top of the local queue, up to one per group of
+    /// `width` lanes, side by side; counts as one loop iteration. A local queue more than half
+    /// full first makes room (the loop publishes the surplus), so that the spawns mostly land in
+    /// the ring.
+    #[inline(always)]
+    pub(crate) fn run_narrow_batch<X: TaskExecutor<T>>(&mut self, exec: &X, width: u32) {
+        let groups = self.p.lane_count() / width;
+        let len = self.local_len();
+        let count = match X::UNIFORM_WIDTH {
+            Some(_) => len.min(groups as u64),
+            None => self.narrow_run(exec, width, groups),
+        };
+        let kept = len - count;
+        if kept > self.local_capacity / 2 {
+            // The loop publishes the surplus (mgws), or the tasks went to the next frontier
+            // (kernel-per-level), before the next batch.
+            self.make_room();
+            return;
+        }
+        let head = self.local_head.wrapping_sub(count as u32);
+        let room = SpawnRoom {
+            head,
+            room: (self.local_capacity - kept) as u32,
+            base: self.narrow_base,
+        };
+        // Every lane reads its group's task before any lane spawns into the popped slots.
+        self.settle_pop();
+        let group = self.p.lane_id() / width;
+        let mine = (group < count as u32).then(|| {
+            // SAFETY: positions head..head + count hold tasks written before a barrier; group
+            // `g` takes the `g`-th newest.
+            unsafe {
+                self.local_slot(head as u64 + count - 1 - group as u64)
+                    .read()
+            }
+        });
+        // SAFETY: as above (the newest, for the hang report).
+        let first_tag = unsafe { &*self.local_slot(head as u64 + count - 1) }.tag();
+        self.p.barrier();
+        self.local_head = head;
+        self.tasks_run += count;
+        self.note_task(first_tag);
+        let mut failure = 0;
+        if let Some(task) = mine {
+            let worker = self.id;
+            let mut ctx = NarrowContext::new(self, width, room);
+            if let Err(e) = exec.execute(&task, &mut ctx) {
+                failure = e.into_run_error(worker, task.tag()).pack();
+            }
+        }
+        // The barrier orders every lane's spawns (slots and cursor) before the reads below.
+        let failed = self.lanes_any(failure != 0);
+        // SAFETY: the cursor is this worker's scratch word; every lane's update of it happened
+        // before the barrier above, and none updates it until the next batch.
+        let cursor = unsafe { self.narrow_word(NARROW_SPAWNS).read_volatile() };
+        self.narrow_base = cursor;
+        let spawned = cursor.wrapping_sub(room.base);
+        let in_ring = spawned.min(room.room);
+        let overflowed = spawned - in_ring;
+        self.local_head = head.wrapping_add(in_ring);
+        self.count(|s| s.tasks_spawned += spawned as u64);
+        if let OnFull::Publish = self.on_full {
+            if overflowed > 0 {
+                self.count(|s| s.spills += 1);
+                let capacity = self.spill_capacity() as u32;
+                if self.spill_len + overflowed > capacity {
+                    // The slots past the stack's end were not written (`overflow_slot`).
+                    let worker = self.id;
+                    self.fail(RunError::SpillOverflow { worker, capacity });
+                } else {
+                    self.spill_len += overflowed;
+                    self.surplus += overflowed;
+                }
+            }
+        }
+        if failed {
+            self.fail_with_first(failure);
+        }
+        self.set_operation(Operation::RunTask);
+    }
+
+    /// How many of the top local tasks (at most `groups`) are narrow of `width` lanes: a batch
+    /// runs tasks of one width. Lane 0 looks, the others are told.
+    #[inline(always)]
+    fn narrow_run<X: TaskExecutor<T>>(&self, exec: &X, width: u32, groups: u32) -> u64 {
+        let mut plan = [0u64; 1];
+        if self.p.is_leader() {
+            let len = self.local_len().min(groups as u64);
+            let mut n = 0;
+            while n < len {
+                let at = self.local_head.wrapping_sub(1 + n as u32) as u64;
+                // SAFETY: a position of the local queue, written before a barrier.
+                if exec.width(unsafe { &*self.local_slot(at) }) != width {
+                    break;
+                }
+                n += 1;
+            }
+            plan[0] = n;
+        }
+        self.exchange(plan)[0]
+    }
+
+    /// A barrier that tells every lane whether any lane passed true.
+    #[inline(always)]
+    fn lanes_any(&self, value: bool) -> bool {
+        if let Some(any) = self.p.barrier_any(value) {
+            return any;
+        }
+        let area = self.scratch_at::<u64>(self.layout.lanes_area);
+        // SAFETY: one word per lane of the lanes area, each written by its own lane between
+        // two barriers.
+        unsafe {
+            area.add(self.p.lane_id() as usize)
+                .write_volatile(value as u64)
+        };
+        self.p.barrier();
+        let any = (0..self.p.lane_count() as usize)
+            // SAFETY: written before the barrier.
+            .any(|lane| unsafe { area.add(lane).read_volatile() } != 0);
+        self.p.barrier();
+        any
+    }
+
+    /// Fails the run with the first lane's packed error among those that failed (each lane
+    /// passes its own, 0 if none).
+    #[inline(always)]
+    fn fail_with_first(&mut self, packed: u64) {
+        let area = self.scratch_at::<u64>(self.layout.lanes_area);
+        // SAFETY: as in `lanes_any`.
+        unsafe { area.add(self.p.lane_id() as usize).write_volatile(packed) };
+        self.p.barrier();
+        let mut first = 0;
+        if self.p.is_leader() {
+            first = (0..self.p.lane_count() as usize)
+                // SAFETY: written before the barrier.
+                .map(|lane| unsafe { area.add(lane).read_volatile() })
+                .find(|&w| w != 0)
+                .unwrap_or(0);
+        }
+        self.p.barrier();
+        let worker = self.id;
+        let error = RunError::unpack(first).unwrap_or(RunError::TaskFailed {
+            worker,
+            tag: 0,
+            code: 0,
+        });
+        self.fail(error);
+    }
+}
+
+impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
+    /// The slot of spawn `position` (counted from the batch's first) of a narrow batch with
+    /// `room`: in the ring while it has room, then on the overflow stack (mgws) or in the next
+    /// frontier (kernel-per-level). `None` when neither has room: nothing is written there, and
+    /// the batch fails (mgws) or the host counts the lost spawns (level runs).
+    #[inline(always)]
+    pub(crate) fn spawn_slot(&self, room: SpawnRoom, position: u32) -> Option<*mut T> {
+        if position < room.room {
+            return Some(self.local_slot(room.head.wrapping_add(position) as u64));
+        }
+        let beyond = (position - room.room) as u64;
+        match self.on_full {
+            OnFull::Publish => {
+                let at = self.spill_len as u64 + beyond;
+                (at < self.spill_capacity()).then(|| self.spill_slot(at))
+            }
+            OnFull::Frontier(sink) => {
+                // One reservation per overflowing spawn: the ring holds a level run's spawns
+                // unless a batch spawns more than its room.
+                let at = sink
+                    .counter(crate::exec::LevelSink::<P::Word, T>::SPAWNED)
+                    .fetch_add(1, Ordering::Relaxed, self.scope);
+                // SAFETY: at < out_capacity: a slot of the next frontier that this reservation
+                // alone owns.
+                (at < sink.out_capacity).then(|| unsafe { sink.out.add(at as usize) })
+            }
+        }
+    }
+
+    /// Narrow word `index` of this worker's scratch ([`crate::scratch::NARROW_SPAWNS`],
+    /// [`crate::scratch::NARROW_LOCK`]).
+    #[inline(always)]
+    pub(crate) fn narrow_word(&self, index: usize) -> *mut u32 {
+        self.scratch_at::<u32>(self.layout.narrow + 4 * index)
+    }
+}
