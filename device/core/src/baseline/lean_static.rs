@@ -9,6 +9,15 @@
 //!
 //! A full stack moves its older half to the worker's overflow area (`Env::spill`), which refills
 //! the stack when it runs empty.
+//!
+//! Narrow tasks (an executor whose tasks all declare `width` lanes, fewer than the worker has:
+//! [`TaskExecutor::UNIFORM_WIDTH`]) run as a static kernel at that width would: the worker's
+//! `lanes / width` lane groups run a round of as many tasks side by side, group `g` the `g`-th,
+//! each with a [`LeanNarrowContext`], and wait at one barrier after it. A round takes the top of
+//! the stack, else the next initial tasks (consecutive tasks on consecutive groups). Its spawns
+//! reserve slots with the lanes' atomic on the scratch's spawn cursor: the stack's free room
+//! first, the overflow area beyond it; a stack more than half full first moves its older half
+//! there, so that the spawns mostly land in the stack.
 
 use core::marker::PhantomData;
 
@@ -18,7 +27,7 @@ use crate::error::RunError;
 use crate::layout::{Env, WorkerProgress, WorkerStats};
 use crate::operation::Operation;
 use crate::platform::{AtomicWord, Ordering, Platform};
-use crate::scratch::ScratchLayout;
+use crate::scratch::{ScratchLayout, NARROW_LOCK, NARROW_SPAWNS};
 use crate::spec::Spec;
 
 /// One worker of the lean static-assignment baseline.
@@ -105,6 +114,17 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
     /// Runs this worker's share of the initial tasks and what they spawn, then reports.
     #[inline(always)]
     pub fn run<X: TaskExecutor<T>>(self, exec: &X) {
+        // Narrow tasks run side by side. The test is a constant for worker-wide executors
+        // (compiled away: their loops below stay as they were) and where the platform's fewest
+        // lanes exceed the width (a GPU block).
+        if let Some(width) = X::UNIFORM_WIDTH {
+            if width != 0
+                && !P::SINGLE_LANE
+                && (width < P::MIN_LANES || width < self.p.lane_count())
+            {
+                return self.run_narrow(exec, width);
+            }
+        }
         // A GPU block has a lane per word of a task (32 or more lanes, 8 words): its loop copies
         // with one load per lane and no loop, and the word loop for fewer lanes (CPU workers) is
         // not compiled into it at all (`Platform::MIN_LANES`): present, even unused, it held
@@ -248,7 +268,8 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
         }
     }
 
-    /// Moves the older half of the full stack to the overflow area.
+    /// Moves the older half of the full stack (`capacity / 2` tasks; a narrow run's stack may be
+    /// fuller than half) to the overflow area.
     #[inline(always)]
     fn spill(&mut self) {
         let half = (self.capacity / 2) as u64;
@@ -366,6 +387,199 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
         unsafe { self.env.write_progress(self.id, record) };
     }
 
+    /// [`LeanStatic::run`] for tasks of `width` lanes, fewer than the worker has: rounds of up to
+    /// `lanes / width` tasks side by side, from the top of the stack (refilled from the overflow
+    /// area when it runs empty, halved into it when more than half full) while it holds any,
+    /// else the next initial tasks. A round waits at one barrier after its tasks (the lanes
+    /// learn there whether any spawned or failed), and at one before them where it reuses popped
+    /// slots or the last round spawned or failed.
+    #[inline(always)]
+    fn run_narrow<X: TaskExecutor<T>>(mut self, exec: &X, width: u32) {
+        let env = self.env;
+        let (first, end) = static_share(self.id, env.config.workers, env.initial_len);
+        let lanes = self.p.lane_count();
+        let (groups, group) = (lanes / width, self.p.lane_id() / width);
+        let layout = ScratchLayout::new(
+            env.config.local_capacity,
+            core::mem::size_of::<T>(),
+            lanes,
+            env.topology.queues(),
+        );
+        // SAFETY: the layout's narrow words, in the scratch (`new`'s contract).
+        let narrow = unsafe { self.p.scratch().add(layout.narrow) } as *mut u32;
+        // The tasks' heartbeat count: the exchange area's first word, which no task is copied
+        // into here (groups read theirs in place).
+        let heartbeats = self.current as *mut u64;
+        if self.p.is_leader() {
+            // SAFETY: words of this worker's scratch that no lane uses before the barrier below,
+            // which orders these stores (a GPU's shared memory starts uninitialised) before
+            // every lane's atomics on them.
+            unsafe {
+                narrow.add(NARROW_SPAWNS).write_volatile(0);
+                narrow.add(NARROW_LOCK).write_volatile(0);
+                heartbeats.write_volatile(0);
+            }
+        }
+        self.p.barrier();
+        // Uniform: the spawn cursor's value as the round starts, whether the last round spawned
+        // or failed, the next initial task.
+        let (mut base, mut pending, mut next) = (0u32, false, first);
+        // This lane's task's packed error in the last round, 0 if none.
+        let mut failure = 0u64;
+        while !self.aborted {
+            if self.len == 0 && self.spill_len > 0 {
+                self.refill();
+            } else if self.len > self.capacity / 2 {
+                // Room for the round's spawns first (as the mgws loop makes before a narrow
+                // batch): spawns past the room land in the overflow area above older tasks, out
+                // of depth-first order, and UTS T1 overflowed it when the stack kept them.
+                self.spill();
+                continue;
+            }
+            let stacked = self.len > 0;
+            let (count, mine) = if stacked {
+                let (count, top) = (self.len.min(groups), self.len as usize);
+                self.len -= count;
+                // SAFETY: slots below `top` hold tasks written before a barrier; group `g`
+                // takes the `g`-th newest.
+                let mine = (group < count)
+                    .then(|| unsafe { self.stack.add(top - 1 - group as usize).read() });
+                (count, mine)
+            } else if next < end {
+                let count = (end - next).min(groups as u64) as u32;
+                // SAFETY: next + group < end <= initial_len, in this worker's share alone.
+                let mine = (group < count)
+                    .then(|| unsafe { env.initial.add((next + group as u64) as usize).read() });
+                next += count as u64;
+                (count, mine)
+            } else {
+                break;
+            };
+            // Every lane read its popped slot before a spawn reuses it, and the cursor (below)
+            // before any lane reserves again; the last round's failures are told here.
+            if (stacked || pending) && self.lanes_any(failure != 0) {
+                self.fail_with_first(failure);
+                pending = false;
+                break;
+            }
+            let before = self.tasks_run;
+            self.tasks_run += count as u64;
+            let mut reserved = false;
+            if let Some(task) = mine {
+                // Group 0's task, which every round has (see `WorkerCore::note_task`).
+                let word = task.tag() as u64 + 1;
+                if self.p.is_leader() && word != self.noted_tag {
+                    self.noted_tag = word;
+                    // SAFETY: lane 0 of this worker.
+                    unsafe { env.note_task(self.id, task.tag()) };
+                }
+                let worker = self.id;
+                let mut ctx = LeanNarrowContext {
+                    w: &mut self,
+                    width,
+                    narrow,
+                    heartbeats,
+                    base,
+                    reserved: false,
+                };
+                if let Err(e) = exec.execute(&task, &mut ctx) {
+                    failure = e.into_run_error(worker, task.tag()).pack();
+                }
+                reserved = ctx.reserved;
+            }
+            // The barrier orders every lane's spawns (slots and cursor) before the reads below.
+            pending = self.lanes_any(failure != 0 || reserved);
+            if pending {
+                // SAFETY: the cursor is this worker's scratch word; every lane's update of it
+                // happened before the barrier above, and none updates it before the next
+                // round's first barrier.
+                let cursor = unsafe { narrow.add(NARROW_SPAWNS).read_volatile() };
+                let spawned = cursor.wrapping_sub(base);
+                base = cursor;
+                self.tasks_spawned += spawned as u64;
+                let in_stack = spawned.min(self.capacity - self.len);
+                self.len += in_stack;
+                let overflowed = (spawned - in_stack) as u64;
+                if self.spill_len + overflowed > self.spill_capacity {
+                    // The slots past the overflow area's end were not written (`slot`).
+                    let capacity = self.spill_capacity as u32;
+                    self.fail(RunError::SpillOverflow {
+                        worker: self.id,
+                        capacity,
+                    });
+                } else {
+                    self.spill_len += overflowed;
+                }
+            }
+            // As `run_task`, once the count passes a multiple of `progress_interval`.
+            if (before ^ self.tasks_run) > self.progress_mask {
+                self.take_heartbeats(heartbeats);
+                self.report(Operation::RunTask);
+                self.check_abort();
+            }
+        }
+        // The last round's failures.
+        if pending && self.lanes_any(failure != 0) {
+            self.fail_with_first(failure);
+        }
+        self.take_heartbeats(heartbeats);
+        self.finish();
+    }
+
+    /// Lane 0 takes the narrow tasks' heartbeat count (scratch) for its progress record.
+    #[inline(always)]
+    fn take_heartbeats(&self, count: *const u64) {
+        if self.p.is_leader() {
+            // SAFETY: the count is written under the narrow lock during a round, and read
+            // between rounds, after a barrier.
+            self.heartbeats.set(unsafe { count.read_volatile() });
+        }
+    }
+
+    /// A barrier that tells every lane whether any lane passed true.
+    #[inline(always)]
+    fn lanes_any(&self, value: bool) -> bool {
+        if let Some(any) = self.p.barrier_any(value) {
+            return any;
+        }
+        let (area, lane) = (self.lanes, self.p.lane_id() as usize);
+        // SAFETY: one word per lane of the lanes area, each written by its own lane between two
+        // barriers.
+        unsafe { area.add(lane).write_volatile(value as u64) };
+        self.p.barrier();
+        let any = (0..self.p.lane_count() as usize)
+            // SAFETY: written before the barrier.
+            .any(|lane| unsafe { area.add(lane).read_volatile() } != 0);
+        self.p.barrier();
+        any
+    }
+
+    /// Fails the run with the first lane's packed error among those that failed (each lane
+    /// passes its own, 0 if none).
+    #[inline(always)]
+    fn fail_with_first(&mut self, packed: u64) {
+        let area = self.lanes;
+        // SAFETY: as in `lanes_any`.
+        unsafe { area.add(self.p.lane_id() as usize).write_volatile(packed) };
+        self.p.barrier();
+        let mut first = 0;
+        if self.p.is_leader() {
+            first = (0..self.p.lane_count() as usize)
+                // SAFETY: written before the barrier.
+                .map(|lane| unsafe { area.add(lane).read_volatile() })
+                .find(|&w| w != 0)
+                .unwrap_or(0);
+        }
+        self.p.barrier();
+        // Only lane 0's error is recorded (`fail`).
+        let error = RunError::unpack(first).unwrap_or(RunError::TaskFailed {
+            worker: self.id,
+            tag: 0,
+            code: 0,
+        });
+        self.fail(error);
+    }
+
     #[inline(always)]
     fn finish(&mut self) {
         self.report(Operation::Exited);
@@ -472,5 +686,223 @@ impl<P: Platform, T: Copy + Tagged, S: Spec> Context for LeanContext<'_, '_, P, 
     #[inline(always)]
     fn tasks_run(&self) -> u64 {
         self.w.tasks_run
+    }
+}
+
+/// The [`Context`] of a narrow task run by [`LeanStatic`]: `width` lanes of the worker, numbered
+/// from 0, while other tasks run on its other lanes (as the mgws loop's `NarrowContext`). The
+/// barrier, the broadcast and the collectives are the group's; spawns reserve slots with the
+/// lanes' atomic on the spawn cursor; updates of the worker's own state take the narrow lock.
+struct LeanNarrowContext<'a, 'e, P: Platform, T, S: Spec> {
+    w: &'a mut LeanStatic<'e, P, T, S>,
+    width: u32,
+    /// The narrow words (scratch): the spawn cursor and the lock.
+    narrow: *mut u32,
+    /// The tasks' heartbeat count (scratch).
+    heartbeats: *mut u64,
+    /// The spawn cursor's value as the round started.
+    base: u32,
+    /// This lane reserved a slot.
+    reserved: bool,
+}
+
+impl<P: Platform, T: Copy + Tagged, S: Spec> LeanNarrowContext<'_, '_, P, T, S> {
+    /// The slot of the round's spawn `position`: the stack's free room, then the overflow area;
+    /// `None` past its end (nothing is written, and the round fails: `run_narrow`).
+    #[inline(always)]
+    fn slot(&self, position: u32) -> Option<*mut T> {
+        let w = &*self.w;
+        let room = w.capacity - w.len;
+        if position < room {
+            // SAFETY: len + position < capacity: a free slot of the stack.
+            return Some(unsafe { w.stack.add((w.len + position) as usize) });
+        }
+        let at = w.spill_len + (position - room) as u64;
+        let base = w.id as u64 * w.spill_capacity;
+        // SAFETY: at < spill_capacity: a free slot of this worker's overflow area.
+        (at < w.spill_capacity).then(|| unsafe { w.env.spill.add((base + at) as usize) })
+    }
+
+    /// Reserves `count` slots for this lane's spawns (one atomic for the lanes that call
+    /// together) and writes spawn `k` with `fill(k, slot)`.
+    #[inline(always)]
+    fn reserve(&mut self, count: u32, fill: impl Fn(u32, *mut T)) {
+        // SAFETY: the spawn cursor, a scratch word that only the lanes' atomics touch during a
+        // round (zeroed before the first).
+        let cursor = unsafe { self.narrow.add(NARROW_SPAWNS) };
+        // Relaxed (the lanes' atomic) suffices: it only makes the reservations disjoint; the
+        // slots and the cursor's final value reach the other lanes through the round's end
+        // barrier.
+        // SAFETY: as above.
+        let first = unsafe { self.w.p.lanes_fetch_add(cursor, count) };
+        let first = first.wrapping_sub(self.base);
+        self.reserved |= count > 0;
+        for k in 0..count {
+            if let Some(slot) = self.slot(first + k) {
+                fill(k, slot);
+            }
+        }
+    }
+
+    /// Runs `f` holding the worker's narrow lock, whose acquire and release order each holder's
+    /// updates (a result slot, the heartbeat count and record) after the last holder's.
+    #[inline(always)]
+    fn locked<R>(&self, f: impl FnOnce() -> R) -> R {
+        // SAFETY: the narrow lock, a scratch word that only the lanes' lock calls touch during a
+        // round (zeroed, free, before the first).
+        let lock = unsafe { self.narrow.add(NARROW_LOCK) };
+        // SAFETY: as above.
+        unsafe { self.w.p.lanes_lock(lock) };
+        let r = f();
+        // SAFETY: this lane took it above.
+        unsafe { self.w.p.lanes_unlock(lock) };
+        r
+    }
+
+    /// This group's words of the worker's lanes area.
+    #[inline(always)]
+    fn group_area(&self) -> *mut u64 {
+        let first = self.w.p.lane_id() & !(self.width - 1);
+        // SAFETY: the lanes area holds one word per lane of the worker.
+        unsafe { self.w.lanes.add(first as usize) }
+    }
+}
+
+impl<P: Platform, T: Copy + Tagged, S: Spec> Context for LeanNarrowContext<'_, '_, P, T, S> {
+    type Task = T;
+
+    #[inline(always)]
+    fn lane_id(&self) -> u32 {
+        self.w.p.lane_id() & (self.width - 1)
+    }
+    #[inline(always)]
+    fn lane_count(&self) -> u32 {
+        self.width
+    }
+    #[inline(always)]
+    fn worker_id(&self) -> u32 {
+        self.w.id
+    }
+    #[inline(always)]
+    fn barrier(&self) {
+        self.w.p.group_barrier(self.width)
+    }
+    #[inline(always)]
+    fn broadcast(&self, value: u64) -> u64 {
+        if self.width == 1 {
+            return value;
+        }
+        let area = self.group_area();
+        if self.is_leader() {
+            // SAFETY: the group's first word, written by its first lane between two barriers.
+            unsafe { area.write_volatile(value) };
+        }
+        self.barrier();
+        // SAFETY: written before the barrier.
+        let v = unsafe { area.read_volatile() };
+        self.barrier();
+        v
+    }
+    #[inline(always)]
+    fn spawn_from(&mut self, source: u32, task: &T) {
+        if self.lane_id() == source {
+            // SAFETY: the slot is this reservation's alone and valid for a task.
+            self.reserve(1, |_, slot| unsafe { slot.write(*task) });
+        }
+    }
+    #[inline(always)]
+    fn spawn_each(&mut self, count: u32, task: &T) {
+        if self.lane_id() < count {
+            // SAFETY: as in `spawn_from`.
+            self.reserve(1, |_, slot| unsafe { slot.write(*task) });
+        }
+    }
+    #[inline(always)]
+    unsafe fn spawn_each_in_place(&mut self, count: u32, fill: impl Fn(Option<*mut T>)) {
+        if self.lane_id() < count {
+            self.reserve(1, |_, slot| fill(Some(slot)));
+        } else {
+            fill(None);
+        }
+    }
+    #[inline(always)]
+    fn spawn_many(&mut self, count: u32, make: impl Fn(u32) -> T) {
+        // Lane `j` of the group builds tasks `j, j + width, ...`.
+        let (lane, width) = (self.lane_id(), self.width);
+        let mine = count.saturating_sub(lane).div_ceil(width);
+        // SAFETY: as in `spawn_from`.
+        self.reserve(mine, |k, slot| unsafe {
+            slot.write(make(lane + k * width))
+        });
+    }
+    #[inline(always)]
+    unsafe fn atomic_add(&self, target: *mut u64, value: u64) -> u64 {
+        // SAFETY: the caller meets this method's contract.
+        let word = unsafe { task_word::<P::Word>(target) };
+        word.fetch_add(value, Ordering::Relaxed, S::scope(&self.w.env.config))
+    }
+    #[inline(always)]
+    unsafe fn single_writer_add(&self, target: *mut u64, value: u64) {
+        // Other tasks of this worker may add to the same word at once: an atomic add. Relaxed,
+        // as the single writer's: nothing reads the word before the run ended.
+        // SAFETY: the caller meets this method's contract.
+        let word = unsafe { task_word::<P::Word>(target) };
+        word.add_relaxed(value, S::scope(&self.w.env.config))
+    }
+    #[inline(always)]
+    unsafe fn single_writer_max(&self, target: *mut u64, value: u64) {
+        // SAFETY: as in `single_writer_add`.
+        let word = unsafe { task_word::<P::Word>(target) };
+        word.max_relaxed(value, S::scope(&self.w.env.config))
+    }
+
+    #[inline(always)]
+    fn now_ns(&self) -> u64 {
+        self.w.p.now_ns()
+    }
+    #[inline(always)]
+    fn heartbeat(&self) {
+        if !self.is_leader() {
+            return;
+        }
+        let w = &*self.w;
+        self.locked(|| {
+            // SAFETY: the worker's heartbeat count, which tasks touch only under the lock (whose
+            // acquire and release order the holders' accesses) and lane 0 between rounds.
+            let count = unsafe { self.heartbeats.read_volatile() } + 1;
+            // SAFETY: as above.
+            unsafe { self.heartbeats.write_volatile(count) };
+            let tasks = w.tasks_run;
+            let record = WorkerProgress::at(tasks, tasks, Operation::RunTask, false, count, || {
+                w.p.now_ns()
+            });
+            // SAFETY: one lane of this worker at a time: tasks write the record under the lock,
+            // lane 0 (`report`) between rounds.
+            unsafe { w.env.write_progress(w.id, record) };
+        })
+    }
+    #[inline(always)]
+    fn area(&self, index: usize) -> u64 {
+        self.w.env.area(index)
+    }
+    #[inline(always)]
+    fn area_limit(&self, index: usize) -> u64 {
+        self.w.env.area_limit(index)
+    }
+    #[inline(always)]
+    fn lanes_area(&self) -> *mut u64 {
+        self.group_area()
+    }
+    #[inline(always)]
+    fn barrier_any(&self, _value: bool) -> Option<bool> {
+        None
+    }
+    #[inline(always)]
+    fn tasks_run(&self) -> u64 {
+        self.w.tasks_run
+    }
+    #[inline(always)]
+    fn exclusive<R>(&self, f: impl FnOnce() -> R) -> R {
+        self.locked(f)
     }
 }
