@@ -231,6 +231,14 @@ pub fn outcome_text(outcome: &Outcome) -> String {
         r.total(|w| w.acquires),
         r.total(|w| w.releases)
     );
+    let batches = r.total(|w| w.narrow_batches);
+    if batches > 0 {
+        let _ = writeln!(
+            s,
+            "narrow tasks: {batches} batches side by side, {:.1} tasks each on average",
+            r.tasks_run as f64 / batches as f64
+        );
+    }
     let _ = writeln!(
         s,
         "verified: {} ({})",

@@ -36,6 +36,8 @@ pub struct WorkerReport {
     pub tasks_bridged_in: u64,
     /// Tasks it sent to the other side of a bridged run (its side's bridge worker only).
     pub tasks_bridged_out: u64,
+    /// Batches of narrow tasks it ran side by side.
+    pub narrow_batches: u64,
     /// Nanoseconds the worker spent waiting for the others: recorded by the static-assignment
     /// baseline on the CPU (its waits at the level barriers, the last one included), `None`
     /// elsewhere.
@@ -60,6 +62,7 @@ impl WorkerReport {
             spills: s.spills,
             tasks_bridged_in: s.tasks_bridged_in,
             tasks_bridged_out: s.tasks_bridged_out,
+            narrow_batches: s.narrow_batches,
             idle_ns: None,
         }
     }

@@ -40,7 +40,52 @@
 //! assert_eq!(Light::MAX_REGISTERS, Some(64));
 //! ```
 //!
-//! Arguments other than `ptx = EXPR`, `kernel = "name"`, `max_registers = N` and `crate = PATH`
+//! A variant may declare how many lanes each of its tasks runs on, `#[width(N)]` with `N` a power
+//! of two from 1 to 32; without it a task has the whole worker. A worker runs up to
+//! `lanes / N` such narrow tasks side by side, each seeing its own lanes through its context
+//! (`lane_id`, `lane_count`, `barrier`, the collectives and `lane_range` are its group's):
+//!
+//! ```
+//! use mgws_core::TaskExecutor;
+//! #[mgws_tasks::registry]
+//! enum Narrow {
+//!     #[width(1)]
+//!     Fib(mgws_tasks::workloads::fib::FibTask),
+//!     #[width(4)]
+//!     Memset(mgws_tasks::workloads::memset::MemsetTask),
+//!     Contains(mgws_tasks::workloads::contains::ContainsTask),
+//! }
+//! let fib = Narrow::task(&mgws_tasks::workloads::fib::FibTask { n: 3 });
+//! assert_eq!(Narrow.width(&fib), 1);
+//! assert!(<Narrow as TaskExecutor<mgws_tasks::TaskStruct>>::NARROW);
+//! assert_eq!(<Narrow as TaskExecutor<mgws_tasks::TaskStruct>>::UNIFORM_WIDTH, None);
+//! ```
+//!
+//! A width that is not a power of two up to 32 is a compile error:
+//!
+//! ```compile_fail
+//! #[mgws_tasks::registry]
+//! enum Odd {
+//!     #[width(3)]
+//!     Fib(mgws_tasks::workloads::fib::FibTask),
+//! }
+//! ```
+//!
+//! and the local-queue capacity its GPU workers get when the run names none
+//! (`Registry::LOCAL_CAPACITY`, a power of two from 2 to 65536):
+//!
+//! ```
+//! #[mgws_tasks::registry(local_capacity = 128)]
+//! enum Roomy {
+//!     #[width(1)]
+//!     Fib(mgws_tasks::workloads::fib::FibTask),
+//! }
+//! use mgws_tasks::Registry;
+//! assert_eq!(Roomy::LOCAL_CAPACITY, Some(128));
+//! ```
+//!
+//! Arguments other than `ptx = EXPR`, `kernel = "name"`, `max_registers = N`,
+//! `local_capacity = N`, `results(...)` and `crate = PATH`
 //! are compile errors, and so is a cap outside 16..=255:
 //!
 //! ```compile_fail
@@ -95,6 +140,11 @@ pub trait Registry: TaskExecutor<TaskStruct> + Copy + Default + Send + Sync + 's
     /// gains more from those than it loses to spills (MEMSET: 64, docs/results.md). Blocks of
     /// more threads still get the lower cap that lets one of them fit.
     const MAX_REGISTERS: Option<u32> = None;
+    /// The local queue's capacity in tasks the CUDA backend gives this registry's workers when
+    /// the run names none (`#[registry(local_capacity = N)]`; `None`: the backend's default). A
+    /// worker that runs narrow tasks side by side takes a batch of them at once and holds all
+    /// their spawns: its queue needs more room than one that runs a task at a time.
+    const LOCAL_CAPACITY: Option<u32> = None;
 
     /// The variant name of `tag`, if this registry knows it.
     fn name_of(tag: u32) -> Option<&'static str> {
@@ -186,6 +236,43 @@ mod tests {
         assert_eq!(<WithKernel as Registry>::KERNEL_CUBIN, None);
         // The kernel text is not part of the fingerprint: it is built from the registry.
         assert_ne!(WithKernel::FINGERPRINT, OnlyMemset::FINGERPRINT); // other names
+    }
+
+    #[crate::registry]
+    enum NarrowFibThenMemset {
+        #[width(1)]
+        Fib(FibTask),
+        Memset(MemsetTask),
+    }
+
+    #[crate::registry]
+    enum NarrowFib {
+        #[width(2)]
+        Fib(FibTask),
+    }
+
+    #[test]
+    fn a_registry_reports_the_widths_its_variants_declare() {
+        use mgws_core::TaskExecutor;
+        let fib = NarrowFibThenMemset::task(&FibTask { n: 5 });
+        let memset = NarrowFibThenMemset::task(&MemsetTask { index: 0 });
+        assert_eq!(NarrowFibThenMemset.width(&fib), 1);
+        assert_eq!(NarrowFibThenMemset.width(&memset), 0);
+        const { assert!(<NarrowFibThenMemset as TaskExecutor<TaskStruct>>::NARROW) };
+        assert_eq!(
+            <NarrowFibThenMemset as TaskExecutor<TaskStruct>>::UNIFORM_WIDTH,
+            None
+        );
+        assert_eq!(NarrowFib.width(&NarrowFib::task(&FibTask { n: 5 })), 2);
+        assert_eq!(
+            <NarrowFib as TaskExecutor<TaskStruct>>::UNIFORM_WIDTH,
+            Some(2)
+        );
+        const { assert!(!<FibThenMemset as TaskExecutor<TaskStruct>>::NARROW) };
+        assert_eq!(
+            <FibThenMemset as TaskExecutor<TaskStruct>>::UNIFORM_WIDTH,
+            Some(0)
+        );
     }
 
     #[test]

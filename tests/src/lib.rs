@@ -250,6 +250,21 @@ pub enum TestTasks {
     Panic(Panic),
 }
 
+/// [`TestTasks`]' MEMSET and splitter at other widths: MEMSET on one lane, the splitter on two,
+/// so that a worker runs narrow tasks of two widths and its batches stop where the width changes.
+/// The tags are [`TestTasks`]' (the splitter spawns its MEMSET tasks with those).
+#[mgws_tasks::registry]
+pub enum MixedWidthTasks {
+    #[width(1)]
+    Memset(MemsetTask),
+    #[width(2)]
+    Split(SplitRange),
+}
+
+const _: () = assert!(
+    MixedWidthTasks::MEMSET == TestTasks::MEMSET && MixedWidthTasks::SPLIT == TestTasks::SPLIT
+);
+
 /// Runs `slots` MEMSET tasks, all spawned at run time from `roots` root tasks, and returns the
 /// report with the exactly-once check.
 pub fn spawned_memset(
@@ -270,6 +285,18 @@ pub fn spawned_memset_laid_out(
     leaf: u64,
     layout: Option<mgws::AreaLayout>,
 ) -> mgws::Result<(RunReport, MemsetCheck)> {
+    spawned_memset_with(&TestTasks, sched, slots, roots, leaf, layout)
+}
+
+/// [`spawned_memset_laid_out`] run by `registry` ([`TestTasks`] or [`MixedWidthTasks`]).
+pub fn spawned_memset_with<R: mgws_tasks::Registry>(
+    registry: &R,
+    sched: &Scheduler,
+    slots: u64,
+    roots: u64,
+    leaf: u64,
+    layout: Option<mgws::AreaLayout>,
+) -> mgws::Result<(RunReport, MemsetCheck)> {
     let out = output_descriptor(0, slots);
     let per_root = slots.div_ceil(roots);
     let tasks: Vec<TaskStruct> = (0..roots)
@@ -282,7 +309,7 @@ pub fn spawned_memset_laid_out(
     if let Some(layout) = layout {
         job = job.layout(0, layout);
     }
-    let report = mgws::cpu::run(sched, &TestTasks, job)?;
+    let report = mgws::cpu::run(sched, registry, job)?;
     Ok((report, verify(&memory)))
 }
 
@@ -290,6 +317,16 @@ pub fn spawned_memset_laid_out(
 /// (random yields at 200 of 1,024 protocol steps, sleeps of up to 200 us at 8) seeded by `seed`,
 /// and asserts that every task ran exactly once.
 pub fn chaotic_memset(builder: mgws::SchedulerBuilder, seed: u64, roots: u64) {
+    chaotic_memset_with(&TestTasks, builder, seed, roots);
+}
+
+/// [`chaotic_memset`] run by `registry` ([`TestTasks`] or [`MixedWidthTasks`]).
+pub fn chaotic_memset_with<R: mgws_tasks::Registry>(
+    registry: &R,
+    builder: mgws::SchedulerBuilder,
+    seed: u64,
+    roots: u64,
+) -> RunReport {
     let sched = builder
         .seed(seed)
         .watchdog(std::time::Duration::from_secs(20))
@@ -301,7 +338,8 @@ pub fn chaotic_memset(builder: mgws::SchedulerBuilder, seed: u64, roots: u64) {
         })
         .build()
         .unwrap();
-    let (report, check) = spawned_memset(&sched, 3_000, roots, 2).unwrap();
+    let (report, check) = spawned_memset_with(registry, &sched, 3_000, roots, 2, None).unwrap();
     assert!(check.ok(), "seed {seed}: {check:?}");
     assert!(report.tasks_run > 3_000, "seed {seed}");
+    report
 }

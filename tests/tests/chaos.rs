@@ -2,7 +2,7 @@
 //! CPU domain and on two. Any lost, duplicated or hung task fails the run.
 
 use mgws::{OverflowMode, Scheduler, TerminationMode};
-use mgws_tests::chaotic_memset;
+use mgws_tests::{chaotic_memset, chaotic_memset_with, MixedWidthTasks};
 
 #[test]
 fn protocols_survive_random_delays_at_every_step() {
@@ -32,4 +32,38 @@ fn protocols_survive_random_delays_at_every_step() {
             .cpu_domains(domains);
         chaotic_memset(builder, seed, 3);
     }
+}
+
+/// Narrow tasks side by side under the same chaos: a worker of 2 or 4 lanes runs MEMSET tasks
+/// one per lane and splitters two lanes each, with a local queue so small that a batch's spawns
+/// overflow onto the overflow stack, on one domain and on two.
+#[test]
+fn narrow_tasks_survive_random_delays_at_every_step() {
+    let mut side_by_side = 0;
+    for seed in 0..24u64 {
+        let termination = [
+            TerminationMode::IdleCounter,
+            TerminationMode::VotingTree,
+            TerminationMode::Hierarchical,
+        ][(seed % 3) as usize];
+        let lanes = [2, 4][(seed / 3 % 2) as usize];
+        let local_capacity = [4, 8][(seed / 6 % 2) as usize];
+        let domains = 1 + (seed / 12 % 2) as u32;
+        let builder = Scheduler::builder()
+            .workers(4)
+            .lanes(lanes)
+            .local_capacity(local_capacity)
+            .public_capacity(6)
+            .termination(termination)
+            .cpu_domains(domains);
+        let report = chaotic_memset_with(&MixedWidthTasks, builder, seed, 3);
+        let batches: u64 = report.per_worker.iter().map(|w| w.narrow_batches).sum();
+        assert!(batches > 0, "seed {seed}: no narrow batch ran");
+        side_by_side += (report.tasks_run > batches) as u32;
+    }
+    // Batches of more than one task: the tasks did run side by side.
+    assert!(
+        side_by_side >= 20,
+        "{side_by_side} of 24 runs had batches of several tasks"
+    );
 }

@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use mgws_tasks::workloads::uts::{self, descriptors, UtsCounts, UtsParams};
+use mgws_tasks::workloads::uts::{self, descriptors, UtsCounts, UtsParams, UtsTask};
 use mgws_tasks::{TaskStruct, UtsTasks};
 use serde::Serialize;
 
@@ -396,7 +396,7 @@ pub fn run_once(
     let mut param_words = params_words(params);
     let mut rows = super::ResultRows::new(workers);
     let [pd, rd] = descriptors(0, 1, workers);
-    let root: TaskStruct = UtsTasks::task(&params.root())
+    let root: TaskStruct = UtsTasks::task(&UtsTask::of(&params.root()))
         .with_data(0, pd)
         .with_data(1, rd);
     let initial = [root];

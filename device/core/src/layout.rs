@@ -246,6 +246,9 @@ pub struct WorkerStats {
     pub tasks_bridged_in: u64,
     /// Tasks this (bridge) worker sent to the other side of a bridged run.
     pub tasks_bridged_out: u64,
+    /// Batches of narrow tasks it ran side by side (`tasks_run / narrow_batches` tasks each
+    /// where every task is narrow).
+    pub narrow_batches: u64,
 }
 
 /// Number of data areas a task's descriptors can refer to (thesis 5.3's memory areas).

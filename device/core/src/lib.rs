@@ -57,7 +57,7 @@ pub use layout::{
 };
 pub use leader::LeaderState;
 pub use local_ring::ring_index;
-pub use narrow::NarrowContext;
+pub use narrow::{spawn_place, NarrowContext, SpawnPlace};
 pub use operation::Operation;
 pub use platform::{AtomicWord, Ordering, Platform, ProtocolStep, Scope};
 pub use public_queue::{Claim, Locked, OwnerView, PublicQueue};

@@ -6,9 +6,110 @@
 
 use crate::context::{task_word, Context};
 use crate::exec::{SpawnRoom, WorkerCore};
-use crate::platform::{AtomicWord, Ordering, Platform};
+use crate::platform::{AtomicWord, Ordering, Platform, ProtocolStep};
 use crate::scratch::{NARROW_LOCK, NARROW_SPAWNS};
 use crate::spec::Spec;
+
+/// Where a narrow batch's spawn at `position` (counted from the batch's first) goes when the
+/// ring has `room` free slots from the batch's first: the ring, then the overflow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpawnPlace {
+    /// Ring slot `i` after the batch's first.
+    Ring(u32),
+    /// Overflow slot `j` after the overflow's first free one.
+    Overflow(u32),
+}
+
+/// The [`SpawnPlace`] of spawn `position` with `room` ring slots: a reservation's positions are
+/// disjoint, so its slots are; after the batch the ring holds `min(total, room)` of them and the
+/// overflow the rest, each once.
+#[inline(always)]
+pub fn spawn_place(room: u32, position: u32) -> SpawnPlace {
+    if position < room {
+        SpawnPlace::Ring(position)
+    } else {
+        SpawnPlace::Overflow(position - room)
+    }
+}
+
+/// Reads the task at `slot`, one lane's own. On a GPU (`rotate`), lanes that read consecutive
+/// 64-byte slots of shared memory would all start at the same bank; each reads its slot's four
+/// 16-byte quarters starting at a quarter set by the slot's position, so that eight lanes that
+/// read together touch 32 distinct banks. Elsewhere, and for other sizes or alignments, a plain
+/// read.
+///
+/// # Safety
+/// As for `slot.read()`.
+#[inline(always)]
+pub(crate) unsafe fn read_task<T: Copy>(slot: *const T, rotate: bool) -> T {
+    if !rotate || core::mem::size_of::<T>() != 64 || slot as usize & 15 != 0 {
+        // SAFETY: the caller's guarantee.
+        return unsafe { slot.read() };
+    }
+    let (q, r) = (slot as *const u128, quarter_shift(slot as usize));
+    // SAFETY: the slot's 64 bytes are its four aligned quarters.
+    let mut v = unsafe {
+        [
+            q.add(r).read(),
+            q.add((r + 1) & 3).read(),
+            q.add((r + 2) & 3).read(),
+            q.add((r + 3) & 3).read(),
+        ]
+    };
+    // v[k] holds quarter (r + k) & 3: rotate right by r, with fixed indices (a register array
+    // indexed by a variable would live in local memory).
+    if r & 1 != 0 {
+        v = [v[3], v[0], v[1], v[2]];
+    }
+    if r & 2 != 0 {
+        v = [v[2], v[3], v[0], v[1]];
+    }
+    // SAFETY: T is 64 bytes and plain data (`Copy`, read from a slot that held one).
+    unsafe { core::mem::transmute_copy(&v) }
+}
+
+/// Writes `task` into `slot`, quarters rotated as [`read_task`] reads them.
+///
+/// # Safety
+/// As for `slot.write(..)`.
+#[inline(always)]
+pub(crate) unsafe fn write_task<T: Copy>(slot: *mut T, task: &T, rotate: bool) {
+    if !rotate || core::mem::size_of::<T>() != 64 || slot as usize & 15 != 0 {
+        // SAFETY: the caller's guarantee.
+        return unsafe { slot.write(*task) };
+    }
+    let (q, r) = (slot as *mut u128, quarter_shift(slot as usize));
+    // SAFETY: T is 64 bytes: four quarters.
+    let mut v: [u128; 4] = unsafe { core::mem::transmute_copy(task) };
+    // Rotate left by r: v[k] becomes quarter (r + k) & 3.
+    if r & 1 != 0 {
+        v = [v[1], v[2], v[3], v[0]];
+    }
+    if r & 2 != 0 {
+        v = [v[2], v[3], v[0], v[1]];
+    }
+    // SAFETY: as in `read_task`.
+    unsafe {
+        q.add(r).write(v[0]);
+        q.add((r + 1) & 3).write(v[1]);
+        q.add((r + 2) & 3).write(v[2]);
+        q.add((r + 3) & 3).write(v[3]);
+    }
+}
+
+/// Whether lanes read and write their own tasks rotated ([`read_task`]): on a GPU, whose lanes
+/// share the banks of shared memory.
+#[inline(always)]
+pub(crate) const fn rotate<P: Platform>() -> bool {
+    P::MIN_LANES >= 32
+}
+
+/// The quarter a lane starts a 64-byte slot at: half its slot index, modulo 4 (two slots of one
+/// 128-byte line start at opposite halves of the banks already).
+#[inline(always)]
+fn quarter_shift(address: usize) -> usize {
+    (address >> 7) & 3
+}
 
 /// The [`Context`] of a narrow task: `width` lanes of a worker that runs other tasks on its
 /// other lanes.
@@ -34,6 +135,7 @@ impl<'w, 'e, P: Platform, T: Copy, S: Spec> NarrowContext<'w, 'e, P, T, S> {
         // a batch.
         let first = unsafe { self.core.p.lanes_fetch_add(cursor, count) };
         let first = first.wrapping_sub(self.room.base);
+        self.core.p.protocol_step(ProtocolStep::NarrowSpawn);
         for k in 0..count {
             if let Some(slot) = self.core.spawn_slot(self.room, first + k) {
                 fill(k, slot);
@@ -110,14 +212,18 @@ impl<P: Platform, T: Copy, S: Spec> Context for NarrowContext<'_, '_, P, T, S> {
     fn spawn_from(&mut self, source: u32, task: &T) {
         if self.lane_id() == source {
             // SAFETY: the slot is this reservation's alone and valid for a task.
-            self.reserve(1, |_, slot| unsafe { slot.write(*task) });
+            self.reserve(1, |_, slot| unsafe {
+                write_task(slot, task, rotate::<P>())
+            });
         }
     }
     #[inline(always)]
     fn spawn_each(&mut self, count: u32, task: &T) {
         if self.lane_id() < count {
             // SAFETY: as in `spawn_from`.
-            self.reserve(1, |_, slot| unsafe { slot.write(*task) });
+            self.reserve(1, |_, slot| unsafe {
+                write_task(slot, task, rotate::<P>())
+            });
         }
     }
     #[inline(always)]
@@ -135,7 +241,7 @@ impl<P: Platform, T: Copy, S: Spec> Context for NarrowContext<'_, '_, P, T, S> {
         let mine = count.saturating_sub(lane).div_ceil(width);
         // SAFETY: as in `spawn_from`.
         self.reserve(mine, |k, slot| unsafe {
-            slot.write(make(lane + k * width))
+            write_task(slot, &make(lane + k * width), rotate::<P>())
         });
     }
     #[inline(always)]

@@ -113,6 +113,8 @@ pub enum ProtocolStep {
     IdleLeave,
     Vote,
     LoadInitial,
+    /// A narrow task reserved its spawns' slots and is about to write them.
+    NarrowSpawn,
 }
 
 /// The per-platform services the scheduler core needs.

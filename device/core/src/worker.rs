@@ -6,7 +6,6 @@
 //! Every function here is executed by all lanes of a worker in lockstep (see `exec/mod.rs`).
 
 use crate::bridge::BRIDGE_INTERVAL;
-use crate::config::RELEASE_MIN_LOCAL;
 use crate::context::{Tagged, TaskExecutor};
 use crate::exec::{OnFull, WorkerCore};
 use crate::layout::Env;
@@ -73,7 +72,7 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
                 // a GPU): do it every `release_interval` tasks (RELEASE_CHECK_INTERVAL and up)
                 // rather than before every task as Listing 5 does.
                 if c.surplus > 0
-                    || (c.local_len() >= RELEASE_MIN_LOCAL.min(c.local_capacity)
+                    || (c.local_len() >= c.release_min_local(self.exec)
                         && c.iterations & (c.release_interval - 1) == 0
                         && c.should_release())
                 {

@@ -18,7 +18,8 @@ use loom::thread;
 use mgws_core::one_lane::OneLane;
 use mgws_core::termination::{HierarchicalCounter, IdleCounter, VoteOutcome, VotingTree};
 use mgws_core::{
-    AtomicWord, Claim, HostWord, Ordering, PublicQueue, QueueHeader, Scope, SharedState, Topology,
+    spawn_place, AtomicWord, Claim, HostWord, Ordering, PublicQueue, QueueHeader, Scope,
+    SharedState, SpawnPlace, Topology,
 };
 
 const P: OneLane = OneLane::without_scratch();
@@ -667,4 +668,63 @@ fn launch_publishes_a_pes_results_with_its_finish() {
 #[should_panic(expected = "Causality violation")]
 fn launch_without_the_release_of_finish_reads_a_result_early() {
     launch_finish_race(false);
+}
+
+/// Narrow tasks side by side: three lanes each spawn two tasks into a ring with room for three,
+/// reserving their slots on the worker's spawn cursor (`Platform::lanes_fetch_add`, relaxed);
+/// after the batch's barrier (the joins) the ring holds the first `min(total, room)` and the
+/// overflow the rest. With a read-then-write reservation instead (the twin), two lanes can take
+/// the same slots and a task is lost.
+fn narrow_spawns(atomic_reservation: bool) {
+    model(move || {
+        use loom::sync::atomic::AtomicU32;
+        const ROOM: u32 = 3;
+        let cursor = Arc::new(AtomicU32::new(0));
+        let ring: Arc<Vec<AtomicU64>> = Arc::new((0..ROOM).map(|_| AtomicU64::new(0)).collect());
+        let overflow: Arc<Vec<AtomicU64>> = Arc::new((0..6).map(|_| AtomicU64::new(0)).collect());
+        let lane = |id: u64| {
+            let (cursor, ring, overflow) = (cursor.clone(), ring.clone(), overflow.clone());
+            move || {
+                let first = if atomic_reservation {
+                    cursor.fetch_add(2, Ordering::Relaxed)
+                } else {
+                    let seen = cursor.load(Ordering::Relaxed);
+                    cursor.store(seen + 2, Ordering::Relaxed);
+                    seen
+                };
+                for k in 0..2 {
+                    let task = 2 * id + k as u64 + 1;
+                    match spawn_place(ROOM, first + k) {
+                        SpawnPlace::Ring(i) => ring[i as usize].store(task, Ordering::Relaxed),
+                        SpawnPlace::Overflow(j) => {
+                            overflow[j as usize].store(task, Ordering::Relaxed)
+                        }
+                    }
+                }
+            }
+        };
+        let lanes: Vec<_> = (1..3).map(|id| thread::spawn(lane(id))).collect();
+        lane(0)();
+        for l in lanes {
+            l.join().unwrap();
+        }
+        let total = cursor.load(Ordering::Relaxed);
+        let in_ring = total.min(ROOM);
+        let mut taken: Vec<u64> = (0..in_ring as usize)
+            .map(|i| ring[i].load(Ordering::Relaxed))
+            .collect();
+        taken.extend((0..(total - in_ring) as usize).map(|j| overflow[j].load(Ordering::Relaxed)));
+        assert_exactly_once(taken, 1..=6);
+    });
+}
+
+#[test]
+fn narrow_spawns_take_disjoint_slots() {
+    narrow_spawns(true);
+}
+
+#[test]
+#[should_panic(expected = "tasks taken")]
+fn narrow_spawns_without_an_atomic_reservation_lose_tasks() {
+    narrow_spawns(false);
 }

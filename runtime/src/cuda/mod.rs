@@ -398,7 +398,8 @@ impl CudaBackend {
     }
 
     /// The settings a run of registry `R` uses for those left open: [`DEFAULT_LANES`] threads
-    /// per block, [`DEFAULT_LOCAL_CAPACITY`] and as many workers as are co-resident
+    /// per block, the registry's local capacity ([`Registry::LOCAL_CAPACITY`], else
+    /// [`DEFAULT_LOCAL_CAPACITY`]) and as many workers as are co-resident
     /// ([`Self::max_workers`]; the kernel of `method` is loaded once and cached for the run).
     pub(crate) fn defaults<R: Registry>(
         &self,
@@ -448,7 +449,9 @@ impl CudaBackend {
     ) -> Result<Defaults> {
         let lanes = lanes.unwrap_or(DEFAULT_LANES);
         check_lanes(lanes)?;
-        let local_capacity = local_capacity.unwrap_or(DEFAULT_LOCAL_CAPACITY);
+        let local_capacity = local_capacity
+            .or(R::LOCAL_CAPACITY)
+            .unwrap_or(DEFAULT_LOCAL_CAPACITY);
         let queue_sharing = options
             .workers_per_queue
             .unwrap_or_else(|| self.default_queue_sharing(method, workers));

@@ -18,7 +18,9 @@
 //! - `impl mgws_tasks::Registry for Builtin`, with the registry's name and fingerprint (a digest of
 //!   its name, tags, variant names, functor types and their sizes and alignments), which a kernel built
 //!   for the registry carries too;
-//! - compile-time assertions that each functor fits the parameter area in size and alignment.
+//! - compile-time assertions that each functor fits the parameter area in size and alignment;
+//! - the widths its variants declare, `#[width(N)]` (`TaskExecutor::width`, `NARROW`,
+//!   `UNIFORM_WIDTH`; part of the fingerprint): the lanes each task of that functor runs on.
 //!
 //! # Arguments
 //!
@@ -53,6 +55,7 @@ struct Args {
     krate: Option<Path>,
     kernel: Option<syn::LitStr>,
     max_registers: Option<syn::LitInt>,
+    local_capacity: Option<syn::LitInt>,
     /// `results(name: Type, ...)`: the registry's result tables.
     results: Vec<(syn::Ident, syn::Type)>,
 }
@@ -110,6 +113,23 @@ impl Args {
                 }
                 args.max_registers = Some(n);
                 Ok(())
+            } else if meta.path.is_ident("local_capacity") {
+                if args.local_capacity.is_some() {
+                    return Err(meta.error("`local_capacity` is given twice"));
+                }
+                let n: syn::LitInt = meta.value()?.parse()?;
+                let ok = n
+                    .base10_parse::<u32>()
+                    .is_ok_and(|v| v.is_power_of_two() && (2..=65536).contains(&v));
+                if !ok {
+                    return Err(syn::Error::new_spanned(
+                        &n,
+                        "`local_capacity` is a local queue's tasks, a power of two from 2 to \
+                         65536, like 128",
+                    ));
+                }
+                args.local_capacity = Some(n);
+                Ok(())
             } else if meta.path.is_ident("results") {
                 if !args.results.is_empty() {
                     return Err(meta.error("`results` is given twice"));
@@ -151,6 +171,7 @@ impl Args {
                      `cubin = EXPR` (the same kernel assembled, e.g. `mgws::kernel_cubin!()`), \
                      `kernel = \"name\"` (the name its kernel entries carry), `max_registers = N` \
                      (the CUDA backend's default register cap for its kernels), \
+                     `local_capacity = N` (the CUDA backend's default local queue), \
                      `results(name: Type, ...)` (its result tables) or `crate = PATH`"
                 )))
             }
@@ -171,15 +192,7 @@ pub fn registry(attr: TokenStream, item: TokenStream) -> TokenStream {
         Some(p) => quote!(#p),
         None => default_crate_path(),
     };
-    match expand(
-        input,
-        args.ptx.as_ref(),
-        args.cubin.as_ref(),
-        args.kernel.as_ref(),
-        args.max_registers.as_ref(),
-        &args.results,
-        krate,
-    ) {
+    match expand(input, &args, krate) {
         Ok(ts) => ts.into(),
         Err(e) => e.to_compile_error().into(),
     }
@@ -425,13 +438,13 @@ fn screaming_snake(name: &str) -> String {
 
 fn expand(
     input: ItemEnum,
-    ptx: Option<&Expr>,
-    cubin: Option<&Expr>,
-    kernel: Option<&syn::LitStr>,
-    max_registers: Option<&syn::LitInt>,
-    results: &[(syn::Ident, syn::Type)],
+    args: &Args,
     krate: proc_macro2::TokenStream,
 ) -> syn::Result<proc_macro2::TokenStream> {
+    let (ptx, cubin, kernel) = (args.ptx.as_ref(), args.cubin.as_ref(), args.kernel.as_ref());
+    let (max_registers, local_capacity) =
+        (args.max_registers.as_ref(), args.local_capacity.as_ref());
+    let results = &args.results;
     let vis = &input.vis;
     let name = &input.ident;
     let kernel_name = kernel
@@ -558,6 +571,11 @@ fn expand(
                 ::core::option::Option::Some(#cubin);
         }
     });
+    let local_capacity = local_capacity.map(|n| {
+        quote! {
+            const LOCAL_CAPACITY: ::core::option::Option<u32> = ::core::option::Option::Some(#n);
+        }
+    });
     let max_registers = max_registers.map(|n| {
         quote! {
             const MAX_REGISTERS: ::core::option::Option<u32> = ::core::option::Option::Some(#n);
@@ -610,6 +628,7 @@ fn expand(
             #kernel_ptx
             #kernel_cubin
             #max_registers
+            #local_capacity
         }
 
         impl #krate::__core::TaskExecutor<#krate::TaskStruct> for #name {

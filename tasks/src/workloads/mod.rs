@@ -16,7 +16,7 @@ pub use fib::FibTask;
 pub use memset::MemsetTask;
 pub use skew::SkewTask;
 pub use stall::StallTask;
-pub use uts::UtsNode;
+pub use uts::{UtsNode, UtsTask};
 
 /// The MEMSET registry: one kernel entry set with only the MEMSET functor inlined. A MEMSET task
 /// is one atomic: it runs on one lane, a worker runs one per lane.
@@ -41,18 +41,21 @@ pub enum ContainsTasks {
 /// which shares the cap and runs T1L fastest at it although it spills (T3's level kernel runs
 /// faster at 96; docs/results.md).
 ///
-/// A node runs on one lane: its children's hashes (one SHA-1 block each) run on that lane, and
-/// a worker expands one node per lane.
-#[crate::registry(kernel = "uts", max_registers = 80)]
+///
+/// A node runs on one lane and hashes once, its own state: a worker expands one node per lane.
+/// A batch of 32 nodes spawns about 128 children: its GPU workers hold 256 tasks (12 per H100
+/// SM), where T1L ran fastest (docs/results.md).
+#[crate::registry(kernel = "uts", max_registers = 80, local_capacity = 256)]
 pub enum UtsTasks {
     #[width(1)]
-    Uts(UtsNode),
+    Uts(UtsTask),
 }
 
 /// The FIB registry. Its kernels are capped at 64 registers (32 blocks of 32 threads per H100
 /// SM), where the worker and the kernel-per-level baseline spill nothing (docs/results.md).
-/// A FIB task is an add and two spawns: it runs on one lane.
-#[crate::registry(kernel = "fib", max_registers = 64)]
+/// A FIB task is an add and two spawns: it runs on one lane. Its GPU workers hold 128 tasks,
+/// room for a batch's spawns (docs/results.md).
+#[crate::registry(kernel = "fib", max_registers = 64, local_capacity = 128)]
 pub enum FibTasks {
     #[width(1)]
     Fib(FibTask),

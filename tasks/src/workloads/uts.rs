@@ -1,8 +1,9 @@
 //! UTS, the Unbalanced Tree Search benchmark (Olivier et al., 2006), reimplemented from its
 //! definition: an implicit tree whose shape is only known by expanding it.
 //!
-//! Each node is a task ([`UtsNode`]: 20 bytes of SHA-1 state and the depth, exactly the 24-byte
-//! parameter area) that counts itself and spawns its children. The tree parameters
+//! Each node is a task ([`UtsTask`]: its parent's 20 bytes of SHA-1 state, its depth and its
+//! index among the parent's children, exactly the 24-byte parameter area) that derives its own
+//! state ([`UtsNode`]), counts itself and spawns its children. The tree parameters
 //! ([`UtsParams`]) live in a read-only data area (descriptor 0); the counts go to a per-worker
 //! result table (descriptor 1, see [`super::rows`]): nodes, leaves and the maximum depth.
 //!
@@ -92,9 +93,8 @@ fn probability(rand: u32) -> f64 {
     rand as f64 / 2147483648.0
 }
 
-/// A node of the tree and the functor of its task: the SHA-1 state and the depth (root: 0).
-#[mgws_tasks::task]
-#[derive(Debug, PartialEq, Eq, Hash)]
+/// A node of the tree: the SHA-1 state and the depth (root: 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct UtsNode {
     pub state: [u8; 20],
     pub depth: u32,
@@ -379,7 +379,66 @@ fn descriptor_error(params_ok: bool) -> TaskError {
     })
 }
 
-impl TaskFunctor for UtsNode {
+/// A UTS task: one node, given by its parent's state and its index among the parent's children
+/// (the root by its own state). Running it derives the node's state (one SHA-1 block), counts
+/// the node and spawns its children without hashing them: every task hashes once, so the
+/// nodes that run side by side, one per lane, cost the same whatever their children.
+#[mgws_tasks::task]
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct UtsTask {
+    /// The parent's state, or the node's own where the index is [`UtsTask::OWN_STATE`].
+    pub state: [u8; 20],
+    /// The node's depth (low 16 bits) and its index among its parent's children (high 16).
+    pub depth_index: u32,
+}
+
+/// A UTS task's error code: a node has more children than a task can number (65,535; only a
+/// binomial root with `-b` that large can).
+pub const UTS_TOO_MANY_CHILDREN: u32 = 0x5554_0003;
+/// A UTS task's error code: a node is deeper than a task can record (65,535).
+pub const UTS_TOO_DEEP: u32 = 0x5554_0004;
+
+impl UtsTask {
+    /// The index that marks a task holding its node's own state (the root).
+    pub const OWN_STATE: u32 = 0xffff;
+
+    /// The task of `node` itself (the root of a run).
+    pub fn of(node: &UtsNode) -> UtsTask {
+        UtsTask {
+            state: node.state,
+            depth_index: node.depth & 0xffff | Self::OWN_STATE << 16,
+        }
+    }
+
+    /// The task of child `index` of `parent`.
+    #[inline(always)]
+    pub fn child_of(parent: &UtsNode, index: u32) -> UtsTask {
+        UtsTask {
+            state: parent.state,
+            depth_index: (parent.depth + 1) & 0xffff | index << 16,
+        }
+    }
+
+    /// The node this task stands for: its parent's child, hashed here, or its own state.
+    #[inline(always)]
+    pub fn node(&self) -> UtsNode {
+        let (depth, index) = (self.depth_index & 0xffff, self.depth_index >> 16);
+        if index == Self::OWN_STATE {
+            UtsNode {
+                state: self.state,
+                depth,
+            }
+        } else {
+            UtsNode {
+                state: self.state,
+                depth: depth.wrapping_sub(1),
+            }
+            .child(index)
+        }
+    }
+}
+
+impl TaskFunctor for UtsTask {
     #[inline(always)]
     fn run(&self, task: &TaskStruct, ctx: &mut impl Ctx) -> Result<(), TaskError> {
         // Both addresses before either check, so that their loads issue together; one branch
@@ -397,23 +456,23 @@ impl TaskFunctor for UtsNode {
         if ctx.tasks_run() > params.max_nodes {
             return Err(TaskError::Failed(UTS_NODE_LIMIT));
         }
-        let n = params.num_children(self);
+        let node = self.node();
+        let n = params.num_children(&node);
         row.add(ctx, COL_NODES, 1);
         if n == 0 {
             // The deepest node of a tree is a leaf, so leaves alone raise the depth.
             row.add(ctx, COL_LEAVES, 1);
-            row.max(ctx, COL_DEPTH, self.depth as u64);
+            row.max(ctx, COL_DEPTH, node.depth as u64);
+            return Ok(());
         }
-        // Lanes compute children in parallel, one per lane per round, then spawn them in lane
-        // order: every lane makes the same calls.
-        let (lane, lanes) = (ctx.lane_id(), ctx.lane_count());
-        let mut first = 0;
-        while first < n {
-            // Lanes past the last child hash too (their result is not spawned): in lockstep
-            // that costs nothing, and one value of one type keeps the node in registers.
-            ctx.spawn_each_like(lanes.min(n - first), task, || self.child(first + lane));
-            first += lanes;
+        if n >= Self::OWN_STATE || node.depth >= 0xffff {
+            return Err(TaskError::Failed(if n >= Self::OWN_STATE {
+                UTS_TOO_MANY_CHILDREN
+            } else {
+                UTS_TOO_DEEP
+            }));
         }
+        ctx.spawn_many(n, |k| task.with_params(&UtsTask::child_of(&node, k)));
         Ok(())
     }
 }

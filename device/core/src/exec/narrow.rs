@@ -7,9 +7,10 @@
 //! queue and the overflow stack, as after a worker-wide task.
 
 use super::{OnFull, WorkerCore};
+use crate::config::RELEASE_MIN_LOCAL;
 use crate::context::{Tagged, TaskExecutor};
 use crate::error::RunError;
-use crate::narrow::NarrowContext;
+use crate::narrow::{read_task, rotate, spawn_place, NarrowContext, SpawnPlace};
 use crate::operation::Operation;
 use crate::platform::{AtomicWord, Ordering, Platform};
 use crate::scratch::NARROW_SPAWNS;
@@ -48,6 +49,18 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> WorkerCore<'e, P, T, S> {
         }
     }
 
+    /// The fewest local tasks a worker keeps when it releases: [`RELEASE_MIN_LOCAL`], and for
+    /// narrow tasks two batches (a batch of one task per group), so that a release does not
+    /// leave the next batch short of tasks and send the worker back to its public queue.
+    #[inline(always)]
+    pub(crate) fn release_min_local<X: TaskExecutor<T>>(&self, _: &X) -> u64 {
+        let batch = match X::UNIFORM_WIDTH {
+            Some(width) if X::NARROW && width != 0 => (self.p.lane_count() / width).max(1) as u64,
+            _ => 1,
+        };
+        (RELEASE_MIN_LOCAL * batch).min(self.local_capacity)
+    }
+
     /// Runs the narrow tasks of `width` lanes on top of the local queue, up to one per group of
     /// `width` lanes, side by side; counts as one loop iteration. A local queue more than half
     /// full first makes room (the loop publishes the surplus), so that the spawns mostly land in
@@ -77,12 +90,10 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> WorkerCore<'e, P, T, S> {
         self.settle_pop();
         let group = self.p.lane_id() / width;
         let mine = (group < count as u32).then(|| {
+            let slot = self.local_slot(head as u64 + count - 1 - group as u64);
             // SAFETY: positions head..head + count hold tasks written before a barrier; group
             // `g` takes the `g`-th newest.
-            unsafe {
-                self.local_slot(head as u64 + count - 1 - group as u64)
-                    .read()
-            }
+            unsafe { read_task(slot, rotate::<P>()) }
         });
         // SAFETY: as above (the newest, for the hang report).
         let first_tag = unsafe { &*self.local_slot(head as u64 + count - 1) }.tag();
@@ -108,7 +119,10 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> WorkerCore<'e, P, T, S> {
         let in_ring = spawned.min(room.room);
         let overflowed = spawned - in_ring;
         self.local_head = head.wrapping_add(in_ring);
-        self.count(|s| s.tasks_spawned += spawned as u64);
+        self.count(|s| {
+            s.tasks_spawned += spawned as u64;
+            s.narrow_batches += 1;
+        });
         if let OnFull::Publish = self.on_full {
             if overflowed > 0 {
                 self.count(|s| s.spills += 1);
@@ -205,10 +219,10 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// the batch fails (mgws) or the host counts the lost spawns (level runs).
     #[inline(always)]
     pub(crate) fn spawn_slot(&self, room: SpawnRoom, position: u32) -> Option<*mut T> {
-        if position < room.room {
-            return Some(self.local_slot(room.head.wrapping_add(position) as u64));
-        }
-        let beyond = (position - room.room) as u64;
+        let beyond = match spawn_place(room.room, position) {
+            SpawnPlace::Ring(i) => return Some(self.local_slot(room.head.wrapping_add(i) as u64)),
+            SpawnPlace::Overflow(j) => j as u64,
+        };
         match self.on_full {
             OnFull::Publish => {
                 let at = self.spill_len as u64 + beyond;
