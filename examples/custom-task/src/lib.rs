@@ -77,8 +77,12 @@ impl TaskFunctor for CollatzRange {
 }
 
 /// The task types of this example, and the kernel built for them (`CustomTasks::KERNEL_PTX`).
+/// A range runs on 8 lanes (`#[width(8)]`): a 32-lane GPU worker runs four ranges side by side,
+/// each splitting its numbers over its own 8 lanes (`lane_range`); a worker of 8 lanes or fewer
+/// runs one at a time on all of them.
 #[mgws::registry(ptx = mgws::kernel_ptx!(), cubin = mgws::kernel_cubin!(), kernel = "collatz")]
 pub enum CustomTasks {
+    #[width(8)]
     Collatz(CollatzRange),
 }
 

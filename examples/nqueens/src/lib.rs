@@ -18,20 +18,29 @@ impl mgws::TaskFunctor for Queens {
         if self.cols == full {
             ctx.accumulate(NQueens::SOLUTIONS, |solutions| *solutions += 1)?;
         }
-        // One task per square of the next row that no queen attacks (none once the board is full).
+        // One task per square of the next row that no queen attacks (none once the board is full),
+        // all reserved at once: task `k` takes the `k`-th free square.
         let free = full & !(self.cols | self.diag | self.anti);
-        for bit in (0..self.n).map(|col| 1 << col).filter(|bit| free & bit != 0) {
+        ctx.spawn_many(free.count_ones(), |k| {
+            let mut rest = free;
+            for _ in 0..k {
+                rest &= rest - 1;
+            }
+            let bit = rest & rest.wrapping_neg();
             let (diag, anti) = (((self.diag | bit) << 1) & full, (self.anti | bit) >> 1);
-            ctx.spawn(&task.with_params(&Queens { n: self.n, cols: self.cols | bit, diag, anti }));
-        }
+            task.with_params(&Queens { n: self.n, cols: self.cols | bit, diag, anti })
+        });
         Ok(())
     }
 }
 
-/// The task types, the solutions each worker counted, and the kernel `build.rs` built.
+/// The task types, the solutions each worker counted, and the kernel `build.rs` built. A board
+/// is a few bit operations: it runs on one lane (`#[width(1)]`), a GPU worker's 32 lanes run 32
+/// boards side by side, and its local queue holds 256 tasks, room for a batch's spawns.
 #[mgws::registry(ptx = mgws::kernel_ptx!(), cubin = mgws::kernel_cubin!(), kernel = "nqueens",
-    results(solutions: u64))]
+    results(solutions: u64), local_capacity = 256)]
 pub enum NQueens {
+    #[width(1)]
     Queens(Queens),
 }
 
