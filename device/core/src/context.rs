@@ -11,7 +11,7 @@ use crate::data::{Access, DataDescriptor};
 use crate::error::TaskError;
 use crate::exec::WorkerCore;
 use crate::layout::AREA_WRITABLE;
-use crate::platform::{AtomicWord, Ordering, Platform};
+use crate::platform::{AtomicWord, Ordering, Platform, Scope};
 use crate::spec::Spec;
 
 /// The word a task atomic (`Context::atomic_add`, `single_writer_add`, `single_writer_max`)
@@ -20,10 +20,58 @@ use crate::spec::Spec;
 /// # Safety
 /// `target` meets [`Context::atomic_add`]'s contract and stays valid for `'a`.
 #[inline(always)]
-pub(crate) unsafe fn task_word<'a, W: AtomicWord>(target: *mut u64) -> &'a W {
+unsafe fn task_word<'a, W: AtomicWord>(target: *mut u64) -> &'a W {
     // SAFETY: every platform that runs tasks has a word type that is `repr(transparent)` over a
     // u64 (see `AtomicWord`); the caller guarantees the address.
     unsafe { &*(target as *const W) }
+}
+
+/// [`Context::atomic_add`] at `scope`, for every context.
+///
+/// # Safety
+/// As for [`Context::atomic_add`].
+#[inline(always)]
+pub(crate) unsafe fn task_fetch_add<W: AtomicWord>(
+    target: *mut u64,
+    value: u64,
+    scope: Scope,
+) -> u64 {
+    // SAFETY: the caller's guarantee.
+    let word = unsafe { task_word::<W>(target) };
+    // Relaxed, as the method promises.
+    word.fetch_add(value, Ordering::Relaxed, scope)
+}
+
+/// What a task's single-writer update of a word does: [`Context::single_writer_add`] or
+/// [`Context::single_writer_max`].
+#[derive(Clone, Copy)]
+pub(crate) enum Update {
+    Add,
+    Max,
+}
+
+/// `update` of the word at `target` by `value` at `scope`; `shared` where other tasks of the
+/// worker may update the word at once (narrow tasks side by side): then atomic, relaxed as the
+/// single writer's (nothing reads the word before the run ended).
+///
+/// # Safety
+/// As for [`Context::single_writer_add`].
+#[inline(always)]
+pub(crate) unsafe fn task_update<W: AtomicWord>(
+    target: *mut u64,
+    value: u64,
+    scope: Scope,
+    update: Update,
+    shared: bool,
+) {
+    // SAFETY: the caller's guarantee.
+    let word = unsafe { task_word::<W>(target) };
+    match (update, shared) {
+        (Update::Add, false) => word.add_single_writer(value, scope),
+        (Update::Add, true) => word.add_relaxed(value, scope),
+        (Update::Max, false) => word.max_single_writer(value, scope),
+        (Update::Max, true) => word.max_relaxed(value, scope),
+    }
 }
 
 /// Runs a task. Implemented by the task registry (`mgws-tasks`), which dispatches on the task tag.
@@ -393,7 +441,7 @@ fn typed<U: Pod>(ptr: *mut u8, bytes: usize) -> Result<(*mut U, usize), TaskErro
 /// [`Context`] over a [`WorkerCore`]: the context of tasks run by the mgws loop and the
 /// kernel-per-level baseline.
 pub struct TaskContext<'w, 'e, P: Platform, T, S: Spec> {
-    core: &'w mut WorkerCore<'e, P, T, S>,
+    pub(crate) core: &'w mut WorkerCore<'e, P, T, S>,
 }
 
 /// A checked, writable view of a `ReadWrite` descriptor's data as `[U]` (see
@@ -494,20 +542,17 @@ impl<P: Platform, T: Copy, S: Spec> Context for TaskContext<'_, '_, P, T, S> {
     #[inline(always)]
     unsafe fn atomic_add(&self, target: *mut u64, value: u64) -> u64 {
         // SAFETY: the caller meets this method's contract.
-        let word = unsafe { task_word::<P::Word>(target) };
-        word.fetch_add(value, Ordering::Relaxed, self.core.scope())
+        unsafe { task_fetch_add::<P::Word>(target, value, self.core.scope()) }
     }
     #[inline(always)]
     unsafe fn single_writer_add(&self, target: *mut u64, value: u64) {
         // SAFETY: the caller meets this method's contract.
-        let word = unsafe { task_word::<P::Word>(target) };
-        word.add_single_writer(value, self.core.scope())
+        unsafe { task_update::<P::Word>(target, value, self.core.scope(), Update::Add, false) }
     }
     #[inline(always)]
     unsafe fn single_writer_max(&self, target: *mut u64, value: u64) {
         // SAFETY: the caller meets this method's contract.
-        let word = unsafe { task_word::<P::Word>(target) };
-        word.max_single_writer(value, self.core.scope())
+        unsafe { task_update::<P::Word>(target, value, self.core.scope(), Update::Max, false) }
     }
 
     #[inline(always)]
@@ -535,7 +580,7 @@ impl<P: Platform, T: Copy, S: Spec> Context for TaskContext<'_, '_, P, T, S> {
     }
     #[inline(always)]
     fn lanes_area(&self) -> *mut u64 {
-        self.core.scratch_at::<u64>(self.core.layout.lanes_area)
+        self.core.lanes_area()
     }
     #[inline(always)]
     fn barrier_any(&self, value: bool) -> Option<bool> {

@@ -1,14 +1,19 @@
 //! [`NarrowContext`]: what a narrow task sees of its worker while other narrow tasks run beside
-//! it on the worker's other lanes (`exec/narrow.rs`). Its lanes are its group's, numbered from 0;
-//! the barrier, the broadcast and the collectives are the group's; its spawns reserve slots with
-//! the lanes' atomic on the worker's spawn cursor; updates of the worker's own state (result
-//! slots, heartbeats) take the worker's narrow lock, since several tasks may make them at once.
+//! it on the worker's other lanes, in the mgws loop and the kernel per level (`exec/narrow.rs`)
+//! and in the lean static kernel (`baseline::lean_static`); what differs between them is behind
+//! `NarrowWorker`. Its lanes are its group's, numbered from 0; the barrier, the broadcast and
+//! the collectives are the group's; its spawns reserve slots with the lanes' atomic on the
+//! worker's spawn cursor; updates of the worker's own state (result slots, heartbeats) take the
+//! worker's narrow lock, since several tasks may make them at once.
 
-use crate::context::{task_word, Context};
+use crate::context::{task_update, Context, TaskContext, Update};
+use crate::error::RunError;
 use crate::exec::{SpawnRoom, WorkerCore};
-use crate::platform::{AtomicWord, Ordering, Platform, ProtocolStep};
+use crate::platform::{Platform, ProtocolStep, Scope};
 use crate::scratch::{NARROW_LOCK, NARROW_SPAWNS};
 use crate::spec::Spec;
+
+pub(crate) use worker::NarrowWorker;
 
 /// Where a narrow batch's spawn at `position` (counted from the batch's first) goes when the
 /// ring has `room` free slots from the batch's first: the ring, then the overflow.
@@ -111,69 +116,117 @@ fn quarter_shift(address: usize) -> usize {
     (address >> 7) & 3
 }
 
-/// The [`Context`] of a narrow task: `width` lanes of a worker that runs other tasks on its
-/// other lanes.
-pub struct NarrowContext<'w, 'e, P: Platform, T, S: Spec> {
-    core: &'w mut WorkerCore<'e, P, T, S>,
-    width: u32,
-    room: SpawnRoom,
+mod worker {
+    use crate::context::Context;
+    use crate::platform::{Platform, Scope};
+
+    /// What a [`super::NarrowContext`] needs of the worker its group belongs to: the mgws
+    /// worker's core during a narrow batch, or the lean static kernel during a round. Public in
+    /// a private module: sealed.
+    ///
+    /// # Safety
+    /// `whole().lanes_area()` is the worker's lanes area (one `u64` per lane); `narrow_word` is
+    /// the worker's narrow word `index` (scratch), which only the lanes' atomics and lock calls
+    /// touch while narrow tasks run; `spawn_slot` is valid for a task, and no other position of
+    /// the batch gets it.
+    pub unsafe trait NarrowWorker {
+        type P: Platform;
+        type Task: Copy;
+        /// The context of a task that has the worker to itself: what a narrow task sees the
+        /// same (its worker, its data, its atomics, the clock; the lanes area is the worker's).
+        type Whole: Context<Task = Self::Task>;
+        fn whole(&self) -> &Self::Whole;
+        fn platform(&self) -> &Self::P;
+        /// The scope of task atomics.
+        fn scope(&self) -> Scope;
+        fn narrow_word(&self, index: usize) -> *mut u32;
+        /// The spawn cursor's value as the batch started.
+        fn spawn_base(&self) -> u32;
+        /// This lane has just reserved `count` spawn positions.
+        fn reserved(&mut self, count: u32);
+        /// The slot of the batch's spawn `position`; `None` where there is none (nothing is
+        /// written, and the batch fails).
+        fn spawn_slot(&self, position: u32) -> Option<*mut Self::Task>;
+        /// Counts a heartbeat and writes the worker's progress record.
+        ///
+        /// # Safety
+        /// This lane holds the narrow lock.
+        unsafe fn heartbeat_locked(&self);
+    }
 }
 
-impl<'w, 'e, P: Platform, T: Copy, S: Spec> NarrowContext<'w, 'e, P, T, S> {
+/// The atomic word type of `W`'s platform.
+type WordOf<W> = <<W as NarrowWorker>::P as Platform>::Word;
+
+/// The [`Context`] of a narrow task: `width` lanes of a worker that runs other tasks on its
+/// other lanes.
+pub struct NarrowContext<W> {
+    w: W,
+    width: u32,
+}
+
+impl<W: NarrowWorker> NarrowContext<W> {
     #[inline(always)]
-    pub(crate) fn new(core: &'w mut WorkerCore<'e, P, T, S>, width: u32, room: SpawnRoom) -> Self {
-        NarrowContext { core, width, room }
+    pub(crate) fn new(w: W, width: u32) -> Self {
+        NarrowContext { w, width }
+    }
+
+    /// The worker's side of the context (the lean kernel reads what its lanes reserved).
+    #[inline(always)]
+    pub(crate) fn worker(&self) -> &W {
+        &self.w
     }
 
     /// Reserves `count` slots for this lane's spawns (one atomic for the lanes that call
     /// together) and writes spawn `k` with `fill(k, slot)`; a spawn with no slot anywhere is not
-    /// written (the batch fails, see `WorkerCore::spawn_slot`).
+    /// written (the batch fails, see `NarrowWorker::spawn_slot`).
     #[inline(always)]
-    fn reserve(&self, count: u32, fill: impl Fn(u32, *mut T)) {
-        let cursor = self.core.narrow_word(NARROW_SPAWNS);
+    fn reserve(&mut self, count: u32, fill: impl Fn(u32, *mut W::Task)) {
+        let cursor = self.w.narrow_word(NARROW_SPAWNS);
+        // Relaxed (the lanes' atomic) suffices: it only makes the reservations disjoint; the
+        // slots and the cursor's final value reach the other lanes through the batch's end
+        // barrier.
         // SAFETY: the worker's spawn cursor, a scratch word only the lanes' atomics touch during
-        // a batch.
-        let first = unsafe { self.core.p.lanes_fetch_add(cursor, count) };
-        let first = first.wrapping_sub(self.room.base);
-        self.core.p.protocol_step(ProtocolStep::NarrowSpawn);
+        // a batch (`NarrowWorker`'s contract).
+        let first = unsafe { self.w.platform().lanes_fetch_add(cursor, count) };
+        let first = first.wrapping_sub(self.w.spawn_base());
+        self.w.reserved(count);
         for k in 0..count {
-            if let Some(slot) = self.core.spawn_slot(self.room, first + k) {
+            if let Some(slot) = self.w.spawn_slot(first + k) {
                 fill(k, slot);
             }
         }
     }
 
-    /// Runs `f` holding the worker's narrow lock.
+    /// Runs `f` holding the worker's narrow lock, whose acquire and release order each holder's
+    /// updates (a result slot, the heartbeats and progress record) after the last holder's.
     #[inline(always)]
     fn locked<R>(&self, f: impl FnOnce() -> R) -> R {
-        let lock = self.core.narrow_word(NARROW_LOCK);
-        // SAFETY: the worker's narrow lock, a scratch word only the lanes' lock calls touch.
-        unsafe { self.core.p.lanes_lock(lock) };
+        let (p, lock) = (self.w.platform(), self.w.narrow_word(NARROW_LOCK));
+        // SAFETY: the worker's narrow lock, a scratch word only the lanes' lock calls touch
+        // during a batch (`NarrowWorker`'s contract).
+        unsafe { p.lanes_lock(lock) };
         let r = f();
         // SAFETY: this lane took it above.
-        unsafe { self.core.p.lanes_unlock(lock) };
+        unsafe { p.lanes_unlock(lock) };
         r
     }
 
     /// This group's words of the worker's lanes area.
     #[inline(always)]
     fn group_area(&self) -> *mut u64 {
-        let first = self.core.p.lane_id() & !(self.width - 1);
+        let first = self.w.platform().lane_id() & !(self.width - 1);
         // SAFETY: the lanes area holds one word per lane of the worker.
-        unsafe {
-            self.core
-                .scratch_at::<u64>(self.core.layout.lanes_area)
-                .add(first as usize)
-        }
+        unsafe { self.w.whole().lanes_area().add(first as usize) }
     }
 }
 
-impl<P: Platform, T: Copy, S: Spec> Context for NarrowContext<'_, '_, P, T, S> {
-    type Task = T;
+impl<W: NarrowWorker> Context for NarrowContext<W> {
+    type Task = W::Task;
 
     #[inline(always)]
     fn lane_id(&self) -> u32 {
-        self.core.p.lane_id() & (self.width - 1)
+        self.w.platform().lane_id() & (self.width - 1)
     }
     #[inline(always)]
     fn lane_count(&self) -> u32 {
@@ -181,16 +234,11 @@ impl<P: Platform, T: Copy, S: Spec> Context for NarrowContext<'_, '_, P, T, S> {
     }
     #[inline(always)]
     fn worker_id(&self) -> u32 {
-        if S::bridged(&self.core.env.config) {
-            // As `TaskContext::worker_id`.
-            self.core.id + self.core.env.worker_base as u32
-        } else {
-            self.core.global_id
-        }
+        self.w.whole().worker_id()
     }
     #[inline(always)]
     fn barrier(&self) {
-        self.core.p.group_barrier(self.width)
+        self.w.platform().group_barrier(self.width)
     }
     #[inline(always)]
     fn broadcast(&self, value: u64) -> u64 {
@@ -209,25 +257,25 @@ impl<P: Platform, T: Copy, S: Spec> Context for NarrowContext<'_, '_, P, T, S> {
         v
     }
     #[inline(always)]
-    fn spawn_from(&mut self, source: u32, task: &T) {
+    fn spawn_from(&mut self, source: u32, task: &W::Task) {
         if self.lane_id() == source {
             // SAFETY: the slot is this reservation's alone and valid for a task.
             self.reserve(1, |_, slot| unsafe {
-                write_task(slot, task, rotate::<P>())
+                write_task(slot, task, rotate::<W::P>())
             });
         }
     }
     #[inline(always)]
-    fn spawn_each(&mut self, count: u32, task: &T) {
+    fn spawn_each(&mut self, count: u32, task: &W::Task) {
         if self.lane_id() < count {
             // SAFETY: as in `spawn_from`.
             self.reserve(1, |_, slot| unsafe {
-                write_task(slot, task, rotate::<P>())
+                write_task(slot, task, rotate::<W::P>())
             });
         }
     }
     #[inline(always)]
-    unsafe fn spawn_each_in_place(&mut self, count: u32, fill: impl Fn(Option<*mut T>)) {
+    unsafe fn spawn_each_in_place(&mut self, count: u32, fill: impl Fn(Option<*mut W::Task>)) {
         if self.lane_id() < count {
             self.reserve(1, |_, slot| fill(Some(slot)));
         } else {
@@ -235,57 +283,53 @@ impl<P: Platform, T: Copy, S: Spec> Context for NarrowContext<'_, '_, P, T, S> {
         }
     }
     #[inline(always)]
-    fn spawn_many(&mut self, count: u32, make: impl Fn(u32) -> T) {
+    fn spawn_many(&mut self, count: u32, make: impl Fn(u32) -> W::Task) {
         // Lane `j` of the group builds tasks `j, j + width, ...`.
         let (lane, width) = (self.lane_id(), self.width);
         let mine = count.saturating_sub(lane).div_ceil(width);
         // SAFETY: as in `spawn_from`.
         self.reserve(mine, |k, slot| unsafe {
-            write_task(slot, &make(lane + k * width), rotate::<P>())
+            write_task(slot, &make(lane + k * width), rotate::<W::P>())
         });
     }
     #[inline(always)]
     unsafe fn atomic_add(&self, target: *mut u64, value: u64) -> u64 {
         // SAFETY: the caller meets this method's contract.
-        let word = unsafe { task_word::<P::Word>(target) };
-        word.fetch_add(value, Ordering::Relaxed, self.core.scope())
+        unsafe { self.w.whole().atomic_add(target, value) }
     }
     #[inline(always)]
     unsafe fn single_writer_add(&self, target: *mut u64, value: u64) {
-        // Other tasks of this worker may add to the same word at once: an atomic add.
+        // Other tasks of this worker may add to the same word at once: shared.
         // SAFETY: the caller meets this method's contract.
-        let word = unsafe { task_word::<P::Word>(target) };
-        word.add_relaxed(value, self.core.scope())
+        unsafe { task_update::<WordOf<W>>(target, value, self.w.scope(), Update::Add, true) }
     }
     #[inline(always)]
     unsafe fn single_writer_max(&self, target: *mut u64, value: u64) {
         // SAFETY: as in `single_writer_add`.
-        let word = unsafe { task_word::<P::Word>(target) };
-        word.max_relaxed(value, self.core.scope())
+        unsafe { task_update::<WordOf<W>>(target, value, self.w.scope(), Update::Max, true) }
     }
     #[inline(always)]
     fn now_ns(&self) -> u64 {
-        self.core.p.now_ns()
+        self.w.whole().now_ns()
     }
     #[inline(always)]
     fn heartbeat(&self) {
         if self.is_leader() {
-            // SAFETY: this lane holds the narrow lock, which every writer of the leader state
-            // and the progress record takes during a batch.
-            self.locked(|| unsafe { self.core.write_progress(1) });
+            // SAFETY: this lane holds the narrow lock.
+            self.locked(|| unsafe { self.w.heartbeat_locked() });
         }
     }
     #[inline(always)]
     fn area(&self, index: usize) -> u64 {
-        self.core.env.area(index)
+        self.w.whole().area(index)
     }
     #[inline(always)]
     fn area_limit(&self, index: usize) -> u64 {
-        self.core.env.area_limit(index)
+        self.w.whole().area_limit(index)
     }
     #[inline(always)]
     fn tasks_run(&self) -> u64 {
-        self.core.tasks_run
+        self.w.whole().tasks_run()
     }
     #[inline(always)]
     fn lanes_area(&self) -> *mut u64 {
@@ -299,4 +343,116 @@ impl<P: Platform, T: Copy, S: Spec> Context for NarrowContext<'_, '_, P, T, S> {
     fn exclusive<R>(&self, f: impl FnOnce() -> R) -> R {
         self.locked(f)
     }
+}
+
+/// The worker's side of a [`NarrowContext`] in the mgws loop and the kernel per level: the core
+/// during a narrow batch with `room`.
+pub(crate) struct CoreBatch<'w, 'e, P: Platform, T, S: Spec> {
+    whole: TaskContext<'w, 'e, P, T, S>,
+    room: SpawnRoom,
+}
+
+impl<'w, 'e, P: Platform, T: Copy, S: Spec> CoreBatch<'w, 'e, P, T, S> {
+    #[inline(always)]
+    pub(crate) fn new(core: &'w mut WorkerCore<'e, P, T, S>, room: SpawnRoom) -> Self {
+        let whole = TaskContext::new(core);
+        CoreBatch { whole, room }
+    }
+}
+
+// SAFETY: the lanes area and the narrow words are the layout's, in the worker's scratch; the
+// narrow words are touched only by the lanes' atomics and lock during a batch; a position's
+// slot is its own (`WorkerCore::spawn_slot`).
+unsafe impl<'w, 'e, P: Platform, T: Copy, S: Spec> NarrowWorker for CoreBatch<'w, 'e, P, T, S> {
+    type P = P;
+    type Task = T;
+    type Whole = TaskContext<'w, 'e, P, T, S>;
+
+    #[inline(always)]
+    fn whole(&self) -> &Self::Whole {
+        &self.whole
+    }
+    #[inline(always)]
+    fn platform(&self) -> &P {
+        &self.whole.core.p
+    }
+    #[inline(always)]
+    fn scope(&self) -> Scope {
+        self.whole.core.scope()
+    }
+    #[inline(always)]
+    fn narrow_word(&self, index: usize) -> *mut u32 {
+        self.whole.core.narrow_word(index)
+    }
+    #[inline(always)]
+    fn spawn_base(&self) -> u32 {
+        self.room.base
+    }
+    #[inline(always)]
+    fn reserved(&mut self, _count: u32) {
+        self.platform().protocol_step(ProtocolStep::NarrowSpawn);
+    }
+    #[inline(always)]
+    fn spawn_slot(&self, position: u32) -> Option<*mut T> {
+        self.whole.core.spawn_slot(self.room, position)
+    }
+    #[inline(always)]
+    unsafe fn heartbeat_locked(&self) {
+        // SAFETY: this lane holds the narrow lock, which every writer of the leader state and
+        // the progress record takes during a batch.
+        unsafe { self.whole.core.write_progress(1) }
+    }
+}
+
+/// A barrier of every lane of the worker that tells each whether any lane passed true: the
+/// platform's instruction where it has one, else a reduction through `area`.
+///
+/// # Safety
+/// `area` is the worker's lanes area (one word per lane), which no lane uses otherwise during
+/// the call; every lane calls it.
+#[inline(always)]
+pub(crate) unsafe fn lanes_any<P: Platform>(p: &P, area: *mut u64, value: bool) -> bool {
+    if let Some(any) = p.barrier_any(value) {
+        return any;
+    }
+    // SAFETY: each lane writes its own word between two barriers (the caller's guarantee).
+    unsafe { area.add(p.lane_id() as usize).write_volatile(value as u64) };
+    p.barrier();
+    let any = (0..p.lane_count() as usize)
+        // SAFETY: written before the barrier.
+        .any(|lane| unsafe { area.add(lane).read_volatile() } != 0);
+    p.barrier();
+    any
+}
+
+/// The error a failed narrow batch fails the run with: the first lane's packed error among
+/// those that failed (each lane passes its own, 0 if none), on lane 0, the lane that records it;
+/// a bare task failure of `worker` on the others.
+///
+/// # Safety
+/// As for [`lanes_any`].
+#[inline(always)]
+pub(crate) unsafe fn first_error<P: Platform>(
+    p: &P,
+    area: *mut u64,
+    packed: u64,
+    worker: u32,
+) -> RunError {
+    // SAFETY: as in `lanes_any`.
+    unsafe { area.add(p.lane_id() as usize).write_volatile(packed) };
+    p.barrier();
+    let mut first = 0;
+    if p.is_leader() {
+        first = (0..p.lane_count() as usize)
+            // SAFETY: written before the barrier.
+            .map(|lane| unsafe { area.add(lane).read_volatile() })
+            .find(|&w| w != 0)
+            .unwrap_or(0);
+    }
+    p.barrier();
+    RunError::unpack(first).unwrap_or(RunError::TaskFailed {
+        worker,
+        tag: 0,
+        code: 0,
+    })
 }

@@ -13,20 +13,21 @@
 //! Narrow tasks (an executor whose tasks all declare `width` lanes, fewer than the worker has:
 //! [`TaskExecutor::UNIFORM_WIDTH`]) run as a static kernel at that width would: the worker's
 //! `lanes / width` lane groups run a round of as many tasks side by side, group `g` the `g`-th,
-//! each with a [`LeanNarrowContext`], and wait at one barrier after it. A round takes the top of
-//! the stack, else the next initial tasks (consecutive tasks on consecutive groups). Its spawns
-//! reserve slots with the lanes' atomic on the scratch's spawn cursor: the stack's free room
-//! first, the overflow area beyond it; a stack more than half full first moves its older half
-//! there, so that the spawns mostly land in the stack.
+//! each with a [`NarrowContext`] over a `LeanRound`, and wait at one barrier after it. A round
+//! takes the top of the stack, else the next initial tasks (consecutive tasks on consecutive
+//! groups). Its spawns reserve slots with the lanes' atomic on the scratch's spawn cursor: the
+//! stack's free room first, the overflow area beyond it; a stack more than half full first moves
+//! its older half there, so that the spawns mostly land in the stack.
 
 use core::marker::PhantomData;
 
 use crate::baseline::static_share;
-use crate::context::{task_word, Context, Tagged, TaskExecutor};
+use crate::context::{task_fetch_add, task_update, Context, Tagged, TaskExecutor, Update};
 use crate::error::RunError;
 use crate::layout::{Env, WorkerProgress, WorkerStats};
+use crate::narrow::{first_error, lanes_any, read_task, rotate, NarrowContext, NarrowWorker};
 use crate::operation::Operation;
-use crate::platform::{AtomicWord, Ordering, Platform};
+use crate::platform::{AtomicWord, Ordering, Platform, Scope};
 use crate::scratch::{ScratchLayout, NARROW_LOCK, NARROW_SPAWNS};
 use crate::spec::Spec;
 
@@ -440,10 +441,12 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
             let (count, mine) = if stacked {
                 let (count, top) = (self.len.min(groups), self.len as usize);
                 self.len -= count;
+                let rotate = rotate::<P>();
                 // SAFETY: slots below `top` hold tasks written before a barrier; group `g`
                 // takes the `g`-th newest.
-                let mine = (group < count)
-                    .then(|| unsafe { self.stack.add(top - 1 - group as usize).read() });
+                let mine = (group < count).then(|| unsafe {
+                    read_task(self.stack.add(top - 1 - group as usize), rotate)
+                });
                 (count, mine)
             } else if next < end {
                 let count = (end - next).min(groups as u64) as u32;
@@ -474,18 +477,18 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
                     unsafe { env.note_task(self.id, task.tag()) };
                 }
                 let worker = self.id;
-                let mut ctx = LeanNarrowContext {
-                    w: &mut self,
-                    width,
+                let round = LeanRound {
+                    whole: LeanContext { w: &mut self },
                     narrow,
                     heartbeats,
                     base,
                     reserved: false,
                 };
+                let mut ctx = NarrowContext::new(round, width);
                 if let Err(e) = exec.execute(&task, &mut ctx) {
                     failure = e.into_run_error(worker, task.tag()).pack();
                 }
-                reserved = ctx.reserved;
+                reserved = ctx.worker().reserved;
             }
             // The barrier orders every lane's spawns (slots and cursor) before the reads below.
             pending = self.lanes_any(failure != 0 || reserved);
@@ -539,45 +542,23 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
     /// A barrier that tells every lane whether any lane passed true.
     #[inline(always)]
     fn lanes_any(&self, value: bool) -> bool {
-        if let Some(any) = self.p.barrier_any(value) {
-            return any;
-        }
-        let (area, lane) = (self.lanes, self.p.lane_id() as usize);
-        // SAFETY: one word per lane of the lanes area, each written by its own lane between two
-        // barriers.
-        unsafe { area.add(lane).write_volatile(value as u64) };
-        self.p.barrier();
-        let any = (0..self.p.lane_count() as usize)
-            // SAFETY: written before the barrier.
-            .any(|lane| unsafe { area.add(lane).read_volatile() } != 0);
-        self.p.barrier();
-        any
+        // SAFETY: the lanes area, which no task uses between rounds.
+        unsafe { lanes_any(&self.p, self.lanes, value) }
     }
 
     /// Fails the run with the first lane's packed error among those that failed (each lane
     /// passes its own, 0 if none).
     #[inline(always)]
     fn fail_with_first(&mut self, packed: u64) {
-        let area = self.lanes;
         // SAFETY: as in `lanes_any`.
-        unsafe { area.add(self.p.lane_id() as usize).write_volatile(packed) };
-        self.p.barrier();
-        let mut first = 0;
-        if self.p.is_leader() {
-            first = (0..self.p.lane_count() as usize)
-                // SAFETY: written before the barrier.
-                .map(|lane| unsafe { area.add(lane).read_volatile() })
-                .find(|&w| w != 0)
-                .unwrap_or(0);
-        }
-        self.p.barrier();
-        // Only lane 0's error is recorded (`fail`).
-        let error = RunError::unpack(first).unwrap_or(RunError::TaskFailed {
-            worker: self.id,
-            tag: 0,
-            code: 0,
-        });
+        let error = unsafe { first_error(&self.p, self.lanes, packed, self.id) };
         self.fail(error);
+    }
+
+    /// The scope of task atomics.
+    #[inline(always)]
+    fn scope(&self) -> Scope {
+        S::scope(&self.env.config)
     }
 
     #[inline(always)]
@@ -640,20 +621,17 @@ impl<P: Platform, T: Copy + Tagged, S: Spec> Context for LeanContext<'_, '_, P, 
     #[inline(always)]
     unsafe fn atomic_add(&self, target: *mut u64, value: u64) -> u64 {
         // SAFETY: the caller meets this method's contract.
-        let word = unsafe { task_word::<P::Word>(target) };
-        word.fetch_add(value, Ordering::Relaxed, S::scope(&self.w.env.config))
+        unsafe { task_fetch_add::<P::Word>(target, value, self.w.scope()) }
     }
     #[inline(always)]
     unsafe fn single_writer_add(&self, target: *mut u64, value: u64) {
         // SAFETY: the caller meets this method's contract.
-        let word = unsafe { task_word::<P::Word>(target) };
-        word.add_single_writer(value, S::scope(&self.w.env.config))
+        unsafe { task_update::<P::Word>(target, value, self.w.scope(), Update::Add, false) }
     }
     #[inline(always)]
     unsafe fn single_writer_max(&self, target: *mut u64, value: u64) {
         // SAFETY: the caller meets this method's contract.
-        let word = unsafe { task_word::<P::Word>(target) };
-        word.max_single_writer(value, S::scope(&self.w.env.config))
+        unsafe { task_update::<P::Word>(target, value, self.w.scope(), Update::Max, false) }
     }
 
     #[inline(always)]
@@ -689,13 +667,10 @@ impl<P: Platform, T: Copy + Tagged, S: Spec> Context for LeanContext<'_, '_, P, 
     }
 }
 
-/// The [`Context`] of a narrow task run by [`LeanStatic`]: `width` lanes of the worker, numbered
-/// from 0, while other tasks run on its other lanes (as the mgws loop's `NarrowContext`). The
-/// barrier, the broadcast and the collectives are the group's; spawns reserve slots with the
-/// lanes' atomic on the spawn cursor; updates of the worker's own state take the narrow lock.
-struct LeanNarrowContext<'a, 'e, P: Platform, T, S: Spec> {
-    w: &'a mut LeanStatic<'e, P, T, S>,
-    width: u32,
+/// The worker's side of a [`NarrowContext`] of [`LeanStatic`] during a round: the stack's free
+/// room then the overflow area take the spawns, the scratch keeps the heartbeats.
+struct LeanRound<'a, 'e, P: Platform, T, S: Spec> {
+    whole: LeanContext<'a, 'e, P, T, S>,
     /// The narrow words (scratch): the spawn cursor and the lock.
     narrow: *mut u32,
     /// The tasks' heartbeat count (scratch).
@@ -706,12 +681,46 @@ struct LeanNarrowContext<'a, 'e, P: Platform, T, S: Spec> {
     reserved: bool,
 }
 
-impl<P: Platform, T: Copy + Tagged, S: Spec> LeanNarrowContext<'_, '_, P, T, S> {
-    /// The slot of the round's spawn `position`: the stack's free room, then the overflow area;
-    /// `None` past its end (nothing is written, and the round fails: `run_narrow`).
+// SAFETY: `lanes` and `narrow` are the layout's lanes area and narrow words, in this worker's
+// scratch; `run_narrow` zeroes the narrow words before the first round, and only the lanes'
+// atomics and lock touch them during one; a position's slot is its own (`spawn_slot`).
+unsafe impl<'a, 'e, P: Platform, T: Copy + Tagged, S: Spec> NarrowWorker
+    for LeanRound<'a, 'e, P, T, S>
+{
+    type P = P;
+    type Task = T;
+    type Whole = LeanContext<'a, 'e, P, T, S>;
+
     #[inline(always)]
-    fn slot(&self, position: u32) -> Option<*mut T> {
-        let w = &*self.w;
+    fn whole(&self) -> &Self::Whole {
+        &self.whole
+    }
+    #[inline(always)]
+    fn platform(&self) -> &P {
+        &self.whole.w.p
+    }
+    #[inline(always)]
+    fn scope(&self) -> Scope {
+        self.whole.w.scope()
+    }
+    #[inline(always)]
+    fn narrow_word(&self, index: usize) -> *mut u32 {
+        // SAFETY: `index` names one of the layout's narrow words.
+        unsafe { self.narrow.add(index) }
+    }
+    #[inline(always)]
+    fn spawn_base(&self) -> u32 {
+        self.base
+    }
+    #[inline(always)]
+    fn reserved(&mut self, count: u32) {
+        self.reserved |= count > 0;
+    }
+    /// The stack's free room, then the overflow area; `None` past its end (the round fails:
+    /// `run_narrow`).
+    #[inline(always)]
+    fn spawn_slot(&self, position: u32) -> Option<*mut T> {
+        let w = &*self.whole.w;
         let room = w.capacity - w.len;
         if position < room {
             // SAFETY: len + position < capacity: a free slot of the stack.
@@ -722,187 +731,20 @@ impl<P: Platform, T: Copy + Tagged, S: Spec> LeanNarrowContext<'_, '_, P, T, S> 
         // SAFETY: at < spill_capacity: a free slot of this worker's overflow area.
         (at < w.spill_capacity).then(|| unsafe { w.env.spill.add((base + at) as usize) })
     }
-
-    /// Reserves `count` slots for this lane's spawns (one atomic for the lanes that call
-    /// together) and writes spawn `k` with `fill(k, slot)`.
     #[inline(always)]
-    fn reserve(&mut self, count: u32, fill: impl Fn(u32, *mut T)) {
-        // SAFETY: the spawn cursor, a scratch word that only the lanes' atomics touch during a
-        // round (zeroed before the first).
-        let cursor = unsafe { self.narrow.add(NARROW_SPAWNS) };
-        // Relaxed (the lanes' atomic) suffices: it only makes the reservations disjoint; the
-        // slots and the cursor's final value reach the other lanes through the round's end
-        // barrier.
+    unsafe fn heartbeat_locked(&self) {
+        let w = &*self.whole.w;
+        // SAFETY: the worker's heartbeat count, which tasks touch only under the lock (whose
+        // acquire and release order the holders' accesses) and lane 0 between rounds.
+        let count = unsafe { self.heartbeats.read_volatile() } + 1;
         // SAFETY: as above.
-        let first = unsafe { self.w.p.lanes_fetch_add(cursor, count) };
-        let first = first.wrapping_sub(self.base);
-        self.reserved |= count > 0;
-        for k in 0..count {
-            if let Some(slot) = self.slot(first + k) {
-                fill(k, slot);
-            }
-        }
-    }
-
-    /// Runs `f` holding the worker's narrow lock, whose acquire and release order each holder's
-    /// updates (a result slot, the heartbeat count and record) after the last holder's.
-    #[inline(always)]
-    fn locked<R>(&self, f: impl FnOnce() -> R) -> R {
-        // SAFETY: the narrow lock, a scratch word that only the lanes' lock calls touch during a
-        // round (zeroed, free, before the first).
-        let lock = unsafe { self.narrow.add(NARROW_LOCK) };
-        // SAFETY: as above.
-        unsafe { self.w.p.lanes_lock(lock) };
-        let r = f();
-        // SAFETY: this lane took it above.
-        unsafe { self.w.p.lanes_unlock(lock) };
-        r
-    }
-
-    /// This group's words of the worker's lanes area.
-    #[inline(always)]
-    fn group_area(&self) -> *mut u64 {
-        let first = self.w.p.lane_id() & !(self.width - 1);
-        // SAFETY: the lanes area holds one word per lane of the worker.
-        unsafe { self.w.lanes.add(first as usize) }
-    }
-}
-
-impl<P: Platform, T: Copy + Tagged, S: Spec> Context for LeanNarrowContext<'_, '_, P, T, S> {
-    type Task = T;
-
-    #[inline(always)]
-    fn lane_id(&self) -> u32 {
-        self.w.p.lane_id() & (self.width - 1)
-    }
-    #[inline(always)]
-    fn lane_count(&self) -> u32 {
-        self.width
-    }
-    #[inline(always)]
-    fn worker_id(&self) -> u32 {
-        self.w.id
-    }
-    #[inline(always)]
-    fn barrier(&self) {
-        self.w.p.group_barrier(self.width)
-    }
-    #[inline(always)]
-    fn broadcast(&self, value: u64) -> u64 {
-        if self.width == 1 {
-            return value;
-        }
-        let area = self.group_area();
-        if self.is_leader() {
-            // SAFETY: the group's first word, written by its first lane between two barriers.
-            unsafe { area.write_volatile(value) };
-        }
-        self.barrier();
-        // SAFETY: written before the barrier.
-        let v = unsafe { area.read_volatile() };
-        self.barrier();
-        v
-    }
-    #[inline(always)]
-    fn spawn_from(&mut self, source: u32, task: &T) {
-        if self.lane_id() == source {
-            // SAFETY: the slot is this reservation's alone and valid for a task.
-            self.reserve(1, |_, slot| unsafe { slot.write(*task) });
-        }
-    }
-    #[inline(always)]
-    fn spawn_each(&mut self, count: u32, task: &T) {
-        if self.lane_id() < count {
-            // SAFETY: as in `spawn_from`.
-            self.reserve(1, |_, slot| unsafe { slot.write(*task) });
-        }
-    }
-    #[inline(always)]
-    unsafe fn spawn_each_in_place(&mut self, count: u32, fill: impl Fn(Option<*mut T>)) {
-        if self.lane_id() < count {
-            self.reserve(1, |_, slot| fill(Some(slot)));
-        } else {
-            fill(None);
-        }
-    }
-    #[inline(always)]
-    fn spawn_many(&mut self, count: u32, make: impl Fn(u32) -> T) {
-        // Lane `j` of the group builds tasks `j, j + width, ...`.
-        let (lane, width) = (self.lane_id(), self.width);
-        let mine = count.saturating_sub(lane).div_ceil(width);
-        // SAFETY: as in `spawn_from`.
-        self.reserve(mine, |k, slot| unsafe {
-            slot.write(make(lane + k * width))
+        unsafe { self.heartbeats.write_volatile(count) };
+        let tasks = w.tasks_run;
+        let record = WorkerProgress::at(tasks, tasks, Operation::RunTask, false, count, || {
+            w.p.now_ns()
         });
-    }
-    #[inline(always)]
-    unsafe fn atomic_add(&self, target: *mut u64, value: u64) -> u64 {
-        // SAFETY: the caller meets this method's contract.
-        let word = unsafe { task_word::<P::Word>(target) };
-        word.fetch_add(value, Ordering::Relaxed, S::scope(&self.w.env.config))
-    }
-    #[inline(always)]
-    unsafe fn single_writer_add(&self, target: *mut u64, value: u64) {
-        // Other tasks of this worker may add to the same word at once: an atomic add. Relaxed,
-        // as the single writer's: nothing reads the word before the run ended.
-        // SAFETY: the caller meets this method's contract.
-        let word = unsafe { task_word::<P::Word>(target) };
-        word.add_relaxed(value, S::scope(&self.w.env.config))
-    }
-    #[inline(always)]
-    unsafe fn single_writer_max(&self, target: *mut u64, value: u64) {
-        // SAFETY: as in `single_writer_add`.
-        let word = unsafe { task_word::<P::Word>(target) };
-        word.max_relaxed(value, S::scope(&self.w.env.config))
-    }
-
-    #[inline(always)]
-    fn now_ns(&self) -> u64 {
-        self.w.p.now_ns()
-    }
-    #[inline(always)]
-    fn heartbeat(&self) {
-        if !self.is_leader() {
-            return;
-        }
-        let w = &*self.w;
-        self.locked(|| {
-            // SAFETY: the worker's heartbeat count, which tasks touch only under the lock (whose
-            // acquire and release order the holders' accesses) and lane 0 between rounds.
-            let count = unsafe { self.heartbeats.read_volatile() } + 1;
-            // SAFETY: as above.
-            unsafe { self.heartbeats.write_volatile(count) };
-            let tasks = w.tasks_run;
-            let record = WorkerProgress::at(tasks, tasks, Operation::RunTask, false, count, || {
-                w.p.now_ns()
-            });
-            // SAFETY: one lane of this worker at a time: tasks write the record under the lock,
-            // lane 0 (`report`) between rounds.
-            unsafe { w.env.write_progress(w.id, record) };
-        })
-    }
-    #[inline(always)]
-    fn area(&self, index: usize) -> u64 {
-        self.w.env.area(index)
-    }
-    #[inline(always)]
-    fn area_limit(&self, index: usize) -> u64 {
-        self.w.env.area_limit(index)
-    }
-    #[inline(always)]
-    fn lanes_area(&self) -> *mut u64 {
-        self.group_area()
-    }
-    #[inline(always)]
-    fn barrier_any(&self, _value: bool) -> Option<bool> {
-        None
-    }
-    #[inline(always)]
-    fn tasks_run(&self) -> u64 {
-        self.w.tasks_run
-    }
-    #[inline(always)]
-    fn exclusive<R>(&self, f: impl FnOnce() -> R) -> R {
-        self.locked(f)
+        // SAFETY: one lane of this worker at a time: tasks write the record under the lock,
+        // lane 0 (`report`) between rounds.
+        unsafe { w.env.write_progress(w.id, record) };
     }
 }

@@ -10,7 +10,9 @@ use super::{OnFull, WorkerCore};
 use crate::config::RELEASE_MIN_LOCAL;
 use crate::context::{Tagged, TaskExecutor};
 use crate::error::RunError;
-use crate::narrow::{read_task, rotate, spawn_place, NarrowContext, SpawnPlace};
+use crate::narrow::{
+    first_error, lanes_any, read_task, rotate, spawn_place, CoreBatch, NarrowContext, SpawnPlace,
+};
 use crate::operation::Operation;
 use crate::platform::{AtomicWord, Ordering, Platform};
 use crate::scratch::NARROW_SPAWNS;
@@ -104,13 +106,14 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> WorkerCore<'e, P, T, S> {
         let mut failure = 0;
         if let Some(task) = mine {
             let worker = self.id;
-            let mut ctx = NarrowContext::new(self, width, room);
+            let mut ctx = NarrowContext::new(CoreBatch::new(self, room), width);
             if let Err(e) = exec.execute(&task, &mut ctx) {
                 failure = e.into_run_error(worker, task.tag()).pack();
             }
         }
         // The barrier orders every lane's spawns (slots and cursor) before the reads below.
-        let failed = self.lanes_any(failure != 0);
+        // SAFETY: the lanes area, which no task uses any more.
+        let failed = unsafe { lanes_any(&self.p, self.lanes_area(), failure != 0) };
         // SAFETY: the cursor is this worker's scratch word; every lane's update of it happened
         // before the barrier above, and none updates it until the next batch.
         let cursor = unsafe { self.narrow_word(NARROW_SPAWNS).read_volatile() };
@@ -138,7 +141,9 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> WorkerCore<'e, P, T, S> {
             }
         }
         if failed {
-            self.fail_with_first(failure);
+            // SAFETY: as above.
+            let error = unsafe { first_error(&self.p, self.lanes_area(), failure, self.id) };
+            self.fail(error);
         }
         self.set_operation(Operation::RunTask);
     }
@@ -162,53 +167,6 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> WorkerCore<'e, P, T, S> {
             plan[0] = n;
         }
         self.exchange(plan)[0]
-    }
-
-    /// A barrier that tells every lane whether any lane passed true.
-    #[inline(always)]
-    fn lanes_any(&self, value: bool) -> bool {
-        if let Some(any) = self.p.barrier_any(value) {
-            return any;
-        }
-        let area = self.scratch_at::<u64>(self.layout.lanes_area);
-        // SAFETY: one word per lane of the lanes area, each written by its own lane between
-        // two barriers.
-        unsafe {
-            area.add(self.p.lane_id() as usize)
-                .write_volatile(value as u64)
-        };
-        self.p.barrier();
-        let any = (0..self.p.lane_count() as usize)
-            // SAFETY: written before the barrier.
-            .any(|lane| unsafe { area.add(lane).read_volatile() } != 0);
-        self.p.barrier();
-        any
-    }
-
-    /// Fails the run with the first lane's packed error among those that failed (each lane
-    /// passes its own, 0 if none).
-    #[inline(always)]
-    fn fail_with_first(&mut self, packed: u64) {
-        let area = self.scratch_at::<u64>(self.layout.lanes_area);
-        // SAFETY: as in `lanes_any`.
-        unsafe { area.add(self.p.lane_id() as usize).write_volatile(packed) };
-        self.p.barrier();
-        let mut first = 0;
-        if self.p.is_leader() {
-            first = (0..self.p.lane_count() as usize)
-                // SAFETY: written before the barrier.
-                .map(|lane| unsafe { area.add(lane).read_volatile() })
-                .find(|&w| w != 0)
-                .unwrap_or(0);
-        }
-        self.p.barrier();
-        let worker = self.id;
-        let error = RunError::unpack(first).unwrap_or(RunError::TaskFailed {
-            worker,
-            tag: 0,
-            code: 0,
-        });
-        self.fail(error);
     }
 }
 
@@ -246,5 +204,11 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     #[inline(always)]
     pub(crate) fn narrow_word(&self, index: usize) -> *mut u32 {
         self.scratch_at::<u32>(self.layout.narrow + 4 * index)
+    }
+
+    /// The worker's lanes area: one word per lane of its scratch.
+    #[inline(always)]
+    pub(crate) fn lanes_area(&self) -> *mut u64 {
+        self.scratch_at::<u64>(self.layout.lanes_area)
     }
 }
