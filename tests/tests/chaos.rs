@@ -4,14 +4,17 @@
 use mgws::{OverflowMode, Scheduler, TerminationMode};
 use mgws_tests::{chaotic_memset, chaotic_memset_with, MixedWidthTasks};
 
+/// Every termination detector, in the order the seeds cycle through them.
+const TERMINATIONS: [TerminationMode; 3] = [
+    TerminationMode::IdleCounter,
+    TerminationMode::VotingTree,
+    TerminationMode::Hierarchical,
+];
+
 #[test]
 fn protocols_survive_random_delays_at_every_step() {
     for seed in 0..48u64 {
-        let termination = [
-            TerminationMode::IdleCounter,
-            TerminationMode::VotingTree,
-            TerminationMode::Hierarchical,
-        ][(seed / 2 % 3) as usize];
+        let termination = TERMINATIONS[(seed / 2 % 3) as usize];
         let overflow = if seed % 4 < 2 {
             OverflowMode::TwoAtomics
         } else {
@@ -41,11 +44,7 @@ fn protocols_survive_random_delays_at_every_step() {
 fn narrow_tasks_survive_random_delays_at_every_step() {
     let mut side_by_side = 0;
     for seed in 0..24u64 {
-        let termination = [
-            TerminationMode::IdleCounter,
-            TerminationMode::VotingTree,
-            TerminationMode::Hierarchical,
-        ][(seed % 3) as usize];
+        let termination = TERMINATIONS[(seed % 3) as usize];
         let lanes = [2, 4][(seed / 3 % 2) as usize];
         let local_capacity = [4, 8][(seed / 6 % 2) as usize];
         let domains = 1 + (seed / 12 % 2) as u32;

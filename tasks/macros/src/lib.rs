@@ -98,37 +98,21 @@ impl Args {
                 args.kernel = Some(name);
                 Ok(())
             } else if meta.path.is_ident("max_registers") {
-                if args.max_registers.is_some() {
-                    return Err(meta.error("`max_registers` is given twice"));
-                }
-                let n: syn::LitInt = meta.value()?.parse()?;
-                let ok = n
-                    .base10_parse::<u32>()
-                    .is_ok_and(|v| (16..=255).contains(&v));
-                if !ok {
-                    return Err(syn::Error::new_spanned(
-                        &n,
-                        "`max_registers` is a register count per thread from 16 to 255, like 64",
-                    ));
-                }
-                args.max_registers = Some(n);
+                args.max_registers = Some(count_arg(
+                    &meta,
+                    args.max_registers.is_some(),
+                    |v| (16..=255).contains(&v),
+                    "`max_registers` is a register count per thread from 16 to 255, like 64",
+                )?);
                 Ok(())
             } else if meta.path.is_ident("local_capacity") {
-                if args.local_capacity.is_some() {
-                    return Err(meta.error("`local_capacity` is given twice"));
-                }
-                let n: syn::LitInt = meta.value()?.parse()?;
-                let ok = n
-                    .base10_parse::<u32>()
-                    .is_ok_and(|v| v.is_power_of_two() && (2..=65536).contains(&v));
-                if !ok {
-                    return Err(syn::Error::new_spanned(
-                        &n,
-                        "`local_capacity` is a local queue's tasks, a power of two from 2 to \
-                         65536, like 128",
-                    ));
-                }
-                args.local_capacity = Some(n);
+                args.local_capacity = Some(count_arg(
+                    &meta,
+                    args.local_capacity.is_some(),
+                    |v| v.is_power_of_two() && (2..=65536).contains(&v),
+                    "`local_capacity` is a local queue's tasks, a power of two from 2 to 65536, \
+                     like 128",
+                )?);
                 Ok(())
             } else if meta.path.is_ident("results") {
                 if !args.results.is_empty() {
@@ -179,6 +163,25 @@ impl Args {
         syn::parse::Parser::parse(parser, attr)?;
         Ok(args)
     }
+}
+
+/// A `name = N` argument: an integer literal that `ok` accepts (`what` says which), given once.
+fn count_arg(
+    meta: &syn::meta::ParseNestedMeta<'_>,
+    given: bool,
+    ok: impl Fn(u32) -> bool,
+    what: &str,
+) -> syn::Result<syn::LitInt> {
+    if given {
+        let path = &meta.path;
+        let name = quote!(#path).to_string();
+        return Err(meta.error(format!("`{name}` is given twice")));
+    }
+    let n: syn::LitInt = meta.value()?.parse()?;
+    if !n.base10_parse::<u32>().is_ok_and(ok) {
+        return Err(syn::Error::new_spanned(&n, what));
+    }
+    Ok(n)
 }
 
 #[proc_macro_attribute]

@@ -131,7 +131,7 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> WorkerCore<'e, P, T, S> {
                 self.count(|s| s.spills += 1);
                 let capacity = self.spill_capacity() as u32;
                 if self.spill_len + overflowed > capacity {
-                    // The slots past the stack's end were not written (`overflow_slot`).
+                    // The slots past the stack's end were not written (`spawn_slot`).
                     let worker = self.id;
                     self.fail(RunError::SpillOverflow { worker, capacity });
                 } else {
