@@ -393,12 +393,12 @@ mod tests {
         for q in [1, 64, 65, 528, 4224] {
             assert!(scratch_bytes(32, 32, q) <= ub);
         }
-        // 32 tasks of 64 B, 32 lanes of 8 B, 8 exchange words, the damping bitmap, lane 0's
-        // state.
+        // 32 tasks of 64 B, 32 lanes of 8 B, 8 exchange words, lane 0's state, the narrow
+        // tasks' two words (16 B), the damping bitmap.
         let leader = size_of::<mgws_core::LeaderState>().next_multiple_of(16);
         assert!(leader >= size_of::<mgws_core::WorkerStats>());
-        assert_eq!(scratch_bytes(32, 32, 64), 2048 + 256 + 64 + 16 + leader);
-        assert_eq!(scratch_bytes(32, 32, 4224), 2048 + 256 + 64 + 528 + leader);
+        assert_eq!(scratch_bytes(32, 32, 64), 2048 + 256 + 64 + leader + 16 + 16);
+        assert_eq!(scratch_bytes(32, 32, 4224), 2048 + 256 + 64 + leader + 16 + 528);
     }
 
     #[test]
