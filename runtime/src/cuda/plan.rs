@@ -397,8 +397,14 @@ mod tests {
         // tasks' two words (16 B), the damping bitmap.
         let leader = size_of::<mgws_core::LeaderState>().next_multiple_of(16);
         assert!(leader >= size_of::<mgws_core::WorkerStats>());
-        assert_eq!(scratch_bytes(32, 32, 64), 2048 + 256 + 64 + leader + 16 + 16);
-        assert_eq!(scratch_bytes(32, 32, 4224), 2048 + 256 + 64 + leader + 16 + 528);
+        assert_eq!(
+            scratch_bytes(32, 32, 64),
+            2048 + 256 + 64 + leader + 16 + 16
+        );
+        assert_eq!(
+            scratch_bytes(32, 32, 4224),
+            2048 + 256 + 64 + leader + 16 + 528
+        );
     }
 
     #[test]
