@@ -63,7 +63,10 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> LevelWorker
             // `exec/narrow.rs`): the worker loads as many of its tasks as it has groups.
             let batch = match X::UNIFORM_WIDTH {
                 Some(width) if X::NARROW && width < c.p.lane_count() => {
-                    ((c.p.lane_count() / width) as u64).min((total - next).div_ceil(stride))
+                    // No more than the local queue holds (the batch is loaded into it).
+                    ((c.p.lane_count() / width) as u64)
+                        .min((total - next).div_ceil(stride))
+                        .min(c.local_capacity)
                 }
                 _ => 1,
             };
