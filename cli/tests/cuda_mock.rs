@@ -714,6 +714,41 @@ fn kernels_wait_behind_the_launch_gate_until_every_launch_is_queued() {
     assert!(!t.contains("mock: launch"), "{t}");
 }
 
+#[test]
+fn the_queue_scope_diagnostic_widens_one_gpu_to_the_system_entry() {
+    let args = ["--device", "cuda", "--tasks", "300"];
+    // The entry a one-GPU run loads with `env`, after checking that the run verified.
+    let entry = |env: &[(&str, &str)]| {
+        let o = mgws_with_env("memset", 1, "mock.ptx", &args, env);
+        let t = text(&o);
+        assert!(o.status.success(), "{env:?}: {t}");
+        assert!(t.contains(r#""lost":0"#), "{env:?}: {t}");
+        let line = t
+            .lines()
+            .find(|l| l.starts_with("mock: function mgws_memset_worker_"));
+        line.unwrap_or_else(|| panic!("no worker entry loaded: {t}"))
+            .to_string()
+    };
+    assert!(entry(&[]).ends_with("_device"));
+    assert!(entry(&[("MGWS_QUEUE_SCOPE", "auto")]).ends_with("_device"));
+    assert!(entry(&[("MGWS_QUEUE_SCOPE", "system")]).ends_with("_system"));
+    // Anything else: a configuration error before any launch (exit 1).
+    let o = mgws_with_env(
+        "memset",
+        1,
+        "mock.ptx",
+        &args,
+        &[("MGWS_QUEUE_SCOPE", "device")],
+    );
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains(r#"MGWS_QUEUE_SCOPE="device": expected auto or system"#),
+        "{t}"
+    );
+    assert!(!t.contains("mock: launch"), "{t}");
+}
+
 /// `mgws run memset` over `pes` GPU PE processes, with the mock libcuda (`gpus` GPUs) and the
 /// mock NVSHMEM, and `env` besides.
 fn pes(mode: &str, gpus: u32, pes: u32, args: &[&str], env: &[(&str, &str)]) -> Output {

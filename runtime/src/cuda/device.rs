@@ -141,6 +141,7 @@ impl Device for CudaDevice<'_> {
 
     fn size_grid(&mut self, sched: &Scheduler) -> Result<Grid> {
         let lanes = sched.lanes;
+        super::plan::system_scope_forced(std::env::var("MGWS_QUEUE_SCOPE").ok().as_deref())?;
         let grid = size_grid(
             &self.s,
             &self.funcs,

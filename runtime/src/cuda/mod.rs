@@ -290,7 +290,11 @@ impl CudaBackend {
     /// `cfg` with the queue scope this backend's placement and GPUs need for `method`.
     pub fn scoped(&self, method: Method, cfg: &SchedConfig) -> SchedConfig {
         let mut cfg = *cfg;
-        cfg.queue_scope = plan::queue_scope(self.placement, self.device_list().len()) as u32;
+        // An invalid setting is refused when the grid is sized (`CudaDevice::size_grid`).
+        let forced = plan::system_scope_forced(std::env::var("MGWS_QUEUE_SCOPE").ok().as_deref())
+            .unwrap_or(false);
+        cfg.queue_scope =
+            plan::queue_scope(self.placement, self.device_list().len(), forced) as u32;
         if self.cpu_workers > 0 && method == Method::Mgws {
             // The GPUs are side 0 of a bridged run (their own queues keep the scope the GPUs
             // need; the bridge is always accessed at system scope).

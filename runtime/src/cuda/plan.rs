@@ -50,12 +50,27 @@ pub enum TasksIn {
 
 /// The scope of the atomics on orchestration data: `Device` only when one GPU's own memory holds
 /// everything and no other agent touches it; `System` as soon as a second GPU or the host is
-/// involved (peer atomics from another GPU are coherent only at system scope).
-pub fn queue_scope(placement: Placement, devices: usize) -> Scope {
-    if placement == Placement::Global && devices == 1 {
+/// involved (peer atomics from another GPU are coherent only at system scope), or where
+/// `force_system` ([`system_scope_forced`]).
+pub fn queue_scope(placement: Placement, devices: usize, force_system: bool) -> Scope {
+    if placement == Placement::Global && devices == 1 && !force_system {
         Scope::Device
     } else {
         Scope::System
+    }
+}
+
+/// Whether `MGWS_QUEUE_SCOPE` (its value is `setting`) asks for system scope where one GPU would
+/// use device scope: a diagnostic that measures on one GPU what the scope of a several-GPU run
+/// costs. Unset, empty or `auto`: no; `system`: yes; anything else is a configuration error (a
+/// run that needs system scope cannot be narrowed).
+pub fn system_scope_forced(setting: Option<&str>) -> Result<bool> {
+    match setting.map(str::trim) {
+        None | Some("" | "auto") => Ok(false),
+        Some("system") => Ok(true),
+        Some(other) => Err(Error::Config(format!(
+            "MGWS_QUEUE_SCOPE={other:?}: expected auto or system"
+        ))),
     }
 }
 
@@ -409,12 +424,27 @@ mod tests {
 
     #[test]
     fn scope_is_device_only_for_one_gpu_in_its_own_memory() {
-        assert_eq!(queue_scope(Placement::Global, 1), Scope::Device);
-        assert_eq!(queue_scope(Placement::Global, 2), Scope::System);
-        assert_eq!(queue_scope(Placement::Host, 1), Scope::System);
-        assert_eq!(queue_scope(Placement::Remote, 1), Scope::System);
+        assert_eq!(queue_scope(Placement::Global, 1, false), Scope::Device);
+        assert_eq!(queue_scope(Placement::Global, 2, false), Scope::System);
+        assert_eq!(queue_scope(Placement::Host, 1, false), Scope::System);
+        assert_eq!(queue_scope(Placement::Remote, 1, false), Scope::System);
         // Other processes' GPUs reach a PE's queues, even a PE's alone.
-        assert_eq!(queue_scope(Placement::Symmetric, 1), Scope::System);
+        assert_eq!(queue_scope(Placement::Symmetric, 1, false), Scope::System);
+        // The diagnostic widens one GPU's scope and never narrows.
+        assert_eq!(queue_scope(Placement::Global, 1, true), Scope::System);
+        assert_eq!(queue_scope(Placement::Global, 2, true), Scope::System);
+    }
+
+    #[test]
+    fn the_scope_diagnostic_takes_auto_or_system() {
+        for auto in [None, Some(""), Some("auto"), Some(" auto ")] {
+            assert!(!system_scope_forced(auto).unwrap());
+        }
+        assert!(system_scope_forced(Some("system")).unwrap());
+        for bad in ["device", "sys", "1"] {
+            let e = system_scope_forced(Some(bad)).unwrap_err().to_string();
+            assert!(e.contains("MGWS_QUEUE_SCOPE") && e.contains(bad), "{e}");
+        }
     }
 
     #[test]
