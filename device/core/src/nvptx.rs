@@ -522,74 +522,38 @@ unsafe impl Platform for GpuBlockPlatform {
 
     /// The lanes that call together form a coalesced group (`activemask`): they add their
     /// values with one shared-memory atomic of the group's lowest lane, and each gets its
-    /// exclusive prefix over the group in lane order (a scan of `shfl.sync` steps by rank).
+    /// exclusive prefix over the group in lane order. Values below 2^[`SLICED_BITS`] (spawn
+    /// counts) take [`sliced_fetch_add`]; a group with a larger one takes the general scan
+    /// ([`scanned_fetch_add`]), whose `fns` ptxas expands into a loop of some 50 instructions.
     #[inline(always)]
     unsafe fn lanes_fetch_add(&self, word: *mut u32, value: u32) -> u32 {
-        let base: u32;
-        // SAFETY: the lanes of `mask` are the ones executing this block of straight-line code
-        // (predicated, no branch), so each `shfl.sync` names only lanes that execute it; the
-        // caller guarantees that `word` is a scratch (shared memory) word used only by these
-        // atomics.
+        let large: u32;
+        // SAFETY: straight-line code; `vote.sync` names the lanes that execute it (`activemask`).
         unsafe {
             asm!(
                 "{{",
-                ".reg .pred p;",
-                ".reg .b32 mask, lt, rank, n, x, y, src, leader, last, total, old;",
+                ".reg .pred p, q;",
+                ".reg .b32 mask;",
                 "activemask.b32 mask;",
-                "mov.u32 lt, %lanemask_lt;",
-                "and.b32 lt, lt, mask;",
-                "popc.b32 rank, lt;",
-                "popc.b32 n, mask;",
-                "mov.u32 x, {v};",
-                // Inclusive scan over the group's ranks, unrolled (labels would repeat where the
-                // block is inlined twice): step d adds the sum of rank - d, whose lane fns finds.
-                "setp.ge.u32 p, rank, 1;",
-                "sub.u32 src, rank, 0;",
-                "selp.u32 src, src, 1, p;",
-                "fns.b32 src, mask, 0, src;",
-                "shfl.sync.idx.b32 y, x, src, 31, mask;",
-                "@p add.u32 x, x, y;",
-                "setp.ge.u32 p, rank, 2;",
-                "sub.u32 src, rank, 1;",
-                "selp.u32 src, src, 1, p;",
-                "fns.b32 src, mask, 0, src;",
-                "shfl.sync.idx.b32 y, x, src, 31, mask;",
-                "@p add.u32 x, x, y;",
-                "setp.ge.u32 p, rank, 4;",
-                "sub.u32 src, rank, 3;",
-                "selp.u32 src, src, 1, p;",
-                "fns.b32 src, mask, 0, src;",
-                "shfl.sync.idx.b32 y, x, src, 31, mask;",
-                "@p add.u32 x, x, y;",
-                "setp.ge.u32 p, rank, 8;",
-                "sub.u32 src, rank, 7;",
-                "selp.u32 src, src, 1, p;",
-                "fns.b32 src, mask, 0, src;",
-                "shfl.sync.idx.b32 y, x, src, 31, mask;",
-                "@p add.u32 x, x, y;",
-                "setp.ge.u32 p, rank, 16;",
-                "sub.u32 src, rank, 15;",
-                "selp.u32 src, src, 1, p;",
-                "fns.b32 src, mask, 0, src;",
-                "shfl.sync.idx.b32 y, x, src, 31, mask;",
-                "@p add.u32 x, x, y;",
-                // The group's total is its last lane's inclusive sum; its first lane adds it.
-                "fns.b32 leader, mask, 0, 1;",
-                "fns.b32 last, mask, 0, n;",
-                "shfl.sync.idx.b32 total, x, last, 31, mask;",
-                "setp.eq.u32 p, rank, 0;",
-                "@p atom.relaxed.cta.shared.add.u32 old, [{w}], total;",
-                "shfl.sync.idx.b32 old, old, leader, 31, mask;",
-                "sub.u32 x, x, {v};",
-                "add.u32 {b}, old, x;",
+                "setp.ge.u32 p, {v}, {limit};",
+                "vote.sync.any.pred q, p, mask;",
+                "selp.u32 {l}, 1, 0, q;",
                 "}}",
                 v = in(reg32) value,
-                w = in(reg64) shared_address(word),
-                b = out(reg32) base,
-                options(nostack)
+                limit = const 1u32 << SLICED_BITS,
+                l = out(reg32) large,
+                options(nomem, nostack)
             )
         };
-        base
+        // Either call forms its group anew from `activemask`, so each stays exact even where
+        // the lanes did not stay together.
+        if large == 0 {
+            // SAFETY: the caller's guarantee; every value is below 2^SLICED_BITS here.
+            unsafe { sliced_fetch_add(word, value) }
+        } else {
+            // SAFETY: the caller's guarantee.
+            unsafe { scanned_fetch_add(word, value) }
+        }
     }
 
     #[inline(always)]
@@ -626,6 +590,160 @@ unsafe impl Platform for GpuBlockPlatform {
             )
         };
     }
+}
+
+/// Bits of the values [`sliced_fetch_add`] takes: spawn counts of one task (FIB's 2, a board's
+/// up to 15 queens, nearly every UTS node's children) are below 2^5.
+const SLICED_BITS: u32 = 5;
+
+/// [`Platform::lanes_fetch_add`] for values below 2^[`SLICED_BITS`]: one ballot per bit, and a
+/// lane's prefix is the sum over bits of `2^b` times the lanes before it with bit `b` set.
+///
+/// # Safety
+/// As for [`Platform::lanes_fetch_add`].
+#[inline(always)]
+unsafe fn sliced_fetch_add(word: *mut u32, value: u32) -> u32 {
+    let base: u32;
+    // SAFETY: straight-line code (predicated, no branch), so each `.sync` instruction names only
+    // lanes that execute it (`activemask`); the caller guarantees that `word` is a scratch
+    // (shared memory) word used only by these atomics.
+    unsafe {
+        asm!(
+            "{{",
+            ".reg .pred p;",
+            ".reg .b32 mask, lt, m, t, x, total, old, first;",
+            "activemask.b32 mask;",
+            "mov.u32 lt, %lanemask_lt;",
+            "and.b32 lt, lt, mask;",
+            // Bit b: the lanes with it set (m), those of them before this lane (m & lt).
+            "and.b32 t, {v}, 1;",
+            "setp.ne.u32 p, t, 0;",
+            "vote.sync.ballot.b32 m, p, mask;",
+            "popc.b32 total, m;",
+            "and.b32 t, m, lt;",
+            "popc.b32 x, t;",
+            "and.b32 t, {v}, 2;",
+            "setp.ne.u32 p, t, 0;",
+            "vote.sync.ballot.b32 m, p, mask;",
+            "popc.b32 t, m;",
+            "mad.lo.u32 total, t, 2, total;",
+            "and.b32 t, m, lt;",
+            "popc.b32 t, t;",
+            "mad.lo.u32 x, t, 2, x;",
+            "and.b32 t, {v}, 4;",
+            "setp.ne.u32 p, t, 0;",
+            "vote.sync.ballot.b32 m, p, mask;",
+            "popc.b32 t, m;",
+            "mad.lo.u32 total, t, 4, total;",
+            "and.b32 t, m, lt;",
+            "popc.b32 t, t;",
+            "mad.lo.u32 x, t, 4, x;",
+            "and.b32 t, {v}, 8;",
+            "setp.ne.u32 p, t, 0;",
+            "vote.sync.ballot.b32 m, p, mask;",
+            "popc.b32 t, m;",
+            "mad.lo.u32 total, t, 8, total;",
+            "and.b32 t, m, lt;",
+            "popc.b32 t, t;",
+            "mad.lo.u32 x, t, 8, x;",
+            "and.b32 t, {v}, 16;",
+            "setp.ne.u32 p, t, 0;",
+            "vote.sync.ballot.b32 m, p, mask;",
+            "popc.b32 t, m;",
+            "mad.lo.u32 total, t, 16, total;",
+            "and.b32 t, m, lt;",
+            "popc.b32 t, t;",
+            "mad.lo.u32 x, t, 16, x;",
+            // The group's first lane (none before it) adds the total and hands back the old
+            // value: its lane is the lowest set bit of the mask.
+            "setp.eq.u32 p, lt, 0;",
+            "@p atom.relaxed.cta.shared.add.u32 old, [{w}], total;",
+            "brev.b32 first, mask;",
+            "bfind.shiftamt.u32 first, first;",
+            "shfl.sync.idx.b32 old, old, first, 31, mask;",
+            "add.u32 {b}, old, x;",
+            "}}",
+            v = in(reg32) value,
+            w = in(reg64) shared_address(word),
+            b = out(reg32) base,
+            options(nostack)
+        )
+    };
+    base
+}
+
+/// [`Platform::lanes_fetch_add`] for any values: an inclusive scan of `shfl.sync` steps by rank
+/// in the group.
+///
+/// # Safety
+/// As for [`Platform::lanes_fetch_add`].
+#[inline(always)]
+unsafe fn scanned_fetch_add(word: *mut u32, value: u32) -> u32 {
+    let base: u32;
+    // SAFETY: the lanes of `mask` are the ones executing this block of straight-line code
+    // (predicated, no branch), so each `shfl.sync` names only lanes that execute it; the
+    // caller guarantees that `word` is a scratch (shared memory) word used only by these
+    // atomics.
+    unsafe {
+        asm!(
+            "{{",
+            ".reg .pred p;",
+            ".reg .b32 mask, lt, rank, n, x, y, src, leader, last, total, old;",
+            "activemask.b32 mask;",
+            "mov.u32 lt, %lanemask_lt;",
+            "and.b32 lt, lt, mask;",
+            "popc.b32 rank, lt;",
+            "popc.b32 n, mask;",
+            "mov.u32 x, {v};",
+            // Inclusive scan over the group's ranks, unrolled (labels would repeat where the
+            // block is inlined twice): step d adds the sum of rank - d, whose lane fns finds.
+            "setp.ge.u32 p, rank, 1;",
+            "sub.u32 src, rank, 0;",
+            "selp.u32 src, src, 1, p;",
+            "fns.b32 src, mask, 0, src;",
+            "shfl.sync.idx.b32 y, x, src, 31, mask;",
+            "@p add.u32 x, x, y;",
+            "setp.ge.u32 p, rank, 2;",
+            "sub.u32 src, rank, 1;",
+            "selp.u32 src, src, 1, p;",
+            "fns.b32 src, mask, 0, src;",
+            "shfl.sync.idx.b32 y, x, src, 31, mask;",
+            "@p add.u32 x, x, y;",
+            "setp.ge.u32 p, rank, 4;",
+            "sub.u32 src, rank, 3;",
+            "selp.u32 src, src, 1, p;",
+            "fns.b32 src, mask, 0, src;",
+            "shfl.sync.idx.b32 y, x, src, 31, mask;",
+            "@p add.u32 x, x, y;",
+            "setp.ge.u32 p, rank, 8;",
+            "sub.u32 src, rank, 7;",
+            "selp.u32 src, src, 1, p;",
+            "fns.b32 src, mask, 0, src;",
+            "shfl.sync.idx.b32 y, x, src, 31, mask;",
+            "@p add.u32 x, x, y;",
+            "setp.ge.u32 p, rank, 16;",
+            "sub.u32 src, rank, 15;",
+            "selp.u32 src, src, 1, p;",
+            "fns.b32 src, mask, 0, src;",
+            "shfl.sync.idx.b32 y, x, src, 31, mask;",
+            "@p add.u32 x, x, y;",
+            // The group's total is its last lane's inclusive sum; its first lane adds it.
+            "fns.b32 leader, mask, 0, 1;",
+            "fns.b32 last, mask, 0, n;",
+            "shfl.sync.idx.b32 total, x, last, 31, mask;",
+            "setp.eq.u32 p, rank, 0;",
+            "@p atom.relaxed.cta.shared.add.u32 old, [{w}], total;",
+            "shfl.sync.idx.b32 old, old, leader, 31, mask;",
+            "sub.u32 x, x, {v};",
+            "add.u32 {b}, old, x;",
+            "}}",
+            v = in(reg32) value,
+            w = in(reg64) shared_address(word),
+            b = out(reg32) base,
+            options(nostack)
+        )
+    };
+    base
 }
 
 /// The lanes of `lane`'s group of `width` lanes (a power of two up to 32) in its warp.

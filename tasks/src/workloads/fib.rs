@@ -28,10 +28,26 @@ pub struct FibTask {
 }
 
 impl FibTask {
+    /// How many children node `n` has: 2, or none for a leaf.
+    #[inline]
+    pub fn child_count(self) -> u32 {
+        if self.n >= 2 {
+            2
+        } else {
+            0
+        }
+    }
+    /// Child `k` (0 or 1) of an inner node: `fib(n - 1)`, then `fib(n - 2)`.
+    #[inline]
+    pub fn child(self, k: u32) -> FibTask {
+        FibTask {
+            n: self.n - 1 - u64::from(k),
+        }
+    }
     /// The children of node `n` (none for a leaf).
     #[inline]
     pub fn children(self) -> Option<[FibTask; 2]> {
-        (self.n >= 2).then(|| [FibTask { n: self.n - 1 }, FibTask { n: self.n - 2 }])
+        (self.child_count() == 2).then(|| [self.child(0), self.child(1)])
     }
     /// What a leaf contributes to the sum.
     #[inline]
@@ -50,10 +66,8 @@ impl TaskFunctor for FibTask {
         let row = rows::row(ctx, task.data[0])?;
         row.add(ctx, COL_SUM, self.leaf_value());
         row.add(ctx, COL_NODES, 1);
-        if let Some([a, b]) = self.children() {
-            ctx.spawn(&task.with_params(&a));
-            ctx.spawn(&task.with_params(&b));
-        }
+        // Both children with one reservation (a narrow task's spawns cost one each).
+        ctx.spawn_many(self.child_count(), |k| task.with_params(&self.child(k)));
         Ok(())
     }
 }
