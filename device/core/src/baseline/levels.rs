@@ -61,15 +61,12 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> LevelWorker
             }
             // Narrow tasks of one width run side by side, a group of lanes each (see
             // `exec/narrow.rs`): the worker loads as many of its tasks as it has groups.
-            let batch = match X::UNIFORM_WIDTH {
-                Some(width) if X::NARROW && width < c.p.lane_count() => {
-                    // No more than the local queue holds (the batch is loaded into it).
-                    ((c.p.lane_count() / width) as u64)
-                        .min((total - next).div_ceil(stride))
-                        .min(c.local_capacity)
-                }
-                _ => 1,
-            };
+            // No more than the local queue holds (the batch is loaded into it).
+            let batch = c.uniform_batch::<X>().map_or(1, |groups| {
+                groups
+                    .min((total - next).div_ceil(stride))
+                    .min(c.local_capacity)
+            });
             if batch == 1 {
                 c.load_one(next);
             } else {

@@ -51,15 +51,25 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> WorkerCore<'e, P, T, S> {
         }
     }
 
+    /// The tasks of one batch where every task has the same narrow width: one per group of that
+    /// many lanes; `None` for worker-wide tasks, tasks of several widths, and a width of the
+    /// whole worker or more.
+    #[inline(always)]
+    pub(crate) fn uniform_batch<X: TaskExecutor<T>>(&self) -> Option<u64> {
+        match X::UNIFORM_WIDTH {
+            Some(width) if X::NARROW && width != 0 && width < self.p.lane_count() => {
+                Some((self.p.lane_count() / width) as u64)
+            }
+            _ => None,
+        }
+    }
+
     /// The fewest local tasks a worker keeps when it releases: [`RELEASE_MIN_LOCAL`], and for
     /// narrow tasks two batches (a batch of one task per group), so that a release does not
     /// leave the next batch short of tasks and send the worker back to its public queue.
     #[inline(always)]
     pub(crate) fn release_min_local<X: TaskExecutor<T>>(&self, _: &X) -> u64 {
-        let batch = match X::UNIFORM_WIDTH {
-            Some(width) if X::NARROW && width != 0 => (self.p.lane_count() / width).max(1) as u64,
-            _ => 1,
-        };
+        let batch = self.uniform_batch::<X>().unwrap_or(1);
         (RELEASE_MIN_LOCAL * batch).min(self.local_capacity)
     }
 
