@@ -25,7 +25,9 @@ use crate::baseline::static_share;
 use crate::context::{task_fetch_add, task_update, Context, Tagged, TaskExecutor, Update};
 use crate::error::RunError;
 use crate::layout::{Env, WorkerProgress, WorkerStats};
-use crate::narrow::{first_error, lanes_any, read_task, rotate, NarrowContext, NarrowWorker};
+use crate::narrow::{
+    first_error, lanes_any, read_task, rotate, spawn_place, NarrowContext, NarrowWorker, SpawnPlace,
+};
 use crate::operation::Operation;
 use crate::platform::{AtomicWord, Ordering, Platform, Scope};
 use crate::scratch::{ScratchLayout, NARROW_LOCK, NARROW_SPAWNS};
@@ -721,12 +723,12 @@ unsafe impl<'a, 'e, P: Platform, T: Copy + Tagged, S: Spec> NarrowWorker
     #[inline(always)]
     fn spawn_slot(&self, position: u32) -> Option<*mut T> {
         let w = &*self.whole.w;
-        let room = w.capacity - w.len;
-        if position < room {
-            // SAFETY: len + position < capacity: a free slot of the stack.
-            return Some(unsafe { w.stack.add((w.len + position) as usize) });
-        }
-        let at = w.spill_len + (position - room) as u64;
+        let beyond = match spawn_place(w.capacity - w.len, position) {
+            // SAFETY: len + i < capacity: a free slot of the stack.
+            SpawnPlace::Ring(i) => return Some(unsafe { w.stack.add((w.len + i) as usize) }),
+            SpawnPlace::Overflow(j) => j,
+        };
+        let at = w.spill_len + beyond as u64;
         let base = w.id as u64 * w.spill_capacity;
         // SAFETY: at < spill_capacity: a free slot of this worker's overflow area.
         (at < w.spill_capacity).then(|| unsafe { w.env.spill.add((base + at) as usize) })
