@@ -36,11 +36,9 @@ pub enum ContainsTasks {
 }
 
 /// The UTS registry. Its kernels are capped at 80 registers (24 blocks of 32 threads per H100 SM),
-/// where the worker entries spill nothing (ptxas sm_90; the static and level entries a few
-/// bytes). T1L ran faster at 80 than at 96, with mgws and with the kernel-per-level baseline,
-/// which shares the cap and runs T1L fastest at it although it spills (T3's level kernel runs
-/// faster at 96; docs/results.md).
-///
+/// where the narrow worker entries spill 72 bytes (ptxas sm_90, b9184f2). T1L ran faster at 80
+/// than at 96, with mgws and with the kernel-per-level baseline, which shares the cap and runs
+/// T1L fastest at it although it spills (T3's level kernel runs faster at 96; docs/results.md).
 ///
 /// A node runs on one lane and hashes once, its own state: a worker expands one node per lane.
 /// A batch of 32 nodes spawns about 128 children: its GPU workers hold 256 tasks (12 per H100
@@ -52,9 +50,9 @@ pub enum UtsTasks {
 }
 
 /// The FIB registry. Its kernels are capped at 64 registers (32 blocks of 32 threads per H100
-/// SM), where the worker and the kernel-per-level baseline spill nothing (docs/results.md).
-/// A FIB task is an add and two spawns: it runs on one lane. Its GPU workers hold 128 tasks,
-/// room for a batch's spawns (docs/results.md).
+/// SM), where the narrow worker spills 20 bytes (ptxas sm_90, b9184f2; docs/results.md).
+/// A FIB task is two row updates and one reservation for its two children: it runs on one lane.
+/// Its GPU workers hold 128 tasks, room for a batch's spawns (docs/results.md).
 #[crate::registry(kernel = "fib", max_registers = 64, local_capacity = 128)]
 pub enum FibTasks {
     #[width(1)]
