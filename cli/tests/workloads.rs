@@ -62,12 +62,12 @@ fn uts_default_tree_on_1_to_4_workers_and_1_and_4_lanes() {
     }
 }
 
-/// A node's children are spawned a round of lanes at a time (`Ctx::spawn_each_like`); a round
-/// wider than half the local queue goes in parts, and the functor runs again for each part. With
-/// 4 lanes and local queues of 2 and 4 tasks, on the mgws loop and both baselines, the default
-/// tree's counts come out exact.
+/// UTS nodes run one per lane, 4 side by side, and a batch's children land past local queues of
+/// 2 and 4 tasks, on the overflow stack. On the mgws loop and both baselines the default tree's
+/// counts come out exact. (Worker-wide spawns wider than half the local queue:
+/// `mgws-tests`' `worker_wide_spawns_wider_than_half_the_local_queue_go_in_parts`.)
 #[test]
-fn uts_spawn_rounds_wider_than_half_the_local_queue_go_in_parts() {
+fn uts_batches_whose_spawns_overflow_tiny_local_queues_are_exact() {
     let cfg = UtsConfig::preset(Preset::Default);
     for capacity in [2, 4] {
         let s = Scheduler::builder()

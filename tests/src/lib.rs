@@ -238,8 +238,51 @@ impl TaskFunctor for Panic {
     }
 }
 
+/// A node of a complete tree: it counts itself and, above the leaves, spawns `fan` children,
+/// all of the worker's lanes together, by both worker-wide spawns: at odd depths with one
+/// `spawn_many` (more tasks than half the local queue are pushed one at a time), at even depths
+/// a round of lanes at a time with `spawn_each_like` (a round of more than half the local queue
+/// goes in parts, `Context::spawn_each_in_place`).
+#[mgws_tasks::task]
+#[derive(Debug)]
+pub struct Fan {
+    pub fan: u32,
+    /// Levels below this node.
+    pub depth: u32,
+}
+
+impl Fan {
+    /// The nodes of the tree below and including a node of `depth` levels.
+    pub fn nodes(fan: u64, depth: u32) -> u64 {
+        (0..=depth).map(|d| fan.pow(d)).sum()
+    }
+}
+
+impl TaskFunctor for Fan {
+    fn run(&self, task: &TaskStruct, ctx: &mut impl Ctx) -> Result<(), TaskError> {
+        ctx.accumulate(TestTasks::NODES, |count| *count += 1)?;
+        if self.depth > 0 {
+            let child = Fan {
+                depth: self.depth - 1,
+                ..*self
+            };
+            if self.depth % 2 == 1 {
+                ctx.spawn_many(self.fan, |_| task.with_params(&child));
+            } else {
+                let lanes = ctx.lane_count();
+                let mut first = 0;
+                while first < self.fan {
+                    ctx.spawn_each_like(lanes.min(self.fan - first), task, || child);
+                    first += lanes;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The registry of the test tasks, and its result tables.
-#[mgws_tasks::registry(results(solutions: u64, sums: u64))]
+#[mgws_tasks::registry(results(solutions: u64, sums: u64, nodes: u64))]
 pub enum TestTasks {
     Memset(MemsetTask),
     Split(SplitRange),
@@ -248,6 +291,7 @@ pub enum TestTasks {
     TreeSum(TreeSum),
     Probe(Probe),
     Panic(Panic),
+    Fan(Fan),
 }
 
 /// [`TestTasks`]' MEMSET and splitter at other widths: MEMSET on one lane, the splitter on two,

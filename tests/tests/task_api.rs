@@ -3,9 +3,9 @@
 //! and misuse of data is reported as an error that names the task's tag and what failed.
 
 use mgws::job::u64_bytes_mut;
-use mgws::{AreaBytes, Error, Job, PerWorker, Scheduler};
+use mgws::{AreaBytes, Backend, Error, Job, Method, PerWorker, Scheduler};
 use mgws_tasks::{Access, DataDescriptor, TaskStruct};
-use mgws_tests::{Probe, Queens, TestTasks, TreeNode, TreeSum};
+use mgws_tests::{Fan, Probe, Queens, TestTasks, TreeNode, TreeSum};
 
 fn sched(workers: u32, lanes: u32) -> Scheduler {
     Scheduler::builder()
@@ -29,6 +29,39 @@ fn n_queens_counts_92_solutions_of_8_with_1_2_and_4_lanes() {
         assert_eq!(queens(8, 2, lanes), 92, "{lanes} lanes");
     }
     assert_eq!(queens(6, 1, 4), 4);
+}
+
+/// Worker-wide tasks that spawn more children than half the local queue holds (local queues of
+/// 2 and 4): `spawn_many`'s 7 go one at a time, and `spawn_each_like`'s rounds of 4 lanes in
+/// parts of 1 or 2 tasks. On the mgws loop and both baselines every node runs exactly once.
+#[test]
+fn worker_wide_spawns_wider_than_half_the_local_queue_go_in_parts() {
+    let (fan, depth) = (7, 4);
+    let want = Fan::nodes(fan as u64, depth);
+    assert_eq!(want, 2801);
+    for capacity in [2, 4] {
+        let s = Scheduler::builder()
+            .workers(2)
+            .lanes(4)
+            .local_capacity(capacity)
+            .spill_capacity(16384)
+            .build()
+            .unwrap();
+        for backend in [
+            Backend::cpu(),
+            Backend::cpu().method(Method::Static),
+            Backend::cpu().method(Method::LEVELS),
+        ] {
+            let mut counts = PerWorker::of(TestTasks::NODES, &s);
+            let tasks = [TestTasks::task(&Fan { fan, depth })];
+            let report = backend
+                .run(&s, &TestTasks, Job::new(&tasks).results(&mut counts))
+                .unwrap();
+            let label = format!("{backend:?}, local capacity {capacity}");
+            assert_eq!(counts.sum(), want, "{label}");
+            assert_eq!(report.tasks_run, want, "{label}");
+        }
+    }
 }
 
 /// A tree of `levels` levels where node `i` has `i % 5` children; returns the nodes and the sum of
