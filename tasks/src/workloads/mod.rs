@@ -52,8 +52,9 @@ pub enum UtsTasks {
 /// The FIB registry. Its kernels are capped at 64 registers (32 blocks of 32 threads per H100
 /// SM), where the narrow worker spills 20 bytes (ptxas sm_90, b9184f2; docs/results.md).
 /// A FIB task is two row updates and one reservation for its two children: it runs on one lane.
-/// Its GPU workers hold 128 tasks, room for a batch's spawns (docs/results.md).
-#[crate::registry(kernel = "fib", max_registers = 64, local_capacity = 128)]
+/// Its GPU workers hold 256 tasks: room for a batch's spawns, fewer overflow spills, and fewer
+/// workers per SM (12 on an H100), as fast on one GPU as 128 and faster on several (docs/results.md).
+#[crate::registry(kernel = "fib", max_registers = 64, local_capacity = 256)]
 pub enum FibTasks {
     #[width(1)]
     Fib(FibTask),
