@@ -213,8 +213,8 @@ pub struct SchedArgs {
     #[arg(long, default_value_t = 256, help_heading = "Scheduler")]
     pub public_capacity: u32,
     /// Local-queue capacity in tasks (default: 32, the thesis's, on the CPU; with `--device
-    /// cuda` the registry's, FIB and UTS 256, room for a batch of narrow tasks' spawns,
-    /// else 64, measured faster on deep trees there).
+    /// cuda` the registry's, FIB and UTS 256, room for a batch of narrow tasks' spawns
+    /// (FIB's kernel per level 128), else 64, measured faster on deep trees there).
     #[arg(long, help_heading = "Scheduler")]
     pub local_capacity: Option<u32>,
     /// The most initial tasks a worker claims at once, 1 to half the local queue (default: half

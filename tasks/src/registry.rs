@@ -82,10 +82,24 @@
 //! }
 //! use mgws_tasks::Registry;
 //! assert_eq!(Roomy::LOCAL_CAPACITY, Some(128));
+//! assert_eq!(Roomy::LEVELS_LOCAL_CAPACITY, None);
+//! ```
+//!
+//! The kernel per level (a baseline) gets the same, unless `levels_local_capacity = N` names
+//! its own (`Registry::LEVELS_LOCAL_CAPACITY`):
+//!
+//! ```
+//! #[mgws_tasks::registry(local_capacity = 256, levels_local_capacity = 128)]
+//! enum Split {
+//!     #[width(1)]
+//!     Fib(mgws_tasks::workloads::fib::FibTask),
+//! }
+//! use mgws_tasks::Registry;
+//! assert_eq!((Split::LOCAL_CAPACITY, Split::LEVELS_LOCAL_CAPACITY), (Some(256), Some(128)));
 //! ```
 //!
 //! Arguments other than `ptx = EXPR`, `kernel = "name"`, `max_registers = N`,
-//! `local_capacity = N`, `results(...)` and `crate = PATH`
+//! `local_capacity = N`, `levels_local_capacity = N`, `results(...)` and `crate = PATH`
 //! are compile errors, and so is a cap outside 16..=255:
 //!
 //! ```compile_fail
@@ -145,6 +159,11 @@ pub trait Registry: TaskExecutor<TaskStruct> + Copy + Default + Send + Sync + 's
     /// worker that runs narrow tasks side by side takes a batch of them at once and holds all
     /// their spawns: its queue needs more room than one that runs a task at a time.
     const LOCAL_CAPACITY: Option<u32> = None;
+    /// The local queue's capacity for this registry's kernel per level (a baseline) when the run
+    /// names none (`#[registry(levels_local_capacity = N)]`; `None`: [`Registry::LOCAL_CAPACITY`]).
+    /// That kernel holds one batch and its spawns and releases nothing: it may need less room
+    /// than the mgws worker, and then fits more workers per SM.
+    const LEVELS_LOCAL_CAPACITY: Option<u32> = None;
 
     /// The variant name of `tag`, if this registry knows it.
     fn name_of(tag: u32) -> Option<&'static str> {

@@ -201,6 +201,19 @@ pub const DEFAULT_LANES: u32 = 32;
 /// unchanged.
 pub const DEFAULT_LOCAL_CAPACITY: u32 = 64;
 
+/// The local capacity of `method`'s workers for `R` when the run names none: the registry's
+/// ([`Registry::LEVELS_LOCAL_CAPACITY`] for the kernel per level, falling back to
+/// [`Registry::LOCAL_CAPACITY`]), else [`DEFAULT_LOCAL_CAPACITY`].
+pub fn default_local_capacity<R: Registry>(method: Method) -> u32 {
+    let levels = match method {
+        Method::Levels { .. } => R::LEVELS_LOCAL_CAPACITY,
+        Method::Mgws | Method::Static => None,
+    };
+    levels
+        .or(R::LOCAL_CAPACITY)
+        .unwrap_or(DEFAULT_LOCAL_CAPACITY)
+}
+
 /// Workers per public queue of a GPU run that names none
 /// ([`CudaBackend::default_queue_sharing`]; measured in docs/results.md, one GPU and four).
 pub const DEFAULT_QUEUE_SHARING: u32 = 2;
@@ -453,9 +466,7 @@ impl CudaBackend {
     ) -> Result<Defaults> {
         let lanes = lanes.unwrap_or(DEFAULT_LANES);
         check_lanes(lanes)?;
-        let local_capacity = local_capacity
-            .or(R::LOCAL_CAPACITY)
-            .unwrap_or(DEFAULT_LOCAL_CAPACITY);
+        let local_capacity = local_capacity.unwrap_or_else(|| default_local_capacity::<R>(method));
         let queue_sharing = options
             .workers_per_queue
             .unwrap_or_else(|| self.default_queue_sharing(method, workers));
@@ -608,6 +619,23 @@ mod tests {
         }
         #[cfg(feature = "processes")]
         assert_eq!(PeTransport::from_word(7), None);
+    }
+
+    #[test]
+    fn the_kernel_per_level_takes_its_own_local_capacity_where_the_registry_names_one() {
+        use mgws_tasks::{FibTasks, MemsetTasks, UtsTasks};
+        assert_eq!(default_local_capacity::<FibTasks>(Method::Mgws), 256);
+        assert_eq!(default_local_capacity::<FibTasks>(Method::Static), 256);
+        assert_eq!(default_local_capacity::<FibTasks>(Method::LEVELS), 128);
+        // No levels capacity: the registry's for every method.
+        assert_eq!(default_local_capacity::<UtsTasks>(Method::LEVELS), 256);
+        // Neither: the backend's default.
+        for m in [Method::Mgws, Method::Static, Method::LEVELS] {
+            assert_eq!(
+                default_local_capacity::<MemsetTasks>(m),
+                DEFAULT_LOCAL_CAPACITY
+            );
+        }
     }
 
     #[test]

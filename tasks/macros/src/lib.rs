@@ -56,6 +56,7 @@ struct Args {
     kernel: Option<syn::LitStr>,
     max_registers: Option<syn::LitInt>,
     local_capacity: Option<syn::LitInt>,
+    levels_local_capacity: Option<syn::LitInt>,
     /// `results(name: Type, ...)`: the registry's result tables.
     results: Vec<(syn::Ident, syn::Type)>,
 }
@@ -114,6 +115,15 @@ impl Args {
                      like 128",
                 )?);
                 Ok(())
+            } else if meta.path.is_ident("levels_local_capacity") {
+                args.levels_local_capacity = Some(count_arg(
+                    &meta,
+                    args.levels_local_capacity.is_some(),
+                    |v| v.is_power_of_two() && (2..=65536).contains(&v),
+                    "`levels_local_capacity` is a local queue's tasks, a power of two from 2 to \
+                     65536, like 128",
+                )?);
+                Ok(())
             } else if meta.path.is_ident("results") {
                 if !args.results.is_empty() {
                     return Err(meta.error("`results` is given twice"));
@@ -156,6 +166,7 @@ impl Args {
                      `kernel = \"name\"` (the name its kernel entries carry), `max_registers = N` \
                      (the CUDA backend's default register cap for its kernels), \
                      `local_capacity = N` (the CUDA backend's default local queue), \
+                     `levels_local_capacity = N` (the same for the kernel per level), \
                      `results(name: Type, ...)` (its result tables) or `crate = PATH`"
                 )))
             }
@@ -445,8 +456,11 @@ fn expand(
     krate: proc_macro2::TokenStream,
 ) -> syn::Result<proc_macro2::TokenStream> {
     let (ptx, cubin, kernel) = (args.ptx.as_ref(), args.cubin.as_ref(), args.kernel.as_ref());
-    let (max_registers, local_capacity) =
-        (args.max_registers.as_ref(), args.local_capacity.as_ref());
+    let (max_registers, local_capacity, levels_local_capacity) = (
+        args.max_registers.as_ref(),
+        args.local_capacity.as_ref(),
+        args.levels_local_capacity.as_ref(),
+    );
     let results = &args.results;
     let vis = &input.vis;
     let name = &input.ident;
@@ -579,6 +593,12 @@ fn expand(
             const LOCAL_CAPACITY: ::core::option::Option<u32> = ::core::option::Option::Some(#n);
         }
     });
+    let levels_local_capacity = levels_local_capacity.map(|n| {
+        quote! {
+            const LEVELS_LOCAL_CAPACITY: ::core::option::Option<u32> =
+                ::core::option::Option::Some(#n);
+        }
+    });
     let max_registers = max_registers.map(|n| {
         quote! {
             const MAX_REGISTERS: ::core::option::Option<u32> = ::core::option::Option::Some(#n);
@@ -632,6 +652,7 @@ fn expand(
             #kernel_cubin
             #max_registers
             #local_capacity
+            #levels_local_capacity
         }
 
         impl #krate::__core::TaskExecutor<#krate::TaskStruct> for #name {
