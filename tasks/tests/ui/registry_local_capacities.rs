@@ -1,0 +1,26 @@
+#[mgws_tasks::task]
+struct Count {
+    n: u64,
+}
+
+impl mgws_tasks::TaskFunctor for Count {
+    fn run(
+        &self,
+        _: &mgws_tasks::TaskStruct,
+        _: &mut impl mgws_tasks::Ctx,
+    ) -> Result<(), mgws_tasks::TaskError> {
+        Ok(())
+    }
+}
+
+#[mgws_tasks::registry(levels_local_capacity = 96)]
+enum NotAPowerOfTwo {
+    Count(Count),
+}
+
+#[mgws_tasks::registry(local_capacity = 256, levels_local_capacity = 128, levels_local_capacity = 64)]
+enum Twice {
+    Count(Count),
+}
+
+fn main() {}
