@@ -715,6 +715,27 @@ fn kernels_wait_behind_the_launch_gate_until_every_launch_is_queued() {
 }
 
 #[test]
+fn a_run_over_several_gpus_logs_each_gpus_kernel_time() {
+    let args = ["--device", "cuda", "--devices", "0,1,2", "--tasks", "3000"];
+    let o = mgws_with_env(
+        "memset",
+        3,
+        "mock.ptx",
+        &args,
+        &[("MGWS_LOG", "mgws=debug")],
+    );
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    for gpu in 0..3 {
+        let lines = t
+            .lines()
+            .filter(|l| l.contains("a GPU's kernel time") && l.contains(&format!("gpu={gpu} ")))
+            .count();
+        assert_eq!(lines, 1, "GPU {gpu}: {t}");
+    }
+}
+
+#[test]
 fn the_queue_scope_diagnostic_widens_one_gpu_to_the_system_entry() {
     let args = ["--device", "cuda", "--tasks", "300"];
     // The entry a one-GPU run loads with `env`, after checking that the run verified.

@@ -260,8 +260,15 @@ impl Device for CudaDevice<'_> {
     fn read_back(&mut self, grid: &Grid, mem: &Memory, job: &mut Job<'_>) -> Result<ReadBack> {
         let s = &self.s;
         let mut elapsed_s = 0f64;
-        for (start, end) in &self.events {
-            elapsed_s = elapsed_s.max(start.seconds_until(end)?);
+        for (d, (start, end)) in self.events.iter().enumerate() {
+            let kernel_s = start.seconds_until(end)?;
+            // Each GPU's own time: where several GPUs run, whether one ended late or all did.
+            tracing::debug!(
+                gpu = s.gpus[d].ordinal,
+                kernel_s,
+                "a GPU's kernel time, from its release"
+            );
+            elapsed_s = elapsed_s.max(kernel_s);
         }
         let mut shared = [0u8; size_of::<SharedState<HostWord>>()];
         mem.run.read_live(s, mem.run_area.shared, &mut shared)?;
