@@ -4,7 +4,7 @@
 //! copy than the one that spawned it. Each layout must stay exact; the twins show that the
 //! copies are real, by merging them in a way that does not match how tasks wrote them.
 
-use mgws::{AreaLayout, Backend, Combine, Job, PerWorker, Scheduler};
+use mgws::{AreaLayout, Backend, Chaos, Combine, Job, PerWorker, Scheduler};
 use mgws_tests::{spawned_memset_laid_out, Queens, TestTasks};
 
 fn sched(domains: u32, seed: u64) -> Scheduler {
@@ -14,6 +14,15 @@ fn sched(domains: u32, seed: u64) -> Scheduler {
         .public_capacity(6)
         .cpu_domains(domains)
         .seed(seed)
+        // Short sleeps at some protocol steps: with more workers than cores, one thread could
+        // otherwise run a whole tree before the others are scheduled, and no task would move
+        // between workers (CI saw a run of 12 with no steal on 2 cores).
+        .chaos(Chaos {
+            seed,
+            yield_per_1024: 32,
+            sleep_per_1024: 8,
+            max_sleep_us: 50,
+        })
         .build()
         .unwrap()
 }
