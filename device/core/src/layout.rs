@@ -333,6 +333,16 @@ pub fn claim_size(chunk: u64, remaining: u64, workers_per_queue: u32) -> u64 {
     chunk.min(share)
 }
 
+/// Whether `remaining`, a lower bound's view of what a home range holds, leaves so wide a margin
+/// that the guided share is the full `chunk` even if the co-owners claimed up to half of it since
+/// (about one chunk each per task batch, far less): the claimer then need not read the range's
+/// count first. A wrong guess only sizes one claim as a stale count would.
+#[inline(always)]
+pub fn claim_is_full_chunk(chunk: u64, remaining: u64, workers_per_queue: u32) -> bool {
+    let shift = workers_per_queue.trailing_zeros() + INITIAL_CLAIM_GUIDE.trailing_zeros() + 1;
+    remaining >= chunk << shift
+}
+
 /// A claim takes at most `1 / (INITIAL_CLAIM_GUIDE k)` of what remains of a home range shared by
 /// `k` workers (guided self-scheduling, as factoring sizes its chunks): the co-owners' claims
 /// leave most of each remainder to claim later, by them or by workers whose own ranges ran out,
@@ -604,7 +614,7 @@ impl<W, T> Env<W, T> {
 
 #[cfg(test)]
 mod tests {
-    use super::{claim_size, Env, SharedState, Topology, INITIAL_CLAIM_GUIDE};
+    use super::{claim_is_full_chunk, claim_size, Env, SharedState, Topology, INITIAL_CLAIM_GUIDE};
     use crate::config::SchedConfig;
     use crate::platform::{AtomicWord, Ordering, Scope};
     use crate::HostWord;
@@ -646,6 +656,22 @@ mod tests {
         unsafe { env.raise_abort(Scope::System) };
         assert_eq!((flag(), words()), (1, [1, 1, 0]));
         assert_eq!(shared.abort.load(Ordering::Relaxed, Scope::System), 1);
+    }
+
+    #[test]
+    fn a_claim_skips_the_count_only_where_half_the_remainder_still_gives_a_full_chunk() {
+        for k in [1u32, 2, 4] {
+            for remaining in 0..3000u64 {
+                let full = claim_is_full_chunk(32, remaining, k);
+                // Whenever it says so, even half the remainder is worth a full guided claim...
+                if full {
+                    assert_eq!(claim_size(32, remaining / 2, k), 32, "{remaining} {k}");
+                }
+                // ...and it says so from twice the smallest such remainder on.
+                let smallest = 32 * (k * INITIAL_CLAIM_GUIDE) as u64;
+                assert_eq!(full, remaining >= 2 * smallest, "{remaining} {k}");
+            }
+        }
     }
 
     #[test]

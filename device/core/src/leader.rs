@@ -32,6 +32,9 @@ pub struct LeaderState {
     /// once: it costs two 64-bit divisions, software routines on a GPU, which added to every
     /// MEMSET task's instructions when they were repeated at every claim.
     pub own_range: (u64, u64),
+    /// A lower bound on the own range's claimed count: the end of this worker's last claim from
+    /// it (`claim_initial` skips reading the count while that leaves a wide margin).
+    pub own_claimed_at_least: u64,
     /// Idle backoff (`WorkerCore::idle_step`): the loop iteration of the last idle round.
     pub last_idle_iteration: u32,
     /// Idle backoff: idle rounds in a row, up to the last one.

@@ -86,6 +86,13 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
                 c.refill_from_spill();
                 continue;
             }
+            // While its own home range lasts, a worker claims from it before it looks at its
+            // public queue: it releases nothing there while initial tasks remain (a surplus of
+            // spawns published there is for thieves), and the look cost a round trip to memory
+            // per chunk of initial tasks.
+            if !c.own_range_exhausted && c.load_initial() {
+                continue;
+            }
             if c.acquire() {
                 continue;
             }

@@ -3,7 +3,7 @@
 
 use super::WorkerCore;
 use crate::config::{INITIAL_COPY_BATCH, INITIAL_VICTIM_TRIES};
-use crate::layout::claim_size;
+use crate::layout::{claim_is_full_chunk, claim_size};
 use crate::operation::Operation;
 use crate::platform::{AtomicWord, Ordering, Platform, ProtocolStep};
 use crate::spec::Spec;
@@ -93,23 +93,39 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             self.env.initial_range(q)
         };
         let len = hi - lo;
+        let own = q == self.queue;
         // SAFETY: q is a queue of the env's topology (this worker's or the picker's choice).
         let claimed = &unsafe { self.env.header(q) }.initial_claimed;
-        // Relaxed throughout: the initial tasks were written by the host before the run, and
-        // each fetch-add hands out a disjoint interval of the range.
-        let seen = claimed.load(Ordering::Relaxed, self.scope);
-        if len == 0 || seen >= len {
-            return (0, 0);
-        }
-        // Sized by what remained when read: a stale count only makes this claim larger than its
-        // guided share (a claim past the range's end is cut to it below).
         let per_queue = if S::shared_queues(&self.env.config) {
             self.env.config.workers_per_queue
         } else {
             1
         };
-        let chunk = claim_size(self.env.config.initial_chunk as u64, len - seen, per_queue);
+        let chunk = self.env.config.initial_chunk as u64;
+        // Far from the own range's end the guided share is the full chunk: the count is not
+        // read, so a claim costs one round trip to memory rather than two.
+        let known = if own {
+            self.with_leader(|l| l.own_claimed_at_least)
+        } else {
+            0
+        };
+        let chunk = if own && claim_is_full_chunk(chunk, len.saturating_sub(known), per_queue) {
+            chunk
+        } else {
+            // Relaxed throughout: the initial tasks were written by the host before the run,
+            // and each fetch-add hands out a disjoint interval of the range.
+            let seen = claimed.load(Ordering::Relaxed, self.scope);
+            if len == 0 || seen >= len {
+                return (0, 0);
+            }
+            // Sized by what remained when read: a stale count only makes this claim larger than
+            // its guided share (a claim past the range's end is cut to it below).
+            claim_size(chunk, len - seen, per_queue)
+        };
         let offset = claimed.fetch_add(chunk, Ordering::Relaxed, self.scope);
+        if own {
+            self.with_leader(|l| l.own_claimed_at_least = offset + chunk);
+        }
         if offset >= len {
             return (0, 0);
         }
