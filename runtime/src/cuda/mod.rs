@@ -623,17 +623,16 @@ mod tests {
 
     #[test]
     fn the_kernel_per_level_takes_its_own_local_capacity_where_the_registry_names_one() {
-        use mgws_tasks::{ContainsTasks, FibTasks, MemsetTasks, UtsTasks};
+        use mgws_tasks::{FibTasks, MemsetTasks, UtsTasks};
         assert_eq!(default_local_capacity::<FibTasks>(Method::Mgws), 256);
         assert_eq!(default_local_capacity::<FibTasks>(Method::Static), 256);
         assert_eq!(default_local_capacity::<FibTasks>(Method::LEVELS), 128);
         // No levels capacity: the registry's for every method.
         assert_eq!(default_local_capacity::<UtsTasks>(Method::LEVELS), 256);
-        assert_eq!(default_local_capacity::<MemsetTasks>(Method::Mgws), 128);
         // Neither: the backend's default.
         for m in [Method::Mgws, Method::Static, Method::LEVELS] {
             assert_eq!(
-                default_local_capacity::<ContainsTasks>(m),
+                default_local_capacity::<MemsetTasks>(m),
                 DEFAULT_LOCAL_CAPACITY
             );
         }
