@@ -209,9 +209,10 @@ pub struct SchedArgs {
     /// block, 32..=1024, default 32).
     #[arg(long, help_heading = "Scheduler")]
     pub lanes: Option<u32>,
-    /// Tasks each public queue holds (a power of two).
-    #[arg(long, default_value_t = 256, help_heading = "Scheduler")]
-    pub public_capacity: u32,
+    /// Tasks each public queue holds (default: 256; with `--device cuda` the registry's, UTS
+    /// 512, where T2L's thieves found more to steal).
+    #[arg(long, help_heading = "Scheduler")]
+    pub public_capacity: Option<u32>,
     /// Local-queue capacity in tasks (default: 32, the thesis's, on the CPU; with `--device
     /// cuda` the registry's, FIB and UTS 256, room for a batch of narrow tasks' spawns
     /// (FIB's kernel per level 128), else 64, measured faster on deep trees there).

@@ -84,8 +84,10 @@ impl SchedArgs {
         if let Some(n) = self.initial_chunk {
             builder = builder.initial_chunk(n);
         }
+        if let Some(n) = self.public_capacity {
+            builder = builder.public_capacity(n);
+        }
         let sched = builder
-            .public_capacity(self.public_capacity)
             .spill_capacity(self.spill_capacity.unwrap_or(DEFAULT_SPILL_CAPACITY))
             .termination(termination)
             .overflow(overflow)

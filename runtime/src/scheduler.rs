@@ -98,6 +98,7 @@ struct Chosen {
     workers: Option<u32>,
     lanes: Option<u32>,
     local_capacity: Option<u32>,
+    public_capacity: Option<u32>,
     queue_sharing: Option<u32>,
 }
 
@@ -106,6 +107,13 @@ struct Chosen {
 /// which ran MEMSET faster than 16 on a GPU (docs/results.md): a claim costs a fetch-add, an
 /// exchange and a copy whose latency the chunk's tasks share.
 pub const DEFAULT_MAX_INITIAL_CHUNK: u32 = 32;
+
+/// The public capacity a run of registry `R` gets: the caller's, else on GPUs the registry's
+/// ([`Registry::PUBLIC_CAPACITY`]); `None` keeps the scheduler's default. The CPU keeps its
+/// default, as it keeps its local queue: a registry's capacities are tuned for its GPU workers.
+fn default_public_capacity<R: Registry>(on_gpu: bool, chosen: Option<u32>) -> Option<u32> {
+    chosen.or(if on_gpu { R::PUBLIC_CAPACITY } else { None })
+}
 
 /// How far a run has come, as its supervisor sees it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -197,9 +205,11 @@ impl SchedulerBuilder {
         self.chosen.local_capacity = Some(n);
         self
     }
-    /// Tasks per public queue, which thieves steal from: 2 to 2^19 - 1.
+    /// Tasks per public queue, which thieves steal from: 2 to 2^19 - 1 (default 256; on GPUs
+    /// the registry's [`Registry::PUBLIC_CAPACITY`] where it names one, see [`Self::build_for`]).
     pub fn public_capacity(mut self, n: u32) -> Self {
         self.config.public_capacity = n;
+        self.chosen.public_capacity = Some(n);
         self
     }
     /// Tasks per worker in the overflow stack used when both queues are full.
@@ -356,6 +366,9 @@ impl SchedulerBuilder {
         self.lanes = d.lanes;
         self.config.local_capacity = d.local_capacity;
         self.config.workers_per_queue = d.queue_sharing;
+        self.config.public_capacity =
+            default_public_capacity::<R>(backend.on_gpu(), c.public_capacity)
+                .unwrap_or(self.config.public_capacity);
         self.build()
     }
 
@@ -506,6 +519,33 @@ impl Scheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gpu_runs_take_the_registrys_public_capacity_unless_the_caller_names_one() {
+        use mgws_tasks::{FibTasks, UtsTasks};
+        assert_eq!(default_public_capacity::<UtsTasks>(true, None), Some(512));
+        assert_eq!(
+            default_public_capacity::<UtsTasks>(true, Some(64)),
+            Some(64)
+        );
+        assert_eq!(default_public_capacity::<UtsTasks>(false, None), None);
+        assert_eq!(
+            default_public_capacity::<UtsTasks>(false, Some(64)),
+            Some(64)
+        );
+        assert_eq!(default_public_capacity::<FibTasks>(true, None), None);
+        // On the CPU the scheduler's default stays, whatever the registry names.
+        let cpu = Backend::cpu();
+        let capacity = |b: SchedulerBuilder| {
+            b.workers(2)
+                .build_for::<UtsTasks>(&cpu)
+                .unwrap()
+                .config()
+                .public_capacity
+        };
+        assert_eq!(capacity(Scheduler::builder()), 256);
+        assert_eq!(capacity(Scheduler::builder().public_capacity(1024)), 1024);
+    }
 
     #[test]
     fn the_initial_chunk_defaults_to_half_the_local_queue_up_to_the_maximum() {

@@ -98,6 +98,19 @@
 //! assert_eq!((Split::LOCAL_CAPACITY, Split::LEVELS_LOCAL_CAPACITY), (Some(256), Some(128)));
 //! ```
 //!
+//! `public_capacity = N` names the public queue's capacity its GPU workers get when the run
+//! names none (`Registry::PUBLIC_CAPACITY`, a power of two from 2 to 262144):
+//!
+//! ```
+//! #[mgws_tasks::registry(public_capacity = 512)]
+//! enum Stealable {
+//!     #[width(1)]
+//!     Fib(mgws_tasks::workloads::fib::FibTask),
+//! }
+//! use mgws_tasks::Registry;
+//! assert_eq!((Stealable::PUBLIC_CAPACITY, Stealable::LOCAL_CAPACITY), (Some(512), None));
+//! ```
+//!
 //! Arguments other than `ptx = EXPR`, `kernel = "name"`, `max_registers = N`,
 //! `local_capacity = N`, `levels_local_capacity = N`, `results(...)` and `crate = PATH`
 //! are compile errors, and so is a cap outside 16..=255:
@@ -164,6 +177,11 @@ pub trait Registry: TaskExecutor<TaskStruct> + Copy + Default + Send + Sync + 's
     /// That kernel holds one batch and its spawns and releases nothing: it may need less room
     /// than the mgws worker, and then fits more workers per SM.
     const LEVELS_LOCAL_CAPACITY: Option<u32> = None;
+    /// The public queue's capacity in tasks the CUDA backend gives this registry's workers when
+    /// the run names none (`#[registry(public_capacity = N)]`; `None`: the scheduler's default,
+    /// 256). Only the mgws kernel has public queues. A tree whose workers steal often from
+    /// small surpluses may run faster with more room (UTS T2L: docs/results.md).
+    const PUBLIC_CAPACITY: Option<u32> = None;
 
     /// The variant name of `tag`, if this registry knows it.
     fn name_of(tag: u32) -> Option<&'static str> {

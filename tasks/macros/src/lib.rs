@@ -57,6 +57,7 @@ struct Args {
     max_registers: Option<syn::LitInt>,
     local_capacity: Option<syn::LitInt>,
     levels_local_capacity: Option<syn::LitInt>,
+    public_capacity: Option<syn::LitInt>,
     /// `results(name: Type, ...)`: the registry's result tables.
     results: Vec<(syn::Ident, syn::Type)>,
 }
@@ -124,6 +125,15 @@ impl Args {
                      65536, like 128",
                 )?);
                 Ok(())
+            } else if meta.path.is_ident("public_capacity") {
+                args.public_capacity = Some(count_arg(
+                    &meta,
+                    args.public_capacity.is_some(),
+                    |v| v.is_power_of_two() && (2..=262144).contains(&v),
+                    "`public_capacity` is a public queue's tasks, a power of two from 2 to \
+                     262144, like 512",
+                )?);
+                Ok(())
             } else if meta.path.is_ident("results") {
                 if !args.results.is_empty() {
                     return Err(meta.error("`results` is given twice"));
@@ -167,6 +177,7 @@ impl Args {
                      (the CUDA backend's default register cap for its kernels), \
                      `local_capacity = N` (the CUDA backend's default local queue), \
                      `levels_local_capacity = N` (the same for the kernel per level), \
+                     `public_capacity = N` (the CUDA backend's default public queue), \
                      `results(name: Type, ...)` (its result tables) or `crate = PATH`"
                 )))
             }
@@ -456,10 +467,11 @@ fn expand(
     krate: proc_macro2::TokenStream,
 ) -> syn::Result<proc_macro2::TokenStream> {
     let (ptx, cubin, kernel) = (args.ptx.as_ref(), args.cubin.as_ref(), args.kernel.as_ref());
-    let (max_registers, local_capacity, levels_local_capacity) = (
+    let (max_registers, local_capacity, levels_local_capacity, public_capacity) = (
         args.max_registers.as_ref(),
         args.local_capacity.as_ref(),
         args.levels_local_capacity.as_ref(),
+        args.public_capacity.as_ref(),
     );
     let results = &args.results;
     let vis = &input.vis;
@@ -593,6 +605,11 @@ fn expand(
             const LOCAL_CAPACITY: ::core::option::Option<u32> = ::core::option::Option::Some(#n);
         }
     });
+    let public_capacity = public_capacity.map(|n| {
+        quote! {
+            const PUBLIC_CAPACITY: ::core::option::Option<u32> = ::core::option::Option::Some(#n);
+        }
+    });
     let levels_local_capacity = levels_local_capacity.map(|n| {
         quote! {
             const LEVELS_LOCAL_CAPACITY: ::core::option::Option<u32> =
@@ -653,6 +670,7 @@ fn expand(
             #max_registers
             #local_capacity
             #levels_local_capacity
+            #public_capacity
         }
 
         impl #krate::__core::TaskExecutor<#krate::TaskStruct> for #name {

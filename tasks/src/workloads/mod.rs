@@ -42,8 +42,15 @@ pub enum ContainsTasks {
 ///
 /// A node runs on one lane and hashes once, its own state: a worker expands one node per lane.
 /// A batch of 32 nodes spawns about 128 children: its GPU workers hold 256 tasks (12 per H100
-/// SM), where T1L ran fastest (docs/results.md).
-#[crate::registry(kernel = "uts", max_registers = 80, local_capacity = 256)]
+/// SM), where T1L ran fastest, and their public queues 512, where T2L, whose thieves found
+/// little to steal, ran faster on one GPU and on four, and the other trees as fast
+/// (docs/results.md).
+#[crate::registry(
+    kernel = "uts",
+    max_registers = 80,
+    local_capacity = 256,
+    public_capacity = 512
+)]
 pub enum UtsTasks {
     #[width(1)]
     Uts(UtsTask),

@@ -1,0 +1,31 @@
+#[mgws_tasks::task]
+struct Count {
+    n: u64,
+}
+
+impl mgws_tasks::TaskFunctor for Count {
+    fn run(
+        &self,
+        _: &mgws_tasks::TaskStruct,
+        _: &mut impl mgws_tasks::Ctx,
+    ) -> Result<(), mgws_tasks::TaskError> {
+        Ok(())
+    }
+}
+
+#[mgws_tasks::registry(public_capacity = 1000)]
+enum NotAPowerOfTwo {
+    Count(Count),
+}
+
+#[mgws_tasks::registry(public_capacity = 524288)]
+enum TooLarge {
+    Count(Count),
+}
+
+#[mgws_tasks::registry(public_capacity = 512, public_capacity = 256)]
+enum Twice {
+    Count(Count),
+}
+
+fn main() {}
