@@ -121,12 +121,24 @@ impl Frame {
         })
     }
 
-    /// Reads one frame from `r`; `Ok(None)` at the end of the stream before a frame began.
+    /// Reads one frame from `r`; `Ok(None)` at the end of the stream before a frame began. A
+    /// connection reset there ends the stream too: a peer whose process died with bytes it had
+    /// not read resets the connection rather than closing it, and either way it is gone.
     pub fn read_from(r: &mut impl Read) -> Result<Option<Frame>> {
+        use std::io::ErrorKind;
         let mut head = [0u8; 9];
         match r.read_exact(&mut head[..1]) {
             Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::UnexpectedEof
+                        | ErrorKind::ConnectionReset
+                        | ErrorKind::ConnectionAborted
+                ) =>
+            {
+                return Ok(None)
+            }
             Err(e) => return Err(wire_error(format!("reading a frame: {e}"))),
         }
         r.read_exact(&mut head[1..])
@@ -397,6 +409,37 @@ mod tests {
         wrong.extend_from_slice(&1000u64.to_le_bytes());
         wrong.extend_from_slice(&[0; 1000]);
         assert!(Frame::read_hello(&mut &wrong[..]).is_err());
+    }
+
+    #[test]
+    fn a_reset_between_frames_ends_the_stream_and_one_inside_a_frame_is_an_error() {
+        /// Yields its bytes, then fails every read with `kind`.
+        struct ThenFails(Vec<u8>, std::io::ErrorKind);
+        impl Read for ThenFails {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                if self.0.is_empty() {
+                    return Err(self.1.into());
+                }
+                let n = buf.len().min(self.0.len());
+                buf[..n].copy_from_slice(&self.0[..n]);
+                self.0.drain(..n);
+                Ok(n)
+            }
+        }
+        let mut frame = Vec::new();
+        Frame::Ready.write_to(&mut frame).unwrap();
+        for kind in [
+            std::io::ErrorKind::ConnectionReset,
+            std::io::ErrorKind::ConnectionAborted,
+        ] {
+            let mut r = ThenFails(frame.clone(), kind);
+            assert_eq!(Frame::read_from(&mut r).unwrap(), Some(Frame::Ready));
+            assert_eq!(Frame::read_from(&mut r).unwrap(), None, "{kind:?}");
+            let mut cut = ThenFails(frame[..3].to_vec(), kind);
+            assert!(Frame::read_from(&mut cut).is_err(), "{kind:?}");
+        }
+        let mut other = ThenFails(Vec::new(), std::io::ErrorKind::PermissionDenied);
+        assert!(Frame::read_from(&mut other).is_err());
     }
 
     #[test]
