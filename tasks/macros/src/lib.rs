@@ -108,32 +108,11 @@ impl Args {
                 )?);
                 Ok(())
             } else if meta.path.is_ident("local_capacity") {
-                args.local_capacity = Some(count_arg(
-                    &meta,
-                    args.local_capacity.is_some(),
-                    |v| v.is_power_of_two() && (2..=65536).contains(&v),
-                    "`local_capacity` is a local queue's tasks, a power of two from 2 to 65536, \
-                     like 128",
-                )?);
-                Ok(())
+                capacity_arg(&meta, &mut args.local_capacity, "local", 65536, 128)
             } else if meta.path.is_ident("levels_local_capacity") {
-                args.levels_local_capacity = Some(count_arg(
-                    &meta,
-                    args.levels_local_capacity.is_some(),
-                    |v| v.is_power_of_two() && (2..=65536).contains(&v),
-                    "`levels_local_capacity` is a local queue's tasks, a power of two from 2 to \
-                     65536, like 128",
-                )?);
-                Ok(())
+                capacity_arg(&meta, &mut args.levels_local_capacity, "local", 65536, 128)
             } else if meta.path.is_ident("public_capacity") {
-                args.public_capacity = Some(count_arg(
-                    &meta,
-                    args.public_capacity.is_some(),
-                    |v| v.is_power_of_two() && (2..=262144).contains(&v),
-                    "`public_capacity` is a public queue's tasks, a power of two from 2 to \
-                     262144, like 512",
-                )?);
-                Ok(())
+                capacity_arg(&meta, &mut args.public_capacity, "public", 262144, 512)
             } else if meta.path.is_ident("results") {
                 if !args.results.is_empty() {
                     return Err(meta.error("`results` is given twice"));
@@ -204,6 +183,28 @@ fn count_arg(
         return Err(syn::Error::new_spanned(&n, what));
     }
     Ok(n)
+}
+
+/// Parses a queue capacity argument (`local_capacity = N` and the like) into `slot`: a power
+/// of two from 2 to `max` tasks, given once.
+fn capacity_arg(
+    meta: &syn::meta::ParseNestedMeta<'_>,
+    slot: &mut Option<syn::LitInt>,
+    queue: &str,
+    max: u32,
+    example: u32,
+) -> syn::Result<()> {
+    let path = &meta.path;
+    let name = quote!(#path).to_string();
+    *slot = Some(count_arg(
+        meta,
+        slot.is_some(),
+        |v| v.is_power_of_two() && (2..=max).contains(&v),
+        &format!(
+            "`{name}` is a {queue} queue's tasks, a power of two from 2 to {max}, like {example}"
+        ),
+    )?);
+    Ok(())
 }
 
 #[proc_macro_attribute]

@@ -23,4 +23,19 @@ enum Twice {
     Count(Count),
 }
 
+#[mgws_tasks::registry(public_capacity = 1000)]
+enum PublicNotAPowerOfTwo {
+    Count(Count),
+}
+
+#[mgws_tasks::registry(public_capacity = 524288)]
+enum PublicTooLarge {
+    Count(Count),
+}
+
+#[mgws_tasks::registry(public_capacity = 512, public_capacity = 256)]
+enum PublicTwice {
+    Count(Count),
+}
+
 fn main() {}
