@@ -10,6 +10,5 @@ fn task_attribute_errors_and_passes() {
     t.compile_fail("tests/ui/task_packed.rs");
     t.compile_fail("tests/ui/registry_functor_too_big.rs");
     t.compile_fail("tests/ui/accumulate_wrong_type.rs");
-    t.compile_fail("tests/ui/registry_results_twice.rs");
-    t.compile_fail("tests/ui/registry_capacities.rs");
+    t.compile_fail("tests/ui/registry_arguments.rs");
 }

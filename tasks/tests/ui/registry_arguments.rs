@@ -38,4 +38,14 @@ enum PublicTwice {
     Count(Count),
 }
 
+#[mgws_tasks::registry(results(counts: u64, counts: u32))]
+enum ResultsTwice {
+    Count(Count),
+}
+
+#[mgws_tasks::registry(results(a: u64, b: u64, c: u64, d: u64, e: u64))]
+enum TooManyResults {
+    Count(Count),
+}
+
 fn main() {}
