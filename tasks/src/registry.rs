@@ -112,8 +112,8 @@
 //! ```
 //!
 //! Arguments other than `ptx = EXPR`, `kernel = "name"`, `max_registers = N`,
-//! `local_capacity = N`, `levels_local_capacity = N`, `results(...)` and `crate = PATH`
-//! are compile errors, and so is a cap outside 16..=255:
+//! `local_capacity = N`, `levels_local_capacity = N`, `public_capacity = N`, `results(...)`
+//! and `crate = PATH` are compile errors, and so is a cap outside 16..=255:
 //!
 //! ```compile_fail
 //! #[mgws_tasks::registry(entries = "x")]
