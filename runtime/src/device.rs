@@ -215,6 +215,10 @@ pub struct Defaults {
     pub workers: u32,
     /// Workers per public queue (CPU: 1; GPU: [`crate::cuda::CudaBackend::default_queue_sharing`]).
     pub queue_sharing: u32,
+    /// Public-queue capacity where the backend takes the registry's (GPU:
+    /// [`mgws_tasks::Registry::PUBLIC_CAPACITY`]); `None` keeps the scheduler's (the CPU's, as
+    /// it keeps its local queue: a registry's capacities are tuned for its GPU workers).
+    pub public_capacity: Option<u32>,
 }
 
 /// The scheduler options that pick a kernel entry (and with it the kernel's registers, hence how

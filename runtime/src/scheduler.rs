@@ -108,13 +108,6 @@ struct Chosen {
 /// exchange and a copy whose latency the chunk's tasks share.
 pub const DEFAULT_MAX_INITIAL_CHUNK: u32 = 32;
 
-/// The public capacity a run of registry `R` gets: the caller's, else on GPUs the registry's
-/// ([`Registry::PUBLIC_CAPACITY`]); `None` keeps the scheduler's default. The CPU keeps its
-/// default, as it keeps its local queue: a registry's capacities are tuned for its GPU workers.
-fn default_public_capacity<R: Registry>(on_gpu: bool, chosen: Option<u32>) -> Option<u32> {
-    chosen.or(if on_gpu { R::PUBLIC_CAPACITY } else { None })
-}
-
 /// How far a run has come, as its supervisor sees it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RunProgress {
@@ -366,9 +359,9 @@ impl SchedulerBuilder {
         self.lanes = d.lanes;
         self.config.local_capacity = d.local_capacity;
         self.config.workers_per_queue = d.queue_sharing;
-        self.config.public_capacity =
-            default_public_capacity::<R>(backend.on_gpu(), c.public_capacity)
-                .unwrap_or(self.config.public_capacity);
+        if let (None, Some(n)) = (c.public_capacity, d.public_capacity) {
+            self.config.public_capacity = n;
+        }
         self.build()
     }
 
@@ -522,18 +515,7 @@ mod tests {
 
     #[test]
     fn gpu_runs_take_the_registrys_public_capacity_unless_the_caller_names_one() {
-        use mgws_tasks::{FibTasks, UtsTasks};
-        assert_eq!(default_public_capacity::<UtsTasks>(true, None), Some(512));
-        assert_eq!(
-            default_public_capacity::<UtsTasks>(true, Some(64)),
-            Some(64)
-        );
-        assert_eq!(default_public_capacity::<UtsTasks>(false, None), None);
-        assert_eq!(
-            default_public_capacity::<UtsTasks>(false, Some(64)),
-            Some(64)
-        );
-        assert_eq!(default_public_capacity::<FibTasks>(true, None), None);
+        use mgws_tasks::UtsTasks;
         // On the CPU the scheduler's default stays, whatever the registry names.
         let cpu = Backend::cpu();
         let capacity = |b: SchedulerBuilder| {

@@ -37,6 +37,7 @@ pub fn defaults(
         local_capacity: local_capacity.unwrap_or(mgws_core::SchedConfig::new(1).local_capacity),
         workers: workers.unwrap_or_else(crate::scheduler::default_workers),
         queue_sharing: queue_sharing.unwrap_or(1),
+        public_capacity: None,
     }
 }
 

@@ -485,6 +485,7 @@ impl CudaBackend {
             local_capacity,
             workers,
             queue_sharing,
+            public_capacity: R::PUBLIC_CAPACITY,
         })
     }
 
@@ -619,6 +620,19 @@ mod tests {
         }
         #[cfg(feature = "processes")]
         assert_eq!(PeTransport::from_word(7), None);
+    }
+
+    #[test]
+    fn gpu_runs_take_the_registrys_public_capacity() {
+        use mgws_tasks::{FibTasks, UtsTasks};
+        // Every setting named, so that no GPU is asked how many workers fit.
+        let public = |d: Result<Defaults>| d.unwrap().public_capacity;
+        let b = CudaBackend::new();
+        let options = crate::device::KernelOptions::default();
+        let uts = b.defaults::<UtsTasks>(Method::Mgws, Some(32), Some(256), Some(64), options);
+        assert_eq!(public(uts), Some(512));
+        let fib = b.defaults::<FibTasks>(Method::Mgws, Some(32), Some(256), Some(64), options);
+        assert_eq!(public(fib), None);
     }
 
     #[test]
