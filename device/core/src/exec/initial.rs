@@ -44,8 +44,10 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             }
             let (start, count) = claim;
             // The run-wide count lives in the shared state (on the first GPU of a multi-GPU run):
-            // read only once the own range is claimed, since until then not every range is.
-            let all_done = own_done && self.initial_set_claimed();
+            // read only once the own range is claimed, since until then not every range is, and
+            // only after a claim that found nothing. After a claim the worker has tasks to run,
+            // and the read, a round trip over NVLink off the first GPU, delayed their copy.
+            let all_done = own_done && count == 0 && self.initial_set_claimed();
             plan = [start, count, own_done as u64, all_done as u64];
         }
         let [start, count, own_done, all_done] = self.exchange(plan);
