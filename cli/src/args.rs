@@ -215,12 +215,13 @@ pub struct SchedArgs {
     pub public_capacity: Option<u32>,
     /// Local-queue capacity in tasks (default: 32, the thesis's, on the CPU; with `--device
     /// cuda` the registry's, FIB and UTS 256, room for a batch of narrow tasks' spawns
-    /// (FIB's kernel per level 128), else 64, measured faster on deep trees there).
+    /// (FIB's kernel per level 128), MEMSET 128, room for a claim of two batches (its static
+    /// baseline 64), else 64, measured faster on deep trees there).
     #[arg(long, help_heading = "Scheduler")]
     pub local_capacity: Option<u32>,
     /// The most initial tasks a worker claims at once, 1 to half the local queue (default: half
-    /// the local queue, at most 32: 16 on the CPU, 32 with `--device cuda`); claims shrink
-    /// towards one task as a home range empties.
+    /// the local queue, at most 64: 16 on the CPU; with `--device cuda` 32, MEMSET 64); claims
+    /// shrink towards one task as a home range empties.
     #[arg(long, help_heading = "Scheduler")]
     pub initial_chunk: Option<u32>,
     /// Overflow-stack tasks per worker, used when both queues are full (default: 16384; UTS

@@ -189,7 +189,17 @@ fn several_gpus_get_their_share_of_workers_and_one_env_each() {
     let o = mgws(
         "memset",
         2,
-        &["--device", "cuda", "--devices", "0,1", "--tasks", "100"],
+        // The local queue of the backend's default, whose blocks fit 32 per mock SM.
+        &[
+            "--device",
+            "cuda",
+            "--devices",
+            "0,1",
+            "--tasks",
+            "100",
+            "--local-capacity",
+            "64",
+        ],
     );
     let t = text(&o);
     assert!(t.contains("device=0 workers=256"), "{t}");
@@ -282,7 +292,14 @@ fn a_partitioned_area_needs_virtual_memory_management_and_the_default_falls_back
 #[test]
 fn gpu_runs_share_queues_by_two_unless_told_or_unable() {
     let sharing = |gpus, args: &[&str]| {
-        let mut all = vec!["--device", "cuda", "--tasks", "100"];
+        let mut all = vec![
+            "--device",
+            "cuda",
+            "--tasks",
+            "100",
+            "--local-capacity",
+            "64",
+        ];
         all.extend_from_slice(args);
         let o = mgws("memset", gpus, &all);
         let t = text(&o);
@@ -308,7 +325,18 @@ fn gpu_runs_share_queues_by_two_unless_told_or_unable() {
 
 #[test]
 fn the_workers_default_to_what_fits_and_more_are_refused() {
-    let o = mgws("exit", 1, &["--device", "cuda", "--workers", "129"]);
+    let o = mgws(
+        "exit",
+        1,
+        &[
+            "--device",
+            "cuda",
+            "--workers",
+            "129",
+            "--local-capacity",
+            "64",
+        ],
+    );
     let t = text(&o);
     assert!(!o.status.success());
     assert!(t.contains("at most 128 blocks are co-resident"), "{t}");

@@ -104,9 +104,10 @@ struct Chosen {
 
 /// The largest initial chunk a run gets when it names none: half the local queue up to this.
 /// On the CPU's default local queue (32) that is 16, the thesis's; on the CUDA backend's (64), 32,
-/// which ran MEMSET faster than 16 on a GPU (docs/results.md): a claim costs a fetch-add, an
+/// which ran MEMSET faster than 16 on a GPU; MEMSET's GPU workers hold 128 and claim 64, two
+/// batches of its one-lane tasks, faster again (docs/results.md): a claim costs a fetch-add, an
 /// exchange and a copy whose latency the chunk's tasks share.
-pub const DEFAULT_MAX_INITIAL_CHUNK: u32 = 32;
+pub const DEFAULT_MAX_INITIAL_CHUNK: u32 = 64;
 
 /// How far a run has come, as its supervisor sees it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -536,6 +537,10 @@ mod tests {
         assert_eq!(
             chunk(Scheduler::builder().workers(2).local_capacity(64)),
             32
+        );
+        assert_eq!(
+            chunk(Scheduler::builder().workers(2).local_capacity(128)),
+            64
         );
         assert_eq!(
             chunk(Scheduler::builder().workers(2).local_capacity(1024)),

@@ -85,17 +85,22 @@
 //! assert_eq!(Roomy::LEVELS_LOCAL_CAPACITY, None);
 //! ```
 //!
-//! The kernel per level (a baseline) gets the same, unless `levels_local_capacity = N` names
-//! its own (`Registry::LEVELS_LOCAL_CAPACITY`):
+//! The baselines get the same, unless `levels_local_capacity = N` names the kernel per level's
+//! own (`Registry::LEVELS_LOCAL_CAPACITY`) and `static_local_capacity = N` static assignment's
+//! (`Registry::STATIC_LOCAL_CAPACITY`):
 //!
 //! ```
-//! #[mgws_tasks::registry(local_capacity = 256, levels_local_capacity = 128)]
+//! #[mgws_tasks::registry(local_capacity = 256, levels_local_capacity = 128,
+//!     static_local_capacity = 64)]
 //! enum Split {
 //!     #[width(1)]
 //!     Fib(mgws_tasks::workloads::fib::FibTask),
 //! }
 //! use mgws_tasks::Registry;
-//! assert_eq!((Split::LOCAL_CAPACITY, Split::LEVELS_LOCAL_CAPACITY), (Some(256), Some(128)));
+//! assert_eq!(
+//!     (Split::LOCAL_CAPACITY, Split::LEVELS_LOCAL_CAPACITY, Split::STATIC_LOCAL_CAPACITY),
+//!     (Some(256), Some(128), Some(64))
+//! );
 //! ```
 //!
 //! `public_capacity = N` names the public queue's capacity its GPU workers get when the run
@@ -112,7 +117,8 @@
 //! ```
 //!
 //! Arguments other than `ptx = EXPR`, `kernel = "name"`, `max_registers = N`,
-//! `local_capacity = N`, `levels_local_capacity = N`, `public_capacity = N`, `results(...)`
+//! `local_capacity = N`, `levels_local_capacity = N`, `static_local_capacity = N`,
+//! `public_capacity = N`, `results(...)`
 //! and `crate = PATH` are compile errors, and so is a cap outside 16..=255:
 //!
 //! ```compile_fail
@@ -177,6 +183,11 @@ pub trait Registry: TaskExecutor<TaskStruct> + Copy + Default + Send + Sync + 's
     /// That kernel holds one batch and its spawns and releases nothing: it may need less room
     /// than the mgws worker, and then fits more workers per SM.
     const LEVELS_LOCAL_CAPACITY: Option<u32> = None;
+    /// The local queue's capacity for this registry's static-assignment kernel (a baseline)
+    /// when the run names none (`#[registry(static_local_capacity = N)]`; `None`:
+    /// [`Registry::LOCAL_CAPACITY`]). Where mgws's workers gain from a larger queue that would
+    /// fit fewer static workers per SM, the baseline keeps the queue it is fastest with.
+    const STATIC_LOCAL_CAPACITY: Option<u32> = None;
     /// The public queue's capacity in tasks the CUDA backend gives this registry's workers when
     /// the run names none (`#[registry(public_capacity = N)]`; `None`: the scheduler's default,
     /// 256). Only the mgws kernel has public queues. A tree whose workers steal often from

@@ -202,14 +202,16 @@ pub const DEFAULT_LANES: u32 = 32;
 pub const DEFAULT_LOCAL_CAPACITY: u32 = 64;
 
 /// The local capacity of `method`'s workers for `R` when the run names none: the registry's
-/// ([`Registry::LEVELS_LOCAL_CAPACITY`] for the kernel per level, falling back to
+/// ([`Registry::LEVELS_LOCAL_CAPACITY`] for the kernel per level and
+/// [`Registry::STATIC_LOCAL_CAPACITY`] for static assignment, falling back to
 /// [`Registry::LOCAL_CAPACITY`]), else [`DEFAULT_LOCAL_CAPACITY`].
 pub fn default_local_capacity<R: Registry>(method: Method) -> u32 {
-    let levels = match method {
+    let baseline = match method {
         Method::Levels { .. } => R::LEVELS_LOCAL_CAPACITY,
-        Method::Mgws | Method::Static => None,
+        Method::Static => R::STATIC_LOCAL_CAPACITY,
+        Method::Mgws => None,
     };
-    levels
+    baseline
         .or(R::LOCAL_CAPACITY)
         .unwrap_or(DEFAULT_LOCAL_CAPACITY)
 }
@@ -637,16 +639,20 @@ mod tests {
 
     #[test]
     fn the_kernel_per_level_takes_its_own_local_capacity_where_the_registry_names_one() {
-        use mgws_tasks::{FibTasks, MemsetTasks, UtsTasks};
+        use mgws_tasks::{ContainsTasks, FibTasks, MemsetTasks, UtsTasks};
         assert_eq!(default_local_capacity::<FibTasks>(Method::Mgws), 256);
         assert_eq!(default_local_capacity::<FibTasks>(Method::Static), 256);
         assert_eq!(default_local_capacity::<FibTasks>(Method::LEVELS), 128);
         // No levels capacity: the registry's for every method.
         assert_eq!(default_local_capacity::<UtsTasks>(Method::LEVELS), 256);
+        // A static capacity: static assignment's own, the others the registry's.
+        assert_eq!(default_local_capacity::<MemsetTasks>(Method::Mgws), 128);
+        assert_eq!(default_local_capacity::<MemsetTasks>(Method::Static), 64);
+        assert_eq!(default_local_capacity::<MemsetTasks>(Method::LEVELS), 128);
         // Neither: the backend's default.
         for m in [Method::Mgws, Method::Static, Method::LEVELS] {
             assert_eq!(
-                default_local_capacity::<MemsetTasks>(m),
+                default_local_capacity::<ContainsTasks>(m),
                 DEFAULT_LOCAL_CAPACITY
             );
         }

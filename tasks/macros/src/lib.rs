@@ -57,6 +57,7 @@ struct Args {
     max_registers: Option<syn::LitInt>,
     local_capacity: Option<syn::LitInt>,
     levels_local_capacity: Option<syn::LitInt>,
+    static_local_capacity: Option<syn::LitInt>,
     public_capacity: Option<syn::LitInt>,
     /// `results(name: Type, ...)`: the registry's result tables.
     results: Vec<(syn::Ident, syn::Type)>,
@@ -111,6 +112,8 @@ impl Args {
                 capacity_arg(&meta, &mut args.local_capacity, "local", 65536, 128)
             } else if meta.path.is_ident("levels_local_capacity") {
                 capacity_arg(&meta, &mut args.levels_local_capacity, "local", 65536, 128)
+            } else if meta.path.is_ident("static_local_capacity") {
+                capacity_arg(&meta, &mut args.static_local_capacity, "local", 65536, 64)
             } else if meta.path.is_ident("public_capacity") {
                 capacity_arg(&meta, &mut args.public_capacity, "public", 262144, 512)
             } else if meta.path.is_ident("results") {
@@ -156,6 +159,7 @@ impl Args {
                      (the CUDA backend's default register cap for its kernels), \
                      `local_capacity = N` (the CUDA backend's default local queue), \
                      `levels_local_capacity = N` (the same for the kernel per level), \
+                     `static_local_capacity = N` (the same for static assignment), \
                      `public_capacity = N` (the CUDA backend's default public queue), \
                      `results(name: Type, ...)` (its result tables) or `crate = PATH`"
                 )))
@@ -468,11 +472,14 @@ fn expand(
     krate: proc_macro2::TokenStream,
 ) -> syn::Result<proc_macro2::TokenStream> {
     let (ptx, cubin, kernel) = (args.ptx.as_ref(), args.cubin.as_ref(), args.kernel.as_ref());
-    let (max_registers, local_capacity, levels_local_capacity, public_capacity) = (
+    let (max_registers, local_capacity, public_capacity) = (
         args.max_registers.as_ref(),
         args.local_capacity.as_ref(),
-        args.levels_local_capacity.as_ref(),
         args.public_capacity.as_ref(),
+    );
+    let (levels_local_capacity, static_local_capacity) = (
+        args.levels_local_capacity.as_ref(),
+        args.static_local_capacity.as_ref(),
     );
     let results = &args.results;
     let vis = &input.vis;
@@ -617,6 +624,12 @@ fn expand(
                 ::core::option::Option::Some(#n);
         }
     });
+    let static_local_capacity = static_local_capacity.map(|n| {
+        quote! {
+            const STATIC_LOCAL_CAPACITY: ::core::option::Option<u32> =
+                ::core::option::Option::Some(#n);
+        }
+    });
     let max_registers = max_registers.map(|n| {
         quote! {
             const MAX_REGISTERS: ::core::option::Option<u32> = ::core::option::Option::Some(#n);
@@ -671,6 +684,7 @@ fn expand(
             #max_registers
             #local_capacity
             #levels_local_capacity
+            #static_local_capacity
             #public_capacity
         }
 

@@ -23,6 +23,11 @@ enum Twice {
     Count(Count),
 }
 
+#[mgws_tasks::registry(static_local_capacity = 48)]
+enum StaticNotAPowerOfTwo {
+    Count(Count),
+}
+
 #[mgws_tasks::registry(public_capacity = 1000)]
 enum PublicNotAPowerOfTwo {
     Count(Count),
