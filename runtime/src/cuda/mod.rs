@@ -638,7 +638,7 @@ mod tests {
     }
 
     #[test]
-    fn the_kernel_per_level_takes_its_own_local_capacity_where_the_registry_names_one() {
+    fn the_baselines_take_their_own_local_capacity_where_the_registry_names_one() {
         use mgws_tasks::{ContainsTasks, FibTasks, MemsetTasks, UtsTasks};
         assert_eq!(default_local_capacity::<FibTasks>(Method::Mgws), 256);
         assert_eq!(default_local_capacity::<FibTasks>(Method::Static), 256);
