@@ -267,7 +267,7 @@ PY
             # `mgws bench gpu` (mgws, the lean static kernel, kernel-per-level and the nvcc-built
             # hand-written reference, over workers per SM) and the SKEW study on the GPU, into
             # $OUT/gpu-bench (CSV, SVG plots, gpu-table.txt). Not in the default list.
-            "$BIN" bench gpu "${G[@]}" --reps 2 --workers-per-sm 4,8,16,24,32 \
+            "$BIN" bench gpu "${G[@]}" --reps 2 --workers-per-sm 4,8,16,22,24,32 \
                 --out "$OUT/gpu-bench" 2>&1 | tee "$LOGS/gpu-bench.log" | grep -v '^mgws:'
             "$BIN" bench skew "${G[@]}" --k 0,1,2,3,4,5,6 --tasks 262144 --reps 2 \
                 --out "$OUT/gpu-bench" 2>&1 | tee "$LOGS/skew-gpu.log" | grep -v '^mgws:'
