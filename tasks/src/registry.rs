@@ -185,8 +185,8 @@ pub trait Registry: TaskExecutor<TaskStruct> + Copy + Default + Send + Sync + 's
     const LEVELS_LOCAL_CAPACITY: Option<u32> = None;
     /// The local queue's capacity for this registry's static-assignment kernel (a baseline)
     /// when the run names none (`#[registry(static_local_capacity = N)]`; `None`:
-    /// [`Registry::LOCAL_CAPACITY`]). Where mgws's workers gain from a larger queue that would
-    /// fit fewer static workers per SM, the baseline keeps the queue it is fastest with.
+    /// [`Registry::LOCAL_CAPACITY`]). Where mgws's workers gain from a larger queue, the
+    /// baseline keeps its own, and with it the workers per SM it was measured at.
     const STATIC_LOCAL_CAPACITY: Option<u32> = None;
     /// The public queue's capacity in tasks the CUDA backend gives this registry's workers when
     /// the run names none (`#[registry(public_capacity = N)]`; `None`: the scheduler's default,
