@@ -519,6 +519,13 @@ fn paired(rows: &[Row], workload: &str, baseline: &str, x: u32) -> Option<f64> {
     )
 }
 
+/// The workloads of `rows`, in the order they ran.
+fn workloads(rows: &[Row]) -> Vec<&str> {
+    let mut workloads: Vec<&str> = rows.iter().map(|r| r.workload.as_str()).collect();
+    workloads.dedup();
+    workloads
+}
+
 fn xs(rows: &[Row], workload: &str) -> Vec<u32> {
     let mut xs: Vec<u32> = rows
         .iter()
@@ -533,8 +540,6 @@ fn xs(rows: &[Row], workload: &str) -> Vec<u32> {
 /// The table: median tasks/s per method and the paired ratios of mgws.
 fn table(rows: &[Row], notes: &[String], x_name: &str) -> String {
     let mut t = String::new();
-    let mut workloads: Vec<&str> = rows.iter().map(|r| r.workload.as_str()).collect();
-    workloads.dedup();
     let _ = writeln!(
         t,
         concat!(
@@ -555,7 +560,7 @@ fn table(rows: &[Row], notes: &[String], x_name: &str) -> String {
         "/ref-flat",
         "workers"
     );
-    for w in workloads {
+    for w in workloads(rows) {
         for x in xs(rows, w) {
             let cell = |m| rate(rows, w, m, x).map_or("-".into(), |r| format!("{r:.3e}"));
             let ratio = |b| paired(rows, w, b, x).map_or("-".into(), |r| format!("{r:.2}x"));
@@ -603,9 +608,7 @@ fn table(rows: &[Row], notes: &[String], x_name: &str) -> String {
 /// ran fastest at 22 of 32, docs/results.md), so a ratio at one count can flatter either side.
 fn best_against_best(rows: &[Row]) -> String {
     let mut t = String::new();
-    let mut workloads: Vec<&str> = rows.iter().map(|r| r.workload.as_str()).collect();
-    workloads.dedup();
-    for w in workloads {
+    for w in workloads(rows) {
         // (median rate, workers per SM) at the method's fastest count; the flat reference runs
         // once per repetition whatever the count.
         let best = |m: &str| {
