@@ -322,15 +322,17 @@ pub struct Env<W, T> {
 
 /// Tasks one claim takes from a home range with `remaining` unclaimed tasks, shared by `k`
 /// workers: the configured initial chunk, or less as the range empties,
-/// `min(chunk, ceil(remaining / (GUIDE k)))` with [`INITIAL_CLAIM_GUIDE`] as `GUIDE`. The
+/// `min(chunk, max(ceil(remaining / (GUIDE k)), floor))` with [`INITIAL_CLAIM_GUIDE`] as
+/// `GUIDE`. `floor` is the tasks a worker runs in one step (one per group of lanes for narrow
+/// tasks, else 1): a smaller claim would leave lanes idle for the same round trips. The
 /// configuration allows 1, 2 or 4 workers per queue, so the division is a shift (a 64-bit
 /// division is a software routine on a GPU).
 #[inline(always)]
-pub fn claim_size(chunk: u64, remaining: u64, workers_per_queue: u32) -> u64 {
+pub fn claim_size(chunk: u64, remaining: u64, workers_per_queue: u32, floor: u64) -> u64 {
     debug_assert!(workers_per_queue.is_power_of_two());
     let shift = workers_per_queue.trailing_zeros() + INITIAL_CLAIM_GUIDE.trailing_zeros();
     let share = (remaining + (1 << shift) - 1) >> shift;
-    chunk.min(share)
+    chunk.min(share.max(floor))
 }
 
 /// Whether `remaining`, a lower bound's view of what a home range holds, leaves so wide a margin
@@ -665,7 +667,7 @@ mod tests {
                 let full = claim_is_full_chunk(32, remaining, k);
                 // Whenever it says so, even half the remainder is worth a full guided claim...
                 if full {
-                    assert_eq!(claim_size(32, remaining / 2, k), 32, "{remaining} {k}");
+                    assert_eq!(claim_size(32, remaining / 2, k, 1), 32, "{remaining} {k}");
                 }
                 // ...and it says so from twice the smallest such remainder on.
                 let smallest = 32 * (k * INITIAL_CLAIM_GUIDE) as u64;
@@ -677,20 +679,20 @@ mod tests {
     #[test]
     fn a_claim_takes_at_most_a_guided_share_of_what_remains() {
         // Unshared: a quarter of what remains, at most the chunk.
-        assert_eq!(claim_size(32, 19, 1), 5);
-        assert_eq!(claim_size(32, 1000, 1), 32);
-        assert_eq!(claim_size(32, 1, 1), 1);
+        assert_eq!(claim_size(32, 19, 1, 1), 5);
+        assert_eq!(claim_size(32, 1000, 1, 1), 32);
+        assert_eq!(claim_size(32, 1, 1, 1), 1);
         // Two co-owners of 38 tasks: an eighth each, not 32 and 6.
-        assert_eq!(claim_size(32, 38, 2), 5);
-        assert_eq!(claim_size(32, 39, 2), 5);
-        assert_eq!(claim_size(32, 15, 4), 1);
-        assert_eq!(claim_size(32, 1, 4), 1);
-        assert_eq!(claim_size(32, 31_776, 2), 32);
+        assert_eq!(claim_size(32, 38, 2, 1), 5);
+        assert_eq!(claim_size(32, 39, 2, 1), 5);
+        assert_eq!(claim_size(32, 15, 4, 1), 1);
+        assert_eq!(claim_size(32, 1, 4, 1), 1);
+        assert_eq!(claim_size(32, 31_776, 2, 1), 32);
         // Every share rounds up: a claim takes at least one task while any remain, never more
         // than remain, and claims in turn empty any range.
         for k in [1, 2, 4] {
             for len in 1..300 {
-                let c = claim_size(32, len, k);
+                let c = claim_size(32, len, k, 1);
                 assert!((1..=32.min(len)).contains(&c), "{len} {k} {c}");
                 assert!(
                     c * (k * INITIAL_CLAIM_GUIDE) as u64
@@ -702,11 +704,31 @@ mod tests {
     }
 
     #[test]
+    fn a_claim_takes_at_least_a_step_of_tasks_and_at_most_the_chunk() {
+        // Narrow tasks, 32 per step: the guided share stops shrinking at 32...
+        assert_eq!(claim_size(64, 100, 2, 32), 32);
+        assert_eq!(claim_size(64, 3, 2, 32), 32);
+        assert_eq!(claim_size(64, 10_000, 2, 32), 64);
+        // ...but never passes the chunk.
+        assert_eq!(claim_size(16, 3, 2, 32), 16);
+        // Two co-owners claiming in turn empty a range of 100 in 4 claims (a floor of 1 takes 24).
+        let claims = |floor| {
+            let (mut remaining, mut n) = (100u64, 0);
+            while remaining > 0 {
+                remaining -= claim_size(64, remaining, 2, floor).min(remaining);
+                n += 1;
+            }
+            n
+        };
+        assert_eq!((claims(32), claims(1)), (4, 24));
+    }
+
+    #[test]
     fn claims_shrink_as_a_range_empties() {
         // Two co-owners of 19 tasks claiming in turn.
         let mut remaining = 19u64;
         for expected in [3, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1] {
-            let c = claim_size(32, remaining, 2);
+            let c = claim_size(32, remaining, 2, 1);
             assert_eq!(c, expected, "{remaining} remaining");
             remaining -= c;
         }

@@ -5,6 +5,9 @@ use crate::layout::WorkerStats;
 use crate::operation::Operation;
 use crate::victim::VictimPicker;
 
+/// [`LeaderState::initial_hint`] when no other range is known to hold initial tasks.
+pub const NO_RANGE: u32 = u32::MAX;
+
 /// The part of a worker's state that only lane 0 uses and that the hot path never touches. It lives
 /// in the worker's scratch (shared memory on a GPU), not in the worker: kept in registers for the
 /// whole loop, these values pushed a GPU worker's hot values out to local memory, which slowed
@@ -35,6 +38,9 @@ pub struct LeaderState {
     /// A lower bound on the own range's claimed count: the end of this worker's last claim from
     /// it (`claim_initial` skips reading the count while that leaves a wide margin).
     pub own_claimed_at_least: u64,
+    /// Once the own range is claimed: the other home range whose claim last found tasks, tried
+    /// first at the next claim ([`NO_RANGE`] for none).
+    pub initial_hint: u32,
     /// Idle backoff (`WorkerCore::idle_step`): the loop iteration of the last idle round.
     pub last_idle_iteration: u32,
     /// Idle backoff: idle rounds in a row, up to the last one.

@@ -10,12 +10,11 @@ use rand_pcg::Pcg32;
 
 use crate::layout::Topology;
 
-/// Misses in a row on the own device before [`VictimPicker::pick_initial`] tries another
-/// device's home range (local first). The count is the one steals keep too, and a worker's
-/// failed initial claims are followed by a steal, which under local first after 1 miss goes off
-/// the device and starts a new count: in the worker loop, initial claims stay on the own device
-/// and the initial set spreads across devices through steals (docs/design.md 7.1).
-pub const INITIAL_LOCAL_FIRST_TRIES: u32 = 64;
+/// Initial claims that found nothing in a row on the own device before
+/// [`VictimPicker::pick_initial`] tries other devices' home ranges (local first). Initial claims
+/// keep their own count, apart from the steals': a device whose ranges are all claimed then
+/// helps the ranges of a slower device instead of waiting for it (docs/design.md 7.1).
+pub const INITIAL_LOCAL_FIRST_TRIES: u32 = 16;
 
 /// A per-worker victim picker. Only lane 0 of a worker has one (in its `LeaderState`); it draws
 /// each victim and hands it to the other lanes with the rest of the steal plan.
@@ -32,6 +31,9 @@ pub struct VictimPicker {
     /// Local first: whether the last pick was off the own device (its outcome starts a new
     /// round of local attempts either way).
     went_remote: bool,
+    /// Local first: initial claims in a row that found nothing (see
+    /// [`VictimPicker::record_initial`]).
+    initial_misses: u32,
     same_device_only: bool,
     /// [`crate::RunFlags::INITIAL_OWN_DEVICE`]: initial picks never leave the own device.
     initial_own_device: bool,
@@ -59,6 +61,7 @@ impl VictimPicker {
             local_first_tries,
             misses: 0,
             went_remote: false,
+            initial_misses: 0,
             same_device_only,
             initial_own_device: false,
         }
@@ -83,6 +86,18 @@ impl VictimPicker {
         self.went_remote = false;
     }
 
+    /// Tells the picker whether the initial claim on its last [`VictimPicker::pick_initial`]
+    /// found tasks. After [`INITIAL_LOCAL_FIRST_TRIES`] misses in a row, initial picks leave the
+    /// own device until one finds tasks.
+    #[inline(always)]
+    pub fn record_initial(&mut self, found: bool) {
+        self.initial_misses = if found {
+            0
+        } else {
+            self.initial_misses.saturating_add(1)
+        };
+    }
+
     /// A uniform integer in `0..n` (`n > 0`) by multiply-shift, without division.
     #[inline]
     fn below(&mut self, n: u32) -> u32 {
@@ -95,21 +110,32 @@ impl VictimPicker {
         self.pick_with(t, self.local_first_tries)
     }
 
-    /// The home range of initial tasks to claim from next, once the own one is claimed: as
-    /// [`VictimPicker::pick`], but local first waits for [`INITIAL_LOCAL_FIRST_TRIES`] misses in
-    /// a row, since a remote range's tasks read and write their data over NVLink. Only the own
-    /// device's ranges with [`VictimPicker::initial_on_own_device`].
+    /// The home range of initial tasks to claim from next, once the own one is claimed. Under
+    /// local first: the own device's ranges until [`INITIAL_LOCAL_FIRST_TRIES`] claims in a row
+    /// found nothing there, then other devices' ranges until one finds tasks (a remote range's
+    /// tasks read and write their data over NVLink, so they come last). Under the other
+    /// policies, as [`VictimPicker::pick`]. Only the own device's ranges with
+    /// [`VictimPicker::initial_on_own_device`].
     #[inline(always)]
     pub fn pick_initial(&mut self, t: &Topology) -> Option<u32> {
         if self.initial_own_device {
             return self.pick_on_own_device(t);
         }
-        let tries = if self.local_first_tries == 0 {
-            0
-        } else {
-            self.local_first_tries.max(INITIAL_LOCAL_FIRST_TRIES)
-        };
-        self.pick_with(t, tries)
+        if self.local_first_tries == 0 {
+            return self.pick_with(t, 0);
+        }
+        let d = self.own_device as usize;
+        let (dev_start, dev_end) = (t.first_queue[d], t.first_queue[d + 1]);
+        let dev_len = dev_end - dev_start;
+        let others = t.queues() - dev_len;
+        if others == 0
+            || self.same_device_only
+            || (self.initial_misses < INITIAL_LOCAL_FIRST_TRIES && dev_len >= 2)
+        {
+            return self.pick_on_own_device(t);
+        }
+        let r = self.below(others);
+        Some(if r >= dev_start { r + dev_len } else { r })
     }
 
     #[inline(always)]
@@ -305,17 +331,35 @@ mod tests {
     }
 
     #[test]
-    fn initial_claims_stay_local_for_longer_and_uniform_stays_uniform() {
+    fn initial_claims_keep_their_own_count_and_leave_the_device_until_one_finds_tasks() {
         let t = Topology::split(&[4, 4], 1);
         let mut p = VictimPicker::new(9, 1, 1, &t, 0, 1, false);
-        for i in 0..(2 * (INITIAL_LOCAL_FIRST_TRIES + 1)) {
-            let q = p.pick_initial(&t).unwrap();
-            assert_eq!(
-                q >= 4,
-                i % (INITIAL_LOCAL_FIRST_TRIES + 1) == INITIAL_LOCAL_FIRST_TRIES,
-                "{i}: {q}"
-            );
+        // Steals' misses do not count: a steal going off the device leaves initial picks local.
+        for _ in 0..100 {
+            p.pick(&t);
             p.record(false);
+            let q = p.pick_initial(&t).unwrap();
+            assert!(q < 4 && q != 1, "{q}");
+        }
+        // INITIAL_LOCAL_FIRST_TRIES misses in a row (100 misses of steals did not add to them),
+        // then off the device until a claim finds tasks, then local again.
+        for _ in 0..INITIAL_LOCAL_FIRST_TRIES {
+            assert!(p.pick_initial(&t).unwrap() < 4);
+            p.record_initial(false);
+        }
+        for _ in 0..50 {
+            assert!(p.pick_initial(&t).unwrap() >= 4);
+            p.record_initial(false);
+        }
+        assert!(p.pick_initial(&t).unwrap() >= 4);
+        p.record_initial(true);
+        assert!(p.pick_initial(&t).unwrap() < 4);
+        // One device: always local, however many misses.
+        let single = Topology::single(4, 1);
+        let mut one = VictimPicker::new(9, 1, 1, &single, 0, 1, false);
+        for _ in 0..100 {
+            assert!(one.pick_initial(&single).unwrap() < 4);
+            one.record_initial(false);
         }
         // Kept on the own device, initial picks never leave it, under any policy; steals do.
         for (bias, tries) in [(0, 0), (0, 1), (900, 0)] {
@@ -324,9 +368,13 @@ mod tests {
             for _ in 0..1000 {
                 let q = kept.pick_initial(&t).unwrap();
                 assert!(q < 4 && q != 1, "{q}");
-                kept.record(false);
+                kept.record_initial(false);
             }
-            assert!((0..1000).any(|_| kept.pick(&t).unwrap() >= 4));
+            assert!((0..1000).any(|_| {
+                let remote = kept.pick(&t).unwrap() >= 4;
+                kept.record(false);
+                remote
+            }));
         }
         // A device with one queue has nothing else to claim from.
         let lonely = Topology::split(&[1, 4], 1);

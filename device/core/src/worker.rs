@@ -57,6 +57,8 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
     fn run(mut self) {
         let c = &mut self.core;
         c.clear_damping();
+        // An initial claim takes at least the tasks one step runs side by side.
+        let step = c.uniform_batch::<X>().unwrap_or(1);
         loop {
             c.tick_and_check();
             if c.aborted {
@@ -90,13 +92,13 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
             // public queue: it releases nothing there while initial tasks remain (a surplus of
             // spawns published there is for thieves), and the look cost a round trip to memory
             // per chunk of initial tasks.
-            if !c.own_range_exhausted && c.load_initial() {
+            if !c.own_range_exhausted && c.load_initial(step) {
                 continue;
             }
             if c.acquire() {
                 continue;
             }
-            if !c.initial_exhausted && c.load_initial() {
+            if !c.initial_exhausted && c.load_initial(step) {
                 continue;
             }
             if c.steal() {

@@ -4,18 +4,21 @@
 use super::WorkerCore;
 use crate::config::{INITIAL_COPY_BATCH, INITIAL_VICTIM_TRIES};
 use crate::layout::{claim_is_full_chunk, claim_size};
+use crate::leader::NO_RANGE;
 use crate::operation::Operation;
 use crate::platform::{AtomicWord, Ordering, Platform, ProtocolStep};
 use crate::spec::Spec;
 
 impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// Claims the next chunk of initial tasks: from this worker's own home range (its queue's
-    /// contiguous share of the initial set, one fetch-add on its own queue header), else from up
-    /// to [`INITIAL_VICTIM_TRIES`] other ranges. Workers claim through their own counters while
-    /// their ranges last, so they do not contend on one shared cursor. `initial_exhausted` is set
-    /// once every range has been claimed to its end.
+    /// contiguous share of the initial set, one fetch-add on its own queue header), else from the
+    /// other range whose claim last found tasks and up to [`INITIAL_VICTIM_TRIES`] others. Workers
+    /// claim through their own counters while their ranges last, so they do not contend on one
+    /// shared cursor. A claim takes at least `step` tasks where that many remain: the tasks the
+    /// worker runs side by side. `initial_exhausted` is set once every range has been claimed to
+    /// its end.
     #[inline(always)]
-    pub(crate) fn load_initial(&mut self) -> bool {
+    pub(crate) fn load_initial(&mut self, step: u64) -> bool {
         self.set_operation(Operation::LoadInitial);
         self.p.protocol_step(ProtocolStep::LoadInitial);
         let mut plan = [0u64; 4];
@@ -24,10 +27,19 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             let mut claim = (0, 0);
             let mut own_done = self.own_range_exhausted;
             if !own_done {
-                claim = self.claim_initial(self.queue);
+                claim = self.claim_initial(self.queue, step);
                 own_done = claim.1 == 0;
             }
             if self.own_range_exhausted {
+                // The range that gave the last claim first: near the end of the initial set
+                // most ranges are claimed, and random picks find the few left ever more rarely.
+                let hint = self.with_leader(|l| l.initial_hint);
+                if hint != NO_RANGE {
+                    claim = self.claim_initial(hint, step);
+                    if claim.1 == 0 {
+                        self.with_leader(|l| l.initial_hint = NO_RANGE);
+                    }
+                }
                 // Victims are picked one at a time, only while no claim succeeded: an array of
                 // picks indexed in a loop lived in local memory on a GPU (a stack frame written
                 // and read on every claim).
@@ -36,9 +48,14 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                 while claim.1 == 0 && tries < INITIAL_VICTIM_TRIES {
                     tries += 1;
                     if let Some(q) = self.with_leader(|l| l.picker.pick_initial(topology)) {
-                        claim = self.claim_initial(q);
+                        claim = self.claim_initial(q, step);
                         let found = claim.1 != 0;
-                        self.with_leader(|l| l.picker.record(found));
+                        self.with_leader(|l| {
+                            l.picker.record_initial(found);
+                            if found {
+                                l.initial_hint = q;
+                            }
+                        });
                     }
                 }
             }
@@ -83,12 +100,13 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         true
     }
 
-    /// Lane 0: claims up to one chunk of queue `q`'s home range; `(first task, count)`, with a
-    /// count of 0 when that range has been claimed to its end. Not an `Option`, whose payload
+    /// Lane 0: claims up to one chunk of queue `q`'s home range, at least `step` tasks where
+    /// that many remain; `(first task, count)`, with a count of 0 when that range has been
+    /// claimed to its end. Not an `Option`, whose payload
     /// the compiler left undefined on the empty path and merged into registers carried around
     /// a GPU worker's whole loop (see `PublicQueue::lock`).
     #[inline(always)]
-    pub(crate) fn claim_initial(&self, q: u32) -> (u64, u64) {
+    pub(crate) fn claim_initial(&self, q: u32, step: u64) -> (u64, u64) {
         let (lo, hi) = if q == self.queue {
             self.with_leader(|l| l.own_range)
         } else {
@@ -122,7 +140,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             }
             // Sized by what remained when read: a stale count only makes this claim larger than
             // its guided share (a claim past the range's end is cut to it below).
-            claim_size(chunk, len - seen, per_queue)
+            claim_size(chunk, len - seen, per_queue, step)
         };
         let offset = claimed.fetch_add(chunk, Ordering::Relaxed, self.scope);
         if own {

@@ -202,6 +202,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                 heartbeats: 0,
                 own_range: env.initial_range(queue),
                 own_claimed_at_least: 0,
+                initial_hint: crate::leader::NO_RANGE,
             };
             // SAFETY: the scratch holds the layout (the caller's guarantee); only lane 0 touches
             // the leader state.
