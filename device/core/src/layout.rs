@@ -174,6 +174,34 @@ impl Topology {
         }
         d
     }
+    /// Public queues of device `d`.
+    #[inline(always)]
+    pub fn queues_on(&self, d: usize) -> u32 {
+        self.first_queue[d + 1] - self.first_queue[d]
+    }
+    /// The most public queues of one device: the steal-damping bits a worker keeps in its
+    /// scratch ([`crate::ScratchLayout`]).
+    #[inline(always)]
+    pub fn device_queues_max(&self) -> u32 {
+        let mut most = 0;
+        let mut d = 0;
+        while d < self.devices as usize {
+            most = most.max(self.queues_on(d));
+            d += 1;
+        }
+        most
+    }
+    /// Words of one worker's row of [`Env::remote_damping`]: a bit for each queue, indexed by
+    /// queue (only other devices' are used; a bit per queue spares the steal path a
+    /// renumbering), or 0 with one device.
+    #[inline(always)]
+    pub fn remote_damping_words(&self) -> usize {
+        if self.devices > 1 {
+            (self.queues() as usize).div_ceil(64)
+        } else {
+            0
+        }
+    }
     /// The public queue of worker `w`.
     #[inline(always)]
     pub fn queue_of_worker(&self, w: u32, workers_per_queue: u32) -> u32 {
@@ -318,6 +346,13 @@ pub struct Env<W, T> {
     /// clear after each task, slowed MEMSET (docs/results.md); storing only changes costs a run
     /// of one task kind one store.
     pub task_tags: *mut u64,
+    /// The steal-damping bits of other devices' queues ([`Topology::remote_damping_words`] words
+    /// per worker, indexed by worker id; null with one device), in the memory of the worker's
+    /// device; only lane 0 of the row's worker reads and writes it, with plain accesses. The bits of the own device's queues are in each worker's scratch: kept there for
+    /// every queue, the bitmap grew with each device added and the scratch with it, and
+    /// MEMSET's workers per SM fell from 23 on one GPU to 22 on two (docs/results.md). A steal
+    /// from another device pays a round trip over NVLink, beside which a bit in memory is cheap.
+    pub remote_damping: *mut u64,
 }
 
 /// Tasks one claim takes from a home range with `remaining` unclaimed tasks, shared by `k`
@@ -603,6 +638,7 @@ impl<W, T> Env<W, T> {
             stats: core::ptr::null_mut(),
             areas,
             area_limits: [0; DATA_AREAS],
+            remote_damping: core::ptr::null_mut(),
         }
     }
 
@@ -658,6 +694,23 @@ mod tests {
         unsafe { env.raise_abort(Scope::System) };
         assert_eq!((flag(), words()), (1, [1, 1, 0]));
         assert_eq!(shared.abort.load(Ordering::Relaxed, Scope::System), 1);
+    }
+
+    #[test]
+    fn the_scratch_holds_the_own_device_bits_and_memory_the_others() {
+        // Devices of 3, 5 and 2 queues: a worker's scratch needs 5 bits at most, and its row in
+        // memory a bit for each of the 10 queues, one word.
+        let t = Topology::split(&[3, 5, 2], 1);
+        assert_eq!((t.device_queues_max(), t.remote_damping_words()), (5, 1));
+        assert_eq!(Topology::single(200, 2).remote_damping_words(), 0);
+        assert_eq!(Topology::split(&[100, 100], 1).remote_damping_words(), 4);
+        // The scratch of a worker on one of two equal devices is that of one device alone.
+        let one = crate::ScratchLayout::new(128, 64, 32, Topology::single(2904, 2).queues());
+        let two = Topology::split(&[2904, 2904], 2);
+        assert_eq!(
+            crate::ScratchLayout::new(128, 64, 32, two.device_queues_max()),
+            one
+        );
     }
 
     #[test]

@@ -11,7 +11,8 @@ pub const NO_RANGE: u32 = u32::MAX;
 /// The part of a worker's state that only lane 0 uses and that the hot path never touches. It lives
 /// in the worker's scratch (shared memory on a GPU), not in the worker: kept in registers for the
 /// whole loop, these values pushed a GPU worker's hot values out to local memory, which slowed
-/// UTS (docs/results.md).
+/// UTS (docs/results.md). Its size counts too: MEMSET's workers fit 23 per SM on an H200 with
+/// it at 288 bytes, and 22 with 16 bytes more (docs/results.md; the test below holds it).
 #[derive(Clone)]
 pub struct LeaderState {
     /// The worker's counters (`tasks_run` is kept in the worker: the watchdog's progress reports
@@ -47,4 +48,16 @@ pub struct LeaderState {
     pub idle_streak: u32,
     /// The bridge worker's ledger (bridged runs: [`crate::bridge`]).
     pub bridge: BridgeLedger,
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_leader_state_keeps_memsets_workers_per_sm() {
+        // 288 bytes: MEMSET's default scratch (local queue 128, 32 lanes, 1452 queues on an
+        // H200) is 9008 bytes, which fits 23 blocks per SM; 304 (9024) fit 22.
+        assert!(core::mem::size_of::<super::LeaderState>() <= 288);
+        let scratch = crate::ScratchLayout::new(128, 64, 32, 1452).total;
+        assert_eq!(scratch, 9008);
+    }
 }

@@ -19,7 +19,8 @@ pub struct ScratchLayout {
     pub lanes_area: usize,
     /// Offset of the [`EXCHANGE_WORDS`] words lane 0 uses to hand decisions to the other lanes.
     pub exchange: usize,
-    /// Offset of the steal-damping bitmap (one bit per queue).
+    /// Offset of the steal-damping bitmap: one bit per queue of the worker's own device (the
+    /// other devices' bits are in [`Env::remote_damping`](crate::Env::remote_damping)).
     pub damping: usize,
     /// Offset of lane 0's [`LeaderState`](crate::leader::LeaderState) (its statistics are
     /// copied to `Env::stats` at the end).
@@ -32,13 +33,16 @@ pub struct ScratchLayout {
 }
 
 impl ScratchLayout {
-    /// The layout for `local_capacity` tasks of `task_size` bytes, `lanes` lanes and `queues` queues.
+    /// The layout for `local_capacity` tasks of `task_size` bytes, `lanes` lanes and at most
+    /// `device_queues` queues on the worker's device ([`Topology::device_queues_max`]).
+    ///
+    /// [`Topology::device_queues_max`]: crate::Topology::device_queues_max
     #[inline(always)]
     pub const fn new(
         local_capacity: u32,
         task_size: usize,
         lanes: u32,
-        queues: u32,
+        device_queues: u32,
     ) -> ScratchLayout {
         let local_slots = 0;
         let lanes_area = local_slots + round16(local_capacity as usize * task_size);
@@ -46,7 +50,7 @@ impl ScratchLayout {
         let leader = exchange + 8 * EXCHANGE_WORDS;
         let narrow = leader + round16(core::mem::size_of::<crate::leader::LeaderState>());
         let damping = narrow + 16;
-        let total = damping + round16((queues as usize).div_ceil(64) * 8);
+        let total = damping + round16((device_queues as usize).div_ceil(64) * 8);
         ScratchLayout {
             local_slots,
             lanes_area,

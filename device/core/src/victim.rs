@@ -86,6 +86,12 @@ impl VictimPicker {
         self.went_remote = false;
     }
 
+    /// The device of the picker's worker.
+    #[inline(always)]
+    pub fn own_device(&self) -> u32 {
+        self.own_device
+    }
+
     /// Tells the picker whether the initial claim on its last [`VictimPicker::pick_initial`]
     /// found tasks. After [`INITIAL_LOCAL_FIRST_TRIES`] misses in a row, initial picks leave the
     /// own device until one finds tasks.

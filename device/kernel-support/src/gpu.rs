@@ -71,7 +71,11 @@ pub unsafe fn run_worker<X: TaskExecutor<TaskStruct>, S: Spec>(
     if id >= topology.first_worker[d + 1] {
         return;
     }
-    check_scratch(block_of(&p), env.config.local_capacity, topology.queues());
+    check_scratch(
+        block_of(&p),
+        env.config.local_capacity,
+        topology.device_queues_max(),
+    );
     // SAFETY: `id` is a worker of this device, the scratch holds the layout (checked above), and
     // every lane makes the same call; the rest is the caller's guarantee.
     unsafe { Worker::<_, _, _, S>::start(p, env, exec, id) };
@@ -100,7 +104,7 @@ pub unsafe fn run_static<X: TaskExecutor<TaskStruct>, S: Spec>(
     check_scratch(
         block_of(&p),
         env.config.local_capacity,
-        env.topology.queues(),
+        env.topology.device_queues_max(),
     );
     // SAFETY: as in `run_worker`.
     unsafe { LeanStatic::<_, _, S>::new(p, env, id) }.run(exec);

@@ -31,6 +31,9 @@ pub struct Arena {
     /// `Env::task_tags`: one word per worker.
     pub task_tags: Vec<u64>,
     pub stats: Vec<WorkerStats>,
+    /// `Env::remote_damping`: `Topology::remote_damping_words` words per worker (none with one
+    /// domain).
+    remote_damping: Vec<u64>,
 }
 
 /// A word alone on its cache lines: a device's idle counter (its device's workers hammer it), or
@@ -100,6 +103,7 @@ impl Arena {
             progress: vec![WorkerProgress::default(); workers],
             task_tags: vec![0; workers],
             stats: vec![WorkerStats::default(); workers],
+            remote_damping: vec![0; workers * topology.remote_damping_words()],
         })
     }
 
@@ -115,6 +119,10 @@ impl Arena {
         assert!(queues * config.public_capacity as usize <= self.slots.capacity());
         assert!(
             topology.workers() as usize * config.spill_capacity as usize <= self.spill.capacity()
+        );
+        assert!(
+            topology.workers() as usize * topology.remote_damping_words()
+                <= self.remote_damping.len()
         );
         let mut device_idle = [std::ptr::null(); MAX_DEVICES];
         for (d, word) in self.device_idle.iter().enumerate() {
@@ -135,6 +143,7 @@ impl Arena {
             progress: self.progress.as_mut_ptr(),
             task_tags: self.task_tags.as_mut_ptr(),
             stats: self.stats.as_mut_ptr(),
+            remote_damping: self.remote_damping.as_mut_ptr(),
         };
         // SAFETY: the arena was sized for this configuration and topology (`Arena::new`; the
         // reservations are asserted above) and outlives the env's use (the caller keeps it).
@@ -172,6 +181,8 @@ pub(crate) struct Sections {
     pub progress: *mut WorkerProgress,
     pub task_tags: *mut u64,
     pub stats: *mut WorkerStats,
+    /// `Topology::remote_damping_words` words per worker.
+    pub remote_damping: *mut u64,
 }
 
 impl Sections {
@@ -224,6 +235,7 @@ impl Sections {
             stats: self.stats,
             areas,
             area_limits,
+            remote_damping: self.remote_damping,
         }
     }
 }

@@ -443,7 +443,7 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
             total,
             grid.lanes,
             grid.config.local_capacity,
-            grid.topology.queues(),
+            grid.topology.device_queues_max(),
         );
         Ok(CpuPlaced {
             sides,

@@ -42,13 +42,19 @@ impl LaneGroup {
     }
 
     /// One group for each of `workers` workers of `lanes` lanes, each with the scratch a local
-    /// queue of `local_capacity` tasks and `queues` public queues need.
-    pub fn for_workers(workers: u32, lanes: u32, local_capacity: u32, queues: u32) -> Vec<Self> {
+    /// queue of `local_capacity` tasks and at most `device_queues` public queues on a worker's
+    /// domain need.
+    pub fn for_workers(
+        workers: u32,
+        lanes: u32,
+        local_capacity: u32,
+        device_queues: u32,
+    ) -> Vec<Self> {
         let scratch = mgws_core::ScratchLayout::new(
             local_capacity,
             std::mem::size_of::<mgws_tasks::TaskStruct>(),
             lanes,
-            queues,
+            device_queues,
         );
         (0..workers)
             .map(|_| LaneGroup::new(lanes, scratch.total))

@@ -149,7 +149,6 @@ impl Device for CudaDevice<'_> {
             sched.config.workers_per_queue,
             lanes,
             Some(sched.config.workers),
-            1,
         )?;
         self.s.prepare_placement(self.b.placement)?;
         let mut config = self.b.scoped(self.method, &sched.config);

@@ -164,8 +164,10 @@ fn static_assignment_runs_every_task_once_from_the_backends_env() {
         task_tags: std::ptr::null_mut(),
         areas,
         area_limits: [0; DATA_AREAS],
+        // One device: no other device's queues.
+        remote_damping: std::ptr::null_mut(),
     };
-    let scratch = super::plan::scratch_bytes(cfg.local_capacity, 1, topology.queues());
+    let scratch = super::plan::scratch_bytes(cfg.local_capacity, 1, topology.device_queues_max());
     for w in 0..workers {
         let mut buffer = vec![0u128; scratch.div_ceil(16)];
         let p = OneLane::with_scratch(&mut buffer);

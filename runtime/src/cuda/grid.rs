@@ -23,9 +23,8 @@ pub struct Grid {
 
 /// Sizes the grid: `total` workers split over the run's GPUs (refused if they do not all fit at
 /// once), or, for `None`, the most workers that are co-resident on each GPU with `lanes` threads
-/// and the scratch layout's shared memory. The scratch holds a bit per public queue of the whole
-/// run: where the session's GPUs are `copies` of a run's equal parts (one PE's GPU of a run over
-/// `copies` PEs), `None` sizes them for the queues of all parts.
+/// and the scratch layout's shared memory. The scratch holds a bit per public queue of the
+/// worker's own GPU, so the blocks that fit do not depend on how many GPUs (or PEs) the run has.
 pub fn size_grid(
     s: &Session,
     funcs: &[Function],
@@ -33,22 +32,20 @@ pub fn size_grid(
     workers_per_queue: u32,
     lanes: u32,
     total: Option<u32>,
-    copies: u32,
 ) -> Result<Grid> {
     let wpq = workers_per_queue;
     let gpus = &s.gpus[..s.run_devices];
     let requested = total
         .map(|t| crate::device::split_workers(t, gpus.len(), wpq))
         .transpose()?;
-    let queues_ub: u32 = match (total, &requested) {
-        (Some(t), Some(_)) => t / wpq,
-        _ => {
-            copies
-                * gpus
-                    .iter()
-                    .map(|g| plan::worker_upper_bound(g.sms).div_ceil(wpq))
-                    .sum::<u32>()
-        }
+    // The most queues any one GPU can get.
+    let queues_ub: u32 = match &requested {
+        Some(r) => r.iter().map(|w| w.div_ceil(wpq)).max().unwrap_or(0),
+        None => gpus
+            .iter()
+            .map(|g| plan::worker_upper_bound(g.sms).div_ceil(wpq))
+            .max()
+            .unwrap_or(0),
     };
     let smem_ub = plan::scratch_bytes(local_capacity, lanes, queues_ub);
     let mut workers = Vec::new();
@@ -61,9 +58,8 @@ pub fn size_grid(
         blocks_per_sm.push(per_sm);
     }
     let topology = Topology::split(&workers, wpq);
-    // The real queue count (times `copies`) is at most the bound, so this needs at most
-    // `smem_ub`: it fits.
-    let smem = plan::scratch_bytes(local_capacity, lanes, topology.queues());
+    // No GPU has more queues than the bound, so this needs at most `smem_ub`: it fits.
+    let smem = plan::scratch_bytes(local_capacity, lanes, topology.device_queues_max());
     debug_assert!(smem <= smem_ub);
     Ok(Grid {
         topology,

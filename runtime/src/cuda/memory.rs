@@ -66,6 +66,8 @@ pub struct Memory {
     /// read at every progress check instead of the shared state on the first GPU.
     pub(super) device_abort: Vec<Placed>,
     _spill: Vec<DeviceBuffer>,
+    /// Each GPU's rows of `Env::remote_damping` (none with one GPU).
+    _remote_damping: Vec<DeviceBuffer>,
     _initial_host: Option<HostBuffer>,
     _initial_dev: InitialTasks,
     /// The data areas, by index.
@@ -126,6 +128,19 @@ pub(super) fn allocate(
                 config.spill_capacity
             ),
         )?);
+    }
+    // Each worker clears its row at its start: no zeroing here.
+    let damping_row = topology.remote_damping_words() * 8;
+    let mut remote_damping = Vec::new();
+    if damping_row > 0 {
+        for (d, g) in s.gpus[..n].iter().enumerate() {
+            let w = topology.workers_on(d) as usize;
+            remote_damping.push(DeviceBuffer::alloc(
+                g,
+                w * damping_row,
+                "the damping bits of other GPUs' queues",
+            )?);
+        }
     }
     tracing::trace!("tags");
     let task_tags = WorkerRecords::<u64>::allocate(s, topology, "the task-tag words")?;
@@ -251,6 +266,9 @@ pub(super) fn allocate(
             task_tags: WorkerRecords::<u64>::env_ptr(&task_tags, s, topology, d)?,
             areas: area_ptrs,
             area_limits: job.area_limits(),
+            remote_damping: remote_damping.get(d).map_or(std::ptr::null_mut(), |b| {
+                by_worker(b.ptr, topology.first_worker[d], damping_row) as *mut u64
+            }),
         };
         let buf = DeviceBuffer::alloc(&s.gpus[d], size_of::<Env<HostWord, TaskStruct>>(), "env")?;
         buf.write(0, env_bytes(&env))?;
@@ -272,6 +290,7 @@ pub(super) fn allocate(
         device_idle,
         device_abort,
         _spill: spill,
+        _remote_damping: remote_damping,
         _initial_host: initial_host,
         _initial_dev: initial_dev,
         areas,
@@ -574,6 +593,7 @@ mod tests {
             + 4 * 8 * MAX_DEVICES
             + 8 // abort
             + 7 * 8
+            + 8 // remote_damping
             // bridge, bridge_slots, bridge_side + bridge_worker, worker_base
             + 8 + 2 * 8 + 8 + 8
             // areas and area_limits

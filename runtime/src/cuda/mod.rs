@@ -370,8 +370,9 @@ impl CudaBackend {
     }
 
     /// [`Self::max_workers`] for a run whose public queues are `copies` times this backend's:
-    /// one PE's GPU of a run over `copies` GPU PEs (every worker's scratch holds a bit per queue
-    /// of the whole run, so more queues can fit fewer blocks), its kernel loaded by `open`.
+    /// one PE's GPU of a run over `copies` GPU PEs, its kernel loaded by `open`. Only the kernel
+    /// per level depends on `copies` (its scratch holds a bit per block of the whole run); a
+    /// worker's holds bits for its own GPU's queues only.
     pub(crate) fn max_workers_of<R: Registry>(
         &self,
         method: Method,
@@ -397,7 +398,6 @@ impl CudaBackend {
                         workers_per_queue,
                         lanes,
                         None,
-                        copies,
                     )?;
                     Ok(grid.topology.workers())
                 }

@@ -151,9 +151,16 @@ pub fn register_cap(named: Option<u32>, registry: Option<u32>, lanes: u32) -> Op
     })
 }
 
-/// Dynamic shared memory per block for `queues` queues in total.
-pub fn scratch_bytes(local_capacity: u32, lanes: u32, queues: u32) -> usize {
-    ScratchLayout::new(local_capacity, size_of::<TaskStruct>(), lanes, queues).total
+/// Dynamic shared memory per block where a GPU has at most `device_queues` public queues (the
+/// scratch holds a damping bit for each; `Topology::device_queues_max`).
+pub fn scratch_bytes(local_capacity: u32, lanes: u32, device_queues: u32) -> usize {
+    ScratchLayout::new(
+        local_capacity,
+        size_of::<TaskStruct>(),
+        lanes,
+        device_queues,
+    )
+    .total
 }
 
 /// The byte layout of one GPU's public queues in its placement memory.

@@ -330,6 +330,7 @@ pub struct HeapLayout {
     progress: u64,
     task_tags: u64,
     stats: u64,
+    remote_damping: u64,
     initial: u64,
     /// Offset of each data area (0: the area is absent).
     areas: [u64; DATA_AREAS],
@@ -378,6 +379,10 @@ impl HeapLayout {
             let progress = section::<WorkerProgress>(&mut end, workers)?;
             let task_tags = section::<u64>(&mut end, workers)?;
             let stats = section::<WorkerStats>(&mut end, workers)?;
+            let remote_damping = section::<u64>(
+                &mut end,
+                on_cpu * workers.checked_mul(topology.remote_damping_words() as u64)?,
+            )?;
             let initial = section::<TaskStruct>(&mut end, initial_len)?;
             let mut areas = [0; DATA_AREAS];
             for (at, &limit) in areas.iter_mut().zip(area_limits) {
@@ -396,6 +401,7 @@ impl HeapLayout {
                 progress,
                 task_tags,
                 stats,
+                remote_damping,
                 initial,
                 areas,
                 total: end.checked_next_multiple_of(ALIGN)?,
@@ -473,6 +479,7 @@ impl HeapLayout {
             progress: at(self.progress) as *mut WorkerProgress,
             task_tags: at(self.task_tags) as *mut u64,
             stats: at(self.stats) as *mut WorkerStats,
+            remote_damping: at(self.remote_damping) as *mut u64,
         };
         // SAFETY: each section was laid out by `new` for this configuration and topology, inside
         // the heap (the caller's guarantee; a GPU PE's heap has empty slot and spill sections,
@@ -512,6 +519,7 @@ mod tests {
             l.progress,
             l.task_tags,
             l.stats,
+            l.remote_damping,
             l.initial,
             l.areas[0],
             l.areas[3],

@@ -280,7 +280,7 @@ fn serve_pe<R: Registry>(heap: &SharedHeap, pe: u32) -> Result<()> {
         workers,
         lanes,
         header.config.local_capacity,
-        topology.queues(),
+        topology.device_queues_max(),
     );
     let chaos = (header.chaos_on != 0).then(|| Chaos {
         seed: header.chaos[0],

@@ -80,7 +80,7 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
             cfg.local_capacity,
             core::mem::size_of::<T>(),
             p.lane_count(),
-            env.topology.queues(),
+            env.topology.device_queues_max(),
         );
         debug_assert!(p.scratch_len() >= layout.total);
         let base = p.scratch();
@@ -406,7 +406,7 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
             env.config.local_capacity,
             core::mem::size_of::<T>(),
             lanes,
-            env.topology.queues(),
+            env.topology.device_queues_max(),
         );
         // SAFETY: the layout's narrow words, in the scratch (`new`'s contract).
         let narrow = unsafe { self.p.scratch().add(layout.narrow) } as *mut u32;

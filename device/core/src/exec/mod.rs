@@ -148,7 +148,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             cfg.local_capacity,
             core::mem::size_of::<T>(),
             p.lane_count(),
-            env.topology.queues(),
+            env.topology.device_queues_max(),
         );
         debug_assert!(p.scratch_len() >= layout.total);
         let core = WorkerCore {

@@ -12,26 +12,54 @@ use crate::spec::Spec;
 use crate::word::QueueWord;
 
 impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
+    /// Lane 0: queue `queue`'s steal-damping bit, in the scratch for a queue of the own device,
+    /// else bit `queue` of the worker's row of [`Env::remote_damping`](crate::Env::remote_damping).
     #[inline(always)]
     pub(crate) fn damping_bit(&self, queue: u32) -> (*mut u64, u64) {
-        let words = self.scratch_at::<u64>(self.layout.damping);
-        // SAFETY: the damping bitmap has one bit per queue.
+        let d = self.with_leader(|l| l.picker.own_device()) as usize;
+        let t = &self.env.topology;
+        let (start, end) = (t.first_queue[d], t.first_queue[d + 1]);
+        let (words, index) = if queue >= start && queue < end {
+            (self.scratch_at::<u64>(self.layout.damping), queue - start)
+        } else {
+            (self.damping_row(), queue)
+        };
+        // SAFETY: the scratch has a bit for each queue of the own device, a row for each queue.
         (
-            unsafe { words.add(queue as usize / 64) },
-            1u64 << (queue % 64),
+            unsafe { words.add(index as usize / 64) },
+            1u64 << (index % 64),
         )
     }
 
+    /// The worker's row of [`Env::remote_damping`](crate::Env::remote_damping): a bit per queue,
+    /// `Topology::remote_damping_words` words (none with one device, whose row is not used).
+    #[inline(always)]
+    pub(crate) fn damping_row(&self) -> *mut u64 {
+        let row = self.env.topology.remote_damping_words();
+        self.env.remote_damping.wrapping_add(self.id as usize * row)
+    }
+
+    /// Clears the worker's damping bits, in its scratch and in its row of other devices' bits.
     #[inline(always)]
     pub(crate) fn clear_damping(&self) {
-        let words = (self.env.topology.queues() as usize).div_ceil(64);
-        let base = self.scratch_at::<u64>(self.layout.damping);
+        let t = &self.env.topology;
+        let own = (t.queues_on(t.device_of_queue(self.queue) as usize) as usize).div_ceil(64);
+        let scratch = self.scratch_at::<u64>(self.layout.damping);
+        let (row, lanes) = (t.remote_damping_words(), self.p.lane_count() as usize);
         let mut i = self.p.lane_id() as usize;
-        while i < words {
+        while i < own {
             // SAFETY: i indexes the damping bitmap of this worker's scratch.
-            unsafe { base.add(i).write(0) };
-            i += self.p.lane_count() as usize;
+            unsafe { scratch.add(i).write(0) };
+            i += lanes;
         }
+        let mut i = self.p.lane_id() as usize;
+        while i < row {
+            // SAFETY: i indexes this worker's row of the other devices' bits.
+            unsafe { self.damping_row().add(i).write(0) };
+            i += lanes;
+        }
+        // The barrier also orders the row's stores before lane 0 reads them (a block barrier
+        // orders a block's global-memory accesses as well as its shared ones).
         self.p.barrier();
     }
 
@@ -150,5 +178,60 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         }
         self.set_operation(Operation::RunTask);
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use crate::exec::{OnFull, WorkerCore};
+    use crate::one_lane::OneLane;
+    use crate::spec::FromConfig;
+    use crate::{Env, HostWord, SchedConfig, ScratchLayout, Topology, DATA_AREAS};
+
+    #[test]
+    fn damping_bits_of_the_own_device_are_in_the_scratch_and_the_others_in_the_row() {
+        // Two devices of 70 queues each: worker 75 (device 1) keeps 70 bits in its scratch and
+        // those of device 0's in its row (3 words, a bit per queue) of the env's area.
+        let t = Topology::split(&[70, 70], 1);
+        let mut config = SchedConfig::new(t.workers());
+        config.workers_per_queue = 1;
+        let row = t.remote_damping_words();
+        assert_eq!(row, 3);
+        let mut rows = std::vec![u64::MAX; t.workers() as usize * row];
+        let mut env = Env::<HostWord, [u64; 8]>::bare(
+            config,
+            t.workers(),
+            core::ptr::null(),
+            0,
+            [0; DATA_AREAS],
+        );
+        env.topology = t;
+        env.remote_damping = rows.as_mut_ptr();
+        let layout = ScratchLayout::new(config.local_capacity, 64, 1, t.device_queues_max());
+        let mut scratch = std::vec![u128::MAX; layout.total.div_ceil(16)];
+        let p = OneLane::with_scratch(&mut scratch);
+        // SAFETY: the env's topology, configuration and damping rows are sized for worker 75, and
+        // the scratch for its layout; the worker touches nothing else here.
+        let w = unsafe { WorkerCore::<_, _, FromConfig>::new(p, &env, 75, OnFull::Publish) };
+        let damping = w.scratch_at::<u64>(w.layout.damping);
+        let row_75 = rows.as_mut_ptr().wrapping_add(75 * row);
+        // The own device's queues 70..140: bit q - 70 of the scratch.
+        assert_eq!(w.damping_bit(70), (damping, 1));
+        assert_eq!(w.damping_bit(139), (damping.wrapping_add(1), 1 << 5));
+        // Device 0's queues 0..70: bit q of the row.
+        assert_eq!(w.damping_bit(0), (row_75, 1));
+        assert_eq!(w.damping_bit(69), (row_75.wrapping_add(1), 1 << 5));
+        assert_eq!(w.damping_bit(64), (row_75.wrapping_add(1), 1));
+        // Clearing zeroes the own scratch bits and the own row, no other worker's.
+        w.clear_damping();
+        // SAFETY: the scratch and the rows are live, and nothing else uses them.
+        unsafe {
+            assert_eq!((*damping, *damping.add(1)), (0, 0));
+            assert_eq!((*row_75, *row_75.add(1), *row_75.add(2)), (0, 0, 0));
+        }
+        assert!(rows[..75 * row].iter().all(|&x| x == u64::MAX));
+        assert!(rows[76 * row..].iter().all(|&x| x == u64::MAX));
     }
 }

@@ -67,6 +67,8 @@ pub(super) struct Local {
     pub(super) stats: Option<DeviceBuffer>,
     pub(super) task_tags: DeviceBuffer,
     pub(super) _spill: DeviceBuffer,
+    /// This PE's rows of `Env::remote_damping` (none for a lone PE).
+    pub(super) _remote_damping: Option<DeviceBuffer>,
     pub(super) _initial: DeviceBuffer,
     pub(super) _read_only: Vec<DeviceBuffer>,
     /// Over the device-API transport: this PE's copies of the writable data areas.
@@ -121,7 +123,7 @@ pub(crate) fn serve_gpu_pe<R: Registry>(
         .remove(0);
     let gpu = s.gpus[0].clone();
     let workers = topology.workers_on(p);
-    let smem = plan::scratch_bytes(config.local_capacity, lanes, topology.queues());
+    let smem = plan::scratch_bytes(config.local_capacity, lanes, topology.device_queues_max());
     let per_sm =
         crate::cuda::grid::blocks_per_sm_for(&gpu, &function, lanes, smem, config.local_capacity)?;
     let what = format!("GPU {} ({}) of PE {pe}", gpu.ordinal, gpu.name);
@@ -534,6 +536,17 @@ fn allocate_local(
             config.spill_capacity
         ),
     )?;
+    // Each worker clears its row at its start: no zeroing here.
+    let damping_row = topology.remote_damping_words() * 8;
+    let remote_damping = if damping_row > 0 {
+        Some(DeviceBuffer::alloc(
+            gpu,
+            workers * damping_row,
+            "the damping bits of other PEs' queues",
+        )?)
+    } else {
+        None
+    };
     let initial_len = header.initial_len as usize;
     // Only this PE's home ranges: its workers claim from no other (`INITIAL_OWN_DEVICE`, set by
     // the launcher), so the rest of the buffer is never read.
@@ -622,6 +635,9 @@ fn allocate_local(
         task_tags: by_worker(&task_tags, 8) as *mut u64,
         areas,
         area_limits: header.area_limits,
+        remote_damping: remote_damping.as_ref().map_or(std::ptr::null_mut(), |b| {
+            by_worker(b, damping_row) as *mut u64
+        }),
     };
     let env_buf = DeviceBuffer::alloc(gpu, size_of::<Env<HostWord, TaskStruct>>(), "env")?;
     env_buf.write(0, crate::cuda::memory::env_bytes(&env))?;
@@ -630,6 +646,7 @@ fn allocate_local(
         stats,
         task_tags,
         _spill: spill,
+        _remote_damping: remote_damping,
         _initial: initial,
         _read_only: read_only,
         replicas,
