@@ -348,10 +348,11 @@ pub struct Env<W, T> {
     pub task_tags: *mut u64,
     /// The steal-damping bits of other devices' queues ([`Topology::remote_damping_words`] words
     /// per worker, indexed by worker id; null with one device), in the memory of the worker's
-    /// device; only lane 0 of the row's worker reads and writes it, with plain accesses. The bits of the own device's queues are in each worker's scratch: kept there for
-    /// every queue, the bitmap grew with each device added and the scratch with it, and
-    /// MEMSET's workers per SM fell from 23 on one GPU to 22 on two (docs/results.md). A steal
-    /// from another device pays a round trip over NVLink, beside which a bit in memory is cheap.
+    /// device; only lane 0 of the row's worker reads and writes it, with plain accesses. The
+    /// bits of the own device's queues are in each worker's scratch: kept there for every
+    /// queue, the bitmap grew with each device added and the scratch with it, and MEMSET's
+    /// workers per SM fell from 23 on one GPU to 22 on two (docs/results.md). A steal from
+    /// another device pays a round trip over NVLink, beside which a bit in memory is cheap.
     pub remote_damping: *mut u64,
 }
 
