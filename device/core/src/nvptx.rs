@@ -405,6 +405,34 @@ unsafe impl Platform for GpuBlockPlatform {
     /// (docs/results.md).
     const RELEASE_CHECK_INTERVAL_MAX: u32 = 32;
 
+    /// `cp.async` (sm_80+): each lane's copies of a queue's tasks into shared memory are in
+    /// flight together, where loads and stores one word at a time waited out one memory latency
+    /// per word (docs/results.md).
+    const ASYNC_COPY_TO_SCRATCH: bool = true;
+
+    #[inline(always)]
+    unsafe fn copy16_to_scratch(&self, dst: *mut u8, src: *const u8) {
+        // SAFETY: the caller's guarantees: `dst` is a 16-byte aligned generic address of shared
+        // memory and `src` of global memory. `.cg` reads from L2, where other SMs' and other
+        // GPUs' writes are, not from this SM's L1. A `cp.async` is a weak memory operation of
+        // this thread (PTX ISA, cp.async): the acquire before it (a claim, a lock) and the
+        // barrier that handed the claim to every lane order it, as they order plain loads.
+        unsafe {
+            asm!(
+                "{{ .reg .u64 d, s; cvta.to.shared.u64 d, {d}; cvta.to.global.u64 s, {s}; cp.async.cg.shared.global [d], [s], 16; }}",
+                d = in(reg64) dst,
+                s = in(reg64) src,
+                options(nostack)
+            )
+        }
+    }
+
+    #[inline(always)]
+    fn wait_copies(&self) {
+        // SAFETY: waits for this thread's own `cp.async` copies; with none in flight it returns.
+        unsafe { asm!("cp.async.wait_all;", options(nostack)) }
+    }
+
     #[inline(always)]
     fn lane_id(&self) -> u32 {
         self.lane

@@ -207,6 +207,25 @@ pub unsafe trait Platform {
         // SAFETY: the caller's guarantee.
         unsafe { word.read() }
     }
+    /// True where [`Platform::copy16_to_scratch`] starts copies that run in the background, so
+    /// that a lane's copies into its scratch are all in flight at once (a GPU block's
+    /// `cp.async`). A platform that leaves it false never has it called, and the core copies
+    /// through [`Platform::load_word`] instead.
+    const ASYNC_COPY_TO_SCRATCH: bool = false;
+    /// Starts copying the 16 bytes at `src`, in global memory (of any device), to `dst`, in this
+    /// worker's scratch; they are there for every lane after this lane's
+    /// [`Platform::wait_copies`] and a barrier.
+    ///
+    /// # Safety
+    /// Both are 16-byte aligned and valid for 16 bytes, `src` lies in global memory, `dst` in the
+    /// scratch, and no one writes `src` or touches `dst` until the copy is waited for.
+    #[inline(always)]
+    unsafe fn copy16_to_scratch(&self, _dst: *mut u8, _src: *const u8) {
+        unreachable!("only called where ASYNC_COPY_TO_SCRATCH is true")
+    }
+    /// Waits until every copy this lane started with [`Platform::copy16_to_scratch`] is done.
+    #[inline(always)]
+    fn wait_copies(&self) {}
     /// A hook at each protocol step; a no-op except on test platforms that inject chaos.
     #[inline(always)]
     fn protocol_step(&self, _step: ProtocolStep) {}

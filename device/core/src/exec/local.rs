@@ -271,7 +271,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         let count = (self.spill_len as u64).min(self.local_capacity / 2);
         let (from, head) = (self.spill_len as u64 - count, self.local_head as u64);
         self.settle_pop();
-        self.copy_tasks(
+        self.copy_tasks_to_scratch(
             count,
             |j| self.spill_slot(from + j),
             |j| self.local_slot(head + j),

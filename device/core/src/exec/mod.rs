@@ -438,6 +438,47 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         self.copy_tasks_batched::<1>(count, src, dst)
     }
 
+    /// [`WorkerCore::copy_tasks`] into this worker's scratch (its local queue) from global
+    /// memory: where the platform copies asynchronously, each lane starts all its copies of 16
+    /// bytes before it waits for any, so that a steal, an acquire or a refill waits out one
+    /// memory latency instead of one per word (with plain loads each word's load waited for the
+    /// store before it: the compiler cannot tell the two ranges apart). Elsewhere, and for tasks
+    /// not made of 16-byte units, as `copy_tasks`. The caller's barrier after it hands the tasks
+    /// to every lane, as after `copy_tasks`.
+    #[inline(always)]
+    pub(crate) fn copy_tasks_to_scratch(
+        &self,
+        count: u64,
+        src: impl Fn(u64) -> *const T,
+        dst: impl Fn(u64) -> *mut T,
+    ) {
+        let size = core::mem::size_of::<T>();
+        if !(P::ASYNC_COPY_TO_SCRATCH
+            && size.is_multiple_of(16)
+            && core::mem::align_of::<T>() >= 16)
+        {
+            return self.copy_tasks(count, src, dst);
+        }
+        let units = (size / 16) as u32;
+        debug_assert!(count * units as u64 <= u32::MAX as u64);
+        let total = count as u32 * units;
+        let lanes = self.p.lane_count();
+        let mut i = self.p.lane_id();
+        while i < total {
+            let (task, unit) = ((i / units) as u64, (i % units) as usize * 16);
+            // SAFETY: as in `copy_tasks`; task structs are 16-byte aligned (checked above), the
+            // sources of every caller are in global memory and the destinations in the scratch.
+            unsafe {
+                self.p.copy16_to_scratch(
+                    (dst(task) as *mut u8).add(unit),
+                    (src(task) as *const u8).add(unit),
+                )
+            };
+            i += lanes;
+        }
+        self.p.wait_copies();
+    }
+
     /// [`WorkerCore::copy_tasks`] with `BATCH` words of each lane in flight: a round loads `BATCH`
     /// words before it stores any, so that their latencies overlap. Stored one by one, each load
     /// waits for the store before it (the compiler cannot tell the two ranges apart): on a GPU a

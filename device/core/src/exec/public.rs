@@ -307,7 +307,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         // SAFETY: this worker's queue, and every ring has a slot 0.
         let ring = unsafe { self.env.slot(self.queue, 0) } as *const T;
         // SAFETY: the take slots from `from` on hold unclaimed tasks of our locked queue.
-        self.copy_tasks(
+        self.copy_tasks_to_scratch(
             take,
             |j| unsafe { ring.add(ring_slot_after(from_slot, j, capacity) as usize) },
             |j| self.local_slot(head + j),

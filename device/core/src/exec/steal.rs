@@ -138,14 +138,10 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         let rest = count - to_local;
         let (head, top) = (self.local_head as u64, self.spill_len as u64);
         let spilled = rest > 0 && top + rest <= self.spill_capacity();
-        let copied = if spilled { count } else { to_local };
-        self.copy_tasks(copied, src, |j| {
-            if j < to_local {
-                self.local_slot(head + j)
-            } else {
-                self.spill_slot(top + (j - to_local))
-            }
-        });
+        self.copy_tasks_to_scratch(to_local, src, |j| self.local_slot(head + j));
+        if spilled {
+            self.copy_tasks(rest, |j| src(to_local + j), |j| self.spill_slot(top + j));
+        }
         self.p.barrier();
         self.local_head = self.local_head.wrapping_add(to_local as u32);
         if spilled {
