@@ -69,6 +69,7 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
                 c.bridge_serve();
             }
             if c.local_len() > 0 {
+                c.keep_surplus_unless_wanted();
                 // A surplus (a steal's, or room a task made for its spawns) is published
                 // first. Checking the public word costs a load and a broadcast (two barriers on
                 // a GPU): do it every `release_interval` tasks (RELEASE_CHECK_INTERVAL and up)

@@ -8,6 +8,7 @@ use crate::local_ring::{ring_index, ring_slot_after};
 use crate::operation::Operation;
 use crate::platform::{AtomicWord, Ordering, Platform, ProtocolStep};
 use crate::public_queue::{OwnerView, PublicQueue};
+use crate::share::claimed_by;
 use crate::spec::Spec;
 
 /// A run of tasks in this worker's own memory, as [`WorkerCore::publish`] reads them: task `j`
@@ -111,14 +112,52 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// The check also sets the interval to the next one: back to [`RELEASE_CHECK_INTERVAL`] when
     /// the queue is empty (thieves took what was released), twice as long, up to
     /// [`Platform::RELEASE_CHECK_INTERVAL_MAX`], when it still holds tasks nobody took, and
-    /// unchanged while a thief holds its lock. The word is read Relaxed, as before: a stale
-    /// answer only moves a release by one interval, and `publish` works on the word it loads
-    /// itself.
+    /// unchanged while a thief holds its lock.
     #[inline(always)]
     pub(crate) fn should_release(&mut self) -> bool {
         if !self.initial_exhausted {
             return false;
         }
+        let (empty, stocked) = self.own_queue_state();
+        self.release_interval = next_release_interval(
+            self.release_interval,
+            P::RELEASE_CHECK_INTERVAL_MAX,
+            empty,
+            stocked,
+        );
+        empty
+    }
+
+    /// Drops the surplus mark while the own public queue could not take all of it: its
+    /// unclaimed tasks and the surplus together exceed a ring. Thieves have tasks to take there
+    /// already, and a publish into a stocked queue paid its lock, its waits and its release for
+    /// few tasks or none (FIB's local queue overflows over and over while few thieves come;
+    /// docs/results.md). The tasks stay on the overflow stack, where a later release or
+    /// `refill_from_spill` takes them. Keeping the surplus off every queue that was not empty
+    /// starved UTS's thieves (T1L ran a third slower), and off one holding half a ring cost T2L 6%.
+    #[inline(always)]
+    pub(crate) fn keep_surplus_unless_wanted(&mut self) {
+        if self.surplus == 0 {
+            return;
+        }
+        let mut answer = [0u64; 1];
+        if self.p.is_leader() {
+            let word = self.own_queue().peek();
+            let unclaimed = word.initial() - claimed_by(word.initial(), word.steals());
+            let room = self.env.config.public_capacity as u64;
+            answer = [(!word.locked() && unclaimed + self.surplus as u64 > room) as u64];
+        }
+        if self.exchange(answer)[0] != 0 {
+            self.surplus = 0;
+        }
+    }
+
+    /// Lane 0 reads the own public word once, and every lane gets `(empty, stocked)`: empty
+    /// when it holds no unclaimed task and no owner holds its lock, stocked when it holds
+    /// unclaimed tasks. Read Relaxed: a stale answer only moves a release or a surplus by one
+    /// check, and `publish` works on the word it loads itself.
+    #[inline(always)]
+    fn own_queue_state(&self) -> (bool, bool) {
         let mut answer = [0u64; 1];
         if self.p.is_leader() {
             let word = self.own_queue().peek();
@@ -127,14 +166,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             answer = [empty as u64 | (stocked as u64) << 1];
         }
         let [answer] = self.exchange(answer);
-        let (empty, stocked) = (answer & 1 != 0, answer & 2 != 0);
-        self.release_interval = next_release_interval(
-            self.release_interval,
-            P::RELEASE_CHECK_INTERVAL_MAX,
-            empty,
-            stocked,
-        );
-        empty
+        (answer & 1 != 0, answer & 2 != 0)
     }
 
     /// The worker's one place that publishes into its own public queue and opens a new epoch:
@@ -348,7 +380,54 @@ pub(crate) fn next_release_interval(interval: u32, max: u32, empty: bool, stocke
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
+
     use super::*;
+    use crate::exec::OnFull;
+    use crate::one_lane::OneLane;
+    use crate::spec::FromConfig;
+    use crate::word::{QueueWord, STEAL_INCREMENT};
+    use crate::{Env, HostWord, QueueHeader, SchedConfig, Scope, ScratchLayout, DATA_AREAS};
+
+    #[test]
+    fn a_surplus_stays_off_a_queue_that_could_not_take_it_all() {
+        let mut config = SchedConfig::new(1);
+        config.public_capacity = 64;
+        // SAFETY: a queue header is atomic words, valid all zero.
+        let header: QueueHeader<HostWord> = unsafe { core::mem::zeroed() };
+        let mut env =
+            Env::<HostWord, [u64; 8]>::bare(config, 1, core::ptr::null(), 0, [0; DATA_AREAS]);
+        env.queue_headers[0] = &header;
+        let layout = ScratchLayout::new(
+            config.local_capacity,
+            64,
+            1,
+            env.topology.device_queues_max(),
+        );
+        let mut scratch = std::vec![0u128; layout.total.div_ceil(16)];
+        let p = OneLane::with_scratch(&mut scratch);
+        // SAFETY: the env has worker 0's queue header and configuration, the scratch its layout;
+        // the worker touches nothing else here.
+        let mut w = unsafe { WorkerCore::<_, _, FromConfig>::new(p, &env, 0, OnFull::Publish) };
+        let open =
+            |initial: u64, steals: u64| QueueWord::open(0, initial, 0).0 + steals * STEAL_INCREMENT;
+        // (word, whether the surplus of 5 is kept for a publish): 60 or more of 64 unclaimed
+        // could not take it all, and it stays on the overflow stack; fewer, a locked word or an
+        // empty one publish it.
+        for (word, published) in [
+            (open(64, 0), false),
+            (open(60, 0), false),
+            (open(59, 0), true),
+            (open(64, 1), true),
+            (open(0, 0), true),
+            (QueueWord(open(64, 0)).with_lock().0, true),
+        ] {
+            header.word.store(word, Ordering::Relaxed, Scope::Device);
+            w.surplus = 5;
+            w.keep_surplus_unless_wanted();
+            assert_eq!(w.surplus, if published { 5 } else { 0 }, "word {word:#x}");
+        }
+    }
 
     /// The GPU block's maximum; the tests use it as a plain number.
     const MAX: u32 = 32;
