@@ -128,13 +128,17 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         empty
     }
 
-    /// Drops the surplus mark while the own public queue could not take all of it: its
-    /// unclaimed tasks and the surplus together exceed a ring. Thieves have tasks to take there
-    /// already, and a publish into a stocked queue paid its lock, its waits and its release for
-    /// few tasks or none (FIB's local queue overflows over and over while few thieves come;
-    /// docs/results.md). The tasks stay on the overflow stack, where a later release or
-    /// `refill_from_spill` takes them. Keeping the surplus off every queue that was not empty
-    /// starved UTS's thieves (T1L ran a third slower), and off one holding half a ring cost T2L 6%.
+    /// Drops the surplus mark while the own public queue could not take it, or half a ring of
+    /// a larger one: its unclaimed tasks and `min(surplus, capacity / 2)` together exceed a
+    /// ring. Thieves have tasks to take there already, and a publish into a stocked queue paid
+    /// its lock, its waits and its release for few tasks or none (FIB's local queue overflows
+    /// over and over while few thieves come; docs/results.md). The tasks stay on the overflow
+    /// stack, where a later release or `refill_from_spill` takes them. A surplus larger than
+    /// half a ring (UTS T3's root spawns 2000 children) is published into a queue that is less
+    /// than half full, so that the run's first thieves find it. Keeping the surplus off every
+    /// queue that was not empty starved UTS's thieves (T1L ran a third slower), and off one
+    /// holding half a ring cost T2L 6%. The word is read Relaxed: a stale answer only keeps a
+    /// surplus back or publishes it, and `publish` works on the word it loads itself.
     #[inline(always)]
     pub(crate) fn keep_surplus_unless_wanted(&mut self) {
         if self.surplus == 0 {
@@ -145,7 +149,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             let word = self.own_queue().peek();
             let unclaimed = word.initial() - claimed_by(word.initial(), word.steals());
             let room = self.env.config.public_capacity as u64;
-            answer = [(!word.locked() && unclaimed + self.surplus as u64 > room) as u64];
+            let wanted = (self.surplus as u64).min(room / 2);
+            answer = [(!word.locked() && unclaimed + wanted > room) as u64];
         }
         if self.exchange(answer)[0] != 0 {
             self.surplus = 0;
@@ -154,8 +159,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
 
     /// Lane 0 reads the own public word once, and every lane gets `(empty, stocked)`: empty
     /// when it holds no unclaimed task and no owner holds its lock, stocked when it holds
-    /// unclaimed tasks. Read Relaxed: a stale answer only moves a release or a surplus by one
-    /// check, and `publish` works on the word it loads itself.
+    /// unclaimed tasks. Read Relaxed: a stale answer only moves a release by one check, and
+    /// `publish` works on the word it loads itself.
     #[inline(always)]
     fn own_queue_state(&self) -> (bool, bool) {
         let mut answer = [0u64; 1];
@@ -390,7 +395,7 @@ mod tests {
     use crate::{Env, HostWord, QueueHeader, SchedConfig, Scope, ScratchLayout, DATA_AREAS};
 
     #[test]
-    fn a_surplus_stays_off_a_queue_that_could_not_take_it_all() {
+    fn a_surplus_stays_off_a_queue_that_could_not_take_it() {
         let mut config = SchedConfig::new(1);
         config.public_capacity = 64;
         // SAFETY: a queue header is atomic words, valid all zero.
@@ -411,21 +416,25 @@ mod tests {
         let mut w = unsafe { WorkerCore::<_, _, FromConfig>::new(p, &env, 0, OnFull::Publish) };
         let open =
             |initial: u64, steals: u64| QueueWord::open(0, initial, 0).0 + steals * STEAL_INCREMENT;
-        // (word, whether the surplus of 5 is kept for a publish): 60 or more of 64 unclaimed
-        // could not take it all, and it stays on the overflow stack; fewer, a locked word or an
-        // empty one publish it.
-        for (word, published) in [
-            (open(64, 0), false),
-            (open(60, 0), false),
-            (open(59, 0), true),
-            (open(64, 1), true),
-            (open(0, 0), true),
-            (QueueWord(open(64, 0)).with_lock().0, true),
+        // (word, surplus, whether it is kept for a publish). A surplus of 5: 60 or more of 64
+        // unclaimed could not take it, and it stays on the overflow stack; fewer, a locked word
+        // or an empty one publish it. A surplus of 100, more than half a ring: kept only once
+        // more than half the ring (32) is unclaimed.
+        for (word, surplus, published) in [
+            (open(64, 0), 5, false),
+            (open(60, 0), 5, false),
+            (open(59, 0), 5, true),
+            (open(64, 1), 5, true),
+            (open(0, 0), 5, true),
+            (QueueWord(open(64, 0)).with_lock().0, 5, true),
+            (open(32, 0), 100, true),
+            (open(33, 0), 100, false),
         ] {
             header.word.store(word, Ordering::Relaxed, Scope::Device);
-            w.surplus = 5;
+            w.surplus = surplus;
             w.keep_surplus_unless_wanted();
-            assert_eq!(w.surplus, if published { 5 } else { 0 }, "word {word:#x}");
+            let kept = if published { surplus } else { 0 };
+            assert_eq!(w.surplus, kept, "word {word:#x}, surplus {surplus}");
         }
     }
 
