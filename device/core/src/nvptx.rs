@@ -419,8 +419,8 @@ unsafe impl Platform for GpuBlockPlatform {
         // barrier that handed the claim to every lane order it, as they order plain loads.
         unsafe {
             asm!(
-                "{{ .reg .u64 d, s; cvta.to.shared.u64 d, {d}; cvta.to.global.u64 s, {s}; cp.async.cg.shared.global [d], [s], 16; }}",
-                d = in(reg64) dst,
+                "{{ .reg .u64 s; cvta.to.global.u64 s, {s}; cp.async.cg.shared.global [{d}], [s], 16; }}",
+                d = in(reg64) shared_address(dst.cast()),
                 s = in(reg64) src,
                 options(nostack)
             )

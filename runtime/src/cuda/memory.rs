@@ -11,7 +11,7 @@ use mgws_core::{
 };
 use mgws_tasks::TaskStruct;
 
-use super::driver::{DeviceBuffer, HostBuffer};
+use super::driver::{DeviceBuffer, Gpu, HostBuffer};
 use super::plan::{self, shared_field, QueueArea, RunArea, TasksIn};
 use super::session::{Loc, Placed, Session};
 use super::split::{self, SplitBuffer};
@@ -129,18 +129,11 @@ pub(super) fn allocate(
             ),
         )?);
     }
-    // Each worker clears its row at its start: no zeroing here.
     let damping_row = topology.remote_damping_words() * 8;
     let mut remote_damping = Vec::new();
-    if damping_row > 0 {
-        for (d, g) in s.gpus[..n].iter().enumerate() {
-            let w = topology.workers_on(d) as usize;
-            remote_damping.push(DeviceBuffer::alloc(
-                g,
-                w * damping_row,
-                "the damping bits of other GPUs' queues",
-            )?);
-        }
+    for (d, g) in s.gpus[..n].iter().enumerate() {
+        let w = topology.workers_on(d) as usize;
+        remote_damping.extend(damping_rows(g, topology, w, "other GPUs' queues")?);
     }
     tracing::trace!("tags");
     let task_tags = WorkerRecords::<u64>::allocate(s, topology, "the task-tag words")?;
@@ -578,6 +571,23 @@ pub(crate) fn env_bytes(env: &Env<HostWord, TaskStruct>) -> &[u8] {
             size_of::<Env<HostWord, TaskStruct>>(),
         )
     }
+}
+
+/// The rows of [`Env::remote_damping`](mgws_core::Env::remote_damping) of `workers` workers on
+/// `gpu`, in its own memory: none where a row has no word (one domain). Each worker clears its
+/// row at its start, so they are not zeroed here.
+pub(crate) fn damping_rows(
+    gpu: &Gpu,
+    topology: &Topology,
+    workers: usize,
+    whose: &str,
+) -> Result<Option<DeviceBuffer>> {
+    let row = topology.remote_damping_words() * 8;
+    if row == 0 {
+        return Ok(None);
+    }
+    let what = format!("the damping bits of {whose}");
+    DeviceBuffer::alloc(gpu, workers * row, &what).map(Some)
 }
 
 #[cfg(test)]

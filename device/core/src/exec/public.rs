@@ -137,8 +137,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// half a ring (UTS T3's root spawns 2000 children) is published into a queue that is less
     /// than half full, so that the run's first thieves find it. Keeping the surplus off every
     /// queue that was not empty starved UTS's thieves (T1L ran a third slower), and off one
-    /// holding half a ring cost T2L 6%. The word is read Relaxed: a stale answer only keeps a
-    /// surplus back or publishes it, and `publish` works on the word it loads itself.
+    /// holding half a ring cost T2L 6%.
     #[inline(always)]
     pub(crate) fn keep_surplus_unless_wanted(&mut self) {
         if self.surplus == 0 {
@@ -157,21 +156,28 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         }
     }
 
-    /// Lane 0 reads the own public word once, and every lane gets `(empty, stocked)`: empty
-    /// when it holds no unclaimed task and no owner holds its lock, stocked when it holds
-    /// unclaimed tasks. Read Relaxed: a stale answer only moves a release by one check, and
-    /// `publish` works on the word it loads itself.
+    /// Every lane gets `(empty, stocked)` of the own public queue: empty when it holds no
+    /// unclaimed task and no owner holds its lock, stocked when it holds unclaimed tasks and no
+    /// lock (as [`PublicQueue::looks_stealable`]).
     #[inline(always)]
     fn own_queue_state(&self) -> (bool, bool) {
+        let (unclaimed, locked) = self.own_queue_unclaimed();
+        (!locked && unclaimed == 0, !locked && unclaimed > 0)
+    }
+
+    /// Lane 0 reads the own public word once, and every lane gets its unclaimed tasks and
+    /// whether it is locked. Read Relaxed: a stale answer only moves a release by one check or
+    /// keeps a surplus back, and `publish` works on the word it loads itself.
+    #[inline(always)]
+    fn own_queue_unclaimed(&self) -> (u64, bool) {
         let mut answer = [0u64; 1];
         if self.p.is_leader() {
             let word = self.own_queue().peek();
-            let stocked = PublicQueue::<P::Word>::looks_stealable(word);
-            let empty = !stocked && !word.locked();
-            answer = [empty as u64 | (stocked as u64) << 1];
+            let unclaimed = word.initial() - claimed_by(word.initial(), word.steals());
+            answer = [unclaimed << 1 | word.locked() as u64];
         }
         let [answer] = self.exchange(answer);
-        (answer & 1 != 0, answer & 2 != 0)
+        (answer >> 1, answer & 1 != 0)
     }
 
     /// The worker's one place that publishes into its own public queue and opens a new epoch:

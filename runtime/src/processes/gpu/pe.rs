@@ -34,6 +34,7 @@ use mgws_tasks::{Registry, TaskStruct};
 
 use super::nvshmem::{Nvshmem, UniqueId};
 use crate::cuda::driver::{self, DeviceBuffer, Event, Stream};
+use crate::cuda::memory;
 use crate::cuda::plan::{self, shared_field};
 use crate::cuda::session::Session;
 use crate::cuda::{CudaBackend, Method, PeTransport, Placement};
@@ -536,17 +537,8 @@ fn allocate_local(
             config.spill_capacity
         ),
     )?;
-    // Each worker clears its row at its start: no zeroing here.
     let damping_row = topology.remote_damping_words() * 8;
-    let remote_damping = if damping_row > 0 {
-        Some(DeviceBuffer::alloc(
-            gpu,
-            workers * damping_row,
-            "the damping bits of other PEs' queues",
-        )?)
-    } else {
-        None
-    };
+    let remote_damping = memory::damping_rows(gpu, &topology, workers, "other PEs' queues")?;
     let initial_len = header.initial_len as usize;
     // Only this PE's home ranges: its workers claim from no other (`INITIAL_OWN_DEVICE`, set by
     // the launcher), so the rest of the buffer is never read.
