@@ -116,9 +116,32 @@
 //! assert_eq!((Stealable::PUBLIC_CAPACITY, Stealable::LOCAL_CAPACITY), (Some(512), None));
 //! ```
 //!
+//! `publish_copy_batch = N` (1, 2, 4 or 8; 1 when not named) is how many words each lane of a
+//! worker loads before it stores any when it copies tasks from global memory to global memory
+//! to publish them: from its overflow stack into its public queue, or a steal's tasks beyond
+//! its local queue's half onto the overflow stack (`TaskExecutor::PUBLISH_COPY_BATCH`). More
+//! words in flight shorten those copies and cost registers; FIB and N-Queens ran faster at 4,
+//! UTS T1L slower (docs/results.md):
+//!
+//! ```
+//! use mgws_core::TaskExecutor;
+//! #[mgws_tasks::registry(publish_copy_batch = 4)]
+//! enum Eager {
+//!     #[width(1)]
+//!     Fib(mgws_tasks::workloads::fib::FibTask),
+//! }
+//! #[mgws_tasks::registry]
+//! enum Plain {
+//!     #[width(1)]
+//!     Fib(mgws_tasks::workloads::fib::FibTask),
+//! }
+//! assert_eq!(<Eager as TaskExecutor<mgws_tasks::TaskStruct>>::PUBLISH_COPY_BATCH, 4);
+//! assert_eq!(<Plain as TaskExecutor<mgws_tasks::TaskStruct>>::PUBLISH_COPY_BATCH, 1);
+//! ```
+//!
 //! Arguments other than `ptx = EXPR`, `kernel = "name"`, `max_registers = N`,
 //! `local_capacity = N`, `levels_local_capacity = N`, `static_local_capacity = N`,
-//! `public_capacity = N`, `results(...)`
+//! `public_capacity = N`, `publish_copy_batch = N`, `results(...)`
 //! and `crate = PATH` are compile errors, and so is a cap outside 16..=255:
 //!
 //! ```compile_fail

@@ -82,6 +82,12 @@ pub trait TaskExecutor<T>: Sync {
     /// The width of every task, where all tags share one (0 for the whole worker); `None` where
     /// they differ, and a worker reads each task's.
     const UNIFORM_WIDTH: Option<u32> = Some(0);
+    /// Words each lane loads before it stores any in the copies from global memory to global
+    /// memory on the publishing paths (a publish from the overflow stack into the ring, a
+    /// steal's tasks beyond the local queue's half onto the overflow stack): 1, 2, 4 or 8.
+    /// More words in flight made FIB and N-Queens faster on a GPU and UTS T1L slower
+    /// (docs/results.md), so each registry chooses (`#[registry(publish_copy_batch = N)]`).
+    const PUBLISH_COPY_BATCH: u32 = 1;
 
     /// The lanes a task of `task`'s tag runs on: a power of two from 1 to 32, or 0 for the
     /// whole worker (the default). A worker with at most that many lanes runs it on all of them.

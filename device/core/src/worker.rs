@@ -79,7 +79,7 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
                         && c.iterations & (c.release_interval - 1) == 0
                         && c.should_release())
                 {
-                    c.publish_surplus_or_release();
+                    c.publish_surplus_or_release(self.exec);
                     continue;
                 }
                 c.run_local_batch(self.exec);
@@ -102,7 +102,7 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
             if !c.initial_exhausted && c.load_initial(step) {
                 continue;
             }
-            if c.steal() {
+            if c.steal(self.exec) {
                 continue;
             }
             if !c.initial_exhausted {

@@ -55,6 +55,7 @@ struct Args {
     krate: Option<Path>,
     kernel: Option<syn::LitStr>,
     max_registers: Option<syn::LitInt>,
+    publish_copy_batch: Option<syn::LitInt>,
     local_capacity: Option<syn::LitInt>,
     levels_local_capacity: Option<syn::LitInt>,
     static_local_capacity: Option<syn::LitInt>,
@@ -108,6 +109,15 @@ impl Args {
                     "`max_registers` is a register count per thread from 16 to 255, like 64",
                 )?);
                 Ok(())
+            } else if meta.path.is_ident("publish_copy_batch") {
+                args.publish_copy_batch = Some(count_arg(
+                    &meta,
+                    args.publish_copy_batch.is_some(),
+                    |v| matches!(v, 1 | 2 | 4 | 8),
+                    "`publish_copy_batch` is the words each lane copies at once on the publishing \
+                     paths: 1, 2, 4 or 8, like 4",
+                )?);
+                Ok(())
             } else if meta.path.is_ident("local_capacity") {
                 capacity_arg(&meta, &mut args.local_capacity, "local", 65536, 128)
             } else if meta.path.is_ident("levels_local_capacity") {
@@ -157,6 +167,7 @@ impl Args {
                      `cubin = EXPR` (the same kernel assembled, e.g. `mgws::kernel_cubin!()`), \
                      `kernel = \"name\"` (the name its kernel entries carry), `max_registers = N` \
                      (the CUDA backend's default register cap for its kernels), \
+                     `publish_copy_batch = N` (words each lane copies at once when it publishes), \
                      `local_capacity = N` (the CUDA backend's default local queue), \
                      `levels_local_capacity = N` (the same for the kernel per level), \
                      `static_local_capacity = N` (the same for static assignment), \
@@ -477,6 +488,11 @@ fn expand(
         args.local_capacity.as_ref(),
         args.public_capacity.as_ref(),
     );
+    let publish_copy_batch = args.publish_copy_batch.as_ref().map(|n| {
+        quote! {
+            const PUBLISH_COPY_BATCH: u32 = #n;
+        }
+    });
     let (levels_local_capacity, static_local_capacity) = (
         args.levels_local_capacity.as_ref(),
         args.static_local_capacity.as_ref(),
@@ -691,6 +707,7 @@ fn expand(
         impl #krate::__core::TaskExecutor<#krate::TaskStruct> for #name {
             const NARROW: bool = #narrow;
             const UNIFORM_WIDTH: ::core::option::Option<u32> = #uniform_width;
+            #publish_copy_batch
             #width_fn
             #[inline(always)]
             fn execute<C: #krate::__core::Context<Task = #krate::TaskStruct>>(

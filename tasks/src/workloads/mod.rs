@@ -70,12 +70,14 @@ pub enum UtsTasks {
 /// Its GPU workers hold 256 tasks: room for a batch's spawns, fewer overflow spills, and fewer
 /// workers per SM (12 on an H100), as fast on one GPU as 128 and faster on several. Its kernel
 /// per level, which holds one batch and its spawns, keeps 128 and twice the workers, where it
-/// ran 1.5 times as fast (docs/results.md).
+/// ran 1.5 times as fast. Its publishing copies keep 4 words of each lane in flight, where FIB
+/// ran 1-2% faster (UTS's did not; docs/results.md).
 #[crate::registry(
     kernel = "fib",
     max_registers = 64,
     local_capacity = 256,
-    levels_local_capacity = 128
+    levels_local_capacity = 128,
+    publish_copy_batch = 4
 )]
 pub enum FibTasks {
     #[width(1)]

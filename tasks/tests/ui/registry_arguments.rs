@@ -43,6 +43,16 @@ enum PublicTwice {
     Count(Count),
 }
 
+#[mgws_tasks::registry(publish_copy_batch = 3)]
+enum BatchNotAPowerOfTwo {
+    Count(Count),
+}
+
+#[mgws_tasks::registry(publish_copy_batch = 16)]
+enum BatchTooLarge {
+    Count(Count),
+}
+
 #[mgws_tasks::registry(results(counts: u64, counts: u32))]
 enum ResultsTwice {
     Count(Count),

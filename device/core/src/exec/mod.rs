@@ -438,6 +438,24 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         self.copy_tasks_batched::<1>(count, src, dst)
     }
 
+    /// [`WorkerCore::copy_tasks`] between two ranges of global memory on the publishing paths,
+    /// with [`TaskExecutor::PUBLISH_COPY_BATCH`] words of each lane in flight (a constant: each
+    /// kernel keeps one of the arms).
+    #[inline(always)]
+    pub(crate) fn copy_tasks_to_publish<X: TaskExecutor<T>>(
+        &self,
+        count: u64,
+        src: impl Fn(u64) -> *const T,
+        dst: impl Fn(u64) -> *mut T,
+    ) {
+        match X::PUBLISH_COPY_BATCH {
+            2 => self.copy_tasks_batched::<2>(count, src, dst),
+            4 => self.copy_tasks_batched::<4>(count, src, dst),
+            8 => self.copy_tasks_batched::<8>(count, src, dst),
+            _ => self.copy_tasks(count, src, dst),
+        }
+    }
+
     /// [`WorkerCore::copy_tasks`] into this worker's scratch (its local queue) from global
     /// memory: where the platform copies asynchronously, each lane starts all its copies of 16
     /// bytes before it waits for any, so that a steal, an acquire or a refill waits out one
@@ -484,7 +502,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// waits for the store before it (the compiler cannot tell the two ranges apart): on a GPU a
     /// chunk of 32 initial tasks waited out eight global-memory latencies in a row. The batch
     /// costs `2 * BATCH` registers, which the copies on UTS's path could not spare (with every
-    /// copy batched, T1L ran slower; docs/results.md), so only the initial chunks use it.
+    /// copy batched, T1L ran slower; docs/results.md): the initial chunks use it, and the
+    /// publishing paths where the registry asks (`copy_tasks_to_publish`).
     #[inline]
     pub(crate) fn copy_tasks_batched<const BATCH: usize>(
         &self,

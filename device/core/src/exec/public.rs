@@ -4,6 +4,7 @@
 
 use super::WorkerCore;
 use crate::config::RELEASE_CHECK_INTERVAL;
+use crate::context::TaskExecutor;
 use crate::local_ring::{ring_index, ring_slot_after};
 use crate::operation::Operation;
 use crate::platform::{AtomicWord, Ordering, Platform, ProtocolStep};
@@ -188,7 +189,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// inside `steal`, added registers to the MEMSET entry (ptxas). Every
     /// publication that moves tasks counts as a release in the statistics.
     #[inline(always)]
-    pub(crate) fn publish_surplus_or_release(&mut self) {
+    pub(crate) fn publish_surplus_or_release<X: TaskExecutor<T>>(&mut self, _: &X) {
         self.set_operation(Operation::Release);
         let surplus = self.surplus as u64;
         // A release takes the overflow stack first when it holds tasks: they are older than
@@ -208,7 +209,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             self.oldest_local()
         };
         self.p.protocol_step(ProtocolStep::Release);
-        let moved = self.publish(want, source);
+        let moved = self.publish::<X>(want, source);
         if from_spill {
             // Whatever did not fit stays on the overflow stack, for `refill_from_spill`.
             self.spill_len -= moved as u32;
@@ -251,7 +252,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// to drain, copy up to `want` tasks from `src` to the head of the ring, reopen. Returns the
     /// number of tasks published.
     #[inline(always)]
-    pub(crate) fn publish(&mut self, want: u64, src: TaskRun<T>) -> u64 {
+    pub(crate) fn publish<X: TaskExecutor<T>>(&mut self, want: u64, src: TaskRun<T>) -> u64 {
         let queue = self.own_queue();
         let abort = self.abort_flag();
         // [count, aborted, the lock's view as `OwnerView::parts`, the head's ring slot]
@@ -292,7 +293,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         // SAFETY: this worker's queue, and every ring has a slot 0.
         let ring = unsafe { self.env.slot(self.queue, 0) };
         // SAFETY: the count slots from the head on are free slots of our locked queue.
-        self.copy_tasks(
+        self.copy_tasks_to_publish::<X>(
             count,
             |j| src.at(j),
             |j| unsafe { ring.add(ring_slot_after(head_slot, j, capacity) as usize) },

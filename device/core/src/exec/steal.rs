@@ -3,6 +3,7 @@
 
 use super::WorkerCore;
 use crate::config::OverflowMode;
+use crate::context::TaskExecutor;
 use crate::error::RunError;
 use crate::local_ring::ring_slot_after;
 use crate::operation::Operation;
@@ -101,7 +102,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// rest onto the overflow stack as this worker's `surplus`, which the loop's next iteration
     /// publishes to its public queue, where others can steal them again.
     #[inline(always)]
-    pub(crate) fn steal(&mut self) -> bool {
+    pub(crate) fn steal<X: TaskExecutor<T>>(&mut self, _: &X) -> bool {
         self.set_operation(Operation::Steal);
         let mut plan = [0u64; 4];
         if self.p.is_leader() {
@@ -140,7 +141,11 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         let spilled = rest > 0 && top + rest <= self.spill_capacity();
         self.copy_tasks_to_scratch(to_local, src, |j| self.local_slot(head + j));
         if spilled {
-            self.copy_tasks(rest, |j| src(to_local + j), |j| self.spill_slot(top + j));
+            self.copy_tasks_to_publish::<X>(
+                rest,
+                |j| src(to_local + j),
+                |j| self.spill_slot(top + j),
+            );
         }
         self.p.barrier();
         self.local_head = self.local_head.wrapping_add(to_local as u32);
