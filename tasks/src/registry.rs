@@ -117,9 +117,9 @@
 //! ```
 //!
 //! `publish_copy_batch = N` (1, 2, 4 or 8; 1 when not named) is how many words each lane of a
-//! worker loads before it stores any when it copies tasks from global memory to global memory
-//! to publish them: from its overflow stack into its public queue, or a steal's tasks beyond
-//! its local queue's half onto the overflow stack (`TaskExecutor::PUBLISH_COPY_BATCH`). More
+//! worker loads before it stores any when it copies tasks to publish them: into its public
+//! queue from its overflow stack or its local queue, or a steal's tasks beyond its local
+//! queue's half onto the overflow stack (`TaskExecutor::PUBLISH_COPY_BATCH`). More
 //! words in flight shorten those copies and cost registers; FIB and N-Queens ran faster at 4,
 //! UTS T1L slower (docs/results.md):
 //!

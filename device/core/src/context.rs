@@ -82,9 +82,9 @@ pub trait TaskExecutor<T>: Sync {
     /// The width of every task, where all tags share one (0 for the whole worker); `None` where
     /// they differ, and a worker reads each task's.
     const UNIFORM_WIDTH: Option<u32> = Some(0);
-    /// Words each lane loads before it stores any in the copies from global memory to global
-    /// memory on the publishing paths (a publish from the overflow stack into the ring, a
-    /// steal's tasks beyond the local queue's half onto the overflow stack): 1, 2, 4 or 8.
+    /// Words each lane loads before it stores any in the copies on the publishing paths (a
+    /// publish into the ring, from the overflow stack or the local queue; a steal's tasks beyond
+    /// the local queue's half onto the overflow stack): 1, 2, 4 or 8.
     /// More words in flight made FIB and N-Queens faster on a GPU and UTS T1L slower
     /// (docs/results.md), so each registry chooses (`#[registry(publish_copy_batch = N)]`).
     const PUBLISH_COPY_BATCH: u32 = 1;

@@ -438,9 +438,9 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         self.copy_tasks_batched::<1>(count, src, dst)
     }
 
-    /// [`WorkerCore::copy_tasks`] between two ranges of global memory on the publishing paths,
-    /// with [`TaskExecutor::PUBLISH_COPY_BATCH`] words of each lane in flight (a constant: each
-    /// kernel keeps one of the arms).
+    /// [`WorkerCore::copy_tasks`] on the publishing paths, into global memory (a ring, an
+    /// overflow stack), with [`TaskExecutor::PUBLISH_COPY_BATCH`] words of each lane in flight (a
+    /// constant: each kernel keeps one of the arms).
     #[inline(always)]
     pub(crate) fn copy_tasks_to_publish<X: TaskExecutor<T>>(
         &self,
