@@ -139,7 +139,7 @@
 //! assert_eq!(<Plain as TaskExecutor<mgws_tasks::TaskStruct>>::PUBLISH_COPY_BATCH, 1);
 //! ```
 //!
-//! Arguments other than `ptx = EXPR`, `kernel = "name"`, `max_registers = N`,
+//! Arguments other than `ptx = EXPR`, `cubin = EXPR`, `kernel = "name"`, `max_registers = N`,
 //! `local_capacity = N`, `levels_local_capacity = N`, `static_local_capacity = N`,
 //! `public_capacity = N`, `publish_copy_batch = N`, `results(...)`
 //! and `crate = PATH` are compile errors, and so is a cap outside 16..=255:

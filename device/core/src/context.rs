@@ -84,7 +84,8 @@ pub trait TaskExecutor<T>: Sync {
     const UNIFORM_WIDTH: Option<u32> = Some(0);
     /// Words each lane loads before it stores any in the copies on the publishing paths (a
     /// publish into the ring, from the overflow stack or the local queue; a steal's tasks beyond
-    /// the local queue's half onto the overflow stack): 1, 2, 4 or 8.
+    /// the local queue's half onto the overflow stack): 1, 2, 4 or 8 (a worker of another value
+    /// does not compile).
     /// More words in flight made FIB and N-Queens faster on a GPU and UTS T1L slower
     /// (docs/results.md), so each registry chooses (`#[registry(publish_copy_batch = N)]`).
     const PUBLISH_COPY_BATCH: u32 = 1;

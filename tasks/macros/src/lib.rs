@@ -32,6 +32,11 @@
 //!   `&'static [u8]` (`mgws::kernel_cubin!()`: the cubin `mgws-builder` writes beside the PTX
 //!   when ptxas is found, empty otherwise). The CUDA backend loads it instead of JIT-compiling
 //!   the PTX on a GPU it was built for; `KERNEL_CUBIN` is `Some(EXPR)`.
+//! - `kernel = "name"`, `max_registers = N`, `local_capacity = N`, `levels_local_capacity = N`,
+//!   `static_local_capacity = N`, `public_capacity = N`, `publish_copy_batch = N` and
+//!   `results(name: Type, ...)`: the kernel's name and its tuning, and the result tables
+//!   (described with examples in `mgws_tasks::registry`); `publish_copy_batch` becomes
+//!   `TaskExecutor::PUBLISH_COPY_BATCH`.
 //! - `crate = PATH`: where the task model lives, for the generated paths. By default the macro
 //!   reads the calling crate's `Cargo.toml`: `::mgws_tasks` when it depends on `mgws-tasks`,
 //!   `::mgws::__tasks` (the `mgws` crate's re-export) when it depends only on `mgws`.

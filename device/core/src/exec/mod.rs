@@ -448,6 +448,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         src: impl Fn(u64) -> *const T,
         dst: impl Fn(u64) -> *mut T,
     ) {
+        const { assert!(matches!(X::PUBLISH_COPY_BATCH, 1 | 2 | 4 | 8)) };
         match X::PUBLISH_COPY_BATCH {
             2 => self.copy_tasks_batched::<2>(count, src, dst),
             4 => self.copy_tasks_batched::<4>(count, src, dst),

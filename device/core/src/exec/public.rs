@@ -138,7 +138,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// half a ring (UTS T3's root spawns 2000 children) is published into a queue that is less
     /// than half full, so that the run's first thieves find it. Keeping the surplus off every
     /// queue that was not empty starved UTS's thieves (T1L ran a third slower), and off one
-    /// holding half a ring cost T2L 6%.
+    /// holding half a ring cost T2L 6%. The word is read Relaxed: a stale answer only keeps a
+    /// surplus back or publishes it, and `publish` works on the word it loads itself.
     #[inline(always)]
     pub(crate) fn keep_surplus_unless_wanted(&mut self) {
         if self.surplus == 0 {
@@ -167,8 +168,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     }
 
     /// Lane 0 reads the own public word once, and every lane gets its unclaimed tasks and
-    /// whether it is locked. Read Relaxed: a stale answer only moves a release by one check or
-    /// keeps a surplus back, and `publish` works on the word it loads itself.
+    /// whether it is locked. Read Relaxed: a stale answer only moves a release by one check, and
+    /// `publish` works on the word it loads itself.
     #[inline(always)]
     fn own_queue_unclaimed(&self) -> (u64, bool) {
         let mut answer = [0u64; 1];
