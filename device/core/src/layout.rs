@@ -29,6 +29,31 @@ pub struct SharedState<W> {
     _pad: W,
 }
 
+/// A device's words of hierarchical termination, in that device's memory.
+#[repr(C)]
+pub struct DeviceIdle<W> {
+    /// Workers of the device that count themselves idle.
+    pub count: W,
+    /// Nonzero once the device's watcher saw every device all idle ([`crate::termination::EndWatch`]).
+    pub over: W,
+}
+
+impl<W: AtomicWord> DeviceIdle<W> {
+    /// The initial state (all zero), for hosts that build it from values rather than bytes.
+    pub fn new() -> Self {
+        DeviceIdle {
+            count: W::new(0),
+            over: W::new(0),
+        }
+    }
+}
+
+impl<W: AtomicWord> Default for DeviceIdle<W> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// Metadata of one public queue. Thieves touch `word` and `completed`; the rest is the owners'
 /// bookkeeping, changed only while the owner holds the lock bit of `word`.
 #[repr(C)]
@@ -299,10 +324,10 @@ pub struct Env<W, T> {
     /// Voting tree: one word per worker, then one per device for the global tree, then one per
     /// device for the device-local copy of the decision.
     pub tree: *const W,
-    /// Device `d`'s idle counter ([`crate::TerminationMode::Hierarchical`]): one word in that
+    /// Device `d`'s idle counter and relay ([`crate::TerminationMode::Hierarchical`]), in that
     /// device's own memory, updated at device scope by its workers only; null for devices the
     /// topology does not have, and for runs of another termination mode.
-    pub device_idle: [*const W; MAX_DEVICES],
+    pub device_idle: [*const DeviceIdle<W>; MAX_DEVICES],
     /// The abort flag this env's workers read: [`SharedState::abort`], or a copy of it in the
     /// memory of the device this env is for. The shared state lives on one device: a copy on
     /// each spares the workers of the others a remote load at every progress check.

@@ -52,8 +52,8 @@ pub use error::{RunError, TaskError, CORE_CODES};
 pub use exec::{LevelSink, WorkerCore};
 pub use host_word::HostWord;
 pub use layout::{
-    Env, LevelArgs, QueueHeader, SharedState, Topology, WorkerProgress, WorkerStats, AREA_WRITABLE,
-    DATA_AREAS,
+    DeviceIdle, Env, LevelArgs, QueueHeader, SharedState, Topology, WorkerProgress, WorkerStats,
+    AREA_WRITABLE, DATA_AREAS,
 };
 pub use leader::LeaderState;
 pub use local_ring::ring_index;

@@ -65,6 +65,10 @@ impl<W: AtomicWord> IdleCounter<'_, W> {
 /// before the crossing up it undoes; the arithmetic wraps), but never more: a device adds at most
 /// one more time than it subtracted. So it equals the number of devices only once every worker is
 /// idle, and from then on it stays there.
+///
+/// That last fact lets one worker per device watch the global word for the others
+/// ([`EndWatch`]): the global word lives on one device, and every idle worker of an all-idle
+/// device reading it over NVLink in each idle round loaded that device's memory for nothing.
 pub struct HierarchicalCounter<'a, W> {
     /// The counter of the calling worker's device.
     pub device: &'a W,
@@ -78,6 +82,21 @@ pub struct HierarchicalCounter<'a, W> {
     pub devices: u64,
     /// The scope of the global word (the run's queue scope).
     pub scope: Scope,
+    /// How the calling worker learns that every device is all idle.
+    pub end: EndWatch<'a, W>,
+}
+
+/// How a worker of an all-idle device learns that every device is all idle.
+#[derive(Clone, Copy)]
+pub enum EndWatch<'a, W> {
+    /// It reads the global word itself: where "all idle" may not last (one side of a bridged
+    /// run, whose other side can still send tasks), so it cannot be relayed.
+    Global,
+    /// The device's watcher: it reads the global word, and relays a yes into the device's
+    /// [`crate::DeviceIdle::over`].
+    Watch(&'a W),
+    /// It reads the device's [`crate::DeviceIdle::over`], in its own device's memory.
+    Relayed(&'a W),
 }
 
 impl<W: AtomicWord> HierarchicalCounter<'_, W> {
@@ -124,12 +143,41 @@ impl<W: AtomicWord> HierarchicalCounter<'_, W> {
     }
 
     /// True once every worker of every device is idle. The device counter is read first, in the
-    /// device's own memory, so that idle workers poll the global word only while their device is
-    /// all idle; acquire pairs with the increments' release.
+    /// device's own memory, so that only the workers of an all-idle device look further: its
+    /// watcher at the global word, the others at the watcher's relay ([`EndWatch`]).
+    ///
+    /// Acquire on the counters pairs with the increments' release. The relay is a release store
+    /// that the others load with acquire, so what the watcher saw happens before their end too.
+    /// A relayed yes is as final as the global word's: every worker stays idle from then on.
     #[inline(always)]
     pub fn all_idle(&self) -> bool {
-        self.device.load(Ordering::Acquire, self.device_scope) == self.device_workers
-            && self.global.load(Ordering::Acquire, self.scope) == self.devices
+        if self.device.load(Ordering::Acquire, self.device_scope) != self.device_workers {
+            return false;
+        }
+        match self.end {
+            EndWatch::Global => self.every_device_idle(),
+            EndWatch::Watch(over) => {
+                let all = self.every_device_idle();
+                if all {
+                    self.relay_end(over);
+                }
+                all
+            }
+            EndWatch::Relayed(over) => over.load(Ordering::Acquire, self.device_scope) != 0,
+        }
+    }
+
+    /// The global word counts every device all idle (acquire, as in [`Self::all_idle`]).
+    #[inline(always)]
+    fn every_device_idle(&self) -> bool {
+        self.global.load(Ordering::Acquire, self.scope) == self.devices
+    }
+
+    /// The watcher's relay into the device's [`crate::DeviceIdle::over`]. Apart only for the loom
+    /// model whose twin relays on the wrong condition.
+    #[inline(always)]
+    pub fn relay_end(&self, over: &W) {
+        over.store(1, Ordering::Release, self.device_scope);
     }
 
     /// Whether some worker of this device counts itself idle now, or some device is all idle: a

@@ -16,7 +16,7 @@ use loom::sync::atomic::AtomicU64;
 use loom::sync::{Arc, Mutex};
 use loom::thread;
 use mgws_core::one_lane::OneLane;
-use mgws_core::termination::{HierarchicalCounter, IdleCounter, VoteOutcome, VotingTree};
+use mgws_core::termination::{EndWatch, HierarchicalCounter, IdleCounter, VoteOutcome, VotingTree};
 use mgws_core::{
     spawn_place, AtomicWord, Claim, HostWord, Ordering, PublicQueue, QueueHeader, Scope,
     SharedState, SpawnPlace, Topology,
@@ -357,7 +357,7 @@ fn voting_tree_without_the_rule_terminates_early() {
 }
 
 /// One worker's view of hierarchical counters: its device's counter (of `device_workers`
-/// workers) and the global word over `devices` devices.
+/// workers) and the global word over `devices` devices, which it reads itself.
 fn hierarchical<'a>(
     device: &'a HostWord,
     device_workers: u64,
@@ -371,6 +371,7 @@ fn hierarchical<'a>(
         global,
         devices,
         scope: SCOPE,
+        end: EndWatch::Global,
     }
 }
 
@@ -480,6 +481,85 @@ fn hierarchical_counter_counts_a_device_at_most_once() {
 #[should_panic(expected = "counted every device idle")]
 fn hierarchical_counter_with_a_deferred_global_decrement_counts_a_device_twice() {
     hierarchical_bound(true);
+}
+
+/// The relay of the end (`EndWatch`): device 0 has its watcher A and worker Y, device 1 has V,
+/// which runs its last task and then counts itself idle. A and Y count themselves idle and look
+/// once each. Whoever sees the end must see V's task run: Y learns it only through A's relay,
+/// which A writes after it saw every device idle. If A relays once its own device is all idle
+/// (`relay_device_only`), Y ends the run with V's task unrun.
+fn hierarchical_relay(relay_device_only: bool) {
+    model(move || {
+        let device0 = Arc::new(HostWord::new(0));
+        let device1 = Arc::new(HostWord::new(0));
+        let global = Arc::new(HostWord::new(0));
+        let over = Arc::new(HostWord::new(0));
+        let v_done = Arc::new(AtomicU64::new(0));
+        let v = {
+            let (device1, global, v_done) = (device1.clone(), global.clone(), v_done.clone());
+            thread::spawn(move || {
+                v_done.store(1, Ordering::Relaxed); // V's last task
+                hierarchical(&device1, 1, &global, 2).enter();
+            })
+        };
+        let y = {
+            let (device0, global, over, v_done) = (
+                device0.clone(),
+                global.clone(),
+                over.clone(),
+                v_done.clone(),
+            );
+            thread::spawn(move || {
+                let idle = HierarchicalCounter {
+                    end: EndWatch::Relayed(&*over),
+                    ..hierarchical(&device0, 2, &global, 2)
+                };
+                idle.enter();
+                if idle.all_idle() {
+                    assert_eq!(
+                        v_done.load(Ordering::Relaxed),
+                        1,
+                        "terminated while V's task was unrun"
+                    );
+                }
+            })
+        };
+        let idle = HierarchicalCounter {
+            end: EndWatch::Watch(&*over),
+            ..hierarchical(&device0, 2, &global, 2)
+        };
+        idle.enter();
+        let seen = if relay_device_only {
+            let own = device0.load(Ordering::Acquire, SCOPE) == 2;
+            if own {
+                idle.relay_end(&over);
+            }
+            own && global.load(Ordering::Acquire, SCOPE) == 2
+        } else {
+            idle.all_idle()
+        };
+        if seen {
+            assert_eq!(
+                v_done.load(Ordering::Relaxed),
+                1,
+                "terminated while V's task was unrun"
+            );
+        }
+        v.join().unwrap();
+        y.join().unwrap();
+        assert_eq!(global.load(Ordering::Relaxed, SCOPE), 2);
+    });
+}
+
+#[test]
+fn hierarchical_relay_follows_the_global_word() {
+    hierarchical_relay(false);
+}
+
+#[test]
+#[should_panic(expected = "terminated while")]
+fn hierarchical_relay_of_the_own_device_alone_terminates_early() {
+    hierarchical_relay(true);
 }
 
 /// Two sides without shared atomics (`bridge.rs`): side 0 holds tasks 1 and 2; side 1, idle from

@@ -1,8 +1,8 @@
 //! Host allocations of the orchestration data for the CPU backend.
 
 use mgws_core::{
-    AtomicWord, Env, HostWord, QueueHeader, SchedConfig, SharedState, Topology, WorkerProgress,
-    WorkerStats, DATA_AREAS, MAX_DEVICES,
+    AtomicWord, DeviceIdle, Env, HostWord, QueueHeader, SchedConfig, SharedState, Topology,
+    WorkerProgress, WorkerStats, DATA_AREAS, MAX_DEVICES,
 };
 use mgws_tasks::TaskStruct;
 
@@ -19,8 +19,9 @@ pub struct Arena {
     /// run (and, for the overflow stacks below, megabytes of cache and fresh pages).
     slots: Vec<TaskStruct>,
     pub tree: Vec<HostWord>,
-    /// `Env::device_idle`: one idle counter per device (CPU domain), each on its own cache line.
-    pub device_idle: Vec<LoneWord>,
+    /// `Env::device_idle`: one idle counter and relay per device (CPU domain), each device's on
+    /// its own cache lines.
+    pub device_idle: Vec<LoneIdle>,
     /// `Env::abort`: a copy of the abort flag that every worker reads, as each GPU of a run in
     /// one process reads its own, so that the CPU twin runs that path too (one env serves all
     /// domains here, so one copy).
@@ -36,11 +37,15 @@ pub struct Arena {
     remote_damping: Vec<u64>,
 }
 
-/// A word alone on its cache lines: a device's idle counter (its device's workers hammer it), or
-/// the copy of the abort flag that every worker reads. `repr(C)`: the word sits at offset 0,
-/// where the multi-process heap's env points.
+/// A word alone on its cache lines: the copy of the abort flag that every worker reads.
+/// `repr(C)`: the word sits at offset 0, where the multi-process heap's env points.
 #[repr(C, align(128))]
 pub struct LoneWord(pub HostWord);
+
+/// A device's idle counter and relay alone on their cache lines (its device's workers hammer
+/// the counter). `repr(C)`: the words sit at offset 0, where the multi-process heap's env points.
+#[repr(C, align(128))]
+pub struct LoneIdle(pub DeviceIdle<HostWord>);
 
 /// A value of `T` whose bytes are all zero.
 ///
@@ -90,7 +95,7 @@ impl Arena {
                 .map(|_| HostWord::new(0))
                 .collect(),
             device_idle: (0..topology.devices)
-                .map(|_| LoneWord(HostWord::new(0)))
+                .map(|_| LoneIdle(DeviceIdle::new()))
                 .collect(),
             abort_copy: Box::new(LoneWord(HostWord::new(0))),
             spill: try_with_capacity(
@@ -126,7 +131,7 @@ impl Arena {
         );
         let mut device_idle = [std::ptr::null(); MAX_DEVICES];
         for (d, word) in self.device_idle.iter().enumerate() {
-            device_idle[d] = &word.0 as *const HostWord;
+            device_idle[d] = &word.0 as *const DeviceIdle<HostWord>;
         }
         let abort: *const HostWord = &self.abort_copy.0;
         let mut device_abort = [std::ptr::null(); MAX_DEVICES];
@@ -169,8 +174,8 @@ pub(crate) struct Sections {
     pub slots: *mut TaskStruct,
     /// `Env::tree_words` words.
     pub tree: *const HostWord,
-    /// One idle counter per device (null past the topology's devices).
-    pub device_idle: [*const HostWord; MAX_DEVICES],
+    /// One idle counter and relay per device (null past the topology's devices).
+    pub device_idle: [*const DeviceIdle<HostWord>; MAX_DEVICES],
     /// The abort flag the workers read (`Env::abort`): the shared word or a copy.
     pub abort: *const HostWord,
     /// The copies of the abort flag (`Env::device_abort`), null past the last.

@@ -656,8 +656,12 @@ pub(crate) fn side_live_state(env: &Env<HostWord, TaskStruct>) -> LiveState {
         // older than the progress records read before.
         idle_counter: if env.config.termination_mode() == TerminationMode::Hierarchical {
             (0..env.topology.devices as usize)
-                // SAFETY: the arena holds one counter per device for the whole run.
-                .map(|d| unsafe { &*env.device_idle[d] }.load(Ordering::Acquire, Scope::System))
+                .map(|d| {
+                    // SAFETY: the arena holds one counter per device for the whole run.
+                    unsafe { &*env.device_idle[d] }
+                        .count
+                        .load(Ordering::Acquire, Scope::System)
+                })
                 .sum()
         } else {
             shared.idle_workers.load(Ordering::Acquire, Scope::System)

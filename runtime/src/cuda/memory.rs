@@ -6,8 +6,8 @@ use std::mem::size_of;
 
 use mgws_core::bridge::{BridgeState, BRIDGE_CAPACITY};
 use mgws_core::{
-    Env, HostWord, QueueHeader, RunError, SharedState, Topology, WorkerProgress, WorkerStats,
-    DATA_AREAS, MAX_DEVICES,
+    DeviceIdle, Env, HostWord, QueueHeader, RunError, SharedState, Topology, WorkerProgress,
+    WorkerStats, DATA_AREAS, MAX_DEVICES,
 };
 use mgws_tasks::TaskStruct;
 
@@ -59,7 +59,7 @@ pub struct Memory {
     /// Per GPU: its workers' `Env::task_tags` words, in its own memory (lane 0 writes one as a
     /// task of another tag starts; in mapped host memory each such store would cross PCIe).
     pub(super) task_tags: Vec<Placed>,
-    /// Per GPU: its `Env::device_idle` word (hierarchical termination), in its own memory, where
+    /// Per GPU: its `Env::device_idle` words (hierarchical termination), in its own memory, where
     /// only its workers update it at device scope.
     pub(super) device_idle: Vec<Placed>,
     /// Per GPU: its copy of the abort flag (`Env::abort`), in its own memory, which its workers
@@ -139,7 +139,12 @@ pub(super) fn allocate(
     let task_tags = WorkerRecords::<u64>::allocate(s, topology, "the task-tag words")?;
     let mut device_idle = Vec::new();
     for d in 0..n {
-        device_idle.push(Placed::zeroed(s, Loc::Gpu(d), 8, "the idle counter")?);
+        device_idle.push(Placed::zeroed(
+            s,
+            Loc::Gpu(d),
+            size_of::<DeviceIdle<HostWord>>(),
+            "the idle counter and relay",
+        )?);
     }
     let device_abort = (0..n)
         .map(|d| Placed::zeroed(s, Loc::Gpu(d), 8, "the abort flag's copy"))
@@ -203,7 +208,7 @@ pub(super) fn allocate(
         }
         let mut device_idle_ptrs = [std::ptr::null(); MAX_DEVICES];
         for (e, word) in device_idle.iter().enumerate() {
-            device_idle_ptrs[e] = word.device_ptr(s, d)? as *const HostWord;
+            device_idle_ptrs[e] = word.device_ptr(s, d)? as *const DeviceIdle<HostWord>;
         }
         let mut device_abort_ptrs = [std::ptr::null(); MAX_DEVICES];
         for (e, word) in device_abort.iter().enumerate() {

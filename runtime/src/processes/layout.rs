@@ -8,12 +8,12 @@ use std::sync::atomic::AtomicU64;
 
 use mgws_core::launch::{LaunchGate, PeState};
 use mgws_core::{
-    Env, HostWord, QueueHeader, SchedConfig, SharedState, Topology, WorkerProgress, WorkerStats,
-    AREA_WRITABLE, DATA_AREAS, MAX_DEVICES,
+    DeviceIdle, Env, HostWord, QueueHeader, SchedConfig, SharedState, Topology, WorkerProgress,
+    WorkerStats, AREA_WRITABLE, DATA_AREAS, MAX_DEVICES,
 };
 use mgws_tasks::TaskStruct;
 
-use crate::cpu::arena::{LoneWord, Sections};
+use crate::cpu::arena::{LoneIdle, Sections};
 use crate::error::{Error, Result};
 
 /// `b"mgwsPE"` and the layout's version: a PE refuses a heap of another version.
@@ -371,7 +371,7 @@ impl HeapLayout {
                 on_cpu * queues.checked_mul(u64::from(config.public_capacity))?,
             )?;
             let tree = section::<HostWord>(&mut end, tree as u64)?;
-            let device_idle = section::<LoneWord>(&mut end, u64::from(topology.devices))?;
+            let device_idle = section::<LoneIdle>(&mut end, u64::from(topology.devices))?;
             let spill = section::<TaskStruct>(
                 &mut end,
                 on_cpu * workers.checked_mul(u64::from(config.spill_capacity))?,
@@ -458,8 +458,8 @@ impl HeapLayout {
             .enumerate()
             .take(header.topology.devices as usize)
         {
-            *word = at(self.device_idle + (d * std::mem::size_of::<LoneWord>()) as u64)
-                as *const HostWord;
+            *word = at(self.device_idle + (d * std::mem::size_of::<LoneIdle>()) as u64)
+                as *const DeviceIdle<HostWord>;
         }
         let mut areas = [0u64; DATA_AREAS];
         for (i, area) in areas.iter_mut().enumerate() {

@@ -6,7 +6,7 @@ use crate::config::{RunFlags, TerminationMode, IDLE_PAUSE_MAX_NS, IDLE_PAUSE_MIN
 use crate::operation::Operation;
 use crate::platform::{AtomicWord, Platform, ProtocolStep, Scope};
 use crate::spec::Spec;
-use crate::termination::{HierarchicalCounter, IdleCounter, VoteOutcome, VotingTree};
+use crate::termination::{EndWatch, HierarchicalCounter, IdleCounter, VoteOutcome, VotingTree};
 
 /// The counting termination detectors, as the idle path drives them.
 pub(crate) enum IdleCount<'e, W> {
@@ -93,16 +93,25 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         let t = &self.env.topology;
         let d = t.device_of_worker(self.id) as usize;
         // SAFETY: the shared state outlives the run, and the host gives every device of the
-        // topology its counter word (`Env::device_idle`), which outlives the run too.
-        let (shared, device) = unsafe { (self.env.shared(), &*self.env.device_idle[d]) };
+        // topology its words (`Env::device_idle`), which outlive the run too.
+        let (shared, words) = unsafe { (self.env.shared(), &*self.env.device_idle[d]) };
+        // A bridged run's "all idle" is one side's and may not last: no relay there.
+        let end = if S::bridged(&self.env.config) || S::follows_bridge(&self.env.config) {
+            EndWatch::Global
+        } else if self.id == t.first_worker[d] {
+            EndWatch::Watch(&words.over)
+        } else {
+            EndWatch::Relayed(&words.over)
+        };
         HierarchicalCounter {
-            device,
+            device: &words.count,
             device_workers: t.workers_on(d) as u64,
-            // Only this device's workers update its counter, and it lives in their memory.
+            // Only this device's workers update its words, and they live in their memory.
             device_scope: Scope::Device,
             global: &shared.idle_devices,
             devices: t.devices as u64,
             scope: self.scope,
+            end,
         }
     }
 

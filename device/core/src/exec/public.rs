@@ -145,15 +145,10 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         if self.surplus == 0 {
             return;
         }
-        let mut answer = [0u64; 1];
-        if self.p.is_leader() {
-            let word = self.own_queue().peek();
-            let unclaimed = word.initial() - claimed_by(word.initial(), word.steals());
-            let room = self.env.config.public_capacity as u64;
-            let wanted = (self.surplus as u64).min(room / 2);
-            answer = [(!word.locked() && unclaimed + wanted > room) as u64];
-        }
-        if self.exchange(answer)[0] != 0 {
+        let (unclaimed, locked) = self.own_queue_unclaimed();
+        let room = self.env.config.public_capacity as u64;
+        let wanted = (self.surplus as u64).min(room / 2);
+        if !locked && unclaimed + wanted > room {
             self.surplus = 0;
         }
     }

@@ -79,7 +79,11 @@ impl Mirror<'_> {
         // Relaxed stores below: diagnostics the launcher prints; nothing is read through them.
         if let Some(idle) = self.own_word(self.sym.idle_at) {
             // SAFETY: the heap holds one counter per PE.
-            unsafe { &*self.heap_env.device_idle[p] }.store(idle, Ordering::Relaxed, Scope::System);
+            unsafe { &*self.heap_env.device_idle[p] }.count.store(
+                idle,
+                Ordering::Relaxed,
+                Scope::System,
+            );
         }
         // Every header of the PE's queues in one copy, then their words.
         let first = topology.first_queue[p];

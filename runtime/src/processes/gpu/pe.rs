@@ -27,8 +27,8 @@ use std::sync::atomic::Ordering as AtomicOrdering;
 use std::time::{Duration, Instant};
 
 use mgws_core::{
-    AtomicWord, Env, HostWord, Ordering, PeWindow, QueueHeader, RunFlags, Scope, SharedState,
-    Topology, WorkerProgress, WorkerStats, AREA_WRITABLE, DATA_AREAS, MAX_DEVICES,
+    AtomicWord, DeviceIdle, Env, HostWord, Ordering, PeWindow, QueueHeader, RunFlags, Scope,
+    SharedState, Topology, WorkerProgress, WorkerStats, AREA_WRITABLE, DATA_AREAS, MAX_DEVICES,
 };
 use mgws_tasks::{Registry, TaskStruct};
 
@@ -594,7 +594,7 @@ fn allocate_local(
         let queues = parts[e] + sym.queues_at as u64;
         queue_headers[e] = (queues + sym.queues.headers as u64) as *const QueueHeader<HostWord>;
         queue_slots[e] = (queues + sym.queues.slots as u64) as *mut TaskStruct;
-        device_idle[e] = (parts[e] + sym.idle_at as u64) as *const HostWord;
+        device_idle[e] = (parts[e] + sym.idle_at as u64) as *const DeviceIdle<HostWord>;
     }
     let run = parts[0] + sym.run_at as u64;
     // Indexed by global worker id: offset by this PE's first worker.

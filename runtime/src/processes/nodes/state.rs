@@ -600,8 +600,12 @@ pub(crate) fn encode_records(env: &Env<HostWord, TaskStruct>, pes: Range<u32>, w
         .collect();
     let idle: Vec<u64> = pes
         .clone()
-        // SAFETY: the heap holds one idle counter per PE.
-        .map(|p| unsafe { &*env.device_idle[p as usize] }.load(Ordering::Relaxed, Scope::System))
+        .map(|p| {
+            // SAFETY: the heap holds one idle counter per PE.
+            unsafe { &*env.device_idle[p as usize] }
+                .count
+                .load(Ordering::Relaxed, Scope::System)
+        })
         .collect();
     w.u32(workers.start)
         .blob(bytemuck::cast_slice(&progress))
@@ -655,7 +659,11 @@ pub(crate) fn apply_records(env: &Env<HostWord, TaskStruct>, r: &mut Reader<'_>)
     check_range(first_pe, idle.len(), t.devices as usize, "idle counters")?;
     for (i, count) in idle.into_iter().enumerate() {
         // SAFETY: the heap holds one counter per PE (range checked). Relaxed: diagnostics.
-        unsafe { &*env.device_idle[first_pe + i] }.store(count, Ordering::Relaxed, Scope::System);
+        unsafe { &*env.device_idle[first_pe + i] }.count.store(
+            count,
+            Ordering::Relaxed,
+            Scope::System,
+        );
     }
     Ok(())
 }
