@@ -19,7 +19,7 @@ pub(crate) use launch::GpuPes;
 use mgws_tasks::Registry;
 
 use crate::cuda::session::Session;
-use crate::cuda::{CudaBackend, KernelOptions, Placement};
+use crate::cuda::{CudaBackend, KernelOptions, Method, PeTransport, Placement};
 use crate::device::Defaults;
 use crate::error::Result;
 
@@ -39,12 +39,15 @@ pub(crate) fn defaults<R: Registry>(
         cpu_workers: 0,
         ..cuda.clone()
     };
+    let per_pe = workers.map(|w| w / processes.max(1));
     let options = KernelOptions {
-        // Unshared unless asked: shared queues have not run over processes.
-        workers_per_queue: Some(options.workers_per_queue.unwrap_or(1)),
+        workers_per_queue: Some(
+            options
+                .workers_per_queue
+                .unwrap_or_else(|| default_queue_sharing(&pe, per_pe)),
+        ),
         ..options
     };
-    let per_pe = workers.map(|w| w / processes.max(1));
     let open = |b: &CudaBackend, lanes: u32, entry: &str| {
         Session::open_for_transport::<R>(b, lanes, entry)
     };
@@ -61,4 +64,34 @@ pub(crate) fn defaults<R: Registry>(
         workers: workers.unwrap_or(d.workers * processes),
         ..d
     })
+}
+
+/// The workers per public queue of a GPU PE when the run names none: over the mapped transport
+/// as one process on one GPU ([`CudaBackend::default_queue_sharing`]: two where the PE's workers
+/// pair up), which took one PE from 0.85x one process to its rate on UTS T1L (docs/results.md);
+/// one over the device API, where shared queues have not run on a GPU.
+fn default_queue_sharing(pe: &CudaBackend, workers_per_pe: Option<u32>) -> u32 {
+    match pe.pe_transport {
+        PeTransport::Mapped => pe.default_queue_sharing(Method::Mgws, workers_per_pe),
+        PeTransport::DeviceApi => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mapped_pes_share_their_queues_by_two_where_their_workers_pair_up() {
+        let pe = |pe_transport| CudaBackend {
+            devices: vec![0],
+            placement: Placement::Symmetric,
+            pe_transport,
+            ..CudaBackend::default()
+        };
+        assert_eq!(default_queue_sharing(&pe(PeTransport::Mapped), None), 2);
+        assert_eq!(default_queue_sharing(&pe(PeTransport::Mapped), Some(64)), 2);
+        assert_eq!(default_queue_sharing(&pe(PeTransport::Mapped), Some(63)), 1);
+        assert_eq!(default_queue_sharing(&pe(PeTransport::DeviceApi), None), 1);
+    }
 }
