@@ -79,7 +79,7 @@ fn mock_dir() -> &'static Path {
 
 /// The mock's PTX text, declaring `fingerprint` as `worker_kernel!` does, with the MEMSET
 /// worker entries of one and of two GPUs (device and system scope) with unshared and shared queues
-/// (a GPU run's default), the hierarchical entry of GPU PEs, and the level entry, but no static
+/// (a GPU run's default), the hierarchical entries of GPU PEs, and the level entry, but no static
 /// entry.
 fn mock_ptx(fingerprint: u64) -> String {
     let worker = |suffix: &str| {
@@ -91,15 +91,17 @@ fn mock_ptx(fingerprint: u64) -> String {
     format!(
         ".version 8.0\n.target sm_90\n.address_size 64\n\
          .visible .global .align 8 .u64 mgws_memset_fingerprint = {fingerprint};\n\
-         {}{}{}{}{}\
+         {}{}{}{}{}{}\
          .visible .entry mgws_memset_level(\n\t.param .u64 .ptr .align 1 q0,\n\t.param .u32 q1\n)\n\
          {{\n\tret;\n}}\n",
         worker("counter_damping_single_device"),
         worker("counter_damping_single_system"),
         worker("counter_damping_shared_device"),
         worker("counter_damping_shared_system"),
-        // GPU PE processes: hierarchical termination by default, system scope.
+        // GPU PE processes: hierarchical termination by default, system scope; shared queues
+        // over the mapped transport, unshared over the device API.
         worker("hierarchical_damping_single_system"),
+        worker("hierarchical_damping_shared_system"),
     )
 }
 
@@ -1336,7 +1338,15 @@ fn gpu_pe_faults_end_the_run_with_the_cause() {
         "hang",
         2,
         2,
-        &["--workers", "4", "--watchdog-ms", "300"],
+        // One queue a worker, as the report's arithmetic below assumes.
+        &[
+            "--workers",
+            "4",
+            "--watchdog-ms",
+            "300",
+            "--queue-sharing",
+            "1",
+        ],
         &[],
     );
     let t = text(&o);
