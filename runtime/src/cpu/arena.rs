@@ -21,11 +21,11 @@ pub struct Arena {
     pub tree: Vec<HostWord>,
     /// `Env::device_idle`: one idle counter and relay per device (CPU domain), each device's on
     /// its own cache lines.
-    pub device_idle: Vec<LoneIdle>,
+    pub device_idle: Vec<Lone<DeviceIdle<HostWord>>>,
     /// `Env::abort`: a copy of the abort flag that every worker reads, as each GPU of a run in
     /// one process reads its own, so that the CPU twin runs that path too (one env serves all
     /// domains here, so one copy).
-    pub abort_copy: Box<LoneWord>,
+    pub abort_copy: Box<Lone<HostWord>>,
     /// `workers * spill_capacity` tasks of capacity, length 0, like `slots`.
     spill: Vec<TaskStruct>,
     pub progress: Vec<WorkerProgress>,
@@ -37,15 +37,11 @@ pub struct Arena {
     remote_damping: Vec<u64>,
 }
 
-/// A word alone on its cache lines: the copy of the abort flag that every worker reads.
-/// `repr(C)`: the word sits at offset 0, where the multi-process heap's env points.
+/// A value alone on its cache lines: a device's idle counter and relay (its device's workers
+/// hammer the counter), or the copy of the abort flag that every worker reads. `repr(C)`: the
+/// value sits at offset 0, where the multi-process heap's env points.
 #[repr(C, align(128))]
-pub struct LoneWord(pub HostWord);
-
-/// A device's idle counter and relay alone on their cache lines (its device's workers hammer
-/// the counter). `repr(C)`: the words sit at offset 0, where the multi-process heap's env points.
-#[repr(C, align(128))]
-pub struct LoneIdle(pub DeviceIdle<HostWord>);
+pub struct Lone<T>(pub T);
 
 /// A value of `T` whose bytes are all zero.
 ///
@@ -95,9 +91,9 @@ impl Arena {
                 .map(|_| HostWord::new(0))
                 .collect(),
             device_idle: (0..topology.devices)
-                .map(|_| LoneIdle(DeviceIdle::new()))
+                .map(|_| Lone(DeviceIdle::new()))
                 .collect(),
-            abort_copy: Box::new(LoneWord(HostWord::new(0))),
+            abort_copy: Box::new(Lone(HostWord::new(0))),
             spill: try_with_capacity(
                 format_args!(
                     "--spill-capacity {} x {workers} workers",

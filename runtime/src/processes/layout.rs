@@ -13,7 +13,7 @@ use mgws_core::{
 };
 use mgws_tasks::TaskStruct;
 
-use crate::cpu::arena::{LoneIdle, Sections};
+use crate::cpu::arena::{Lone, Sections};
 use crate::error::{Error, Result};
 
 /// `b"mgwsPE"` and the layout's version: a PE refuses a heap of another version.
@@ -371,7 +371,8 @@ impl HeapLayout {
                 on_cpu * queues.checked_mul(u64::from(config.public_capacity))?,
             )?;
             let tree = section::<HostWord>(&mut end, tree as u64)?;
-            let device_idle = section::<LoneIdle>(&mut end, u64::from(topology.devices))?;
+            let device_idle =
+                section::<Lone<DeviceIdle<HostWord>>>(&mut end, u64::from(topology.devices))?;
             let spill = section::<TaskStruct>(
                 &mut end,
                 on_cpu * workers.checked_mul(u64::from(config.spill_capacity))?,
@@ -458,8 +459,10 @@ impl HeapLayout {
             .enumerate()
             .take(header.topology.devices as usize)
         {
-            *word = at(self.device_idle + (d * std::mem::size_of::<LoneIdle>()) as u64)
-                as *const DeviceIdle<HostWord>;
+            *word =
+                at(self.device_idle
+                    + (d * std::mem::size_of::<Lone<DeviceIdle<HostWord>>>()) as u64)
+                    as *const DeviceIdle<HostWord>;
         }
         let mut areas = [0u64; DATA_AREAS];
         for (i, area) in areas.iter_mut().enumerate() {
