@@ -129,7 +129,7 @@ pub(super) fn allocate(
             ),
         )?);
     }
-    let damping_row = topology.remote_damping_words() * 8;
+    let damping_row = damping_row_bytes(topology);
     let mut remote_damping = Vec::new();
     for (d, g) in s.gpus[..n].iter().enumerate() {
         let w = topology.workers_on(d) as usize;
@@ -578,6 +578,11 @@ pub(crate) fn env_bytes(env: &Env<HostWord, TaskStruct>) -> &[u8] {
     }
 }
 
+/// Bytes of one worker's row of [`Env::remote_damping`](mgws_core::Env::remote_damping).
+pub(crate) fn damping_row_bytes(topology: &Topology) -> usize {
+    topology.remote_damping_words() * size_of::<u64>()
+}
+
 /// The rows of [`Env::remote_damping`](mgws_core::Env::remote_damping) of `workers` workers on
 /// `gpu`, in its own memory: none where a row has no word (one domain). Each worker clears its
 /// row at its start, so they are not zeroed here.
@@ -587,7 +592,7 @@ pub(crate) fn damping_rows(
     workers: usize,
     whose: &str,
 ) -> Result<Option<DeviceBuffer>> {
-    let row = topology.remote_damping_words() * 8;
+    let row = damping_row_bytes(topology);
     if row == 0 {
         return Ok(None);
     }

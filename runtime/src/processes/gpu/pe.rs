@@ -537,7 +537,7 @@ fn allocate_local(
             config.spill_capacity
         ),
     )?;
-    let damping_row = topology.remote_damping_words() * 8;
+    let damping_row = memory::damping_row_bytes(&topology);
     let remote_damping = memory::damping_rows(gpu, &topology, workers, "other PEs' queues")?;
     let initial_len = header.initial_len as usize;
     // Only this PE's home ranges: its workers claim from no other (`INITIAL_OWN_DEVICE`, set by
