@@ -263,7 +263,9 @@ impl<W: AtomicWord> BridgeEnd<'_, W> {
 }
 
 /// The bridge worker's steps (bridged runs only; `Worker::start` gives them to one worker per
-/// side).
+/// side). `serve`, `receive` and `decide` are functions of their own (`inline(never)`): inlined,
+/// they sat in the same GPU function as every follower's loop and raised its spills, and the
+/// GPU side of a bridged run ran slower than the GPU alone (docs/results.md).
 impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     #[inline(always)]
     pub(crate) fn bridge_end(&self) -> BridgeEnd<'e, P::Word> {
@@ -283,7 +285,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// so that the slow side never holds the run's tail; on side 1 its oldest, the largest.
     /// Side 0 gives nothing while one of its own workers is idle: a task the GPUs can run
     /// now would only run slower on the CPU, and a latency-bound tree waits for it.
-    #[inline(always)]
+    #[inline(never)]
     pub(crate) fn bridge_serve(&mut self) {
         let mut plan = [0u64; 3];
         if self.p.is_leader() {
@@ -336,7 +338,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// The bridge worker's turn on its idle path: answers an open request (with nothing), takes
     /// the tasks of a reply into its local queue, or asks the other side for work. Returns true
     /// if it took tasks.
-    #[inline(always)]
+    #[inline(never)]
     pub(crate) fn bridge_receive(&mut self) -> bool {
         self.bridge_serve();
         let mut plan = [0u64; 1];
@@ -396,7 +398,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// side's detector's answer. Side 0's bridge decides, side 1's reports; both copy the decision
     /// into their side's `SharedState::decision`, which the side's other workers poll in their
     /// own memory ([`Self::bridge_decision`]).
-    #[inline(always)]
+    #[inline(never)]
     pub(crate) fn bridge_decide(&mut self, side_all_idle: bool) -> bool {
         // SAFETY: the shared state outlives the run.
         let shared = unsafe { self.env.shared() };
