@@ -167,6 +167,16 @@ pub enum PeTransportArg {
     DeviceApi,
 }
 
+/// When the CPU workers of `--cpu-workers` run beside the GPUs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BridgePolicyArg {
+    /// By measurement, per job in the process: a job whose CPU workers ran under 1% of its tasks,
+    /// or ran it slower than the GPUs alone, runs on the GPUs alone from then on.
+    Measured,
+    /// In every run, whatever they add (for comparisons).
+    Always,
+}
+
 /// Where a GPU run keeps the initial tasks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum TasksInArg {
@@ -311,6 +321,10 @@ pub struct SchedArgs {
     /// single-writer mailboxes in pinned host memory (no atomics cross PCIe).
     #[arg(long, default_value_t = 0, help_heading = "CUDA")]
     pub cpu_workers: u32,
+    /// CUDA: whether those CPU workers run in every run, or only while they pay for the bridge
+    /// (measured per job: `--repeat` runs a job again in the same process).
+    #[arg(long, value_enum, default_value = "measured", help_heading = "CUDA")]
+    pub bridge_policy: BridgePolicyArg,
     /// CUDA: where the public queues and termination state live.
     #[arg(long, value_enum, default_value_t = PlacementArg::Global, help_heading = "CUDA")]
     pub placement: PlacementArg,

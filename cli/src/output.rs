@@ -157,6 +157,7 @@ pub fn outcome_json(outcome: &Outcome, sched: &Scheduler) -> serde_json::Value {
         "finish_s": r.finish_s,
         "wall_s": r.wall_s,
         "tasks_per_s": r.tasks_per_s(),
+        "cpu_workers_left_out": r.cpu_workers_left_out,
         "verified": outcome.verified,
         "check": outcome.check,
         "result": outcome.result,
@@ -210,6 +211,9 @@ pub fn outcome_text(outcome: &Outcome) -> String {
         t.open_s, t.module_s, t.memory_s, t.launch_s
     );
     let _ = writeln!(s, "result: {}", outcome.result);
+    if let Some(why) = &r.cpu_workers_left_out {
+        let _ = writeln!(s, "{why}");
+    }
     if let Some(idle) = r.idle_share().filter(|_| r.workers > 1) {
         let _ = writeln!(
             s,

@@ -10,8 +10,8 @@ use mgws::{OverflowMode, TerminationMode};
 use mgws_tasks::Registry;
 
 use crate::args::{
-    AreaLayoutArg, BaselineArg, DeviceArg, MethodArg, OverflowArg, PeTransportArg, PlacementArg,
-    SchedArgs, TasksInArg, TerminationArg, DEFAULT_SPILL_CAPACITY,
+    AreaLayoutArg, BaselineArg, BridgePolicyArg, DeviceArg, MethodArg, OverflowArg, PeTransportArg,
+    PlacementArg, SchedArgs, TasksInArg, TerminationArg, DEFAULT_SPILL_CAPACITY,
 };
 use crate::output;
 
@@ -151,6 +151,13 @@ impl SchedArgs {
                     .into(),
             ));
         }
+        if self.cpu_workers == 0 && self.bridge_policy != BridgePolicyArg::Measured {
+            return Err(Error::Config(
+                "--bridge-policy says when the CPU workers of --cpu-workers run beside the GPUs; \
+                 it needs --cpu-workers N"
+                    .into(),
+            ));
+        }
         if self.processes.is_some() {
             if self.method != MethodArg::Mgws {
                 return Err(Error::Config(format!(
@@ -225,6 +232,10 @@ impl SchedArgs {
             ptx: self.ptx.clone(),
             max_registers: self.max_registers,
             cpu_workers: self.cpu_workers,
+            bridge_policy: match self.bridge_policy {
+                BridgePolicyArg::Measured => mgws::cuda::BridgePolicy::Measured,
+                BridgePolicyArg::Always => mgws::cuda::BridgePolicy::Always,
+            },
             pe_transport: match self.pe_transport {
                 PeTransportArg::Mapped => mgws::cuda::PeTransport::Mapped,
                 PeTransportArg::DeviceApi => mgws::cuda::PeTransport::DeviceApi,

@@ -79,8 +79,8 @@ fn mock_dir() -> &'static Path {
 
 /// The mock's PTX text, declaring `fingerprint` as `worker_kernel!` does, with the MEMSET
 /// worker entries of one and of two GPUs (device and system scope) with unshared and shared queues
-/// (a GPU run's default), the hierarchical entries of GPU PEs, and the level entry, but no static
-/// entry.
+/// (a GPU run's default), the hierarchical entries of GPU PEs, the bridged entries of one GPU
+/// beside CPU workers, and the level entry, but no static entry.
 fn mock_ptx(fingerprint: u64) -> String {
     let worker = |suffix: &str| {
         format!(
@@ -91,7 +91,7 @@ fn mock_ptx(fingerprint: u64) -> String {
     format!(
         ".version 8.0\n.target sm_90\n.address_size 64\n\
          .visible .global .align 8 .u64 mgws_memset_fingerprint = {fingerprint};\n\
-         {}{}{}{}{}{}\
+         {}{}{}{}{}{}{}{}{}{}\
          .visible .entry mgws_memset_level(\n\t.param .u64 .ptr .align 1 q0,\n\t.param .u32 q1\n)\n\
          {{\n\tret;\n}}\n",
         worker("counter_damping_single_device"),
@@ -102,6 +102,11 @@ fn mock_ptx(fingerprint: u64) -> String {
         // over the mapped transport, unshared over the device API.
         worker("hierarchical_damping_single_system"),
         worker("hierarchical_damping_shared_system"),
+        // One GPU beside CPU workers (--cpu-workers).
+        worker("counter_damping_single_device_bridged"),
+        worker("counter_damping_shared_device_bridged"),
+        worker("hierarchical_damping_single_device_bridged"),
+        worker("hierarchical_damping_shared_device_bridged"),
     )
 }
 
@@ -184,6 +189,49 @@ fn data_areas_and_initial_tasks_reach_the_kernel_in_every_placement() {
         );
         assert!(t.contains("mock: launch grid="), "{t}");
     }
+}
+
+#[test]
+fn cpu_workers_that_run_no_task_are_left_out_after_the_first_run_unless_always() {
+    // The mock's kernel runs every MEMSET task and gives the CPU workers none.
+    let base = ["--device", "cuda", "--tasks", "3000", "--cpu-workers", "2"];
+    let mut measured = base.to_vec();
+    measured.extend(["--repeat", "3"]);
+    let o = mgws("memset", 1, &measured);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    let backends: Vec<&str> = t
+        .lines()
+        .filter(|l| l.contains(" backend: "))
+        .map(|l| l.split(" on ").nth(1).unwrap().split(' ').next().unwrap())
+        .collect();
+    // The first run beside them, then the GPU alone, each verified.
+    assert_eq!(backends, ["cuda+cpu", "cuda", "cuda"], "{t}");
+    // Each run on the GPU alone says why (the log's copy of the line aside).
+    let why = "CPU workers left out: beside the GPUs they ran 0.000% of this job's tasks";
+    assert_eq!(t.lines().filter(|l| l.starts_with(why)).count(), 2, "{t}");
+    assert_eq!(
+        t.matches("0 lost, 0 written more than once").count(),
+        3,
+        "{t}"
+    );
+    // Always: every run beside them.
+    let mut always = measured.clone();
+    always.extend(["--bridge-policy", "always"]);
+    let o = mgws("memset", 1, &always);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert_eq!(t.matches("on cuda+cpu backend").count(), 3, "{t}");
+    assert!(!t.contains("left out"), "{t}");
+    // The policy without CPU workers is refused with the flag it needs.
+    let o = mgws(
+        "memset",
+        1,
+        &["--device", "cuda", "--bridge-policy", "always"],
+    );
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("it needs --cpu-workers N"), "{t}");
 }
 
 #[test]

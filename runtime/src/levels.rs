@@ -155,5 +155,6 @@ pub fn run<D: LevelDevice>(
         wall_s: opened.elapsed().as_secs_f64(),
         tasks_run,
         per_worker,
+        cpu_workers_left_out: None,
     })
 }

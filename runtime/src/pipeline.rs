@@ -91,6 +91,7 @@ pub fn run<D: Device>(
         wall_s: opened.elapsed().as_secs_f64(),
         tasks_run,
         per_worker,
+        cpu_workers_left_out: None,
     })
 }
 

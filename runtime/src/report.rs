@@ -97,6 +97,9 @@ pub struct RunReport {
     pub tasks_run: u64,
     /// Each worker's statistics.
     pub per_worker: Vec<WorkerReport>,
+    /// Why the CPU workers the backend names did not run beside its GPUs, where they did not
+    /// ([`crate::cuda::BridgePolicy::Measured`]).
+    pub cpu_workers_left_out: Option<String>,
 }
 
 /// Where a run's set-up time went, in seconds of wall time. A device opened once per process
@@ -293,6 +296,7 @@ mod tests {
                 worker(1, Some(0)),
                 worker(2, Some(600_000)),
             ],
+            cpu_workers_left_out: None,
         };
         // A mean of 0.3 ms of 3 ms.
         assert!((r.idle_share().unwrap() - 0.1).abs() < 1e-12);

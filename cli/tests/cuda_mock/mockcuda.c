@@ -6,7 +6,9 @@
  *   exit      (default) the kernel marks every worker exited and returns
  *   memset    as exit, and first runs MEMSET tasks itself: slot x of area 0 += x + 1, each
  *             device the tasks of its own queues' home ranges, through its own env's pointer
- *             to area 0 (so a data area's layout over several GPUs is exercised)
+ *             to area 0 (so a data area's layout over several GPUs is exercised); beside CPU
+ *             workers (the env's bridge set) it gives them nothing and then decides the end
+ *             through the bridge, as side 0's bridge worker does once both sides are idle
  *   trap      the kernel faults: the stream reports CUDA_ERROR_LAUNCH_FAILED
  *   hang      the kernel of device d adds 1 to every device's idle counter and d + 1 steals
  *             (STEAL_INCREMENT) to the word of every device's first queue (through the env's
@@ -67,6 +69,8 @@ enum {
 #define ENV_QUEUE_HEADERS 144
 #define ENV_DEVICE_IDLE 280
 #define ENV_ABORT 344
+#define ENV_BRIDGE 416
+#define BRIDGE_DECISION 136
 #define ENV_PROGRESS 480
 #define ENV_STATS 488
 #define ENV_AREAS 496
@@ -515,6 +519,11 @@ static void *kernel(void *arg) {
         /* Statistics (if collected): tasks_run of the same worker. */
         uint8_t *stats = (uint8_t *)rd(l->env + ENV_STATS);
         if (stats) memcpy(stats + (uint64_t)first_worker * STATS_BYTES, &ran, 8);
+    }
+    uint64_t bridge = rd(l->env + ENV_BRIDGE);
+    if (!strcmp(m, "memset") && bridge) {
+        /* Side 0 sent the CPU workers nothing and is idle: no work is left anywhere. */
+        __atomic_store_n((uint64_t *)(bridge + BRIDGE_DECISION), 1, __ATOMIC_RELEASE);
     }
     __atomic_fetch_add(exited, l->grid, __ATOMIC_SEQ_CST);
     usleep(5000);

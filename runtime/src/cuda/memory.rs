@@ -626,6 +626,11 @@ mod tests {
         assert_eq!(std::mem::offset_of!(E, device_idle), 280);
         assert_eq!(std::mem::offset_of!(E, abort), 344);
         assert_eq!(std::mem::offset_of!(E, device_abort), 352);
+        assert_eq!(std::mem::offset_of!(E, bridge), 416);
+        assert_eq!(
+            std::mem::offset_of!(mgws_core::bridge::BridgeState<HostWord>, decision),
+            136
+        );
         assert_eq!(std::mem::offset_of!(E, initial), 464);
         assert_eq!(std::mem::offset_of!(E, initial_len), 472);
         assert_eq!(std::mem::offset_of!(E, progress), 480);

@@ -23,6 +23,7 @@
 //!   [`Method::Levels`] runs one launch of `mgws_<kernel>_level` per level of a spawning
 //!   workload, orchestrated by the host.
 
+mod bridge_policy;
 pub(crate) mod cache;
 pub(crate) mod device;
 pub(crate) mod driver;
@@ -45,6 +46,7 @@ use std::path::PathBuf;
 use mgws_core::SchedConfig;
 use mgws_tasks::Registry;
 
+pub use bridge_policy::{BridgePolicy, MIN_CPU_SHARE};
 pub use plan::{parse_devices, Placement, TasksIn};
 
 pub use crate::backend::Method;
@@ -115,6 +117,9 @@ pub struct CudaBackend {
     /// single-writer mailboxes in mapped host memory (`mgws_core::bridge`; the GPUs' atomics
     /// on host memory are not atomic against the CPU's). 0: a GPU-only run.
     pub cpu_workers: u32,
+    /// Whether those CPU workers run beside the GPUs always, or only while they pay for the
+    /// bridge, by measurement per job ([`BridgePolicy`]).
+    pub bridge_policy: BridgePolicy,
     /// Runs over GPU PEs ([`crate::ProcessLayout::Pes`] on CUDA) only: how the PEs reach each
     /// other's queues and termination words.
     pub pe_transport: PeTransport,
@@ -527,13 +532,7 @@ impl CudaBackend {
             ));
         }
         guard(|| match method {
-            Method::Mgws if self.cpu_workers > 0 => {
-                let opened = std::time::Instant::now();
-                let cpu_sched = sched.cpu_side(self.cpu_workers)?;
-                let mut device =
-                    mixed_device::MixedDevice::open(self, sched, &cpu_sched, registry)?;
-                crate::pipeline::run(&mut device, sched, job, opened)
-            }
+            Method::Mgws if self.cpu_workers > 0 => self.run_beside_cpu(sched, registry, job),
             Method::Static | Method::Levels { .. } if self.cpu_workers > 0 => Err(Error::Config(
                 "CPU workers beside the GPUs need the mgws kernel: the baselines run on the \
                  GPUs alone"
@@ -548,6 +547,49 @@ impl CudaBackend {
                 level_device::run::<R>(self, level_capacity, sched, job)
             }
         })
+    }
+}
+
+impl CudaBackend {
+    /// Runs `job` with the mgws kernel beside `self.cpu_workers` CPU workers, or on the GPUs
+    /// alone where the [`BridgePolicy`] says that they do not pay.
+    fn run_beside_cpu<R: Registry>(
+        &self,
+        sched: &Scheduler,
+        registry: &R,
+        job: Job<'_>,
+    ) -> Result<RunReport> {
+        let key = bridge_policy::JobKey::of(self, sched, &job);
+        let choice = match self.bridge_policy {
+            BridgePolicy::Measured => bridge_policy::choose(key),
+            BridgePolicy::Always => bridge_policy::Choice::Beside,
+        };
+        let opened = std::time::Instant::now();
+        let report = match choice {
+            bridge_policy::Choice::Beside => {
+                let cpu_sched = sched.cpu_side(self.cpu_workers)?;
+                let mut device =
+                    mixed_device::MixedDevice::open(self, sched, &cpu_sched, registry)?;
+                let report = crate::pipeline::run(&mut device, sched, job, opened)?;
+                bridge_policy::note(key, &report, self.cpu_workers);
+                report
+            }
+            bridge_policy::Choice::Alone(why) => {
+                tracing::info!(target: "mgws::grid", "{why}");
+                let alone = CudaBackend {
+                    cpu_workers: 0,
+                    ..self.clone()
+                };
+                let mut device = device::CudaDevice::open::<R>(&alone, Method::Mgws, sched)?;
+                let report = crate::pipeline::run(&mut device, sched, job, opened)?;
+                bridge_policy::note(key, &report, 0);
+                RunReport {
+                    cpu_workers_left_out: Some(why),
+                    ..report
+                }
+            }
+        };
+        Ok(report)
     }
 }
 
