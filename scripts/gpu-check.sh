@@ -198,7 +198,7 @@ on_device() {
             case_run memset-host-tasks-in-host 180 "${M[@]}" "${G[@]}" --placement host --tasks-in host
             case_run memset-tree 120 "${M[@]}" "${G[@]}" --termination tree
             case_run memset-hierarchical 120 "${M[@]}" "${G[@]}" --termination hierarchical
-            case_run memset-cpu-workers 120 "${M[@]}" "${G[@]}" --cpu-workers 8
+            case_run memset-cpu-workers 120 "${M[@]}" "${G[@]}" --cpu-workers 8 --bridge-policy always
             case_run memset-two-atomics 120 "${M[@]}" "${G[@]}" --overflow two-atomics
             case_run memset-tree-two-atomics 120 "${M[@]}" "${G[@]}" --termination tree --overflow two-atomics
             # GPU runs share queues by two unless told otherwise: check the unshared entry too.
@@ -218,7 +218,7 @@ on_device() {
                 case_run "uts-$t" 120 run uts --preset "$t" "${G[@]}" --baselines levels
             done
             case_run uts-T1L 240 run uts --preset T1L "${G[@]}" --baselines levels
-            case_run uts-T3-cpu-workers 120 run uts --preset T3 "${G[@]}" --cpu-workers 8 --termination hierarchical
+            case_run uts-T3-cpu-workers 120 run uts --preset T3 "${G[@]}" --cpu-workers 8 --bridge-policy always --termination hierarchical
             ;;
         contains)
             if [ -f "$corpus" ]; then
@@ -347,7 +347,7 @@ PY
                 # The kernel-per-level baseline, whose entries keep their environment in a
                 # local array.
                 case_run "san-$tool-uts-levels" 180 run uts "${S[@]}" --method levels
-                case_run "san-$tool-uts-cpu-workers" 180 run uts "${S[@]}" --cpu-workers 2
+                case_run "san-$tool-uts-cpu-workers" 180 run uts "${S[@]}" --cpu-workers 2 --bridge-policy always
                 SAN=()
             done
             ;;

@@ -170,8 +170,9 @@ pub enum PeTransportArg {
 /// When the CPU workers of `--cpu-workers` run beside the GPUs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum BridgePolicyArg {
-    /// By measurement, per job in the process: a job whose CPU workers ran under 1% of its tasks,
-    /// or ran it slower than the GPUs alone, runs on the GPUs alone from then on.
+    /// By measurement, per job (kept in the cache directory for later processes): a job whose CPU
+    /// workers ran under 1% of its tasks, or ran it slower than the GPUs alone, runs on the GPUs
+    /// alone from then on.
     Measured,
     /// In every run, whatever they add (for comparisons).
     Always,
@@ -322,7 +323,7 @@ pub struct SchedArgs {
     #[arg(long, default_value_t = 0, help_heading = "CUDA")]
     pub cpu_workers: u32,
     /// CUDA: whether those CPU workers run in every run, or only while they pay for the bridge
-    /// (measured per job: `--repeat` runs a job again in the same process).
+    /// (measured per job, in the process and in `bridge-ledger.txt` of the cache directory).
     #[arg(long, value_enum, default_value = "measured", help_heading = "CUDA")]
     pub bridge_policy: BridgePolicyArg,
     /// CUDA: where the public queues and termination state live.

@@ -193,36 +193,69 @@ fn data_areas_and_initial_tasks_reach_the_kernel_in_every_placement() {
 
 #[test]
 fn cpu_workers_that_run_no_task_are_left_out_after_the_first_run_unless_always() {
-    // The mock's kernel runs every MEMSET task and gives the CPU workers none.
-    let base = ["--device", "cuda", "--tasks", "3000", "--cpu-workers", "2"];
-    let mut measured = base.to_vec();
-    measured.extend(["--repeat", "3"]);
-    let o = mgws("memset", 1, &measured);
-    let t = text(&o);
-    assert!(o.status.success(), "{t}");
-    let backends: Vec<&str> = t
-        .lines()
-        .filter(|l| l.contains(" backend: "))
-        .map(|l| l.split(" on ").nth(1).unwrap().split(' ').next().unwrap())
-        .collect();
-    // The first run beside them, then the GPU alone, each verified.
+    // The mock's kernel runs every MEMSET task and gives the CPU workers none. Each process keeps
+    // what it measured in the ledger of the cache directory named here.
+    let cache = mock_dir().join("bridge-ledger-test");
+    let _ = std::fs::remove_dir_all(&cache);
+    let cache = cache.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec!["--device", "cuda", "--cpu-workers", "2"];
+        args.extend_from_slice(extra);
+        if !extra.contains(&"--tasks") {
+            args.extend(["--tasks", "3000"]);
+        }
+        let o = mgws_with_env("memset", 1, "mock.ptx", &args, &[("MGWS_CACHE_DIR", cache)]);
+        let t = text(&o);
+        assert!(o.status.success(), "{t}");
+        // Every run verified.
+        let runs = t.lines().filter(|l| l.contains(" backend: ")).count();
+        assert_eq!(
+            t.matches("0 lost, 0 written more than once").count(),
+            runs,
+            "{t}"
+        );
+        let backends: Vec<String> = t
+            .lines()
+            .filter(|l| l.contains(" backend: "))
+            .map(|l| {
+                l.split(" on ")
+                    .nth(1)
+                    .unwrap()
+                    .split(' ')
+                    .next()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        (backends, t)
+    };
+    // The first run beside them, then the GPU alone, each saying why.
+    let (backends, t) = run(&["--repeat", "3"]);
     assert_eq!(backends, ["cuda+cpu", "cuda", "cuda"], "{t}");
-    // Each run on the GPU alone says why (the log's copy of the line aside).
     let why = "CPU workers left out: beside the GPUs they ran 0.000% of this job's tasks";
+    // (The log's copy of the line aside.)
     assert_eq!(t.lines().filter(|l| l.starts_with(why)).count(), 2, "{t}");
-    assert_eq!(
-        t.matches("0 lost, 0 written more than once").count(),
-        3,
-        "{t}"
-    );
-    // Always: every run beside them.
-    let mut always = measured.clone();
-    always.extend(["--bridge-policy", "always"]);
-    let o = mgws("memset", 1, &always);
-    let t = text(&o);
-    assert!(o.status.success(), "{t}");
-    assert_eq!(t.matches("on cuda+cpu backend").count(), 3, "{t}");
+    // A later process reads the ledger: its first run is on the GPU alone too.
+    let (backends, t) = run(&[]);
+    assert_eq!(backends, ["cuda"], "{t}");
+    assert!(t.lines().any(|l| l.starts_with(why)), "{t}");
+    // Another job (more tasks) is measured anew.
+    let (backends, t) = run(&["--tasks", "4000"]);
+    assert_eq!(backends, ["cuda+cpu"], "{t}");
+    // Always: every run beside them, whatever the ledger says.
+    let (backends, t) = run(&["--repeat", "2", "--bridge-policy", "always"]);
+    assert_eq!(backends, ["cuda+cpu", "cuda+cpu"], "{t}");
     assert!(!t.contains("left out"), "{t}");
+    // Those runs added to the job's record and kept what was measured before: the next process
+    // under the default leaves the CPU workers out at once.
+    let (backends, t) = run(&[]);
+    assert_eq!(backends, ["cuda"], "{t}");
+    let ledger = std::fs::read_to_string(Path::new(cache).join("bridge-ledger.txt")).unwrap();
+    assert_eq!(ledger.lines().count(), 2, "{ledger}");
+    assert!(
+        ledger.lines().all(|l| l.split(' ').nth(2) == Some("0e0")),
+        "{ledger}"
+    );
     // The policy without CPU workers is refused with the flag it needs.
     let o = mgws(
         "memset",

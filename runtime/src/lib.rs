@@ -64,6 +64,8 @@ pub mod cpu;
 pub mod cuda;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod device;
+#[cfg(all(not(target_arch = "nvptx64"), feature = "cuda"))]
+pub(crate) mod disk_cache;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod error;
 #[cfg(not(target_arch = "nvptx64"))]

@@ -3,18 +3,24 @@
 //!
 //! A bridged run costs the GPUs something (their bridged kernel entry, the bridge worker's serving
 //! between tasks), and a fast GPU may leave the CPU workers too few tasks to pay for it
-//! (docs/results.md measures both). The process keeps, for each job it ran, the fastest run beside
-//! the CPU workers and the fastest on the GPUs alone, with the CPU workers' share of the tasks:
-//! - a job not run before runs beside the CPU workers, as asked;
-//! - if the CPU workers then ran under [`MIN_CPU_SHARE`] of its tasks, they cannot have saved
-//!   what the bridge costs: the job runs on the GPUs alone from then on;
-//! - otherwise it runs once on the GPUs alone, and then the faster of the two, by its best time.
+//! (docs/results.md measures both). What was measured of each job is kept, in the process and in
+//! the cache directory ([`crate::disk_cache`], file [`LEDGER_FILE`]) for later processes: the
+//! fastest run beside the CPU workers and the fastest on the GPUs alone, with the CPU workers'
+//! share of the tasks.
+//! - A job not measured before runs beside the CPU workers, as asked.
+//! - If the CPU workers then ran under [`MIN_CPU_SHARE`] of its tasks, they cannot have saved
+//!   what the bridge costs: the job runs on the GPUs alone from then on.
+//! - Otherwise (or where the run kept no per-worker statistics to tell) it runs once on the GPUs
+//!   alone, and then the faster of the two, by its best time.
 //!
-//! A job is known by everything that decides its schedule: the GPUs, the scheduler's settings,
-//! the CPU workers asked for, its initial tasks (their count and up to [`SAMPLED_TASKS`] of them)
-//! and its data areas' kinds and sizes.
+//! A job is known by everything that decides its schedule: the GPUs (ordinals and names), the
+//! scheduler's settings, the backend's options, the CPU workers asked for, its initial tasks
+//! (their count and up to [`SAMPLED_TASKS`] of them), its data areas' kinds and sizes, and the
+//! kernel (the running program and a PTX file it names, by size and modification time), so that
+//! a rebuilt program or kernel is measured again.
 
 use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use super::CudaBackend;
@@ -25,8 +31,8 @@ use crate::scheduler::Scheduler;
 /// When the CPU workers a [`CudaBackend`] names run beside its GPUs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum BridgePolicy {
-    /// By measurement, per job in this process (the module's documentation): a job whose CPU
-    /// workers did not pay for the bridge runs on the GPUs alone from then on.
+    /// By measurement, per job, in this process and in later ones (the module's documentation):
+    /// a job whose CPU workers did not pay for the bridge runs on the GPUs alone from then on.
     #[default]
     Measured,
     /// Always, whatever they add: for comparisons.
@@ -42,8 +48,12 @@ pub const MIN_CPU_SHARE: f64 = 0.01;
 /// millions of initial tasks costs no measurable time.
 const SAMPLED_TASKS: usize = 64;
 
-/// Jobs the process remembers; the oldest is forgotten first.
+/// Jobs the process and the ledger file remember; the one measured longest ago is forgotten first.
 const REMEMBERED_JOBS: usize = 1024;
+
+/// The ledger's file in the cache directory: one line per job, `key beside_s share alone_s` (hex,
+/// then seconds and a share, `-` where not measured).
+pub const LEDGER_FILE: &str = "bridge-ledger.txt";
 
 /// What the process measured of one job.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -78,19 +88,28 @@ pub(crate) enum Choice {
 pub(crate) struct JobKey(u64);
 
 impl JobKey {
-    /// The key of `job` run by `b` with `sched`.
-    pub(crate) fn of(b: &CudaBackend, sched: &Scheduler, job: &Job<'_>) -> Self {
+    /// The key of `job` run by `b` with `sched` on GPUs named `gpus`.
+    pub(crate) fn of(b: &CudaBackend, sched: &Scheduler, job: &Job<'_>, gpus: &[String]) -> Self {
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        b.device_list().hash(&mut h);
-        b.cpu_workers.hash(&mut h);
-        b.placement.hash(&mut h);
-        b.tasks_in.hash(&mut h);
-        b.area_layout.hash(&mut h);
-        b.max_registers.hash(&mut h);
-        b.ptx.hash(&mut h);
+        (b.device_list(), gpus).hash(&mut h);
+        (
+            b.cpu_workers,
+            b.placement,
+            b.tasks_in,
+            b.area_layout,
+            b.max_registers,
+        )
+            .hash(&mut h);
+        let ptx = b
+            .ptx
+            .clone()
+            .or_else(|| std::env::var_os("MGWS_PTX").map(PathBuf::from));
+        let program = std::env::current_exe().ok();
+        for file in [ptx, program].iter().flatten() {
+            (file, crate::disk_cache::file_stamp(file)).hash(&mut h);
+        }
         // The configuration is plain data without `Hash`; its debug form names every field.
-        format!("{:?}", sched.config).hash(&mut h);
-        sched.lanes.hash(&mut h);
+        (format!("{:?}", sched.config), sched.lanes).hash(&mut h);
         let tasks = job.tasks;
         tasks.len().hash(&mut h);
         let step = tasks.len().div_ceil(SAMPLED_TASKS).max(1);
@@ -109,36 +128,128 @@ impl JobKey {
 /// Every job the process ran under [`BridgePolicy::Measured`], newest last.
 static LEDGER: Mutex<Vec<(JobKey, Record)>> = Mutex::new(Vec::new());
 
-/// How the job of `key` runs next.
+/// How the job of `key` runs next (from what this process, or one before it, measured).
 pub(crate) fn choose(key: JobKey) -> Choice {
-    decide(&lookup(key))
+    decide(&known(key).unwrap_or_default())
 }
 
 /// Notes a finished run of the job of `key`: beside `cpu_workers` CPU workers (the last workers
-/// of `report`), or on the GPUs alone where `cpu_workers` is 0.
+/// of `report`), or on the GPUs alone where `cpu_workers` is 0. The ledger file gets the job's
+/// record too (a failure to write it costs a later process one measurement, nothing else).
 pub(crate) fn note(key: JobKey, report: &RunReport, cpu_workers: u32) {
-    let mut ledger = LEDGER.lock().unwrap_or_else(PoisonError::into_inner);
-    let at = match ledger.iter().position(|(k, _)| *k == key) {
-        Some(at) => at,
-        None => {
-            if ledger.len() == REMEMBERED_JOBS {
-                ledger.remove(0);
-            }
-            ledger.push((key, Record::default()));
-            ledger.len() - 1
+    let mut record = known(key).unwrap_or_default();
+    record.note(report, cpu_workers);
+    remember(
+        &mut LEDGER.lock().unwrap_or_else(PoisonError::into_inner),
+        (key, record),
+    );
+    if let Some(path) = ledger_path() {
+        if let Err(e) = write_through(&path, (key, record)) {
+            tracing::debug!("the ledger {} was not written: {e}", path.display());
         }
-    };
-    ledger[at].1.note(report, cpu_workers);
+    }
+}
+
+/// What this process measured of the job of `key`, else what the ledger file holds of it (which
+/// the process then keeps).
+fn known(key: JobKey) -> Option<Record> {
+    lookup(key).or_else(|| {
+        let from_file = read_ledger(&ledger_path()?)
+            .into_iter()
+            .find(|(k, _)| *k == key)?;
+        remember(
+            &mut LEDGER.lock().unwrap_or_else(PoisonError::into_inner),
+            from_file,
+        );
+        Some(from_file.1)
+    })
 }
 
 /// What the process measured of the job of `key`.
-fn lookup(key: JobKey) -> Record {
+fn lookup(key: JobKey) -> Option<Record> {
     let ledger = LEDGER.lock().unwrap_or_else(PoisonError::into_inner);
-    ledger
-        .iter()
-        .find(|(k, _)| *k == key)
-        .map(|(_, r)| *r)
-        .unwrap_or_default()
+    ledger.iter().find(|(k, _)| *k == key).map(|(_, r)| *r)
+}
+
+/// Puts `entry` last in `ledger` (the newest), forgetting the oldest beyond [`REMEMBERED_JOBS`].
+fn remember(ledger: &mut Vec<(JobKey, Record)>, entry: (JobKey, Record)) {
+    ledger.retain(|(k, _)| *k != entry.0);
+    ledger.push(entry);
+    let excess = ledger.len().saturating_sub(REMEMBERED_JOBS);
+    ledger.drain(..excess);
+}
+
+/// The ledger file, if a cache directory can be named (none in unit tests, which must not touch
+/// the user's cache; the CLI's tests name a directory of their own).
+fn ledger_path() -> Option<PathBuf> {
+    if cfg!(test) {
+        return None;
+    }
+    crate::disk_cache::dir().map(|d| d.join(LEDGER_FILE))
+}
+
+/// The entries of the ledger file at `path`, oldest first; a line that does not parse (or a file
+/// that cannot be read) is left out.
+fn read_ledger(path: &Path) -> Vec<(JobKey, Record)> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines().filter_map(parse_line).collect()
+}
+
+/// Writes `entry` into the ledger file at `path` as its newest line, keeping the other
+/// processes' lines: the file is read again, and replaced in one rename.
+fn write_through(path: &Path, entry: (JobKey, Record)) -> std::io::Result<()> {
+    let mut entries = read_ledger(path);
+    remember(&mut entries, entry);
+    let text: String = entries.iter().map(|e| format_line(e) + "\n").collect();
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let partial = path.with_extension(format!("{}.partial", std::process::id()));
+    std::fs::write(&partial, text)?;
+    std::fs::rename(&partial, path)
+}
+
+/// One line of the ledger file.
+fn format_line((key, record): &(JobKey, Record)) -> String {
+    let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:e}"));
+    format!(
+        "{:016x} {} {} {}",
+        key.0,
+        opt(record.beside.map(|s| s.best_s)),
+        opt(record.beside.and_then(|s| s.cpu_share)),
+        opt(record.alone.map(|s| s.best_s))
+    )
+}
+
+/// The entry of one line of the ledger file.
+fn parse_line(line: &str) -> Option<(JobKey, Record)> {
+    let mut fields = line.split_whitespace();
+    let key = JobKey(u64::from_str_radix(fields.next()?, 16).ok()?);
+    let mut value = || -> Option<Option<f64>> {
+        match fields.next()? {
+            "-" => Some(None),
+            v => v
+                .parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite() && *v >= 0.0)
+                .map(Some),
+        }
+    };
+    let (beside_s, share, alone_s) = (value()?, value()?, value()?);
+    if fields.next().is_some() {
+        return None;
+    }
+    let record = Record {
+        beside: beside_s.map(|best_s| Sample {
+            best_s,
+            cpu_share: share,
+        }),
+        alone: alone_s.map(|best_s| Sample {
+            best_s,
+            cpu_share: Some(0.0),
+        }),
+    };
+    Some((key, record))
 }
 
 impl Record {
@@ -289,26 +400,66 @@ mod tests {
             cpu_workers: 2,
             ..CudaBackend::default()
         };
-        let key = |b: &CudaBackend, tasks, area: Option<&mut [u8]>| {
+        let h200 = ["H200".to_string()];
+        let key = |b: &CudaBackend, tasks, area: Option<&mut [u8]>, gpus: &[String]| {
             let mut job = Job::new(tasks);
             if let Some(a) = area {
                 job = job.area(3, AreaBytes::ReadWrite(a));
             }
-            JobKey::of(b, &sched, &job)
+            JobKey::of(b, &sched, &job, gpus)
         };
-        let base = key(&b, &root, None);
-        assert_eq!(base, key(&b, &root, None));
-        assert_ne!(base, key(&b, &other, None));
-        assert_ne!(base, key(&b, &root, Some(&mut area)));
+        let base = key(&b, &root, None, &h200);
+        assert_eq!(base, key(&b, &root, None, &h200));
+        assert_ne!(base, key(&b, &other, None, &h200));
+        assert_ne!(base, key(&b, &root, Some(&mut area), &h200));
+        assert_ne!(base, key(&b, &root, None, &["H100".to_string()]));
         let more_cpu = CudaBackend {
             cpu_workers: 3,
             ..b.clone()
         };
-        assert_ne!(base, key(&more_cpu, &root, None));
+        assert_ne!(base, key(&more_cpu, &root, None, &h200));
         let two_gpus = CudaBackend {
             devices: vec![0, 1],
             ..b.clone()
         };
-        assert_ne!(base, key(&two_gpus, &root, None));
+        assert_ne!(base, key(&two_gpus, &root, None, &h200));
+    }
+
+    #[test]
+    fn the_ledger_file_keeps_every_processs_jobs_newest_last_and_skips_bad_lines() {
+        let dir = std::env::temp_dir().join(format!("mgws-ledger-test-{}", std::process::id()));
+        let path = dir.join(LEDGER_FILE);
+        let _ = std::fs::remove_file(&path);
+        let mut beside = Record::default();
+        beside.note(&report(1.5e-3, &[500, 500, 2]), 1);
+        let mut alone = Record::default();
+        alone.note(&report(1.0, &[400, 300, 300]), 0);
+        write_through(&path, (JobKey(1), beside)).unwrap();
+        write_through(&path, (JobKey(2), alone)).unwrap();
+        // Another process's garbage and a line with a field too many are left out.
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        text.push_str("zz 1 2 3\n0000000000000003 - - 1 9\n");
+        std::fs::write(&path, text).unwrap();
+        let entries = read_ledger(&path);
+        assert_eq!(entries, vec![(JobKey(1), beside), (JobKey(2), alone)]);
+        assert!(matches!(decide(&entries[0].1), Choice::Alone(why) if why.contains("0.200%")));
+        // Writing job 1 again moves it last, and the file never holds more than the bound.
+        write_through(&path, (JobKey(1), beside)).unwrap();
+        let keys: Vec<u64> = read_ledger(&path).iter().map(|(k, _)| k.0).collect();
+        assert_eq!(keys, [2, 1]);
+        // Lines another process wrote, beyond the bound, are cut from the oldest on the next write.
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        for k in 10..10 + REMEMBERED_JOBS as u64 {
+            text.push_str(&(format_line(&(JobKey(k), alone)) + "\n"));
+        }
+        std::fs::write(&path, text).unwrap();
+        write_through(&path, (JobKey(5), alone)).unwrap();
+        let entries = read_ledger(&path);
+        assert_eq!(entries.len(), REMEMBERED_JOBS);
+        assert_eq!(
+            (entries[0].0, entries.last().unwrap().0),
+            (JobKey(11), JobKey(5))
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -46,7 +46,7 @@ use std::path::PathBuf;
 use mgws_core::SchedConfig;
 use mgws_tasks::Registry;
 
-pub use bridge_policy::{BridgePolicy, MIN_CPU_SHARE};
+pub use bridge_policy::{BridgePolicy, LEDGER_FILE, MIN_CPU_SHARE};
 pub use plan::{parse_devices, Placement, TasksIn};
 
 pub use crate::backend::Method;
@@ -559,12 +559,22 @@ impl CudaBackend {
         registry: &R,
         job: Job<'_>,
     ) -> Result<RunReport> {
-        let key = bridge_policy::JobKey::of(self, sched, &job);
+        let opened = std::time::Instant::now();
+        // A GPU that cannot be named keys the job without a name: its opening says what is wrong.
+        let gpus: Vec<String> = self
+            .device_list()
+            .into_iter()
+            .map(|d| {
+                driver::init()
+                    .and_then(|_| driver::device_name(d))
+                    .unwrap_or_default()
+            })
+            .collect();
+        let key = bridge_policy::JobKey::of(self, sched, &job, &gpus);
         let choice = match self.bridge_policy {
             BridgePolicy::Measured => bridge_policy::choose(key),
             BridgePolicy::Always => bridge_policy::Choice::Beside,
         };
-        let opened = std::time::Instant::now();
         let report = match choice {
             bridge_policy::Choice::Beside => {
                 let cpu_sched = sched.cpu_side(self.cpu_workers)?;

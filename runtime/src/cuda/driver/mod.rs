@@ -161,6 +161,16 @@ pub fn device_count() -> Result<u32> {
     Ok(n.max(0) as u32)
 }
 
+/// The name of GPU `ordinal` (after [`init`]; retains no context).
+pub fn device_name(ordinal: u32) -> Result<String> {
+    let dev = ok(result::device::get(ordinal as i32), || {
+        format!("cuDeviceGet({ordinal})")
+    })?;
+    ok(result::device::get_name(dev), || {
+        format!("cuDeviceGetName({ordinal})")
+    })
+}
+
 /// Whether GPU `a` can access GPU `b`'s memory, and whether its atomics there are native.
 pub fn peer_caps(a: sys::CUdevice, b: sys::CUdevice) -> Result<(bool, bool)> {
     let mut can = 0;
@@ -212,9 +222,7 @@ impl Gpu {
         let dev = ok(result::device::get(ordinal as i32), || {
             format!("cuDeviceGet({ordinal})")
         })?;
-        let name = ok(result::device::get_name(dev), || {
-            format!("cuDeviceGetName({ordinal})")
-        })?;
+        let name = device_name(ordinal)?;
         // SAFETY: `dev` came from cuDeviceGet; the retain is balanced by the release in Drop.
         let ctx = ok(unsafe { result::primary_ctx::retain(dev) }, || {
             format!("cuDevicePrimaryCtxRetain(GPU {ordinal})")

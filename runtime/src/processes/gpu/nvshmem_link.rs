@@ -24,9 +24,6 @@ pub const SHIM_SOURCE: &str = include_str!("nvshmem_shim.cu");
 /// (`cuda/std/cstdint`, directly or under `cccl/`).
 pub const CUDA_INCLUDE_VAR: &str = "MGWS_CUDA_INCLUDE";
 
-/// The environment variable naming the cache directory.
-pub const CACHE_VAR: &str = "MGWS_CACHE_DIR";
-
 /// The PTX global holding the run's `mgws_core::PeWindow`.
 pub const WINDOW_GLOBAL: &str = "mgws_pe_window";
 
@@ -128,28 +125,6 @@ pub fn shim_options(cc: (u32, u32), includes: &[PathBuf]) -> Vec<String> {
     options
 }
 
-/// The cache directory, if one can be named.
-fn cache_dir() -> Option<PathBuf> {
-    std::env::var_os(CACHE_VAR)
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("mgws")))
-        .or_else(|| std::env::var_os("HOME").map(|d| PathBuf::from(d).join(".cache/mgws")))
-}
-
-/// The length and modification time of `path`, for cache keys.
-fn file_stamp(path: &Path) -> (u64, u128) {
-    std::fs::metadata(path)
-        .map(|m| {
-            let modified = m
-                .modified()
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map_or(0, |d| d.as_nanos());
-            (m.len(), modified)
-        })
-        .unwrap_or((0, 0))
-}
-
 /// The device code for a GPU of compute capability `cc`, with NVSHMEM's host library at
 /// `host_library`: the wrappers from the cache, or compiled by NVRTC (and cached).
 pub fn device_code(host_library: &Path, cc: (u32, u32)) -> Result<DeviceCode> {
@@ -175,11 +150,12 @@ pub fn device_code(host_library: &Path, cc: (u32, u32)) -> Result<DeviceCode> {
         SHIM_SOURCE,
         &options,
         nvrtc.version(),
-        file_stamp(&nvshmem_include.join("nvshmem.h")),
-        file_stamp(&library),
+        crate::disk_cache::file_stamp(&nvshmem_include.join("nvshmem.h")),
+        crate::disk_cache::file_stamp(&library),
     )
         .hash(&mut key);
-    let file = cache_dir().map(|d| d.join(format!("nvshmem-wrappers-{:016x}.cubin", key.finish())));
+    let file = crate::disk_cache::dir()
+        .map(|d| d.join(format!("nvshmem-wrappers-{:016x}.cubin", key.finish())));
     if let Some(cached) = file.as_ref().and_then(|f| std::fs::read(f).ok()) {
         tracing::debug!(path = %file.as_ref().expect("read").display(), "NVSHMEM wrappers from the cache");
         return Ok(DeviceCode {
