@@ -155,6 +155,15 @@ fn mgws_command(mode: &str, gpus: u32, ptx: &str, args: &[&str], env: &[(&str, &
     c
 }
 
+/// Checks that `mgws run memset` with `args` (one mock GPU) is refused as bad input (exit code 1)
+/// with an error containing `needle`.
+fn refused(args: &[&str], needle: &str) {
+    let o = mgws("memset", 1, args);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains(needle), "{t}");
+}
+
 fn text(o: &Output) -> String {
     format!(
         "{}{}",
@@ -257,14 +266,10 @@ fn cpu_workers_that_run_no_task_are_left_out_after_the_first_run_unless_always()
         "{ledger}"
     );
     // The policy without CPU workers is refused with the flag it needs.
-    let o = mgws(
-        "memset",
-        1,
+    refused(
         &["--device", "cuda", "--bridge-policy", "always"],
+        "it needs --cpu-workers N",
     );
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains("it needs --cpu-workers N"), "{t}");
 }
 
 #[test]
@@ -362,14 +367,10 @@ fn a_partitioned_area_needs_virtual_memory_management_and_the_default_falls_back
         "{t}"
     );
     // A layout flag on the CPU backend is refused, not ignored.
-    let o = mgws(
-        "memset",
-        1,
+    refused(
         &["--device", "cpu", "--area-layout", "single-home"],
+        "--area-layout",
     );
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains("--area-layout"), "{t}");
 }
 
 #[test]
@@ -1386,14 +1387,10 @@ fn the_device_api_transport_says_what_it_lacks() {
         "{t}"
     );
     // --pe-transport without GPU PEs.
-    let o = mgws(
-        "memset",
-        1,
+    refused(
         &["--device", "cuda", "--pe-transport", "device-api"],
+        "--processes N",
     );
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(t.contains("--processes N"), "{t}");
 }
 
 #[test]
