@@ -98,7 +98,7 @@ pub struct RunReport {
     /// Each worker's statistics.
     pub per_worker: Vec<WorkerReport>,
     /// Why the CPU workers the backend names did not run beside its GPUs, where they did not
-    /// ([`crate::cuda::BridgePolicy::Measured`]).
+    /// (`cuda::BridgePolicy::Measured`).
     pub cpu_workers_left_out: Option<String>,
 }
 

@@ -548,9 +548,7 @@ impl CudaBackend {
             }
         })
     }
-}
 
-impl CudaBackend {
     /// Runs `job` with the mgws kernel beside `self.cpu_workers` CPU workers, or on the GPUs
     /// alone where the [`BridgePolicy`] says that they do not pay.
     fn run_beside_cpu<R: Registry>(
