@@ -125,7 +125,7 @@ impl JobKey {
     }
 }
 
-/// Every job the process ran under [`BridgePolicy::Measured`], newest last.
+/// What the process measured (or read from the ledger file) of each job, newest last.
 static LEDGER: Mutex<Vec<(JobKey, Record)>> = Mutex::new(Vec::new());
 
 /// How the job of `key` runs next (from what this process, or one before it, measured).
