@@ -170,9 +170,9 @@ pub enum PeTransportArg {
 /// When the CPU workers of `--cpu-workers` run beside the GPUs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum BridgePolicyArg {
-    /// By measurement, per job (kept in the cache directory for later processes): a job whose CPU
-    /// workers ran under 1% of its tasks, or ran it slower than the GPUs alone, runs on the GPUs
-    /// alone from then on.
+    /// By measurement, per job (kept in the cache directory for later processes): a job's first
+    /// run has one CPU worker; a job whose CPU workers would run under 1% of its tasks, or ran it
+    /// slower than the GPUs alone, runs on the GPUs alone from then on.
     Measured,
     /// In every run, whatever they add (for comparisons).
     Always,

@@ -238,10 +238,13 @@ fn cpu_workers_that_run_no_task_are_left_out_after_the_first_run_unless_always()
             .collect();
         (backends, t)
     };
-    // The first run beside them, then the GPU alone, each saying why.
+    // The first run beside one of them (the mock's 92 workers and 1), then the GPU alone, each
+    // saying why.
     let (backends, t) = run(&["--repeat", "3"]);
     assert_eq!(backends, ["cuda+cpu", "cuda", "cuda"], "{t}");
-    let why = "CPU workers left out: beside the GPUs they ran 0.000% of this job's tasks";
+    assert!(t.contains("on cuda+cpu backend: 93 workers"), "{t}");
+    let why = "CPU workers left out: one beside the GPUs ran 0.000% of this job's tasks, so 2 \
+               would run about 0.000%";
     // (The log's copy of the line aside.)
     assert_eq!(t.lines().filter(|l| l.starts_with(why)).count(), 2, "{t}");
     // A later process reads the ledger: its first run is on the GPU alone too.
@@ -251,9 +254,14 @@ fn cpu_workers_that_run_no_task_are_left_out_after_the_first_run_unless_always()
     // Another job (more tasks) is measured anew.
     let (backends, t) = run(&["--tasks", "4000"]);
     assert_eq!(backends, ["cuda+cpu"], "{t}");
-    // Always: every run beside them, whatever the ledger says.
+    // Always: every run beside all of them, whatever the ledger says.
     let (backends, t) = run(&["--repeat", "2", "--bridge-policy", "always"]);
     assert_eq!(backends, ["cuda+cpu", "cuda+cpu"], "{t}");
+    assert_eq!(
+        t.matches("on cuda+cpu backend: 94 workers").count(),
+        2,
+        "{t}"
+    );
     assert!(!t.contains("left out"), "{t}");
     // Those runs added to the job's record and kept what was measured before: the next process
     // under the default leaves the CPU workers out at once.

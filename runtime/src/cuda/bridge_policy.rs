@@ -7,11 +7,14 @@
 //! the cache directory ([`crate::disk_cache`], file [`LEDGER_FILE`]) for later processes: the
 //! fastest run beside the CPU workers and the fastest on the GPUs alone, with the CPU workers'
 //! share of the tasks.
-//! - A job not measured before runs beside the CPU workers, as asked.
-//! - If the CPU workers then ran under [`MIN_CPU_SHARE`] of its tasks, they cannot have saved
-//!   what the bridge costs: the job runs on the GPUs alone from then on.
-//! - Otherwise (or where the run kept no per-worker statistics to tell) it runs once on the GPUs
-//!   alone, and then the faster of the two, by its best time.
+//! - A job not measured before runs beside **one** CPU worker (a probe: many CPU workers can hold
+//!   a short run with the heavy tasks they took, one costs the GPUs little).
+//! - If that worker ran under [`MIN_CPU_SHARE`] of its tasks divided by the workers asked for,
+//!   they all together would have saved less than the bridge costs: the job runs on the GPUs
+//!   alone from then on. Otherwise it runs beside all of them.
+//! - If they all then ran under [`MIN_CPU_SHARE`] of its tasks, the same holds. Otherwise (or
+//!   where the run kept no per-worker statistics to tell) it runs once on the GPUs alone, and then
+//!   the faster of the two, by its best time.
 //!
 //! A job is known by everything that decides its schedule: the GPUs (ordinals and names), the
 //! scheduler's settings, the backend's options, the CPU workers asked for, its initial tasks
@@ -39,9 +42,10 @@ pub enum BridgePolicy {
     Always,
 }
 
-/// The least share of a run's tasks that the CPU workers must run for the run beside them to be
-/// compared with the GPUs alone. Below it they saved less than the GPUs' time for that share of
-/// the tasks, less than the bridged kernel costs the GPUs (docs/results.md).
+/// The least share of a run's tasks that the CPU workers must run (or, from a probe, would run)
+/// for the run beside them to be compared with the GPUs alone. Below it they saved less than the
+/// GPUs' time for that share of the tasks, less than the bridged kernel costs the GPUs
+/// (docs/results.md).
 pub const MIN_CPU_SHARE: f64 = 0.01;
 
 /// Initial tasks a job's key reads, evenly spaced (all of a smaller job's): keying a job of
@@ -51,13 +55,16 @@ const SAMPLED_TASKS: usize = 64;
 /// Jobs the process and the ledger file remember; the one measured longest ago is forgotten first.
 const REMEMBERED_JOBS: usize = 1024;
 
-/// The ledger's file in the cache directory: one line per job, `key beside_s share alone_s` (hex,
-/// then seconds and a share, `-` where not measured).
+/// The ledger's file in the cache directory: one line per job,
+/// `key probe_s probe_share beside_s beside_share alone_s` (hex, then seconds and shares, `-` where
+/// not measured).
 pub const LEDGER_FILE: &str = "bridge-ledger.txt";
 
 /// What the process measured of one job.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) struct Record {
+    /// The fastest run beside one CPU worker, where more were asked for.
+    probe: Option<Sample>,
     /// The fastest run beside the CPU workers.
     beside: Option<Sample>,
     /// The fastest run on the GPUs alone.
@@ -74,9 +81,11 @@ struct Sample {
     cpu_share: Option<f64>,
 }
 
-/// How a job runs next.
+/// How a job runs next, or ran.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Choice {
+    /// Beside one CPU worker, to estimate what all of them would add.
+    Probe,
     /// Beside the CPU workers.
     Beside,
     /// On the GPUs alone, for the reason given (a sentence for the run's report).
@@ -128,17 +137,19 @@ impl JobKey {
 /// What the process measured (or read from the ledger file) of each job, newest last.
 static LEDGER: Mutex<Vec<(JobKey, Record)>> = Mutex::new(Vec::new());
 
-/// How the job of `key` runs next (from what this process, or one before it, measured).
-pub(crate) fn choose(key: JobKey) -> Choice {
-    decide(&known(key).unwrap_or_default())
+/// How the job of `key` runs next with `cpu_workers` CPU workers asked for (from what this
+/// process, or one before it, measured).
+pub(crate) fn choose(key: JobKey, cpu_workers: u32) -> Choice {
+    decide(&known(key).unwrap_or_default(), cpu_workers)
 }
 
-/// Notes a finished run of the job of `key`: beside `cpu_workers` CPU workers (the last workers
-/// of `report`), or on the GPUs alone where `cpu_workers` is 0. The ledger file gets the job's
-/// record too (a failure to write it costs a later process one measurement, nothing else).
-pub(crate) fn note(key: JobKey, report: &RunReport, cpu_workers: u32) {
+/// Notes a finished run of the job of `key`, run as `ran` says (the CPU workers, where there were
+/// any, are the last workers of `report`: one for a probe, else `cpu_workers`). The ledger file
+/// gets the job's record too (a failure to write it costs a later process one measurement,
+/// nothing else).
+pub(crate) fn note(key: JobKey, report: &RunReport, ran: &Choice, cpu_workers: u32) {
     let mut record = known(key).unwrap_or_default();
-    record.note(report, cpu_workers);
+    record.note(report, ran, cpu_workers);
     remember(
         &mut LEDGER.lock().unwrap_or_else(PoisonError::into_inner),
         (key, record),
@@ -212,11 +223,18 @@ fn write_through(path: &Path, entry: (JobKey, Record)) -> std::io::Result<()> {
 /// One line of the ledger file.
 fn format_line((key, record): &(JobKey, Record)) -> String {
     let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:e}"));
+    let sample = |s: Option<Sample>| {
+        format!(
+            "{} {}",
+            opt(s.map(|s| s.best_s)),
+            opt(s.and_then(|s| s.cpu_share))
+        )
+    };
     format!(
         "{:016x} {} {} {}",
         key.0,
-        opt(record.beside.map(|s| s.best_s)),
-        opt(record.beside.and_then(|s| s.cpu_share)),
+        sample(record.probe),
+        sample(record.beside),
         opt(record.alone.map(|s| s.best_s))
     )
 }
@@ -235,15 +253,18 @@ fn parse_line(line: &str) -> Option<(JobKey, Record)> {
                 .map(Some),
         }
     };
-    let (beside_s, share, alone_s) = (value()?, value()?, value()?);
+    let mut sample = || -> Option<Option<Sample>> {
+        let (best_s, cpu_share) = (value()?, value()?);
+        Some(best_s.map(|best_s| Sample { best_s, cpu_share }))
+    };
+    let (probe, beside) = (sample()?, sample()?);
+    let alone_s = value()?;
     if fields.next().is_some() {
         return None;
     }
     let record = Record {
-        beside: beside_s.map(|best_s| Sample {
-            best_s,
-            cpu_share: share,
-        }),
+        probe,
+        beside,
         alone: alone_s.map(|best_s| Sample {
             best_s,
             cpu_share: Some(0.0),
@@ -254,7 +275,12 @@ fn parse_line(line: &str) -> Option<(JobKey, Record)> {
 
 impl Record {
     /// Adds a finished run (see [`note`]).
-    fn note(&mut self, report: &RunReport, cpu_workers: u32) {
+    fn note(&mut self, report: &RunReport, ran: &Choice, cpu_workers: u32) {
+        let (slot, cpu_workers) = match ran {
+            Choice::Probe => (&mut self.probe, 1),
+            Choice::Beside => (&mut self.beside, cpu_workers),
+            Choice::Alone(_) => (&mut self.alone, 0),
+        };
         let first_cpu = report.workers.saturating_sub(cpu_workers);
         let cpu_tasks: u64 = report
             .per_worker
@@ -267,21 +293,34 @@ impl Record {
             cpu_share: (!report.per_worker.is_empty())
                 .then(|| cpu_tasks as f64 / report.tasks_run.max(1) as f64),
         };
-        let slot = if cpu_workers > 0 {
-            &mut self.beside
-        } else {
-            &mut self.alone
-        };
         if slot.is_none_or(|s| sample.best_s < s.best_s) {
             *slot = Some(sample);
         }
     }
 }
 
-/// The rule of the module's documentation.
-fn decide(record: &Record) -> Choice {
+/// The rule of the module's documentation, for `cpu_workers` CPU workers asked for.
+fn decide(record: &Record, cpu_workers: u32) -> Choice {
     let Some(beside) = record.beside else {
-        return Choice::Beside;
+        let Some(probe) = record.probe.filter(|_| cpu_workers > 1) else {
+            return if cpu_workers > 1 {
+                Choice::Probe
+            } else {
+                Choice::Beside
+            };
+        };
+        let estimate = probe.cpu_share.map(|s| s * f64::from(cpu_workers));
+        return match estimate.filter(|&e| e < MIN_CPU_SHARE) {
+            Some(e) => Choice::Alone(format!(
+                "CPU workers left out: one beside the GPUs ran {:.3}% of this job's tasks, so \
+                 {cpu_workers} would run about {:.3}%, less than the {:.0}% that could pay for \
+                 the bridge",
+                100.0 * probe.cpu_share.unwrap_or(0.0),
+                100.0 * e,
+                100.0 * MIN_CPU_SHARE
+            )),
+            None => Choice::Beside,
+        };
     };
     if let Some(share) = beside.cpu_share.filter(|&s| s < MIN_CPU_SHARE) {
         return Choice::Alone(format!(
@@ -336,17 +375,39 @@ mod tests {
         }
     }
 
+    const ALONE: Choice = Choice::Alone(String::new());
+
     #[test]
-    fn a_new_job_runs_beside_the_cpu_workers() {
-        assert_eq!(decide(&Record::default()), Choice::Beside);
+    fn a_new_job_runs_beside_one_cpu_worker_first_or_the_only_one() {
+        assert_eq!(decide(&Record::default(), 14), Choice::Probe);
+        assert_eq!(decide(&Record::default(), 1), Choice::Beside);
+    }
+
+    #[test]
+    fn the_probe_leaves_the_cpu_workers_out_where_all_of_them_would_not_pay() {
+        // 3 GPU workers and the probe's CPU worker, with 5 of 10,005 tasks (0.05%).
+        let mut r = Record::default();
+        r.note(&report(1.0, &[4000, 3000, 3000, 5]), &Choice::Probe, 14);
+        // 14 workers would run about 0.7%: left out.
+        let Choice::Alone(why) = decide(&r, 14) else {
+            panic!("left in: {r:?}");
+        };
+        assert!(
+            why.contains("0.050%") && why.contains("14 would run about 0.700%"),
+            "{why}"
+        );
+        // 30 would run about 1.5%: all of them run next.
+        assert_eq!(decide(&r, 30), Choice::Beside);
+        // No comparison with the GPUs alone is needed, nor a run of all of them.
+        assert!(r.alone.is_none() && r.beside.is_none());
     }
 
     #[test]
     fn cpu_workers_that_ran_too_few_tasks_are_left_out_at_once() {
         let mut r = Record::default();
-        // 3 GPU workers, 1 CPU worker with 5 of 1,005 tasks (0.5%).
-        r.note(&report(1.0, &[400, 300, 300, 5]), 1);
-        let Choice::Alone(why) = decide(&r) else {
+        // 3 GPU workers, 2 CPU workers with 5 of 1,005 tasks (0.5%).
+        r.note(&report(1.0, &[400, 300, 300, 3, 2]), &Choice::Beside, 2);
+        let Choice::Alone(why) = decide(&r, 2) else {
             panic!("left in: {r:?}");
         };
         assert!(why.contains("0.498%"), "{why}");
@@ -358,36 +419,41 @@ mod tests {
     fn cpu_workers_that_ran_enough_tasks_are_compared_with_the_gpus_alone() {
         let mut r = Record::default();
         // The CPU worker ran 100 of 1,000 tasks.
-        r.note(&report(1.0, &[300, 300, 300, 100]), 1);
-        assert!(matches!(decide(&r), Choice::Alone(why) if why.contains("once")));
+        r.note(&report(1.0, &[300, 300, 300, 100]), &Choice::Beside, 1);
+        assert!(matches!(decide(&r, 1), Choice::Alone(why) if why.contains("once")));
         // The GPUs alone were slower: the CPU workers stay.
-        r.note(&report(1.2, &[400, 300, 300]), 0);
-        assert_eq!(decide(&r), Choice::Beside);
+        r.note(&report(1.2, &[400, 300, 300]), &ALONE, 1);
+        assert_eq!(decide(&r, 1), Choice::Beside);
         // A faster run alone later (a record on either side keeps its best) turns it around.
-        r.note(&report(0.9, &[400, 300, 300]), 0);
-        assert!(matches!(decide(&r), Choice::Alone(why) if why.contains("0.900000 s")));
+        r.note(&report(0.9, &[400, 300, 300]), &ALONE, 1);
+        assert!(matches!(decide(&r, 1), Choice::Alone(why) if why.contains("0.900000 s")));
         // A slower run beside them keeps the best one's time.
-        r.note(&report(2.0, &[300, 300, 300, 100]), 1);
+        r.note(&report(2.0, &[300, 300, 300, 100]), &Choice::Beside, 1);
         assert_eq!(r.beside.map(|s| s.best_s), Some(1.0));
     }
 
     #[test]
     fn a_run_without_statistics_is_compared_by_time() {
         let mut r = Record::default();
-        let mut beside = report(1.0, &[500, 500, 0]);
+        let mut probe = report(1.0, &[500, 500, 0]);
+        probe.per_worker.clear();
+        // A probe that cannot tell: all the CPU workers run, and then the GPUs alone.
+        r.note(&probe, &Choice::Probe, 4);
+        assert_eq!(decide(&r, 4), Choice::Beside);
+        let mut beside = report(1.0, &[500, 500, 0, 0, 0, 0]);
         beside.per_worker.clear();
-        r.note(&beside, 1);
-        assert!(matches!(decide(&r), Choice::Alone(why) if why.contains("once")));
-        r.note(&report(1.1, &[500, 500]), 0);
-        assert_eq!(decide(&r), Choice::Beside);
+        r.note(&beside, &Choice::Beside, 4);
+        assert!(matches!(decide(&r, 4), Choice::Alone(why) if why.contains("once")));
+        r.note(&report(1.1, &[500, 500]), &ALONE, 4);
+        assert_eq!(decide(&r, 4), Choice::Beside);
     }
 
     #[test]
     fn the_process_remembers_each_job_apart() {
         let (a, b) = (JobKey(u64::MAX - 1), JobKey(u64::MAX - 2));
-        note(a, &report(1.0, &[500, 500, 0]), 1);
-        assert!(matches!(choose(a), Choice::Alone(_)));
-        assert_eq!(choose(b), Choice::Beside);
+        note(a, &report(1.0, &[500, 500, 0]), &Choice::Probe, 8);
+        assert!(matches!(choose(a, 8), Choice::Alone(_)));
+        assert_eq!(choose(b, 8), Choice::Probe);
     }
 
     #[test]
@@ -431,18 +497,19 @@ mod tests {
         let path = dir.join(LEDGER_FILE);
         let _ = std::fs::remove_file(&path);
         let mut beside = Record::default();
-        beside.note(&report(1.5e-3, &[500, 500, 2]), 1);
+        beside.note(&report(2e-3, &[500, 500, 1]), &Choice::Probe, 4);
+        beside.note(&report(1.5e-3, &[500, 500, 2]), &Choice::Beside, 1);
         let mut alone = Record::default();
-        alone.note(&report(1.0, &[400, 300, 300]), 0);
+        alone.note(&report(1.0, &[400, 300, 300]), &ALONE, 1);
         write_through(&path, (JobKey(1), beside)).unwrap();
         write_through(&path, (JobKey(2), alone)).unwrap();
         // Another process's garbage and a line with a field too many are left out.
         let mut text = std::fs::read_to_string(&path).unwrap();
-        text.push_str("zz 1 2 3\n0000000000000003 - - 1 9\n");
+        text.push_str("zz 1 2 3 4 5\n0000000000000003 - - - - 1 9\n0000000000000004 - - 1\n");
         std::fs::write(&path, text).unwrap();
         let entries = read_ledger(&path);
         assert_eq!(entries, vec![(JobKey(1), beside), (JobKey(2), alone)]);
-        assert!(matches!(decide(&entries[0].1), Choice::Alone(why) if why.contains("0.200%")));
+        assert!(matches!(decide(&entries[0].1, 1), Choice::Alone(why) if why.contains("0.200%")));
         // Writing job 1 again moves it last, and the file never holds more than the bound.
         write_through(&path, (JobKey(1), beside)).unwrap();
         let keys: Vec<u64> = read_ledger(&path).iter().map(|(k, _)| k.0).collect();

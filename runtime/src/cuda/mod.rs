@@ -570,17 +570,27 @@ impl CudaBackend {
             .collect();
         let key = bridge_policy::JobKey::of(self, sched, &job, &gpus);
         let choice = match self.bridge_policy {
-            BridgePolicy::Measured => bridge_policy::choose(key),
+            BridgePolicy::Measured => bridge_policy::choose(key, self.cpu_workers),
             BridgePolicy::Always => bridge_policy::Choice::Beside,
         };
-        let report = match choice {
-            bridge_policy::Choice::Beside => {
-                let cpu_sched = sched.cpu_side(self.cpu_workers)?;
+        let report = match &choice {
+            bridge_policy::Choice::Probe | bridge_policy::Choice::Beside => {
+                let workers = match choice {
+                    bridge_policy::Choice::Probe => {
+                        tracing::info!(
+                            target: "mgws::grid",
+                            "a first run of this job: one of the {} CPU workers beside the GPUs, \
+                             to measure what they add",
+                            self.cpu_workers
+                        );
+                        1
+                    }
+                    _ => self.cpu_workers,
+                };
+                let cpu_sched = sched.cpu_side(workers)?;
                 let mut device =
                     mixed_device::MixedDevice::open(self, sched, &cpu_sched, registry)?;
-                let report = crate::pipeline::run(&mut device, sched, job, opened)?;
-                bridge_policy::note(key, &report, self.cpu_workers);
-                report
+                crate::pipeline::run(&mut device, sched, job, opened)?
             }
             bridge_policy::Choice::Alone(why) => {
                 tracing::info!(target: "mgws::grid", "{why}");
@@ -590,13 +600,13 @@ impl CudaBackend {
                 };
                 let mut device = device::CudaDevice::open::<R>(&alone, Method::Mgws, sched)?;
                 let report = crate::pipeline::run(&mut device, sched, job, opened)?;
-                bridge_policy::note(key, &report, 0);
                 RunReport {
-                    cpu_workers_left_out: Some(why),
+                    cpu_workers_left_out: Some(why.clone()),
                     ..report
                 }
             }
         };
+        bridge_policy::note(key, &report, &choice, self.cpu_workers);
         Ok(report)
     }
 }
