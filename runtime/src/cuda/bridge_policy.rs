@@ -217,7 +217,9 @@ fn write_through(path: &Path, entry: (JobKey, Record)) -> std::io::Result<()> {
     }
     let partial = path.with_extension(format!("{}.partial", std::process::id()));
     std::fs::write(&partial, text)?;
-    std::fs::rename(&partial, path)
+    std::fs::rename(&partial, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&partial);
+    })
 }
 
 /// One line of the ledger file.
@@ -527,6 +529,15 @@ mod tests {
             (entries[0].0, entries.last().unwrap().0),
             (JobKey(11), JobKey(5))
         );
+        // A ledger that cannot be written is an error for the caller to pass over (here a
+        // directory stands where the file should be): it reads as empty, and no partial file is
+        // left beside it.
+        let blocked = dir.join("blocked").join(LEDGER_FILE);
+        std::fs::create_dir_all(&blocked).unwrap();
+        assert!(write_through(&blocked, (JobKey(1), alone)).is_err());
+        assert!(read_ledger(&blocked).is_empty());
+        let beside_it = std::fs::read_dir(dir.join("blocked")).unwrap().count();
+        assert_eq!(beside_it, 1);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
