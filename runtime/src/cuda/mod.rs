@@ -559,12 +559,14 @@ impl CudaBackend {
     ) -> Result<RunReport> {
         let opened = std::time::Instant::now();
         // A GPU that cannot be named keys the job without a name: its opening says what is wrong.
+        let driver = driver::init().is_ok();
         let gpus: Vec<String> = self
             .device_list()
             .into_iter()
             .map(|d| {
-                driver::init()
-                    .and_then(|_| driver::device_name(d))
+                driver
+                    .then(|| driver::device_name(d).ok())
+                    .flatten()
                     .unwrap_or_default()
             })
             .collect();
@@ -574,23 +576,17 @@ impl CudaBackend {
             BridgePolicy::Always => bridge_policy::Choice::Beside,
         };
         let report = match &choice {
-            bridge_policy::Choice::Probe | bridge_policy::Choice::Beside => {
-                let workers = match choice {
-                    bridge_policy::Choice::Probe => {
-                        tracing::info!(
-                            target: "mgws::grid",
-                            "a first run of this job: one of the {} CPU workers beside the GPUs, \
-                             to measure what they add",
-                            self.cpu_workers
-                        );
-                        1
-                    }
-                    _ => self.cpu_workers,
-                };
-                let cpu_sched = sched.cpu_side(workers)?;
-                let mut device =
-                    mixed_device::MixedDevice::open(self, sched, &cpu_sched, registry)?;
-                crate::pipeline::run(&mut device, sched, job, opened)?
+            bridge_policy::Choice::Probe => {
+                tracing::info!(
+                    target: "mgws::grid",
+                    "a first run of this job: one of the {} CPU workers beside the GPUs, to \
+                     measure what they add",
+                    self.cpu_workers
+                );
+                self.run_mixed(1, sched, registry, job, opened)?
+            }
+            bridge_policy::Choice::Beside => {
+                self.run_mixed(self.cpu_workers, sched, registry, job, opened)?
             }
             bridge_policy::Choice::Alone(why) => {
                 tracing::info!(target: "mgws::grid", "{why}");
@@ -608,6 +604,20 @@ impl CudaBackend {
         };
         bridge_policy::note(key, &report, &choice, self.cpu_workers);
         Ok(report)
+    }
+
+    /// Runs `job` with the mgws kernel beside `cpu_workers` CPU workers (opened at `opened`).
+    fn run_mixed<R: Registry>(
+        &self,
+        cpu_workers: u32,
+        sched: &Scheduler,
+        registry: &R,
+        job: Job<'_>,
+        opened: std::time::Instant,
+    ) -> Result<RunReport> {
+        let cpu_sched = sched.cpu_side(cpu_workers)?;
+        let mut device = mixed_device::MixedDevice::open(self, sched, &cpu_sched, registry)?;
+        crate::pipeline::run(&mut device, sched, job, opened)
     }
 }
 
