@@ -559,12 +559,12 @@ impl CudaBackend {
     ) -> Result<RunReport> {
         let opened = std::time::Instant::now();
         // A GPU that cannot be named keys the job without a name: its opening says what is wrong.
-        let driver = driver::init().is_ok();
+        let driver_loaded = driver::init().is_ok();
         let gpus: Vec<String> = self
             .device_list()
             .into_iter()
             .map(|d| {
-                driver
+                driver_loaded
                     .then(|| driver::device_name(d).ok())
                     .flatten()
                     .unwrap_or_default()
