@@ -348,7 +348,7 @@ pub struct SchedArgs {
     #[arg(long, help_heading = "Baselines")]
     pub level_capacity: Option<u64>,
     /// CUDA: registers per thread the PTX is compiled with (fewer: more resident workers, maybe
-    /// spills; default: the registry's own cap (MEMSET 64), else 128, lowered so one block of
+    /// spills; default: the registry's own cap (MEMSET 80), else 128, lowered so one block of
     /// --lanes threads fits).
     #[arg(long, help_heading = "CUDA")]
     pub max_registers: Option<u32>,

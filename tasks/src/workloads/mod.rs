@@ -22,10 +22,12 @@ pub use uts::{UtsNode, UtsTask};
 /// is one atomic: it runs on one lane, a worker runs one per lane. Its GPU workers hold 128
 /// tasks, so that one claim of initial tasks (half the local queue) feeds two batches: it ran
 /// faster than 64. The static baseline keeps 64, at which 32 of its workers fit an SM (22 at
-/// 128; docs/results.md).
+/// 128). Its kernels are capped at 80 registers, where the worker spills nothing and 23 workers
+/// still fit an H200 SM: it ran 2% faster than at 64, and 96 leaves room for 20 (the static
+/// kernel needs 64 either way; docs/results.md).
 #[crate::registry(
     kernel = "memset",
-    max_registers = 64,
+    max_registers = 80,
     local_capacity = 128,
     static_local_capacity = 64
 )]
@@ -43,10 +45,10 @@ pub enum ContainsTasks {
     Contains(ContainsTask),
 }
 
-/// The UTS registry. Its kernels are capped at 80 registers (24 blocks of 32 threads per H100 SM),
-/// where the narrow worker entries spill 72 bytes (ptxas sm_90, b9184f2). T1L ran faster at 80
-/// than at 96, with mgws and with the kernel-per-level baseline, which shares the cap and runs
-/// T1L fastest at it although it spills (T3's level kernel runs faster at 96; docs/results.md).
+/// The UTS registry. Its kernels are capped at 96 registers, where the narrow worker entries
+/// spill 4 bytes (128 at 80; ptxas sm_90) and its 12 workers per SM still fit. On an H200 the
+/// kernel-per-level baseline, which shares the cap, ran T1L 10% faster at 96 than at 80, and mgws
+/// as fast or faster (on an H100 at b9184f2, 80 had been the faster; docs/results.md).
 ///
 /// A node runs on one lane and hashes once, its own state: a worker expands one node per lane.
 /// A batch of 32 nodes spawns about 128 children: its GPU workers hold 256 tasks (12 per H100
@@ -55,7 +57,7 @@ pub enum ContainsTasks {
 /// (docs/results.md).
 #[crate::registry(
     kernel = "uts",
-    max_registers = 80,
+    max_registers = 96,
     local_capacity = 256,
     public_capacity = 512
 )]
@@ -64,8 +66,9 @@ pub enum UtsTasks {
     Uts(UtsTask),
 }
 
-/// The FIB registry. Its kernels are capped at 64 registers (32 blocks of 32 threads per H100
-/// SM), where the narrow worker spills 20 bytes (ptxas sm_90, b9184f2; docs/results.md).
+/// The FIB registry. Its kernels are capped at 80 registers, where the narrow worker spills
+/// nothing or 4 bytes (60 at 64; ptxas sm_90) and its 12 workers per SM, and the 24 of its
+/// kernel per level, still fit: FIB(40) ran 6% faster than at 64 on an H200 (docs/results.md).
 /// A FIB task is two row updates and one reservation for its two children: it runs on one lane.
 /// Its GPU workers hold 256 tasks: room for a batch's spawns, fewer overflow spills, and fewer
 /// workers per SM (12 on an H100), as fast on one GPU as 128 and faster on several. Its kernel
@@ -74,7 +77,7 @@ pub enum UtsTasks {
 /// ran 1-2% faster (UTS's did not; docs/results.md).
 #[crate::registry(
     kernel = "fib",
-    max_registers = 64,
+    max_registers = 80,
     local_capacity = 256,
     levels_local_capacity = 128,
     publish_copy_batch = 4
