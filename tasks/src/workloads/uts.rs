@@ -247,7 +247,7 @@ impl UtsParams {
     /// the root. The rest (deeper geometric nodes, the binomial root) go to `children_at`,
     /// inlined too: a call anywhere in a GPU worker entry, even off the node's path, makes
     /// ptxas keep the worker state live across it in the registers a call preserves or in
-    /// local memory. Called, the UTS workers spilled at their cap of 80 registers; inlined,
+    /// local memory. Called, the UTS workers spilled at their cap then (80 registers); inlined,
     /// with `descriptor_error`, the default ones spill nothing (docs/results.md).
     #[inline(always)]
     pub fn num_children(&self, node: &UtsNode) -> u32 {
@@ -294,7 +294,7 @@ impl UtsParams {
             return b.clamp(0, libm::ceil(self.b0) as i64) as u32;
         }
         // One call site of `geometric_children` (which LLVM may keep out of line): with two,
-        // one per tree type, the bridged UTS workers spilled at their cap of 80 registers.
+        // one per tree type, the bridged UTS workers spilled at their cap then (80 registers).
         let n = if self.geometric_at(depth) {
             self.geometric_children(depth, rand)
         } else {
