@@ -67,8 +67,8 @@ pub enum UtsTasks {
 }
 
 /// The FIB registry. Its kernels are capped at 80 registers, where the narrow worker spills
-/// nothing or 4 bytes (60 at 64; ptxas sm_90) and its 12 workers per SM, and the 24 of its
-/// kernel per level, still fit: FIB(40) ran 6% faster than at 64 on an H200 (docs/results.md).
+/// nothing or 4 bytes (60 at 64; ptxas sm_90) and its 12 workers per SM, and the 22 of its
+/// kernel per level, still fit: FIB(40) ran 1-6% faster than at 64 on an H200 (docs/results.md).
 /// A FIB task is two row updates and one reservation for its two children: it runs on one lane.
 /// Its GPU workers hold 256 tasks: room for a batch's spawns, fewer overflow spills, and fewer
 /// workers per SM (12 on an H100), as fast on one GPU as 128 and faster on several. Its kernel
