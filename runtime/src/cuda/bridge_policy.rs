@@ -67,8 +67,8 @@ pub(crate) struct Record {
     probe: Option<Sample>,
     /// The fastest run beside the CPU workers.
     beside: Option<Sample>,
-    /// The fastest run on the GPUs alone.
-    alone: Option<Sample>,
+    /// The best scheduling phase ([`RunReport::elapsed_s`]) on the GPUs alone.
+    alone_s: Option<f64>,
 }
 
 /// One way of running a job, measured.
@@ -76,8 +76,8 @@ pub(crate) struct Record {
 struct Sample {
     /// The best scheduling phase ([`RunReport::elapsed_s`]) so far.
     best_s: f64,
-    /// The CPU workers' share of the tasks in the run that took `best_s` (0 on the GPUs alone);
-    /// `None` where the run kept no per-worker statistics.
+    /// The CPU workers' share of the tasks in the run that took `best_s`; `None` where the run
+    /// kept no per-worker statistics.
     cpu_share: Option<f64>,
 }
 
@@ -237,7 +237,7 @@ fn format_line((key, record): &(JobKey, Record)) -> String {
         key.0,
         sample(record.probe),
         sample(record.beside),
-        opt(record.alone.map(|s| s.best_s))
+        opt(record.alone_s)
     )
 }
 
@@ -267,10 +267,7 @@ fn parse_line(line: &str) -> Option<(JobKey, Record)> {
     let record = Record {
         probe,
         beside,
-        alone: alone_s.map(|best_s| Sample {
-            best_s,
-            cpu_share: Some(0.0),
-        }),
+        alone_s,
     };
     Some((key, record))
 }
@@ -281,7 +278,12 @@ impl Record {
         let (slot, cpu_workers) = match ran {
             Choice::Probe => (&mut self.probe, 1),
             Choice::Beside => (&mut self.beside, cpu_workers),
-            Choice::Alone(_) => (&mut self.alone, 0),
+            Choice::Alone(_) => {
+                if self.alone_s.is_none_or(|s| report.elapsed_s < s) {
+                    self.alone_s = Some(report.elapsed_s);
+                }
+                return;
+            }
         };
         let first_cpu = report.workers.saturating_sub(cpu_workers);
         let cpu_tasks: u64 = report
@@ -332,16 +334,16 @@ fn decide(record: &Record, cpu_workers: u32) -> Choice {
             100.0 * MIN_CPU_SHARE
         ));
     }
-    match record.alone {
+    match record.alone_s {
         None => Choice::Alone(format!(
             "CPU workers left out once, to time the GPUs alone: beside them this job took \
              {:.6} s at best",
             beside.best_s
         )),
-        Some(alone) if alone.best_s < beside.best_s => Choice::Alone(format!(
+        Some(alone_s) if alone_s < beside.best_s => Choice::Alone(format!(
             "CPU workers left out: this job took {:.6} s at best on the GPUs alone, {:.6} s \
              beside them",
-            alone.best_s, beside.best_s
+            alone_s, beside.best_s
         )),
         Some(_) => Choice::Beside,
     }
@@ -401,7 +403,7 @@ mod tests {
         // 30 would run about 1.5%: all of them run next.
         assert_eq!(decide(&r, 30), Choice::Beside);
         // No comparison with the GPUs alone is needed, nor a run of all of them.
-        assert!(r.alone.is_none() && r.beside.is_none());
+        assert!(r.alone_s.is_none() && r.beside.is_none());
     }
 
     #[test]
@@ -414,7 +416,7 @@ mod tests {
         };
         assert!(why.contains("0.498%"), "{why}");
         // However fast the run beside them was: no comparison is needed.
-        assert!(r.alone.is_none());
+        assert!(r.alone_s.is_none());
     }
 
     #[test]
