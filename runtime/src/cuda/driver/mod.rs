@@ -166,6 +166,11 @@ pub fn device_name(ordinal: u32) -> Result<String> {
     let dev = ok(result::device::get(ordinal as i32), || {
         format!("cuDeviceGet({ordinal})")
     })?;
+    name_of(dev, ordinal)
+}
+
+/// The name of `dev`, GPU `ordinal`.
+fn name_of(dev: sys::CUdevice, ordinal: u32) -> Result<String> {
     ok(result::device::get_name(dev), || {
         format!("cuDeviceGetName({ordinal})")
     })
@@ -222,7 +227,7 @@ impl Gpu {
         let dev = ok(result::device::get(ordinal as i32), || {
             format!("cuDeviceGet({ordinal})")
         })?;
-        let name = device_name(ordinal)?;
+        let name = name_of(dev, ordinal)?;
         // SAFETY: `dev` came from cuDeviceGet; the retain is balanced by the release in Drop.
         let ctx = ok(unsafe { result::primary_ctx::retain(dev) }, || {
             format!("cuDevicePrimaryCtxRetain(GPU {ordinal})")
