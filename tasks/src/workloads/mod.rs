@@ -37,7 +37,8 @@ pub enum MemsetTasks {
 }
 
 /// The CONTAINS registry. Its kernels are capped at 64 registers (32 blocks of 32 threads per
-/// H100 SM), where the worker spills nothing (ptxas sm_90). The cap of 112 that kept the driver's
+/// SM), where the worker spills 8 bytes (ptxas sm_90, the code of 3806e44; none at 80, where 25
+/// blocks fit; not measured on a GPU against 64). The cap of 112 that kept the driver's
 /// JIT off a slow form of the scan is gone with the cause: a scan loop whose lanes never met
 /// again after a first-byte match (docs/results.md).
 #[crate::registry(kernel = "contains", max_registers = 64)]
