@@ -564,10 +564,11 @@ impl CudaBackend {
             .device_list()
             .into_iter()
             .map(|d| {
-                driver_loaded
-                    .then(|| driver::device_name(d).ok())
-                    .flatten()
-                    .unwrap_or_default()
+                if driver_loaded {
+                    driver::device_name(d).unwrap_or_default()
+                } else {
+                    String::new()
+                }
             })
             .collect();
         let key = bridge_policy::JobKey::of(self, sched, &job, &gpus);
