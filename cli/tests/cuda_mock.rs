@@ -80,7 +80,8 @@ fn mock_dir() -> &'static Path {
 /// The mock's PTX text, declaring `fingerprint` as `worker_kernel!` does, with the MEMSET
 /// worker entries of one and of two GPUs (device and system scope) with unshared and shared queues
 /// (a GPU run's default), the hierarchical entries of GPU PEs, the bridged entries of one GPU
-/// beside CPU workers, and the level entry, but no static entry.
+/// beside CPU workers, the level entry and the fill entry of indexed initial tasks, but no
+/// static entry.
 fn mock_ptx(fingerprint: u64) -> String {
     let worker = |suffix: &str| {
         format!(
@@ -93,7 +94,9 @@ fn mock_ptx(fingerprint: u64) -> String {
          .visible .global .align 8 .u64 mgws_memset_fingerprint = {fingerprint};\n\
          {}{}{}{}{}{}{}{}{}{}\
          .visible .entry mgws_memset_level(\n\t.param .u64 .ptr .align 1 q0,\n\t.param .u32 q1\n)\n\
-         {{\n\tret;\n}}\n",
+         {{\n\tret;\n}}\n\
+         .visible .entry mgws_memset_fill_indexed(\n\t.param .u64 .ptr .align 1 f0,\n\
+         \t.param .align 16 .b8 f1[64],\n\t.param .u64 f2,\n\t.param .u64 f3\n)\n{{\n\tret;\n}}\n",
         worker("counter_damping_single_device"),
         worker("counter_damping_single_system"),
         worker("counter_damping_shared_device"),
@@ -619,9 +622,15 @@ fn the_kernel_is_compiled_once_per_gpu_for_a_run_and_its_baselines() {
     );
     let t = text(&o);
     assert!(o.status.success(), "{t}");
-    // One JIT of the one entry the run launches per GPU (the defaults' occupancy query and the
-    // run share it), never of the whole module.
-    assert_eq!(t.matches("mock: module load (1 entries)").count(), 2, "{t}");
+    // One JIT per GPU of the one worker entry the run launches (the defaults' occupancy query
+    // and the run share it) and of the fill entry that builds MEMSET's indexed initial tasks,
+    // never of the whole module.
+    assert_eq!(t.matches("mock: module load (1 entries)").count(), 4, "{t}");
+    assert_eq!(
+        t.matches("mock: function mgws_memset_fill_indexed").count(),
+        2,
+        "{t}"
+    );
     assert!(
         !t.contains("mock: module load (2") && !t.contains("mock: module load (3"),
         "{t}"
@@ -640,9 +649,10 @@ fn the_kernel_is_compiled_once_per_gpu_for_a_run_and_its_baselines() {
     );
     let t = text(&o);
     assert!(o.status.success(), "{t}");
-    // The worker entry and the level entry, each compiled once.
-    assert_eq!(t.matches("mock: module load (1 entries)").count(), 2, "{t}");
-    assert_eq!(t.matches("mock: module load").count(), 2, "{t}");
+    // The worker entry, the level entry and the fill entry (which both runs use), each
+    // compiled once.
+    assert_eq!(t.matches("mock: module load (1 entries)").count(), 3, "{t}");
+    assert_eq!(t.matches("mock: module load").count(), 3, "{t}");
 }
 
 #[test]
@@ -692,8 +702,9 @@ fn the_multi_gpu_bench_runs_every_gpu_count_verified_and_writes_its_files() {
     // One launch per GPU of each run: (1 + 2 + 3) x 2 repetitions.
     assert_eq!(t.matches("mock: launch grid").count(), 12, "{t}");
     // The process pays each module load once, whatever the runs: one per GPU and entry (GPU 0:
-    // one GPU's device-scope entry and several GPUs' system-scope one; GPUs 1 and 2: the latter).
-    assert_eq!(t.matches("mock: module load").count(), 4, "{t}");
+    // one GPU's device-scope entry and several GPUs' system-scope one; GPUs 1 and 2: the
+    // latter), and the fill entry on each GPU.
+    assert_eq!(t.matches("mock: module load").count(), 4 + 3, "{t}");
     for g in 1..=3 {
         assert!(t.contains(&format!("memset    process      {g}")), "{t}");
     }

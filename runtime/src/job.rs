@@ -5,6 +5,7 @@ use mgws_tasks::TaskStruct;
 
 use crate::area_layout::AreaLayout;
 use crate::error::{Error, Result};
+use crate::initial::InitialTasks;
 
 /// The bytes of one data area.
 pub enum AreaBytes<'a> {
@@ -56,7 +57,7 @@ impl<'a> From<AreaBytes<'a>> for LaidOut<'a> {
 /// What a backend runs: initial tasks plus the data areas `0..DATA_AREAS` they refer to.
 pub struct Job<'a> {
     /// The initial tasks.
-    pub tasks: &'a [TaskStruct],
+    pub initial: InitialTasks<'a>,
     /// The data areas, by index.
     pub areas: Vec<(u8, AreaBytes<'a>)>,
     /// The layouts chosen for read-write areas ([`Job::layout`]), by area index; an area not
@@ -68,10 +69,36 @@ impl<'a> Job<'a> {
     /// A job of these initial tasks and no data areas yet.
     pub fn new(tasks: &'a [TaskStruct]) -> Self {
         Job {
-            tasks,
+            initial: InitialTasks::Listed(tasks),
             areas: Vec::new(),
             layouts: Vec::new(),
         }
+    }
+
+    /// A job of `count` initial tasks, task `k` being `template` with `k` added to its first
+    /// parameter word ([`TaskStruct::indexed`]; for a `#[task]` struct that starts with a `u64`,
+    /// that field counts up), and no data areas yet. A GPU run builds them in each GPU's memory,
+    /// so the host neither builds nor copies 64 bytes per task; the CPU builds them on every
+    /// core.
+    pub fn indexed(template: TaskStruct, count: u64) -> Self {
+        Job {
+            initial: InitialTasks::Indexed { template, count },
+            areas: Vec::new(),
+            layouts: Vec::new(),
+        }
+    }
+
+    /// This job with its initial tasks as a list ([`InitialTasks::listed_in`], which builds
+    /// indexed ones in `store`): for the devices that read listed tasks only.
+    pub fn with_listed_tasks<'s>(self, store: &'s mut Vec<TaskStruct>) -> Result<Job<'s>>
+    where
+        'a: 's,
+    {
+        let tasks = self.initial.listed_in(store)?;
+        Ok(Job {
+            initial: InitialTasks::Listed(tasks),
+            ..self
+        })
     }
 
     /// Lays read-write area `index` out over a run's GPUs as `layout` (see [`AreaLayout`]; the
@@ -205,7 +232,13 @@ impl<'a> Job<'a> {
                 Some(false) => {}
             }
         }
-        for (i, task) in self.tasks.iter().enumerate() {
+        // An indexed set's tasks share their template's descriptors: checking it checks all.
+        let checked: &[TaskStruct] = match &self.initial {
+            InitialTasks::Listed(tasks) => tasks,
+            InitialTasks::Indexed { count: 0, .. } => &[],
+            InitialTasks::Indexed { template, .. } => std::slice::from_ref(template),
+        };
+        for (i, task) in checked.iter().enumerate() {
             for d in task.data.iter().filter(|d| d.access != 0) {
                 let size = sizes
                     .get(d.area as usize)
@@ -244,6 +277,31 @@ pub fn u64_bytes_mut(words: &mut [u64]) -> &mut [u8] {
 mod tests {
     use super::*;
     use crate::area_layout::Combine;
+
+    #[test]
+    fn an_indexed_job_checks_its_template_against_the_areas() {
+        use mgws_tasks::{Access, DataDescriptor};
+        let mut words = [0u64; 4];
+        let template = TaskStruct::new(1, &0u64)
+            .with_data(0, DataDescriptor::new(0, 0, 40, Access::ReadWrite));
+        let e = Job::indexed(template, 3)
+            .output(0, &mut words)
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("initial task 0's descriptor 0..40 exceeds data area 0"),
+            "{e}"
+        );
+        assert!(Job::indexed(template, 0)
+            .output(0, &mut words)
+            .validate()
+            .is_ok());
+        let fits = template.with_data(0, DataDescriptor::new(0, 0, 32, Access::ReadWrite));
+        let job = Job::indexed(fits, 1 << 40).output(0, &mut words);
+        assert!(job.validate().is_ok());
+        assert_eq!(job.initial.len(), 1 << 40);
+    }
 
     #[test]
     fn layouts_are_checked_against_the_areas_they_name() {

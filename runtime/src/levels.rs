@@ -92,11 +92,11 @@ pub fn run<D: LevelDevice>(
         backend = name,
         workers = plan.grid.config.workers,
         lanes = plan.grid.lanes,
-        tasks = job.tasks.len()
+        tasks = job.initial.len()
     );
     let _enter = span.enter();
     let capacity = plan.capacity;
-    let mut frontier = job.tasks.len() as u64;
+    let mut frontier = job.initial.len();
     let mut tasks_run = 0u64;
     let mut level = 0u32;
     let start = Instant::now();

@@ -69,6 +69,8 @@ pub(crate) mod disk_cache;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod error;
 #[cfg(not(target_arch = "nvptx64"))]
+pub mod initial;
+#[cfg(not(target_arch = "nvptx64"))]
 pub mod job;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod levels;
@@ -102,6 +104,7 @@ pub use {
     area_layout::{AreaLayout, Combine},
     backend::{Backend, Device, Method, ProcessLayout},
     error::{Error, Result},
+    initial::InitialTasks,
     job::{AreaBytes, Job},
     mgws_core::{OverflowMode, TerminationMode},
     report::{RunReport, SetupTimes, WorkerReport},

@@ -29,7 +29,7 @@ pub fn run<D: Device>(
         backend = device.name(),
         workers = grid.config.workers,
         lanes = grid.lanes,
-        tasks = job.tasks.len()
+        tasks = job.initial.len()
     );
     let _enter = span.enter();
     let placed_at = Instant::now();

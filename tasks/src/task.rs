@@ -97,6 +97,17 @@ impl TaskStruct {
         t
     }
 
+    /// Task `k` of an indexed set of initial tasks whose template is `self`: the same task with
+    /// `k` added (wrapping) to its first parameter word, `params[0]`, which is the first field of
+    /// a `#[task]` struct that starts with a `u64` (MEMSET's slot index, a range's start). The
+    /// host and the GPUs' fill kernel build indexed tasks with this one function.
+    #[inline(always)]
+    pub fn indexed(&self, k: u64) -> TaskStruct {
+        let mut t = *self;
+        t.params[0] = t.params[0].wrapping_add(k);
+        t
+    }
+
     /// The parameter area of a task whose functor is `functor`.
     #[inline(always)]
     pub fn params_of<F: Pod>(functor: &F) -> [u64; PARAM_BYTES / 8] {

@@ -2,7 +2,6 @@
 
 use mgws_tasks::workloads::memset::{output_descriptor, verify, MemsetTask};
 use mgws_tasks::{MemsetTasks, TaskStruct};
-use rayon::prelude::*;
 
 use super::Outcome;
 use mgws::backend::Backend;
@@ -17,14 +16,10 @@ pub const UNKNOWN_TAG: u32 = 0xdead;
 /// The most MEMSET tasks one run may have (the output descriptor's size is a u32 of bytes).
 pub const MAX_TASKS: u64 = (u32::MAX / 8) as u64;
 
-/// The initial tasks of a MEMSET run of `n` tasks writing to data area 0, built on every core:
-/// 2^28 tasks are 16 GiB, whose pages one thread took seconds to fill.
-pub fn tasks(n: u64) -> Vec<TaskStruct> {
-    let out = output_descriptor(0, n);
-    (0..n)
-        .into_par_iter()
-        .map(|index| MemsetTasks::task(&MemsetTask { index }).with_data(0, out))
-        .collect()
+/// Task 0 of a MEMSET run of `n` tasks writing to data area 0: task `x` is its
+/// [`TaskStruct::indexed`]`(x)`, the slot index being the task's first parameter word.
+pub fn template(n: u64) -> TaskStruct {
+    MemsetTasks::task(&MemsetTask { index: 0 }).with_data(0, output_descriptor(0, n))
 }
 
 /// Runs MEMSET with `n` tasks on `backend` and checks that every slot was written exactly once.
@@ -46,20 +41,34 @@ pub fn run_with_fault(
             "MEMSET needs between 1 and {MAX_TASKS} tasks, not {n}"
         )));
     }
-    // The tasks and the slots, before either is built.
+    // The slots, and the tasks where the host lists them (the CPU, PEs; a GPU run in one
+    // process builds them on its GPUs), before either is built.
+    let listed_on_host = !backend.on_gpu() || backend.layout.processes().is_some();
+    let task_bytes = if listed_on_host || corrupt_tag_of.is_some() {
+        mgws::memory::bytes_of::<TaskStruct>(n)
+    } else {
+        0
+    };
     mgws::memory::check_host(
         format_args!("--tasks {n}"),
-        mgws::memory::bytes_of::<TaskStruct>(n).saturating_add(mgws::memory::bytes_of::<u64>(n)),
+        task_bytes.saturating_add(mgws::memory::bytes_of::<u64>(n)),
     )?;
-    let mut initial = tasks(n);
+    let mut listed = Vec::new();
     if let Some(i) = corrupt_tag_of {
-        let task = initial
+        Job::indexed(template(n), n)
+            .initial
+            .listed_in(&mut listed)?;
+        let task = listed
             .get_mut(i as usize)
             .ok_or_else(|| Error::Input(format!("no initial task {i} to corrupt (of {n})")))?;
         task.tag = UNKNOWN_TAG;
     }
     let mut slots = mgws::memory::try_filled(format_args!("--tasks {n}"), n, 0u64)?;
-    let mut job = Job::new(&initial).area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut slots)));
+    let job = match corrupt_tag_of {
+        Some(_) => Job::new(&listed),
+        None => Job::indexed(template(n), n),
+    };
+    let mut job = job.area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut slots)));
     if backend.on_gpu() && backend.layout.processes().is_some() {
         // One address range cannot span the PEs' processes, so a partitioned area would stay in
         // PE 0's part; the slots only ever receive additions, so each PE adds into its own copy.

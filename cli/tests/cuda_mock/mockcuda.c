@@ -152,7 +152,7 @@ CUresult cuGetErrorName(CUresult r, const char **s) {
 }
 CUresult cuMemGetInfo_v2(size_t *free_, size_t *total) { *free_ = 1 << 30; *total = 1 << 30; return OK; }
 
-static char module_tag, function_tag;
+static char module_tag, function_tag, fill_tag;
 CUresult cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n, void *o, void **v) {
     (void)n; (void)o; (void)v;
     if (!strstr((const char *)image, ".entry")) return 218; /* INVALID_PTX */
@@ -247,10 +247,11 @@ static void *route(uint64_t addr) {
 
 CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
     (void)m;
-    if (strncmp(name, "mgws_memset_worker_", 19) && strcmp(name, "mgws_memset_level"))
+    if (strncmp(name, "mgws_memset_worker_", 19) && strcmp(name, "mgws_memset_level") &&
+        strcmp(name, "mgws_memset_fill_indexed"))
         return E_NOT_FOUND;
     fprintf(stderr, "mock: function %s\n", name);
-    *f = &function_tag;
+    *f = strcmp(name, "mgws_memset_fill_indexed") ? &function_tag : &fill_tag;
     return OK;
 }
 CUresult cuModuleUnload(CUmodule m) { (void)m; return OK; }
@@ -582,7 +583,21 @@ static void *level_hang(void *arg) {
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                         unsigned by, unsigned bz, unsigned smem, void *stream, void **params,
                         void **extra) {
-    (void)f; (void)gy; (void)gz; (void)by; (void)bz; (void)extra;
+    (void)gy; (void)gz; (void)by; (void)bz; (void)extra;
+    if (f == (CUfunction)&fill_tag) {
+        /* The fill entry (dst, template, first, count): dst[k] is the template with first + k
+         * added to its word 1 (`TaskStruct::indexed`). */
+        uint64_t *dst = (uint64_t *)*(uint64_t *)params[0];
+        const uint64_t *template = (const uint64_t *)params[1];
+        uint64_t first = *(uint64_t *)params[2], count = *(uint64_t *)params[3];
+        fprintf(stderr, "mock: fill grid=%u block=%u first=%llu count=%llu\n", gx, bx,
+                (unsigned long long)first, (unsigned long long)count);
+        for (uint64_t k = 0; k < count; k++) {
+            memcpy(dst + 8 * k, template, 64);
+            dst[8 * k + 1] += first + k;
+        }
+        return OK;
+    }
     const uint8_t *args = (const uint8_t *)*(uint64_t *)params[0];
     uint64_t n = rd(args + LA_FRONTIER_LEN);
     uint64_t *counters = (uint64_t *)rd(args + LA_COUNTERS);

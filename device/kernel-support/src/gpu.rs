@@ -146,6 +146,32 @@ pub unsafe fn run_level<X: TaskExecutor<TaskStruct>, S: Spec>(
         .run(block as u64, blocks as u64);
 }
 
+/// Writes tasks `first..first + count` of the indexed set whose task 0 is `template` to `dst`
+/// (`dst[k]` is `template.indexed(first + k)`): thread `t` of the grid writes tasks `t`, `t +`
+/// the grid's threads, and so on.
+///
+/// # Safety
+/// `dst` is valid device memory for `count` tasks, which nothing else touches until the kernel
+/// ends.
+#[inline(always)]
+pub unsafe fn fill_indexed(dst: *mut TaskStruct, template: &TaskStruct, first: u64, count: u64) {
+    // SAFETY: these read the thread's special registers.
+    let (thread, block, threads, blocks) = unsafe {
+        (
+            nvptx::_thread_idx_x() as u64,
+            nvptx::_block_idx_x() as u64,
+            nvptx::_block_dim_x() as u64,
+            nvptx::_grid_dim_x() as u64,
+        )
+    };
+    let mut k = block * threads + thread;
+    while k < count {
+        // SAFETY: k < count, and the caller gives `dst` room for `count` tasks.
+        unsafe { dst.add(k as usize).write(template.indexed(first + k)) };
+        k += threads * blocks;
+    }
+}
+
 /// Traps if the launch gave less shared memory than the scratch layout needs, a block of fewer
 /// than `GpuBlockPlatform::MIN_LANES` threads, or a local capacity that is not a power of two
 /// (the local ring reduces positions with a mask: any other capacity would reuse slots).

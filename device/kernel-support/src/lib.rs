@@ -38,7 +38,7 @@ mod amdgpu;
 #[cfg(target_arch = "nvptx64")]
 mod gpu;
 #[cfg(target_arch = "nvptx64")]
-pub use gpu::{run_level, run_static, run_worker, KernelPlatform, KernelWord};
+pub use gpu::{fill_indexed, run_level, run_static, run_worker, KernelPlatform, KernelWord};
 #[cfg(all(target_arch = "nvptx64", feature = "nvshmem"))]
 pub mod nvshmem;
 
@@ -63,7 +63,8 @@ pub mod nvshmem;
 ///   (`mgws_core::BRIDGED_ENTRY_SUFFIXES`); the list is `mgws_core::for_each_worker_entry!`,
 ///   which the host's tables are built from too;
 /// - `mgws_k_static_<device|system>`: the static-assignment baseline;
-/// - `mgws_k_level`: one level of the kernel-per-level baseline.
+/// - `mgws_k_level`: one level of the kernel-per-level baseline;
+/// - `mgws_k_fill_indexed`: builds a job's indexed initial tasks in device memory.
 ///
 /// The host JIT-compiles only the entry a run needs. The worker and static entries take
 ///
@@ -78,7 +79,9 @@ pub mod nvshmem;
 /// - `device`: the index of this GPU in `env.topology`; block `b` is worker
 ///   `env.topology.first_worker[device] + b`. Blocks past that device's last worker return at once.
 ///
-/// and the level entry `(args: *const LevelArgs, scratch_len: u32)`. Blocks must be
+/// the level entry `(args: *const LevelArgs, scratch_len: u32)`, and the fill entry `(dst: *mut
+/// TaskStruct, template: TaskStruct, first: u64, count: u64)`, which writes `dst[k] =
+/// template.indexed(first + k)` for `k < count` over any one-dimensional grid. Blocks must be
 /// one-dimensional (`blockDim.y == blockDim.z == 1`); every thread is a lane. Usable through the
 /// `mgws` crate as `mgws::worker_kernel!` too: its paths name this crate with `$crate`. On targets
 /// other than `nvptx64` the macro expands to nothing: on amdgcn too, whose entries would need the
@@ -142,6 +145,25 @@ macro_rules! __registry_kernel {
                         scratch_len,
                     )
                 }
+            }
+        };
+
+        /// Builds tasks `first..first + count` of an indexed set of initial tasks (task 0:
+        /// `template`) at `dst`: a job's indexed initial tasks, made on the GPU.
+        ///
+        /// # Safety
+        /// `dst` is valid device memory for `count` tasks.
+        #[cfg(target_arch = "nvptx64")]
+        const _: () = {
+            #[unsafe(export_name = concat!("mgws_", stringify!($name), "_fill_indexed"))]
+            pub unsafe extern "ptx-kernel" fn fill_indexed(
+                dst: *mut $crate::__private::TaskStruct,
+                template: $crate::__private::TaskStruct,
+                first: u64,
+                count: u64,
+            ) {
+                // SAFETY: the host launches this kernel as documented on `worker_kernel!`.
+                unsafe { $crate::fill_indexed(dst, &template, first, count) }
             }
         };
     };

@@ -203,6 +203,8 @@ pub struct CpuPlaced {
     /// The per-domain copies of data areas (see [`DomainCopies`]).
     copies: Vec<DomainCopies>,
     _bridge: Option<Box<HostBridge>>,
+    /// An indexed job's initial tasks, built here; the envs point into it.
+    _listed: Vec<TaskStruct>,
 }
 
 /// One side of a CPU run: workers `first..first + env.config.workers`.
@@ -342,6 +344,8 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
 
     fn place(&mut self, grid: &Grid, job: &mut Job<'_>) -> Result<CpuPlaced> {
         let areas = (job.host_area_pointers(), job.area_limits());
+        let mut listed = Vec::new();
+        let tasks = job.initial.listed_in(&mut listed)?;
         let total = grid.config.workers;
         // The workers of each side: one side, or the twin's two (the last `cpu_bridge` workers
         // form side 1).
@@ -390,14 +394,14 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
             };
             // Initial tasks in proportion to the side's workers.
             let (lo, hi) = (
-                job.tasks.len() * first as usize / total as usize,
-                job.tasks.len() * (first + n) as usize / total as usize,
+                tasks.len() * first as usize / total as usize,
+                tasks.len() * (first + n) as usize / total as usize,
             );
             if bridged {
                 config.flags |= mgws_core::RunFlags::BRIDGED.bits();
             }
             let mut arena = Arena::new(&config, &topology)?;
-            let mut env = arena.env(config, topology, &job.tasks[lo..hi], areas);
+            let mut env = arena.env(config, topology, &tasks[lo..hi], areas);
             if let Some(b) = bridge.as_deref_mut() {
                 env.bridge = &b.state;
                 env.bridge_slots = [b.slots[0].as_mut_ptr(), b.slots[1].as_mut_ptr()];
@@ -450,6 +454,7 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
             groups,
             copies,
             _bridge: bridge,
+            _listed: listed,
         })
     }
 

@@ -108,11 +108,12 @@ impl<R: TaskExecutor<TaskStruct> + Sync> LevelDevice for CpuLevels<'_, R> {
             topology: Topology::single(workers, 1),
             lanes: sched.lanes,
         };
-        let capacity = buffer_capacity(self.level_capacity).max(job.tasks.len() as u64);
+        let capacity = buffer_capacity(self.level_capacity).max(job.initial.len());
         let what = format_args!("--level-capacity {capacity} (two frontier buffers)");
         crate::memory::check_host(what, crate::memory::bytes_of::<TaskStruct>(capacity) * 2)?;
         let mut first = crate::memory::try_with_capacity(what, capacity)?;
-        first.extend_from_slice(job.tasks);
+        let mut listed = Vec::new();
+        first.extend_from_slice(job.initial.listed_in(&mut listed)?);
         let second = crate::memory::try_with_capacity(what, capacity)?;
         self.placed = Some(Placed {
             grid,

@@ -119,10 +119,13 @@ impl JobKey {
         }
         // The configuration is plain data without `Hash`; its debug form names every field.
         (format!("{:?}", sched.config), sched.lanes).hash(&mut h);
-        let tasks = job.tasks;
-        tasks.len().hash(&mut h);
-        let step = tasks.len().div_ceil(SAMPLED_TASKS).max(1);
-        for t in tasks.iter().step_by(step) {
+        let tasks = job.initial.len();
+        tasks.hash(&mut h);
+        let step = tasks.div_ceil(SAMPLED_TASKS as u64).max(1);
+        for t in (0..tasks)
+            .step_by(step as usize)
+            .filter_map(|i| job.initial.get(i))
+        {
             (t.tag, t.flags, t.params).hash(&mut h);
         }
         for (index, bytes) in &job.areas {

@@ -26,12 +26,14 @@ use mgws_core::{RunError, Topology, WorkerProgress, DATA_AREAS};
 use mgws_tasks::TaskStruct;
 
 use super::driver::{self, DeviceBuffer, Function, Stream};
+use super::fill::{Filler, OpenFiller};
 use super::plan::{self, Param};
 use super::poll::Backoff;
 use super::session::Session;
 use super::CudaBackend;
 use crate::device::{Grid, LiveState, Running};
 use crate::error::{Error, Result};
+use crate::initial::InitialTasks;
 use crate::job::{AreaBytes, Job};
 use crate::levels::{LevelCounters, LevelDevice, LevelPlan};
 use crate::report::{RunReport, WorkerReport};
@@ -64,6 +66,9 @@ pub struct CudaLevels {
     level_capacity: Option<u64>,
     s: Session,
     f: Function,
+    /// Opens the kernel's fill entry, for a job whose initial tasks are indexed.
+    open_filler: OpenFiller,
+    b: CudaBackend,
     placed: Option<Placed>,
 }
 
@@ -104,6 +109,8 @@ impl CudaLevels {
             level_capacity,
             s,
             f,
+            open_filler: Filler::open::<R>,
+            b: b.clone(),
             placed: None,
         })
     }
@@ -143,7 +150,7 @@ impl LevelDevice for CudaLevels {
                 (free.saturating_sub(area_bytes) as u64 * 2 / 5 / task as u64).max(1 << 16)
             }
         }
-        .max(job.tasks.len() as u64);
+        .max(job.initial.len());
         let bytes = (capacity as usize).saturating_mul(task);
         let bufs = [
             DeviceBuffer::alloc(
@@ -157,7 +164,12 @@ impl LevelDevice for CudaLevels {
                 &format!("a frontier buffer (--level-capacity {capacity})"),
             )?,
         ];
-        bufs[0].write(0, as_bytes(job.tasks))?;
+        match job.initial {
+            InitialTasks::Listed(tasks) => bufs[0].write(0, as_bytes(tasks))?,
+            InitialTasks::Indexed { template, count } => {
+                (self.open_filler)(&self.b)?.fill(0, bufs[0].ptr, template, 0, count)?
+            }
+        }
         let counters = DeviceBuffer::alloc(g, 32, "level counters")?;
         let args_buf = DeviceBuffer::alloc(g, size_of::<LevelArgs>(), "level arguments")?;
         let mut areas = [0u64; DATA_AREAS];

@@ -12,20 +12,24 @@ use mgws_core::{
 use mgws_tasks::TaskStruct;
 
 use super::driver::{DeviceBuffer, Gpu, HostBuffer};
+use super::fill::Filler;
 use super::plan::{self, shared_field, QueueArea, RunArea, TasksIn};
 use super::session::{Loc, Placed, Session};
 use super::split::{self, SplitBuffer};
 use super::CudaBackend;
 use crate::area_layout::{self, AreaLayout};
 use crate::error::{Error, Result};
+use crate::initial::InitialTasks;
 use crate::job::{AreaBytes, Job};
 
 /// What a run's GPUs hold of the job: the initial tasks they start with (all of them, or their
 /// share in a bridged run) and the bridge to the CPU side, if any.
 #[derive(Clone, Copy)]
 pub(super) struct GpuSide<'a> {
-    pub initial: &'a [TaskStruct],
+    pub initial: InitialTasks<'a>,
     pub bridge: Option<&'a HostBuffer>,
+    /// The fill entry that builds indexed initial tasks (needed only for those).
+    pub filler: Option<&'a Filler>,
 }
 
 /// The byte layout of a bridged run's mapped host memory: the bridge state, then the slots of
@@ -69,7 +73,7 @@ pub struct Memory {
     /// Each GPU's rows of `Env::remote_damping` (none with one GPU).
     _remote_damping: Vec<DeviceBuffer>,
     _initial_host: Option<HostBuffer>,
-    _initial_dev: InitialTasks,
+    _initial_dev: PlacedInitial,
     /// The data areas, by index.
     pub(super) areas: Vec<(u8, PlacedArea)>,
     pub(super) envs: Vec<DeviceBuffer>,
@@ -151,21 +155,22 @@ pub(super) fn allocate(
         .collect::<Result<Vec<_>>>()?;
     drop(span);
     let span = tracing::debug_span!("cuda.allocate.initial_and_areas").entered();
-    let initial_bytes = as_bytes(side.initial);
     // Whether memory can be split over the run's GPUs (asked once: initial tasks and areas).
     let splits = n > 1 && split::supported(&s.gpus[..n])?;
     let (initial_host, initial_dev) = match b.tasks_in {
         TasksIn::Host => {
             s.gpus[0].make_current()?;
+            let mut listed = Vec::new();
+            let initial_bytes = as_bytes(side.initial.listed_in(&mut listed)?);
             let mut h = HostBuffer::alloc(initial_bytes.len(), "initial tasks")?;
             h.as_mut_slice().copy_from_slice(initial_bytes);
-            (Some(h), InitialTasks::None)
+            (Some(h), PlacedInitial::None)
         }
         TasksIn::Device => {
             let what = format!("the initial tasks ({} tasks)", side.initial.len());
             (
                 None,
-                InitialTasks::place(s, topology, splits, initial_bytes, &what)?,
+                PlacedInitial::place(s, topology, splits, side, &what)?,
             )
         }
     };
@@ -255,7 +260,7 @@ pub(super) fn allocate(
             worker_base: 0,
             spill: spill_base as *mut TaskStruct,
             initial: initial as *const TaskStruct,
-            initial_len: side.initial.len() as u64,
+            initial_len: side.initial.len(),
             progress: WorkerRecords::<WorkerProgress>::env_ptr(&progress, s, topology, d)?,
             stats: match &stats {
                 Some(per_gpu) => WorkerRecords::<WorkerStats>::env_ptr(per_gpu, s, topology, d)?,
@@ -298,8 +303,9 @@ pub(super) fn allocate(
 
 /// The initial tasks in device memory: on one GPU a plain buffer; on several, one range split
 /// so that each GPU holds its own queues' home ranges (`Env::initial_range`) and reaches the
-/// others' over NVLink when it claims from them. No GPU gets a copy of all of them.
-pub(super) enum InitialTasks {
+/// others' over NVLink when it claims from them. No GPU gets a copy of all of them. Listed tasks
+/// are copied from the host; each GPU builds its part of indexed ones ([`Filler`]).
+pub(super) enum PlacedInitial {
     None,
     One(DeviceBuffer),
     Split(SplitBuffer),
@@ -307,9 +313,55 @@ pub(super) enum InitialTasks {
     Copies(Vec<DeviceBuffer>),
 }
 
-impl InitialTasks {
+impl PlacedInitial {
     /// `splits`: whether the run's GPUs can hold a [`SplitBuffer`].
     fn place(
+        s: &Session,
+        topology: &Topology,
+        splits: bool,
+        side: GpuSide<'_>,
+        what: &str,
+    ) -> Result<Self> {
+        let gpus = &s.gpus[..s.run_devices];
+        let task = size_of::<TaskStruct>();
+        let bytes = side.initial.len() as usize * task;
+        let template = match side.initial {
+            InitialTasks::Listed(tasks) => {
+                return Self::copy(s, topology, splits, as_bytes(tasks), what)
+            }
+            InitialTasks::Indexed { template, .. } => template,
+        };
+        let f = side.filler.ok_or_else(|| {
+            Error::Config("indexed initial tasks reached a GPU run without its fill entry".into())
+        })?;
+        // Each GPU builds its part in its own memory, one after another (a fill runs at the
+        // GPU's memory bandwidth: milliseconds for 2^28 tasks).
+        if gpus.len() == 1 || bytes == 0 {
+            let buf = DeviceBuffer::alloc(&gpus[0], bytes, what)?;
+            f.fill(0, buf.ptr, template, 0, side.initial.len())?;
+            return Ok(PlacedInitial::One(buf));
+        }
+        if !splits {
+            let mut copies = Vec::new();
+            for (d, gpu) in gpus.iter().enumerate() {
+                let buf = DeviceBuffer::alloc(gpu, bytes, what)?;
+                f.fill(d, buf.ptr, template, 0, side.initial.len())?;
+                copies.push(buf);
+            }
+            return Ok(PlacedInitial::Copies(copies));
+        }
+        let buf = split_by_queues(s, topology, bytes, what)?;
+        for (d, r) in buf.slices().filter(|(_, r)| !r.is_empty()) {
+            // Slices are whole pages of the allocation granularity: no task straddles two.
+            assert!(r.start % task == 0 && r.end % task == 0, "{r:?}");
+            let (first, count) = ((r.start / task) as u64, (r.len() / task) as u64);
+            f.fill(d, buf.ptr + r.start as u64, template, first, count)?;
+        }
+        Ok(PlacedInitial::Split(buf))
+    }
+
+    /// Listed tasks, copied from the host: `bytes` laid out as [`PlacedInitial::place`] says.
+    fn copy(
         s: &Session,
         topology: &Topology,
         splits: bool,
@@ -320,10 +372,10 @@ impl InitialTasks {
         if n == 1 || bytes.is_empty() {
             let buf = DeviceBuffer::alloc(&s.gpus[0], bytes.len(), what)?;
             buf.write(0, bytes)?;
-            return Ok(InitialTasks::One(buf));
+            return Ok(PlacedInitial::One(buf));
         }
         if !splits {
-            return Ok(InitialTasks::Copies(copy_to_each(
+            return Ok(PlacedInitial::Copies(copy_to_each(
                 &s.gpus[..n],
                 bytes,
                 what,
@@ -331,16 +383,16 @@ impl InitialTasks {
         }
         let buf = split_by_queues(s, topology, bytes.len(), what)?;
         buf.write_all(bytes)?;
-        Ok(InitialTasks::Split(buf))
+        Ok(PlacedInitial::Split(buf))
     }
 
     /// The address GPU `d` reads them at (0 if there are none).
     fn ptr_on(&self, d: usize) -> u64 {
         match self {
-            InitialTasks::None => 0,
-            InitialTasks::Copies(c) => c[d].ptr,
-            InitialTasks::One(b) => b.ptr,
-            InitialTasks::Split(b) => b.ptr,
+            PlacedInitial::None => 0,
+            PlacedInitial::Copies(c) => c[d].ptr,
+            PlacedInitial::One(b) => b.ptr,
+            PlacedInitial::Split(b) => b.ptr,
         }
     }
 }

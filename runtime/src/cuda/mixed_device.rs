@@ -28,6 +28,7 @@ use super::CudaBackend;
 use crate::cpu::{BridgeLink, CpuDevice, CpuPlaced};
 use crate::device::{Device, Grid, LiveState, ReadBack, Running};
 use crate::error::{Error, Result};
+use crate::initial::InitialTasks;
 use crate::job::{AreaBytes, Job};
 use crate::scheduler::Scheduler;
 
@@ -102,16 +103,18 @@ impl<R: Registry + TaskExecutor<TaskStruct> + Sync> Device for MixedDevice<'_, R
         // Every initial task starts on the GPUs: the CPU workers take what they can handle
         // through the bridge (a share by worker count would leave the run waiting for the
         // CPU's slow tail, or, with one root task, start the whole tree on a CPU thread).
-        let all = job.tasks;
+        let all = job.initial;
         let before = read_write_copies(job);
         self.gpu.make_current()?;
         let bridge = HostBuffer::alloc(BridgeLayout::BYTES, "the CPU workers' bridge")?;
+        let filler = self.gpu.filler_for(&all)?;
         let gpu = self.gpu.place_side(
             &gpu_grid,
             job,
             GpuSide {
                 initial: all,
                 bridge: Some(&bridge),
+                filler: filler.as_ref(),
             },
         )?;
         let link = BridgeLink {
@@ -122,9 +125,9 @@ impl<R: Registry + TaskExecutor<TaskStruct> + Sync> Device for MixedDevice<'_, R
         };
         let mut cpu = CpuDevice::linked(self.cpu_sched, self.registry, link);
         let cpu_grid = cpu.size_grid(self.cpu_sched)?;
-        job.tasks = &[];
+        job.initial = InitialTasks::Listed(&[]);
         let placed = cpu.place(&cpu_grid, job);
-        job.tasks = all;
+        job.initial = all;
         let cpu_placed = placed?;
         tracing::info!(
             target: "mgws::grid",

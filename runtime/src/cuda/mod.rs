@@ -29,6 +29,7 @@ pub(crate) mod device;
 pub(crate) mod driver;
 #[cfg(test)]
 mod emulate;
+pub(crate) mod fill;
 mod gate;
 pub(crate) mod grid;
 mod level_device;

@@ -211,11 +211,14 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
             gpu.check_job(job)?;
         }
         let limits = job.area_limits();
+        // The PEs read the initial tasks from the heap: indexed ones are listed first.
+        let mut listed = Vec::new();
+        let tasks = job.initial.listed_in(&mut listed)?;
         let layout = HeapLayout::new(
             self.kind(),
             &grid.config,
             &grid.topology,
-            job.tasks.len() as u64,
+            tasks.len() as u64,
             &limits,
         )?;
         check_host(
@@ -254,7 +257,7 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
                 ]
             }),
             chaos_on: u64::from(chaos.is_some()),
-            initial_len: job.tasks.len() as u64,
+            initial_len: tasks.len() as u64,
             start_limit_ms: self.start_limit().as_millis() as u64,
             area_limits: limits,
             area_copies: self.gpu.as_ref().map_or(0, |g| g.area_copies(job)),
@@ -276,7 +279,7 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
         // process maps it yet.
         unsafe {
             (base as *mut Header).write(header);
-            super::heap::copy_in_parallel(job.tasks, layout.initial(base));
+            super::heap::copy_in_parallel(tasks, layout.initial(base));
             for (index, bytes) in &job.areas {
                 let (at, len) = layout.area(base, *index as usize, &limits);
                 let src: &[u8] = match bytes {
@@ -290,7 +293,7 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
             }
         }
         if self.across_nodes() {
-            let bytes = std::mem::size_of_val(job.tasks);
+            let bytes = std::mem::size_of_val(tasks);
             // SAFETY: the header, the initial tasks and the data areas were written just above,
             // into the heap's layout; nothing changes them before the PEs start.
             let (header, tasks) = unsafe {
