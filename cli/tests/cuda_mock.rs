@@ -951,6 +951,15 @@ fn gpu_pes_join_through_the_unique_id_and_run_over_the_symmetric_heap() {
             "{t}"
         );
         assert!(t.contains(r#""backend":"cuda-processes""#), "{t}");
+        // Each PE built its own home ranges of MEMSET's indexed initial tasks on its GPU (none
+        // came through the control heap); together they are all the tasks.
+        let fills: Vec<u64> = t
+            .lines()
+            .filter(|l| l.contains("mock: fill "))
+            .map(|l| l.rsplit("count=").next().unwrap().trim().parse().unwrap())
+            .collect();
+        assert_eq!(fills.len(), count as usize, "{t}");
+        assert_eq!(fills.iter().sum::<u64>(), 5000, "{t}");
         for pe in 0..count {
             assert!(
                 t.contains(&format!("mock-nvshmem: PE {pe} of {count} joined")),

@@ -91,6 +91,13 @@ impl<'a> InitialTasks<'a> {
     }
 }
 
+/// The bytes of `tasks`, as a GPU or the shared heap holds them.
+pub fn task_bytes(tasks: &[TaskStruct]) -> &[u8] {
+    // SAFETY: TaskStruct is repr(C) data of 64 bytes of integers without padding (its size is
+    // asserted where it is defined), so every byte is initialised.
+    unsafe { std::slice::from_raw_parts(tasks.as_ptr() as *const u8, std::mem::size_of_val(tasks)) }
+}
+
 impl<'a> From<&'a [TaskStruct]> for InitialTasks<'a> {
     fn from(tasks: &'a [TaskStruct]) -> Self {
         InitialTasks::Listed(tasks)

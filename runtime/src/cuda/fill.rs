@@ -32,9 +32,27 @@ impl Filler {
     /// Loads `mgws_<R::KERNEL>_fill_indexed` on the GPUs of `b` (from the process's module
     /// cache after the first time).
     pub fn open<R: Registry>(b: &CudaBackend) -> Result<Filler> {
-        let entry = format!("mgws_{}_fill_indexed", R::KERNEL);
-        let s = Session::open::<R>(b, FILL_THREADS, &entry)?;
-        let funcs = s.functions(&entry, &FILL_PARAMS)?;
+        let entry = Self::entry::<R>();
+        Self::of(Session::open::<R>(b, FILL_THREADS, &entry)?, &entry)
+    }
+
+    /// [`Filler::open`] for a GPU PE: from the kernel of its PE transport
+    /// ([`Session::open_for_transport`]).
+    #[cfg(feature = "processes")]
+    pub fn open_for_transport<R: Registry>(b: &CudaBackend) -> Result<Filler> {
+        let entry = Self::entry::<R>();
+        Self::of(
+            Session::open_for_transport::<R>(b, FILL_THREADS, &entry)?,
+            &entry,
+        )
+    }
+
+    fn entry<R: Registry>() -> String {
+        format!("mgws_{}_fill_indexed", R::KERNEL)
+    }
+
+    fn of(s: Session, entry: &str) -> Result<Filler> {
+        let funcs = s.functions(entry, &FILL_PARAMS)?;
         Ok(Filler { s, funcs })
     }
 

@@ -33,7 +33,7 @@ use super::session::Session;
 use super::CudaBackend;
 use crate::device::{Grid, LiveState, Running};
 use crate::error::{Error, Result};
-use crate::initial::InitialTasks;
+use crate::initial::{task_bytes, InitialTasks};
 use crate::job::{AreaBytes, Job};
 use crate::levels::{LevelCounters, LevelDevice, LevelPlan};
 use crate::report::{RunReport, WorkerReport};
@@ -165,7 +165,7 @@ impl LevelDevice for CudaLevels {
             )?,
         ];
         match job.initial {
-            InitialTasks::Listed(tasks) => bufs[0].write(0, as_bytes(tasks))?,
+            InitialTasks::Listed(tasks) => bufs[0].write(0, task_bytes(tasks))?,
             InitialTasks::Indexed { template, count } => {
                 (self.open_filler)(&self.b)?.fill(0, bufs[0].ptr, template, 0, count)?
             }
@@ -370,11 +370,6 @@ impl Running for CudaLevelRunning<'_> {
         // A kernel cannot be killed: give it up after the grace and leak its memory.
         Some(watchdog.clamp(Duration::from_secs(1), Duration::from_secs(10)))
     }
-}
-
-fn as_bytes(tasks: &[TaskStruct]) -> &[u8] {
-    // SAFETY: TaskStruct is plain repr(C) data of 64 bytes without padding.
-    unsafe { std::slice::from_raw_parts(tasks.as_ptr() as *const u8, std::mem::size_of_val(tasks)) }
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use super::split::{self, SplitBuffer};
 use super::CudaBackend;
 use crate::area_layout::{self, AreaLayout};
 use crate::error::{Error, Result};
-use crate::initial::InitialTasks;
+use crate::initial::{task_bytes, InitialTasks};
 use crate::job::{AreaBytes, Job};
 
 /// What a run's GPUs hold of the job: the initial tasks they start with (all of them, or their
@@ -161,7 +161,7 @@ pub(super) fn allocate(
         TasksIn::Host => {
             s.gpus[0].make_current()?;
             let mut listed = Vec::new();
-            let initial_bytes = as_bytes(side.initial.listed_in(&mut listed)?);
+            let initial_bytes = task_bytes(side.initial.listed_in(&mut listed)?);
             let mut h = HostBuffer::alloc(initial_bytes.len(), "initial tasks")?;
             h.as_mut_slice().copy_from_slice(initial_bytes);
             (Some(h), PlacedInitial::None)
@@ -327,7 +327,7 @@ impl PlacedInitial {
         let bytes = side.initial.len() as usize * task;
         let template = match side.initial {
             InitialTasks::Listed(tasks) => {
-                return Self::copy(s, topology, splits, as_bytes(tasks), what)
+                return Self::copy(s, topology, splits, task_bytes(tasks), what)
             }
             InitialTasks::Indexed { template, .. } => template,
         };
@@ -611,12 +611,6 @@ impl<R: bytemuck::Pod> WorkerRecords<R> {
 /// it (the kernel only ever adds ids of that device's workers).
 pub(crate) fn by_worker(base: u64, first_worker: u32, size: usize) -> u64 {
     base.wrapping_sub(u64::from(first_worker) * size as u64)
-}
-
-/// The bytes of the initial tasks.
-fn as_bytes(tasks: &[TaskStruct]) -> &[u8] {
-    // SAFETY: TaskStruct is plain repr(C) data with no padding (64 bytes of integers).
-    unsafe { std::slice::from_raw_parts(tasks.as_ptr() as *const u8, std::mem::size_of_val(tasks)) }
 }
 
 /// The bytes of an env (which has no padding: see the test below).

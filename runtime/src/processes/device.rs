@@ -24,6 +24,7 @@ use super::running::{exit_grace, ProcessRunning};
 use crate::cpu::device::side_progress;
 use crate::device::{split_workers, Device, Grid, ReadBack, Running};
 use crate::error::{Error, Result};
+use crate::initial::InitialTasks;
 use crate::job::{AreaBytes, Job};
 use crate::memory::check_host;
 use crate::scheduler::Scheduler;
@@ -211,9 +212,17 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
             gpu.check_job(job)?;
         }
         let limits = job.area_limits();
-        // The PEs read the initial tasks from the heap: indexed ones are listed first.
+        // GPU PEs build indexed initial tasks on their GPUs; otherwise the PEs read them from
+        // the heap (CPU PEs always).
+        let indexed = match job.initial {
+            InitialTasks::Indexed { template, .. } if self.gpu.is_some() => Some(template),
+            _ => None,
+        };
         let mut listed = Vec::new();
-        let tasks = job.initial.listed_in(&mut listed)?;
+        let tasks = match indexed {
+            Some(_) => &[][..],
+            None => job.initial.listed_in(&mut listed)?,
+        };
         let layout = HeapLayout::new(
             self.kind(),
             &grid.config,
@@ -257,7 +266,9 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
                 ]
             }),
             chaos_on: u64::from(chaos.is_some()),
-            initial_len: tasks.len() as u64,
+            initial_len: job.initial.len(),
+            initial_indexed: u64::from(indexed.is_some()),
+            initial_template: indexed.unwrap_or(TaskStruct::new(0, &0u64)),
             start_limit_ms: self.start_limit().as_millis() as u64,
             area_limits: limits,
             area_copies: self.gpu.as_ref().map_or(0, |g| g.area_copies(job)),

@@ -79,7 +79,12 @@ pub struct Header {
     /// says whether there is any.
     pub chaos: [u64; 4],
     pub chaos_on: u64,
+    /// The run's initial tasks; the heap holds them unless they are indexed.
     pub initial_len: u64,
+    /// 1 where the initial tasks are indexed ([`crate::InitialTasks::Indexed`]): task `k` is
+    /// `initial_template.indexed(k)`, which GPU PEs build on their GPUs, and the heap holds none.
+    pub initial_indexed: u64,
+    pub initial_template: TaskStruct,
     /// Per data area, its length with [`AREA_WRITABLE`] where tasks may write it (0: none), as
     /// `Env::area_limits` holds them.
     pub area_limits: [u64; DATA_AREAS],
@@ -102,6 +107,15 @@ pub struct Header {
 }
 
 impl Header {
+    /// The initial tasks the heap holds: all of them, or none where they are indexed.
+    pub fn heap_tasks(&self) -> u64 {
+        if self.initial_indexed != 0 {
+            0
+        } else {
+            self.initial_len
+        }
+    }
+
     /// The kind of PE this run has; an error for a word no kind has.
     pub fn kind(&self) -> Result<PeKind> {
         PeKind::from_word(self.kind).ok_or_else(|| {

@@ -34,6 +34,7 @@ use mgws_tasks::{Registry, TaskStruct};
 
 use super::nvshmem::{Nvshmem, UniqueId};
 use crate::cuda::driver::{self, DeviceBuffer, Event, Stream};
+use crate::cuda::fill::Filler;
 use crate::cuda::memory;
 use crate::cuda::plan::{self, shared_field};
 use crate::cuda::session::Session;
@@ -122,6 +123,11 @@ pub(crate) fn serve_gpu_pe<R: Registry>(
     let function = s
         .functions(&entry, &crate::cuda::device::WORKER_PARAMS)?
         .remove(0);
+    // Indexed initial tasks are built on this PE's GPU by the kernel's fill entry.
+    let filler = (header.initial_indexed != 0)
+        .then(|| Filler::open_for_transport::<R>(&backend))
+        .transpose()?;
+    let filler = filler.as_ref();
     let gpu = s.gpus[0].clone();
     let workers = topology.workers_on(p);
     let smem = plan::scratch_bytes(config.local_capacity, lanes, topology.device_queues_max());
@@ -205,6 +211,7 @@ pub(crate) fn serve_gpu_pe<R: Registry>(
             symmetric: at,
             sym: &sym,
             patience,
+            filler,
         }
         .run()
         .map(|served| (at, served))
@@ -258,6 +265,8 @@ struct Joined<'a> {
     sym: &'a SymmetricLayout,
     /// How long to wait for the launcher's gate.
     patience: Duration,
+    /// The kernel's fill entry, where the initial tasks are indexed.
+    filler: Option<&'a Filler>,
 }
 
 impl Joined<'_> {
@@ -276,6 +285,7 @@ impl Joined<'_> {
             symmetric,
             sym,
             patience,
+            filler,
         } = self;
         let topology = header.topology;
         let p = pe as usize;
@@ -339,7 +349,7 @@ impl Joined<'_> {
             }
         }
 
-        let mut local = allocate_local(header, layout, base, pe, gpu, &parts, sym)?;
+        let mut local = allocate_local(header, layout, base, pe, gpu, &parts, sym, filler)?;
         gpu.synchronize()?;
         let stream = Stream::new(gpu)?;
         let (start, end) = (Event::new(gpu)?, Event::new(gpu)?);
@@ -504,6 +514,7 @@ fn allocate_local(
     gpu: &driver::Gpu,
     parts: &[u64; MAX_DEVICES],
     sym: &SymmetricLayout,
+    filler: Option<&Filler>,
 ) -> Result<Local> {
     let topology = header.topology;
     let config = header.config;
@@ -551,15 +562,25 @@ fn allocate_local(
     }
     let initial = DeviceBuffer::alloc(gpu, initial_len * task, "the initial tasks")?;
     let own = own_initial_tasks(&header.topology, pe, initial_len as u64);
-    // SAFETY: the heap holds `initial_len` initial tasks (its layout), plain 64-byte structs,
-    // and `own` lies within them.
-    let own_bytes = unsafe {
-        std::slice::from_raw_parts(
-            (layout.initial(base) as *const u8).add(own.start * task),
-            own.len() * task,
-        )
-    };
-    initial.write(own.start * task, own_bytes)?;
+    if header.initial_indexed != 0 {
+        // Indexed: built here, none in the heap.
+        let filler = filler.ok_or_else(|| {
+            Error::Config("indexed initial tasks reached a GPU PE without its fill entry".into())
+        })?;
+        let dst = initial.ptr + (own.start * task) as u64;
+        let (first, count) = (own.start as u64, own.len() as u64);
+        filler.fill(0, dst, header.initial_template, first, count)?;
+    } else {
+        // SAFETY: the heap holds `initial_len` initial tasks (its layout), plain 64-byte
+        // structs, and `own` lies within them.
+        let own_bytes = unsafe {
+            std::slice::from_raw_parts(
+                (layout.initial(base) as *const u8).add(own.start * task),
+                own.len() * task,
+            )
+        };
+        initial.write(own.start * task, own_bytes)?;
+    }
     let mut read_only = Vec::new();
     let mut replicas = Vec::new();
     let mut areas = [0u64; DATA_AREAS];

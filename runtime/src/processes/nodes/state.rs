@@ -15,6 +15,7 @@ use super::link::{self, Listener, Peer};
 use super::wire::{self, Frame, Reader, Writer};
 use super::Nodes;
 use crate::error::{Error, Result};
+use crate::initial::task_bytes;
 use crate::processes::layout::Header;
 use crate::processes::monotonic_ns;
 
@@ -49,11 +50,17 @@ pub(crate) fn fingerprint(header: &Header, tasks: &[u8], areas: &[&[u8]]) -> [u8
     for word in header
         .chaos
         .iter()
-        .chain([&header.chaos_on, &header.initial_len, &header.area_copies])
+        .chain([
+            &header.chaos_on,
+            &header.initial_len,
+            &header.initial_indexed,
+            &header.area_copies,
+        ])
         .chain(&header.area_limits)
     {
         h.update(word.to_le_bytes());
     }
+    h.update(task_bytes(std::slice::from_ref(&header.initial_template)));
     for bytes in std::iter::once(tasks).chain(areas.iter().copied()) {
         h.update((bytes.len() as u64).to_le_bytes());
         for digest in chunk_digests(bytes) {
