@@ -506,6 +506,9 @@ fn supervise(
 }
 
 /// Allocates and fills PE `pe`'s own buffers and its env.
+// The PE's view of the heap (header, layout, base) and of its GPU (pe, gpu, parts, sym, filler)
+// are the run's own values; bundling them would only rename them.
+#[allow(clippy::too_many_arguments)]
 fn allocate_local(
     header: &Header,
     layout: &HeapLayout,
