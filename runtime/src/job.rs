@@ -80,6 +80,38 @@ impl<'a> Job<'a> {
     /// that field counts up), and no data areas yet. A GPU run builds them in each GPU's memory,
     /// so the host neither builds nor copies 64 bytes per task; the CPU builds them on every
     /// core.
+    ///
+    /// ```
+    /// use mgws::{Backend, Ctx, Job, PerWorker, Scheduler, TaskFunctor, TaskResult, TaskStruct};
+    ///
+    /// /// Adds its index to the worker's sum.
+    /// #[mgws::task]
+    /// struct Add {
+    ///     index: u64,
+    /// }
+    ///
+    /// impl TaskFunctor for Add {
+    ///     fn run(&self, _: &TaskStruct, ctx: &mut impl Ctx) -> TaskResult {
+    ///         ctx.accumulate(Sums::SUM, |sum| *sum += self.index)?;
+    ///         Ok(())
+    ///     }
+    /// }
+    ///
+    /// #[mgws::registry(results(sum: u64))]
+    /// enum Sums {
+    ///     Add(Add),
+    /// }
+    ///
+    /// let backend = Backend::cpu();
+    /// let sched = Scheduler::builder().workers(2).build_for::<Sums>(&backend)?;
+    /// let mut sums = PerWorker::of(Sums::SUM, &sched);
+    /// // Tasks `Add { index: 10 }` to `Add { index: 1009 }`.
+    /// let job = Job::indexed(Sums::task(&Add { index: 10 }), 1000).results(&mut sums);
+    /// let report = backend.run(&sched, &Sums, job)?;
+    /// assert_eq!(sums.sum(), (10..1010).sum::<u64>());
+    /// assert_eq!(report.tasks_run, 1000);
+    /// # Ok::<(), mgws::Error>(())
+    /// ```
     pub fn indexed(template: TaskStruct, count: u64) -> Self {
         Job {
             initial: InitialTasks::Indexed { template, count },

@@ -32,27 +32,17 @@ impl Filler {
     /// Loads `mgws_<R::KERNEL>_fill_indexed` on the GPUs of `b` (from the process's module
     /// cache after the first time).
     pub fn open<R: Registry>(b: &CudaBackend) -> Result<Filler> {
-        let entry = Self::entry::<R>();
-        Self::of(Session::open::<R>(b, FILL_THREADS, &entry)?, &entry)
+        Self::open_with::<R>(|threads, entry| Session::open::<R>(b, threads, entry))
     }
 
-    /// [`Filler::open`] for a GPU PE: from the kernel of its PE transport
-    /// ([`Session::open_for_transport`]).
-    #[cfg(feature = "processes")]
-    pub fn open_for_transport<R: Registry>(b: &CudaBackend) -> Result<Filler> {
-        let entry = Self::entry::<R>();
-        Self::of(
-            Session::open_for_transport::<R>(b, FILL_THREADS, &entry)?,
-            &entry,
-        )
-    }
-
-    fn entry<R: Registry>() -> String {
-        format!("mgws_{}_fill_indexed", R::KERNEL)
-    }
-
-    fn of(s: Session, entry: &str) -> Result<Filler> {
-        let funcs = s.functions(entry, &FILL_PARAMS)?;
+    /// The fill entry of registry `R`'s kernel in the session `open(threads, entry)` makes for
+    /// it: a GPU PE's opens the kernel of its PE transport.
+    pub(crate) fn open_with<R: Registry>(
+        open: impl FnOnce(u32, &str) -> Result<Session>,
+    ) -> Result<Filler> {
+        let entry = format!("mgws_{}_fill_indexed", R::KERNEL);
+        let s = open(FILL_THREADS, &entry)?;
+        let funcs = s.functions(&entry, &FILL_PARAMS)?;
         Ok(Filler { s, funcs })
     }
 

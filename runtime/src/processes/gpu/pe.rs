@@ -125,7 +125,11 @@ pub(crate) fn serve_gpu_pe<R: Registry>(
         .remove(0);
     // Indexed initial tasks are built on this PE's GPU by the kernel's fill entry.
     let filler = (header.initial_indexed != 0)
-        .then(|| Filler::open_for_transport::<R>(&backend))
+        .then(|| {
+            Filler::open_with::<R>(|threads, entry| {
+                Session::open_for_transport::<R>(&backend, threads, entry)
+            })
+        })
         .transpose()?;
     let filler = filler.as_ref();
     let gpu = s.gpus[0].clone();
