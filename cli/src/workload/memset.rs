@@ -8,7 +8,7 @@ use mgws::backend::Backend;
 use mgws::error::{Error, Result};
 use mgws::job::{u64_bytes_mut, AreaBytes, Job};
 use mgws::scheduler::Scheduler;
-use mgws::{AreaLayout, Combine};
+use mgws::{AreaLayout, Combine, InitialTasks};
 
 /// The tag `run_with_fault` writes: not a tag of the built-in registry.
 pub const UNKNOWN_TAG: u32 = 0xdead;
@@ -41,23 +41,15 @@ pub fn run_with_fault(
             "MEMSET needs between 1 and {MAX_TASKS} tasks, not {n}"
         )));
     }
-    // The slots, and the tasks where the host lists them (the CPU, PEs; a GPU run in one
-    // process builds them on its GPUs), before either is built.
-    let listed_on_host = !backend.on_gpu() || backend.layout.processes().is_some();
-    let task_bytes = if listed_on_host || corrupt_tag_of.is_some() {
-        mgws::memory::bytes_of::<TaskStruct>(n)
-    } else {
-        0
-    };
-    mgws::memory::check_host(
-        format_args!("--tasks {n}"),
-        task_bytes.saturating_add(mgws::memory::bytes_of::<u64>(n)),
-    )?;
+    let corrupt = corrupt_tag_of.is_some();
+    super::check_host_for_slots(format_args!("--tasks {n}"), n, backend, corrupt)?;
     let mut listed = Vec::new();
     if let Some(i) = corrupt_tag_of {
-        Job::indexed(template(n), n)
-            .initial
-            .listed_in(&mut listed)?;
+        let indexed = InitialTasks::Indexed {
+            template: template(n),
+            count: n,
+        };
+        indexed.listed_in(&mut listed)?;
         let task = listed
             .get_mut(i as usize)
             .ok_or_else(|| Error::Input(format!("no initial task {i} to corrupt (of {n})")))?;

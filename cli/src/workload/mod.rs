@@ -28,6 +28,21 @@ pub struct Outcome {
 
 pub use mgws::rows::ResultRows;
 
+/// Checks, before either is built, that the host has room for a run of `n` indexed tasks with one
+/// `u64` slot each (`flag` names the setting): the slots, and the tasks where the host lists them
+/// (`listed`, or any CPU run; GPUs build indexed tasks in their own memory).
+pub fn check_host_for_slots(
+    flag: std::fmt::Arguments<'_>,
+    n: u64,
+    backend: &mgws::Backend,
+    listed: bool,
+) -> mgws::Result<()> {
+    use mgws::memory::{bytes_of, check_host};
+    let tasks = if listed || !backend.on_gpu() { n } else { 0 };
+    let bytes = bytes_of::<mgws::TaskStruct>(tasks).saturating_add(bytes_of::<u64>(n));
+    check_host(flag, bytes)
+}
+
 /// Result rows to allocate for a run of `sched` on `backend`: one per worker. The CPU backend
 /// runs exactly `sched.workers()` workers; a GPU backend may size its grid by occupancy, so other
 /// backends get rows for up to [`MAX_DEVICE_WORKERS`] workers (1 MiB) until backends report their

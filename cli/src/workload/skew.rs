@@ -58,12 +58,10 @@ impl SkewConfig {
         }
     }
 
-    /// The initial tasks, writing to data area 0.
-    pub fn tasks(&self) -> Vec<TaskStruct> {
-        let out = output_descriptor(0, self.tasks);
-        (0..self.tasks)
-            .map(|i| SkewTasks::task(&self.task(i)).with_data(0, out))
-            .collect()
+    /// Initial task 0, writing to data area 0: task `i` is its [`TaskStruct::indexed`]`(i)`, the
+    /// index being the task's first parameter word.
+    pub fn template(&self) -> TaskStruct {
+        SkewTasks::task(&self.task(0)).with_data(0, output_descriptor(0, self.tasks))
     }
 
     /// Total units of work of the run.
@@ -83,17 +81,12 @@ pub fn run_once(
 ) -> Result<(Vec<u64>, RunReport)> {
     cfg.check()?;
     let n = cfg.tasks;
-    mgws::memory::check_host(
-        format_args!("--tasks {n}"),
-        mgws::memory::bytes_of::<mgws_tasks::TaskStruct>(n)
-            .saturating_add(mgws::memory::bytes_of::<u64>(n)),
-    )?;
-    let initial = cfg.tasks();
+    super::check_host_for_slots(format_args!("--tasks {n}"), n, backend, false)?;
     let mut slots = mgws::memory::try_filled(format_args!("--tasks {n}"), n, 0u64)?;
     let report = backend.run(
         sched,
         &SkewTasks,
-        Job::new(&initial).area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut slots))),
+        Job::indexed(cfg.template(), n).area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut slots))),
     )?;
     Ok((slots, report))
 }
