@@ -324,7 +324,9 @@ impl PlacedInitial {
     ) -> Result<Self> {
         let gpus = &s.gpus[..s.run_devices];
         let task = size_of::<TaskStruct>();
-        let bytes = side.initial.len() as usize * task;
+        // Saturating: a count beyond any memory is the allocation's clear out-of-memory error.
+        let bytes = usize::try_from(crate::memory::bytes_of::<TaskStruct>(side.initial.len()))
+            .unwrap_or(usize::MAX);
         let template = match side.initial {
             InitialTasks::Listed(tasks) => {
                 return Self::copy(s, topology, splits, task_bytes(tasks), what)

@@ -567,7 +567,9 @@ fn allocate_local(
                 .into(),
         ));
     }
-    let initial = DeviceBuffer::alloc(gpu, initial_len * task, "the initial tasks")?;
+    // Saturating: indexed tasks are sized by their count alone, which may exceed any memory.
+    let bytes = initial_len.saturating_mul(task);
+    let initial = DeviceBuffer::alloc(gpu, bytes, "the initial tasks")?;
     let own = own_initial_tasks(&header.topology, pe, initial_len as u64);
     if header.initial_indexed != 0 {
         // Indexed: built here, none in the heap.
