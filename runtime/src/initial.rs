@@ -41,25 +41,9 @@ impl<'a> InitialTasks<'a> {
         }
     }
 
-    /// Tasks `lo..hi` (which must be in range), as tasks of the same kind.
-    pub fn range(&self, lo: u64, hi: u64) -> InitialTasks<'a> {
-        assert!(
-            lo <= hi && hi <= self.len(),
-            "tasks {lo}..{hi} of {}",
-            self.len()
-        );
-        match *self {
-            InitialTasks::Listed(t) => InitialTasks::Listed(&t[lo as usize..hi as usize]),
-            InitialTasks::Indexed { template, .. } => InitialTasks::Indexed {
-                template: template.indexed(lo),
-                count: hi - lo,
-            },
-        }
-    }
-
     /// The tasks as a list: listed ones as they are; indexed ones built into `store` on every
-    /// core (2^28 tasks are 16 GiB, whose pages one thread takes seconds to fill), failing
-    /// cleanly where the host has no room for them.
+    /// core (one thread is slow to fill that many fresh pages), failing cleanly where the host
+    /// has no room for them.
     pub fn listed_in<'s>(&self, store: &'s mut Vec<TaskStruct>) -> Result<&'s [TaskStruct]>
     where
         'a: 's,
@@ -126,11 +110,6 @@ mod tests {
         }
         assert_eq!(indexed.get(299_999), Some(task(300_009)));
         assert_eq!(indexed.get(300_000), None);
-        let part = indexed.range(5, 8);
-        assert_eq!(part.len(), 3);
-        assert_eq!(part.get(0), Some(task(15)));
-        let mut store = Vec::new();
-        assert_eq!(part.listed_in(&mut store).unwrap(), &list[5..8]);
     }
 
     #[test]
@@ -140,7 +119,7 @@ mod tests {
         let mut store = Vec::new();
         assert_eq!(listed.listed_in(&mut store).unwrap(), &tasks);
         assert!(store.is_empty());
-        assert_eq!(listed.range(1, 2).get(0), Some(task(9)));
+        assert_eq!(listed.get(1), Some(task(9)));
         assert_eq!(listed.get(2), None);
     }
 

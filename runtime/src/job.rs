@@ -120,19 +120,6 @@ impl<'a> Job<'a> {
         }
     }
 
-    /// This job with its initial tasks as a list ([`InitialTasks::listed_in`], which builds
-    /// indexed ones in `store`): for the devices that read listed tasks only.
-    pub fn with_listed_tasks<'s>(self, store: &'s mut Vec<TaskStruct>) -> Result<Job<'s>>
-    where
-        'a: 's,
-    {
-        let tasks = self.initial.listed_in(store)?;
-        Ok(Job {
-            initial: InitialTasks::Listed(tasks),
-            ..self
-        })
-    }
-
     /// Lays read-write area `index` out over a run's GPUs as `layout` (see [`AreaLayout`]; the
     /// default is [`AreaLayout::Partitioned`]). Only multi-GPU runs look at it.
     pub fn layout(mut self, index: u8, layout: AreaLayout) -> Self {

@@ -41,24 +41,28 @@ pub fn run_with_fault(
             "MEMSET needs between 1 and {MAX_TASKS} tasks, not {n}"
         )));
     }
-    let corrupt = corrupt_tag_of.is_some();
-    super::check_host_for_slots(format_args!("--tasks {n}"), n, backend, corrupt)?;
-    let mut listed = Vec::new();
-    if let Some(i) = corrupt_tag_of {
-        let indexed = InitialTasks::Indexed {
-            template: template(n),
-            count: n,
-        };
-        indexed.listed_in(&mut listed)?;
-        let task = listed
-            .get_mut(i as usize)
-            .ok_or_else(|| Error::Input(format!("no initial task {i} to corrupt (of {n})")))?;
-        task.tag = UNKNOWN_TAG;
-    }
+    super::check_host_for_slots(
+        format_args!("--tasks {n}"),
+        n,
+        backend,
+        corrupt_tag_of.is_some(),
+    )?;
     let mut slots = mgws::memory::try_filled(format_args!("--tasks {n}"), n, 0u64)?;
+    let mut listed = Vec::new();
     let job = match corrupt_tag_of {
-        Some(_) => Job::new(&listed),
         None => Job::indexed(template(n), n),
+        Some(i) => {
+            let indexed = InitialTasks::Indexed {
+                template: template(n),
+                count: n,
+            };
+            indexed.listed_in(&mut listed)?;
+            let task = listed
+                .get_mut(i as usize)
+                .ok_or_else(|| Error::Input(format!("no initial task {i} to corrupt (of {n})")))?;
+            task.tag = UNKNOWN_TAG;
+            Job::new(&listed)
+        }
     };
     let mut job = job.area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut slots)));
     if backend.on_gpu() && backend.layout.processes().is_some() {

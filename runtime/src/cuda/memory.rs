@@ -322,22 +322,22 @@ impl PlacedInitial {
         side: GpuSide<'_>,
         what: &str,
     ) -> Result<Self> {
-        let gpus = &s.gpus[..s.run_devices];
-        let task = size_of::<TaskStruct>();
-        // Saturating: a count beyond any memory is the allocation's clear out-of-memory error.
-        let bytes = usize::try_from(crate::memory::bytes_of::<TaskStruct>(side.initial.len()))
-            .unwrap_or(usize::MAX);
         let template = match side.initial {
             InitialTasks::Listed(tasks) => {
                 return Self::copy(s, topology, splits, task_bytes(tasks), what)
             }
             InitialTasks::Indexed { template, .. } => template,
         };
+        let gpus = &s.gpus[..s.run_devices];
+        let task = size_of::<TaskStruct>();
+        // Saturating: a count beyond any memory is the allocation's clear out-of-memory error.
+        let bytes = usize::try_from(crate::memory::bytes_of::<TaskStruct>(side.initial.len()))
+            .unwrap_or(usize::MAX);
         let f = side.filler.ok_or_else(|| {
             Error::Config("indexed initial tasks reached a GPU run without its fill entry".into())
         })?;
-        // Each GPU builds its part in its own memory, one after another (a fill runs at the
-        // GPU's memory bandwidth: milliseconds for 2^28 tasks).
+        // Each GPU builds its part in its own memory, one after another: a fill runs at the GPU's
+        // memory bandwidth, far shorter than the rest of the set-up.
         if gpus.len() == 1 || bytes == 0 {
             let buf = DeviceBuffer::alloc(&gpus[0], bytes, what)?;
             f.fill(0, buf.ptr, template, 0, side.initial.len())?;

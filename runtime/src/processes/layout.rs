@@ -17,7 +17,7 @@ use crate::cpu::arena::{Lone, Sections};
 use crate::error::{Error, Result};
 
 /// `b"mgwsPE"` and the layout's version: a PE refuses a heap of another version.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"mgwsPE\x00\x05");
+pub const MAGIC: u64 = u64::from_le_bytes(*b"mgwsPE\x00\x06");
 
 /// What a PE runs its workers on: [`Header::kind`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -263,7 +263,8 @@ fn serve_pe<R: Registry>(heap: &SharedHeap, pe: u32) -> Result<()> {
     }
     if header.initial_indexed != 0 {
         return Err(Error::Config(
-            "CPU PEs read their initial tasks from the shared heap, but the launcher left indexed              ones for GPU PEs to build"
+            "CPU PEs read their initial tasks from the shared heap, but the launcher left indexed \
+             ones for GPU PEs to build"
                 .into(),
         ));
     }
