@@ -558,8 +558,8 @@ fn allocate_local(
     let damping_row = memory::damping_row_bytes(&topology);
     let remote_damping = memory::damping_rows(gpu, &topology, workers, "other PEs' queues")?;
     let initial_len = header.initial_len as usize;
-    // Only this PE's home ranges: its workers claim from no other (`INITIAL_OWN_DEVICE`, set by
-    // the launcher), so the rest of the buffer is never read.
+    // Only this PE's home ranges, in a buffer of their size: its workers claim from no other
+    // (`INITIAL_OWN_DEVICE`, set by the launcher).
     if !config.run_flags().contains(RunFlags::INITIAL_OWN_DEVICE) {
         return Err(Error::Config(
             "a GPU PE holds only its own initial tasks, but the run lets PEs claim each other's \
@@ -567,18 +567,17 @@ fn allocate_local(
                 .into(),
         ));
     }
-    // Saturating: indexed tasks are sized by their count alone, which may exceed any memory.
-    let bytes = initial_len.saturating_mul(task);
-    let initial = DeviceBuffer::alloc(gpu, bytes, "the initial tasks")?;
     let own = own_initial_tasks(&header.topology, pe, initial_len as u64);
+    // Saturating: indexed tasks are sized by their count alone, which may exceed any memory.
+    let bytes = own.len().saturating_mul(task);
+    let initial = DeviceBuffer::alloc(gpu, bytes, "the initial tasks of its home ranges")?;
     if header.initial_indexed != 0 {
         // Indexed: built here, none in the heap.
         let filler = filler.ok_or_else(|| {
             Error::Config("indexed initial tasks reached a GPU PE without its fill entry".into())
         })?;
-        let dst = initial.ptr + (own.start * task) as u64;
         let (first, count) = (own.start as u64, own.len() as u64);
-        filler.fill(0, dst, header.initial_template, first, count)?;
+        filler.fill(0, initial.ptr, header.initial_template, first, count)?;
     } else {
         // SAFETY: the heap holds `initial_len` initial tasks (its layout), plain 64-byte
         // structs, and `own` lies within them.
@@ -588,7 +587,7 @@ fn allocate_local(
                 own.len() * task,
             )
         };
-        initial.write(own.start * task, own_bytes)?;
+        initial.write(0, own_bytes)?;
     }
     let mut read_only = Vec::new();
     let mut replicas = Vec::new();
@@ -648,7 +647,8 @@ fn allocate_local(
         bridge_worker: 0,
         worker_base: 0,
         spill: by_worker(&spill, spill_per_worker) as *mut TaskStruct,
-        initial: initial.ptr as *const TaskStruct,
+        // The kernel indexes tasks by their place in the whole set, and only within `own`.
+        initial: initial.ptr.wrapping_sub((own.start * task) as u64) as *const TaskStruct,
         initial_len: initial_len as u64,
         progress: by_worker(&progress, size_of::<WorkerProgress>()) as *mut WorkerProgress,
         stats: stats.as_ref().map_or(std::ptr::null_mut(), |b| {
