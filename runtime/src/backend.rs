@@ -174,6 +174,22 @@ impl Backend {
         Ok(())
     }
 
+    /// Whether a run on this backend lists a job's indexed initial tasks in host memory, 64
+    /// bytes each ([`crate::InitialTasks::write_into`]): host threads, CPU PEs and `--tasks-in
+    /// host` do; GPUs otherwise build them in their own memory. Size host memory by it.
+    pub fn lists_indexed_tasks_on_host(&self) -> bool {
+        match &self.device {
+            Device::Cpu => true,
+            // The level baseline and GPU PEs always fill their GPUs.
+            #[cfg(feature = "cuda")]
+            Device::Cuda(cuda) => {
+                cuda.tasks_in == crate::cuda::TasksIn::Host
+                    && self.layout == ProcessLayout::OneProcess
+                    && !matches!(self.method, Method::Levels { .. })
+            }
+        }
+    }
+
     /// Runs `job` with the task registry `registry`: the tags of the job's tasks name functors of
     /// `R`. A GPU backend runs the kernel built for `R` and refuses one built for another
     /// registry (see [`crate::cuda::ptx::check_fingerprint`]).
@@ -289,6 +305,37 @@ mod tests {
         let bytes = mgws_tasks::bytemuck::cast_slice_mut(&mut slot);
         let job = Job::new(&tasks).area(0, crate::AreaBytes::ReadWrite(bytes));
         backend.run(&sched, &MemsetTasks, job)
+    }
+
+    #[test]
+    fn indexed_tasks_are_listed_on_the_host_only_where_no_gpu_fills_them() {
+        assert!(Backend::cpu().lists_indexed_tasks_on_host());
+        assert!(Backend::cpu()
+            .method(Method::LEVELS)
+            .lists_indexed_tasks_on_host());
+        #[cfg(feature = "processes")]
+        assert!(Backend::cpu().processes(2).lists_indexed_tasks_on_host());
+        #[cfg(feature = "cuda")]
+        {
+            use crate::cuda::{CudaBackend, TasksIn};
+            let cuda = Backend::cuda(CudaBackend::new());
+            assert!(!cuda.lists_indexed_tasks_on_host());
+            let host = Backend::cuda(CudaBackend {
+                tasks_in: TasksIn::Host,
+                ..CudaBackend::new()
+            });
+            assert!(host.lists_indexed_tasks_on_host());
+            assert!(host
+                .clone()
+                .method(Method::Static)
+                .lists_indexed_tasks_on_host());
+            assert!(!host
+                .clone()
+                .method(Method::LEVELS)
+                .lists_indexed_tasks_on_host());
+            #[cfg(feature = "processes")]
+            assert!(!host.processes(2).lists_indexed_tasks_on_host());
+        }
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! A job's initial tasks: listed one by one, or indexed from one template, which a GPU run builds
 //! in device memory instead of building and copying 64 bytes per task from the host.
 
+use std::mem::MaybeUninit;
+
 use mgws_tasks::TaskStruct;
 
 use crate::error::Result;
@@ -41,39 +43,53 @@ impl<'a> InitialTasks<'a> {
         }
     }
 
-    /// The tasks as a list: listed ones as they are; indexed ones built into `store` on every
-    /// core (one thread is slow to fill that many fresh pages), failing cleanly where the host
-    /// has no room for them.
+    /// The tasks as a list: listed ones as they are; indexed ones built into `store`
+    /// ([`InitialTasks::write_into`]), failing cleanly where the host has no room for them.
     pub fn listed_in<'s>(&self, store: &'s mut Vec<TaskStruct>) -> Result<&'s [TaskStruct]>
     where
         'a: 's,
     {
-        let (template, count) = match *self {
-            InitialTasks::Listed(t) => return Ok(t),
-            InitialTasks::Indexed { template, count } => (template, count),
-        };
+        if let InitialTasks::Listed(t) = *self {
+            return Ok(t);
+        }
+        let count = self.len();
         let what = format_args!("{count} indexed initial tasks");
         let mut built = crate::memory::try_with_capacity::<TaskStruct>(what, count)?;
-        let slots = &mut built.spare_capacity_mut()[..count as usize];
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let per = slots.len().div_ceil(threads).max(1 << 16);
-        std::thread::scope(|scope| {
-            for (c, chunk) in slots.chunks_mut(per).enumerate() {
-                scope.spawn(move || {
-                    let first = (c * per) as u64;
-                    for (k, slot) in chunk.iter_mut().enumerate() {
-                        slot.write(template.indexed(first + k as u64));
-                    }
-                });
-            }
-        });
-        // SAFETY: the threads above wrote each of the first `count` slots, and the scope joined
-        // them.
+        self.write_into(&mut built.spare_capacity_mut()[..count as usize]);
+        // SAFETY: write_into wrote each of the first `count` slots.
         unsafe { built.set_len(count as usize) };
         *store = built;
         Ok(store)
     }
+
+    /// Writes task `k` to `dst[k]` for every task, on every core (one thread is slow to fill
+    /// that many fresh pages), so a destination on the host holds them without a list first.
+    ///
+    /// # Panics
+    /// If `dst` does not hold exactly [`InitialTasks::len`] tasks.
+    pub fn write_into(&self, dst: &mut [MaybeUninit<TaskStruct>]) {
+        assert_eq!(dst.len() as u64, self.len(), "one slot per initial task");
+        let at = dst.as_mut_ptr() as usize;
+        let task = |k: usize| match self {
+            InitialTasks::Listed(t) => t[k],
+            InitialTasks::Indexed { template, .. } => template.indexed(k as u64),
+        };
+        crate::memory::in_shares(dst.len(), MIN_SHARE_TASKS, 1, |start, len| {
+            for k in start..start + len {
+                // SAFETY: `k` is below `dst.len()`, and the shares are disjoint, so each slot is
+                // written by one thread while `dst` stays borrowed here.
+                unsafe {
+                    (at as *mut MaybeUninit<TaskStruct>)
+                        .add(k)
+                        .write(MaybeUninit::new(task(k)))
+                };
+            }
+        });
+    }
 }
+
+/// The fewest tasks worth a thread of their own in [`InitialTasks::write_into`] (4 MiB).
+const MIN_SHARE_TASKS: usize = 1 << 16;
 
 /// The bytes of `tasks`, as a GPU or the shared heap holds them.
 pub fn task_bytes(tasks: &[TaskStruct]) -> &[u8] {
@@ -121,6 +137,32 @@ mod tests {
         assert!(store.is_empty());
         assert_eq!(listed.get(1), Some(task(9)));
         assert_eq!(listed.get(2), None);
+    }
+
+    #[test]
+    fn write_into_fills_every_slot_from_several_threads() {
+        let tasks: Vec<TaskStruct> = (0..3 * MIN_SHARE_TASKS as u64 + 5).map(task).collect();
+        for initial in [
+            InitialTasks::from(&tasks[..]),
+            InitialTasks::Indexed {
+                template: task(0),
+                count: tasks.len() as u64,
+            },
+        ] {
+            let mut slots = vec![MaybeUninit::new(task(u64::MAX)); tasks.len()];
+            initial.write_into(&mut slots);
+            for (k, slot) in slots.iter().enumerate() {
+                // SAFETY: every slot was initialised above, and write_into wrote tasks.
+                assert_eq!(unsafe { slot.assume_init() }, tasks[k], "slot {k}");
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "one slot per initial task")]
+    fn write_into_refuses_a_destination_of_another_length() {
+        let tasks = [task(1), task(2)];
+        InitialTasks::from(&tasks[..]).write_into(&mut [MaybeUninit::uninit()]);
     }
 
     #[test]

@@ -67,6 +67,34 @@ pub fn try_filled<T: Clone>(what: impl Display, count: u64, value: T) -> Result<
     Ok(v)
 }
 
+/// Runs `work(start, len)` over `0..total` in contiguous, disjoint shares, each of at least
+/// `min_share` and a multiple of `granule` (but the last), from as many threads as the process
+/// may use.
+pub(crate) fn in_shares(
+    total: usize,
+    min_share: usize,
+    granule: usize,
+    work: impl Fn(usize, usize) + Sync,
+) {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(total.div_ceil(min_share.max(1)))
+        .max(1);
+    if threads == 1 {
+        if total > 0 {
+            work(0, total);
+        }
+        return;
+    }
+    let share = total.div_ceil(threads).next_multiple_of(granule.max(1));
+    let work = &work;
+    std::thread::scope(|scope| {
+        for start in (0..total).step_by(share) {
+            scope.spawn(move || work(start, share.min(total - start)));
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,7 +30,7 @@ pub use mgws::rows::ResultRows;
 
 /// Checks, before either is built, that the host has room for a run of `n` indexed tasks with one
 /// `u64` slot each (`flag` names the setting): the slots, and the tasks where the host lists them
-/// (`listed`, a CPU run, `--tasks-in host`; GPUs build indexed tasks in their own memory).
+/// (`listed`, or where the backend lists indexed tasks on the host).
 pub fn check_host_for_slots(
     flag: std::fmt::Arguments<'_>,
     n: u64,
@@ -38,11 +38,7 @@ pub fn check_host_for_slots(
     listed: bool,
 ) -> mgws::Result<()> {
     use mgws::memory::{bytes_of, check_host};
-    let on_host = listed
-        || match &backend.device {
-            mgws::Device::Cpu => true,
-            mgws::Device::Cuda(cuda) => cuda.tasks_in == mgws::cuda::TasksIn::Host,
-        };
+    let on_host = listed || backend.lists_indexed_tasks_on_host();
     let tasks = if on_host { n } else { 0 };
     let bytes = bytes_of::<mgws::TaskStruct>(tasks).saturating_add(bytes_of::<u64>(n));
     check_host(flag, bytes)

@@ -57,33 +57,80 @@ impl Filler {
         first: u64,
         count: u64,
     ) -> Result<()> {
-        if count == 0 {
-            return Ok(());
+        self.fill_all(
+            template,
+            &[FillPart {
+                d,
+                dst,
+                first,
+                count,
+            }],
+        )
+    }
+
+    /// Each part's fill as [`Filler::fill`], launched on all their GPUs before waiting for any,
+    /// so the GPUs fill at once. After an error it still waits for the fills it launched: their
+    /// memory may be freed as soon as this returns.
+    pub fn fill_all(&self, template: TaskStruct, parts: &[FillPart]) -> Result<()> {
+        let mut launched = Vec::new();
+        let mut result = Ok(());
+        for part in parts.iter().filter(|p| p.count > 0) {
+            result = self.launch(template, part);
+            if result.is_err() {
+                break;
+            }
+            launched.push(part.d);
         }
-        let gpu = &self.s.gpus[d];
+        for d in launched {
+            let waited = self.s.controls[d].synchronize();
+            result = result.and(waited);
+        }
+        result
+    }
+
+    /// Launches one part's fill on its GPU's control stream.
+    fn launch(&self, template: TaskStruct, part: &FillPart) -> Result<()> {
+        let gpu = &self.s.gpus[part.d];
         gpu.make_current()?;
         // Enough blocks to fill the GPU; each thread strides over the rest.
-        let blocks = count
+        let blocks = part
+            .count
             .div_ceil(u64::from(FILL_THREADS))
             .min(u64::from(gpu.sms) * 16) as u32;
-        let (mut dst, mut template, mut first, mut count) = (dst, template, first, count);
+        let (mut dst, mut template, mut first, mut count) =
+            (part.dst, template, part.first, part.count);
         let mut params = [
             &mut dst as *mut u64 as *mut c_void,
             &mut template as *mut TaskStruct as *mut c_void,
             &mut first as *mut u64 as *mut c_void,
             &mut count as *mut u64 as *mut c_void,
         ];
-        let stream = &self.s.controls[d];
+        let stream = &self.s.controls[part.d];
         // SAFETY: the parameters match FILL_PARAMS (checked against the PTX when the entry was
-        // found) in order and size; `dst` is the caller's device memory for `count` tasks.
-        let r =
-            unsafe { self.funcs[d].launch(false, blocks, FILL_THREADS, 0, stream, &mut params) };
+        // found) in order and size; `dst` is the caller's device memory for `count` tasks, kept
+        // until fill_all has waited for this launch.
+        let r = unsafe {
+            self.funcs[part.d].launch(false, blocks, FILL_THREADS, 0, stream, &mut params)
+        };
         driver::check(r, || {
             format!(
                 "launching the fill of {count} initial tasks on GPU {}",
                 gpu.ordinal
             )
-        })?;
-        stream.synchronize()
+        })
     }
+}
+
+/// One GPU's part of an indexed set: tasks `first..first + count`, written from `dst` on in run
+/// device `d`'s address space.
+#[derive(Clone, Copy, Debug)]
+pub struct FillPart {
+    /// The run device that writes them.
+    pub d: usize,
+    /// Where task `first` goes.
+    pub dst: u64,
+    /// The first task's index in the set.
+    pub first: u64,
+    /// How many tasks.
+    pub count: u64,
 }

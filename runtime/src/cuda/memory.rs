@@ -12,7 +12,7 @@ use mgws_core::{
 use mgws_tasks::TaskStruct;
 
 use super::driver::{DeviceBuffer, Gpu, HostBuffer};
-use super::fill::Filler;
+use super::fill::{FillPart, Filler};
 use super::plan::{self, shared_field, QueueArea, RunArea, TasksIn};
 use super::session::{Loc, Placed, Session};
 use super::split::{self, SplitBuffer};
@@ -160,10 +160,11 @@ pub(super) fn allocate(
     let (initial_host, initial_dev) = match b.tasks_in {
         TasksIn::Host => {
             s.gpus[0].make_current()?;
-            let mut listed = Vec::new();
-            let initial_bytes = task_bytes(side.initial.listed_in(&mut listed)?);
-            let mut h = HostBuffer::alloc(initial_bytes.len(), "initial tasks")?;
-            h.as_mut_slice().copy_from_slice(initial_bytes);
+            let count = side.initial.len();
+            let bytes =
+                usize::try_from(crate::memory::bytes_of::<TaskStruct>(count)).unwrap_or(usize::MAX);
+            let mut h = HostBuffer::alloc(bytes, "initial tasks")?;
+            side.initial.write_into(h.slots_mut());
             (Some(h), PlacedInitial::None)
         }
         TasksIn::Device => {
@@ -336,29 +337,45 @@ impl PlacedInitial {
         let f = side.filler.ok_or_else(|| {
             Error::Config("indexed initial tasks reached a GPU run without its fill entry".into())
         })?;
-        // Each GPU builds its part in its own memory, one after another: a fill runs at the GPU's
-        // memory bandwidth, far shorter than the rest of the set-up.
+        // Each GPU builds its part in its own memory, all at once.
+        let count = side.initial.len();
         if gpus.len() == 1 || bytes == 0 {
             let buf = DeviceBuffer::alloc(&gpus[0], bytes, what)?;
-            f.fill(0, buf.ptr, template, 0, side.initial.len())?;
+            f.fill(0, buf.ptr, template, 0, count)?;
             return Ok(PlacedInitial::One(buf));
         }
         if !splits {
-            let mut copies = Vec::new();
-            for (d, gpu) in gpus.iter().enumerate() {
-                let buf = DeviceBuffer::alloc(gpu, bytes, what)?;
-                f.fill(d, buf.ptr, template, 0, side.initial.len())?;
-                copies.push(buf);
-            }
+            let copies = gpus
+                .iter()
+                .map(|gpu| DeviceBuffer::alloc(gpu, bytes, what))
+                .collect::<Result<Vec<_>>>()?;
+            let parts: Vec<FillPart> = (copies.iter().enumerate())
+                .map(|(d, buf)| FillPart {
+                    d,
+                    dst: buf.ptr,
+                    first: 0,
+                    count,
+                })
+                .collect();
+            f.fill_all(template, &parts)?;
             return Ok(PlacedInitial::Copies(copies));
         }
         let buf = split_by_queues(s, topology, bytes, what)?;
-        for (d, r) in buf.slices().filter(|(_, r)| !r.is_empty()) {
-            // Slices are whole pages of the allocation granularity: no task straddles two.
-            assert!(r.start % task == 0 && r.end % task == 0, "{r:?}");
-            let (first, count) = ((r.start / task) as u64, (r.len() / task) as u64);
-            f.fill(d, buf.ptr + r.start as u64, template, first, count)?;
-        }
+        let parts: Vec<FillPart> = buf
+            .slices()
+            .map(|(d, r)| {
+                // Slices are whole pages of the allocation granularity: no task straddles two.
+                assert!(r.start % task == 0 && r.end % task == 0, "{r:?}");
+                let (first, count) = ((r.start / task) as u64, (r.len() / task) as u64);
+                FillPart {
+                    d,
+                    dst: buf.ptr + r.start as u64,
+                    first,
+                    count,
+                }
+            })
+            .collect();
+        f.fill_all(template, &parts)?;
         Ok(PlacedInitial::Split(buf))
     }
 

@@ -4,6 +4,7 @@
 //! like any run ([`super::running`]), and reads the results back, on a follower node from node 0.
 
 use std::borrow::Cow;
+use std::mem::MaybeUninit;
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering as AtomicOrdering;
@@ -218,16 +219,16 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
             InitialTasks::Indexed { template, .. } if self.gpu.is_some() => Some(template),
             _ => None,
         };
-        let mut listed = Vec::new();
-        let tasks = match indexed {
-            Some(_) => &[][..],
-            None => job.initial.listed_in(&mut listed)?,
+        // The tasks the heap holds (written straight into it).
+        let in_heap = match indexed {
+            Some(_) => InitialTasks::Listed(&[]),
+            None => job.initial,
         };
         let layout = HeapLayout::new(
             self.kind(),
             &grid.config,
             &grid.topology,
-            tasks.len() as u64,
+            in_heap.len(),
             &limits,
         )?;
         check_host(
@@ -286,11 +287,15 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
             // SAFETY: all-zero bytes are the handshake's initial state (integers and atomics).
             ..unsafe { std::mem::zeroed() }
         };
-        // SAFETY: the heap is fresh, page-aligned and holds the layout, header first; no other
-        // process maps it yet.
+        // SAFETY: the heap is fresh, page-aligned and holds the layout, header first, then room
+        // for `in_heap`'s tasks at `layout.initial`; no other process maps it yet.
         unsafe {
             (base as *mut Header).write(header);
-            super::heap::copy_in_parallel(tasks, layout.initial(base));
+            let slots = layout.initial(base) as *mut MaybeUninit<TaskStruct>;
+            in_heap.write_into(std::slice::from_raw_parts_mut(
+                slots,
+                in_heap.len() as usize,
+            ));
             for (index, bytes) in &job.areas {
                 let (at, len) = layout.area(base, *index as usize, &limits);
                 let src: &[u8] = match bytes {
@@ -304,7 +309,7 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
             }
         }
         if self.across_nodes() {
-            let bytes = std::mem::size_of_val(tasks);
+            let bytes = crate::memory::bytes_of::<TaskStruct>(in_heap.len()) as usize;
             // SAFETY: the header, the initial tasks and the data areas were written just above,
             // into the heap's layout; nothing changes them before the PEs start.
             let (header, tasks) = unsafe {

@@ -9,6 +9,7 @@
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use crate::error::{Error, Result};
+use crate::memory::in_shares;
 
 /// A shared mapping of the heap file.
 #[derive(Debug)]
@@ -35,29 +36,6 @@ fn os_error(what: &str) -> Error {
 /// The smallest share of the heap's memory work (backing pages, copying the job in) worth a
 /// thread of its own.
 const MIN_SHARE_BYTES: usize = 64 << 20;
-
-/// Runs `work(start, len)` over `0..total` in contiguous, disjoint shares, each of at least
-/// `min_share` and a multiple of `granule` (but the last), from as many threads as the process
-/// may use; one share runs on this thread.
-fn in_shares(total: usize, min_share: usize, granule: usize, work: impl Fn(usize, usize) + Sync) {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(total.div_ceil(min_share.max(1)))
-        .max(1);
-    if threads == 1 {
-        if total > 0 {
-            work(0, total);
-        }
-        return;
-    }
-    let share = total.div_ceil(threads).next_multiple_of(granule.max(1));
-    let work = &work;
-    std::thread::scope(|scope| {
-        for start in (0..total).step_by(share) {
-            scope.spawn(move || work(start, share.min(total - start)));
-        }
-    });
-}
 
 /// Copies `src` to `dst` from several threads where it is large (8 GiB of tasks took 0.8 s on
 /// one core of the GPU machine), in shares of at least 64 MiB.
