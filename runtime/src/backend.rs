@@ -175,19 +175,14 @@ impl Backend {
     }
 
     /// Whether a run on this backend lists a job's indexed initial tasks in host memory, 64
-    /// bytes each ([`crate::InitialTasks::write_into`]): host threads, CPU PEs and `--tasks-in
-    /// host` do; GPUs otherwise build them in their own memory. Size host memory by it.
+    /// bytes each ([`crate::InitialTasks::write_into`]): the CPU kernel per level does, as its
+    /// first frontier. Every other backend's workers make them from the template, and the
+    /// kernel per level on a GPU builds its frontier there. Size host memory by it.
     pub fn lists_indexed_tasks_on_host(&self) -> bool {
-        match &self.device {
-            Device::Cpu => true,
-            // The level baseline and GPU PEs always fill their GPUs.
-            #[cfg(feature = "cuda")]
-            Device::Cuda(cuda) => {
-                cuda.tasks_in == crate::cuda::TasksIn::Host
-                    && self.layout == ProcessLayout::OneProcess
-                    && !matches!(self.method, Method::Levels { .. })
-            }
-        }
+        matches!(
+            (&self.device, self.method),
+            (Device::Cpu, Method::Levels { .. })
+        )
     }
 
     /// Runs `job` with the task registry `registry`: the tags of the job's tasks name functors of
@@ -308,33 +303,25 @@ mod tests {
     }
 
     #[test]
-    fn indexed_tasks_are_listed_on_the_host_only_where_no_gpu_fills_them() {
-        assert!(Backend::cpu().lists_indexed_tasks_on_host());
+    fn only_the_cpu_kernel_per_level_lists_indexed_tasks_on_the_host() {
         assert!(Backend::cpu()
             .method(Method::LEVELS)
             .lists_indexed_tasks_on_host());
+        assert!(!Backend::cpu().lists_indexed_tasks_on_host());
+        assert!(!Backend::cpu()
+            .method(Method::Static)
+            .lists_indexed_tasks_on_host());
         #[cfg(feature = "processes")]
-        assert!(Backend::cpu().processes(2).lists_indexed_tasks_on_host());
+        assert!(!Backend::cpu().processes(2).lists_indexed_tasks_on_host());
         #[cfg(feature = "cuda")]
         {
             use crate::cuda::{CudaBackend, TasksIn};
-            let cuda = Backend::cuda(CudaBackend::new());
-            assert!(!cuda.lists_indexed_tasks_on_host());
             let host = Backend::cuda(CudaBackend {
                 tasks_in: TasksIn::Host,
                 ..CudaBackend::new()
             });
-            assert!(host.lists_indexed_tasks_on_host());
-            assert!(host
-                .clone()
-                .method(Method::Static)
-                .lists_indexed_tasks_on_host());
-            assert!(!host
-                .clone()
-                .method(Method::LEVELS)
-                .lists_indexed_tasks_on_host());
-            #[cfg(feature = "processes")]
-            assert!(!host.processes(2).lists_indexed_tasks_on_host());
+            assert!(!host.lists_indexed_tasks_on_host());
+            assert!(!host.method(Method::LEVELS).lists_indexed_tasks_on_host());
         }
     }
 

@@ -43,6 +43,41 @@ impl<'a> InitialTasks<'a> {
         }
     }
 
+    /// Tasks `lo..hi` of the set (`lo <= hi <= len`): an indexed set's part is indexed too,
+    /// from the template of its first task.
+    pub fn range(&self, lo: u64, hi: u64) -> InitialTasks<'a> {
+        assert!(
+            lo <= hi && hi <= self.len(),
+            "tasks {lo}..{hi} of {}",
+            self.len()
+        );
+        match *self {
+            InitialTasks::Listed(t) => InitialTasks::Listed(&t[lo as usize..hi as usize]),
+            InitialTasks::Indexed { template, .. } => InitialTasks::Indexed {
+                template: template.indexed(lo),
+                count: hi - lo,
+            },
+        }
+    }
+
+    /// The tasks a run's memory holds: every listed one, or an indexed set's template alone
+    /// (the workers make the rest, see [`InitialTasks::counted_word`]).
+    pub fn held(&self) -> &[TaskStruct] {
+        match self {
+            InitialTasks::Listed(t) => t,
+            InitialTasks::Indexed { template, .. } => std::slice::from_ref(template),
+        }
+    }
+
+    /// What a worker's env says of these tasks (`Env::initial_counted_word`): listed, or made
+    /// from the template by counting up [`TaskStruct::INDEXED_WORD`].
+    pub fn counted_word(&self) -> u64 {
+        match self {
+            InitialTasks::Listed(_) => mgws_core::INITIAL_LISTED,
+            InitialTasks::Indexed { .. } => TaskStruct::INDEXED_WORD,
+        }
+    }
+
     /// The tasks as a list: listed ones as they are; indexed ones built into `store`
     /// ([`InitialTasks::write_into`]), failing cleanly where the host has no room for them.
     pub fn listed_in<'s>(&self, store: &'s mut Vec<TaskStruct>) -> Result<&'s [TaskStruct]>

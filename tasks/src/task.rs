@@ -97,10 +97,15 @@ impl TaskStruct {
         t
     }
 
+    /// The 8-byte word of a task that [`TaskStruct::indexed`] counts up: `params[0]`'s (a
+    /// worker makes task `k` of an indexed set from the template by adding `k` to it).
+    pub const INDEXED_WORD: u64 = (core::mem::offset_of!(TaskStruct, params) / 8) as u64;
+
     /// Task `k` of an indexed set of initial tasks whose template is `self`: the same task with
     /// `k` added (wrapping) to its first parameter word, `params[0]`, which is the first field of
     /// a `#[task]` struct that starts with a `u64` (MEMSET's slot index, a range's start). The
-    /// host and the GPUs' fill kernel build indexed tasks with this one function.
+    /// host and the level baseline's fill kernel build indexed tasks with this one function;
+    /// workers make them word by word ([`TaskStruct::INDEXED_WORD`]).
     #[inline(always)]
     pub fn indexed(&self, k: u64) -> TaskStruct {
         let mut t = *self;
@@ -175,6 +180,23 @@ impl mgws_core::Tagged for TaskStruct {
 mod tests {
     use super::*;
     use crate::data::Access;
+
+    /// A worker's word-by-word indexed task (the template with `k` added to word
+    /// `INDEXED_WORD`) is the task `indexed` builds.
+    #[test]
+    fn the_indexed_word_is_the_one_indexed_counts_up() {
+        let template = TaskStruct::new(7, &[u64::MAX - 1, 2, 3])
+            .with_data(0, DataDescriptor::new(3, 40, 96, Access::Read));
+        // SAFETY: a task is 64 bytes of integers without padding.
+        let as_words = |t: TaskStruct| unsafe { core::mem::transmute::<TaskStruct, [u64; 8]>(t) };
+        let words = as_words(template);
+        for k in [0u64, 1, 5, u64::MAX] {
+            let mut made = words;
+            let w = TaskStruct::INDEXED_WORD as usize;
+            made[w] = made[w].wrapping_add(k);
+            assert_eq!(as_words(template.indexed(k)), made, "k = {k}");
+        }
+    }
 
     /// The two parts `Ctx::spawn_each_like` writes make the task `with_params` builds, whatever
     /// the slot held before.

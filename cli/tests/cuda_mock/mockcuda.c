@@ -71,11 +71,12 @@ enum {
 #define ENV_ABORT 344
 #define ENV_BRIDGE 416
 #define BRIDGE_DECISION 136
-#define ENV_PROGRESS 480
-#define ENV_STATS 488
-#define ENV_AREAS 496
+#define ENV_PROGRESS 488
+#define ENV_STATS 496
+#define ENV_AREAS 504
 #define ENV_INITIAL 464
 #define ENV_INITIAL_LEN 472
+#define ENV_INITIAL_COUNTED_WORD 480
 #define SHARED_ABORT 16
 #define SHARED_ERROR 24
 #define SHARED_EXITED 40
@@ -490,6 +491,10 @@ static void *kernel(void *arg) {
         uint64_t *slots = (uint64_t *)rd(l->env + ENV_AREAS);
         const uint8_t *tasks = (const uint8_t *)rd(l->env + ENV_INITIAL);
         uint64_t n = rd(l->env + ENV_INITIAL_LEN);
+        /* Listed (all ones): task i at tasks + 64 i; else indexed: the template's word
+         * `counted` (MEMSET's index) plus i (Env::initial_counted_word). */
+        uint64_t counted = rd(l->env + ENV_INITIAL_COUNTED_WORD);
+        fprintf(stderr, "mock: initial tasks %s\n", counted == ~0ull ? "listed" : "indexed");
         uint32_t fq[2], queues, first_worker;
         memcpy(fq, l->env + ENV_FIRST_QUEUE + 4 * l->device, 8);
         memcpy(&queues, l->env + ENV_FIRST_QUEUE + 4 * (devices ? devices : 1), 4);
@@ -499,7 +504,9 @@ static void *kernel(void *arg) {
         for (uint64_t i = lo; i < hi; i++) {
             /* A PE holds only its own ranges' tasks (RunFlags::INITIAL_OWN_DEVICE); task i of a
              * MEMSET run marks slot i, which stands in for the others'. */
-            uint64_t x = i >= own_lo && i < own_hi ? rd(tasks + 64 * i + 8) : i;
+            uint64_t x = !(i >= own_lo && i < own_hi) ? i
+                         : counted == ~0ull         ? rd(tasks + 64 * i + 8)
+                                                    : rd(tasks + 8 * counted) + i;
             if (!split) {
                 slots[x] += x + 1;
                 continue;

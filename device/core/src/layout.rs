@@ -307,6 +307,9 @@ pub struct WorkerStats {
 /// Number of data areas a task's descriptors can refer to (thesis 5.3's memory areas).
 pub const DATA_AREAS: usize = 8;
 
+/// [`Env::initial_counted_word`] of a listed set of initial tasks.
+pub const INITIAL_LISTED: u64 = u64::MAX;
+
 /// Everything a worker needs, passed by value to each worker (a GPU kernel parameter).
 ///
 /// Pointers are in the address space of the device that runs the worker. Per-device arrays let a
@@ -350,9 +353,14 @@ pub struct Env<W, T> {
     pub worker_base: u64,
     /// Overflow stacks, `spill_capacity` tasks per worker.
     pub spill: *mut T,
-    /// Initial tasks.
+    /// Initial tasks: `initial_len` of them, or, for an indexed set, its template alone.
     pub initial: *const T,
     pub initial_len: u64,
+    /// [`INITIAL_LISTED`] where `initial` holds every initial task. Otherwise the set is indexed:
+    /// `initial` holds only task 0, the template, and task `k` is the template with `k` added
+    /// (wrapping) to its 8-byte word at this index, so no memory holds the set and a worker reads
+    /// none of it.
+    pub initial_counted_word: u64,
     /// One [`WorkerProgress`] per worker.
     pub progress: *mut WorkerProgress,
     /// One [`WorkerStats`] per worker, or null.
@@ -434,6 +442,57 @@ impl<W: AtomicWord, T> Env<W, T> {
     pub fn initial_range(&self, q: u32) -> (u64, u64) {
         let (n, queues) = (self.initial_len, self.topology.queues() as u64);
         (q as u64 * n / queues, (q as u64 + 1) * n / queues)
+    }
+
+    /// Whether the initial tasks are made from a template ([`Env::initial_counted_word`]).
+    #[inline(always)]
+    pub fn initial_indexed(&self) -> bool {
+        self.initial_counted_word != INITIAL_LISTED
+    }
+
+    /// Word `w` of initial task `k`, read or made from the template.
+    ///
+    /// # Safety
+    /// `k < initial_len`, `w` is below the words of a task, and `initial` is valid as the env's
+    /// fields say.
+    #[inline(always)]
+    pub unsafe fn initial_word(&self, k: u64, w: usize) -> u64 {
+        let words = core::mem::size_of::<T>() / 8;
+        let at = self.initial as *const u64;
+        if !self.initial_indexed() {
+            // SAFETY: task `k` of the listed set, by the caller's guarantee.
+            return unsafe { at.add(k as usize * words + w).read() };
+        }
+        // SAFETY: word `w` of the template, by the caller's guarantee.
+        let word = unsafe { at.add(w).read() };
+        let counted = w as u64 == self.initial_counted_word;
+        word.wrapping_add(if counted { k } else { 0 })
+    }
+
+    /// Initial task `k`, read or made from the template.
+    ///
+    /// # Safety
+    /// As for [`Env::initial_word`]; `T` is plain data of 8-byte words (as every task is).
+    #[inline(always)]
+    pub unsafe fn initial_task(&self, k: u64) -> T
+    where
+        T: Copy,
+    {
+        if !self.initial_indexed() {
+            // SAFETY: task `k` of the listed set, by the caller's guarantee.
+            return unsafe { self.initial.add(k as usize).read() };
+        }
+        let mut task = core::mem::MaybeUninit::<T>::uninit();
+        for w in 0..core::mem::size_of::<T>() / 8 {
+            // SAFETY: `w` is a word of the task, which is made of 8-byte words.
+            unsafe {
+                (task.as_mut_ptr() as *mut u64)
+                    .add(w)
+                    .write(self.initial_word(k, w))
+            };
+        }
+        // SAFETY: every word was written, and any bits are a valid task (plain data).
+        unsafe { task.assume_init() }
     }
 
     /// Home ranges that hold at least one task: `min(n, Q)`.
@@ -659,6 +718,7 @@ impl<W, T> Env<W, T> {
             spill: core::ptr::null_mut(),
             initial,
             initial_len,
+            initial_counted_word: INITIAL_LISTED,
             progress: core::ptr::null_mut(),
             task_tags: core::ptr::null_mut(),
             stats: core::ptr::null_mut(),

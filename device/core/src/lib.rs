@@ -53,7 +53,7 @@ pub use exec::{LevelSink, WorkerCore};
 pub use host_word::HostWord;
 pub use layout::{
     DeviceIdle, Env, LevelArgs, QueueHeader, SharedState, Topology, WorkerProgress, WorkerStats,
-    AREA_WRITABLE, DATA_AREAS,
+    AREA_WRITABLE, DATA_AREAS, INITIAL_LISTED,
 };
 pub use leader::LeaderState;
 pub use local_ring::ring_index;

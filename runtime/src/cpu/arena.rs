@@ -7,6 +7,7 @@ use mgws_core::{
 use mgws_tasks::TaskStruct;
 
 use crate::error::Result;
+use crate::initial::InitialTasks;
 use crate::memory::{bytes_of, check_host, try_with_capacity};
 
 /// Orchestration memory that outlives a CPU run: the words zero-initialised, the task storage
@@ -35,6 +36,8 @@ pub struct Arena {
     /// `Env::remote_damping`: `Topology::remote_damping_words` words per worker (none with one
     /// domain).
     remote_damping: Vec<u64>,
+    /// An indexed set's template, where the env points (boxed: the arena moves after `env`).
+    template: Box<TaskStruct>,
 }
 
 /// A value alone on its cache lines: a device's idle counter and relay (its device's workers
@@ -105,17 +108,27 @@ impl Arena {
             task_tags: vec![0; workers],
             stats: vec![WorkerStats::default(); workers],
             remote_damping: vec![0; workers * topology.remote_damping_words()],
+            template: Box::new(TaskStruct::new(0, &0u64)),
         })
     }
 
-    /// The environment all workers receive; `initial` and `areas` are the job's.
+    /// The environment all workers receive; `initial` and `areas` are the job's. An indexed
+    /// set's template is kept in the arena; a listed set stays where it is, and must outlive the
+    /// env's use.
     pub fn env(
         &mut self,
         config: SchedConfig,
         topology: Topology,
-        initial: &[TaskStruct],
+        initial: InitialTasks<'_>,
         areas: ([u64; DATA_AREAS], [u64; DATA_AREAS]),
     ) -> Env<HostWord, TaskStruct> {
+        let first = match initial {
+            InitialTasks::Listed(tasks) => tasks.as_ptr(),
+            InitialTasks::Indexed { template, .. } => {
+                *self.template = template;
+                &*self.template as *const TaskStruct
+            }
+        };
         let queues = topology.queues() as usize;
         assert!(queues * config.public_capacity as usize <= self.slots.capacity());
         assert!(
@@ -152,8 +165,7 @@ impl Arena {
             sections.env(
                 config,
                 topology,
-                initial.as_ptr(),
-                initial.len() as u64,
+                (first, initial.len(), initial.counted_word()),
                 areas,
             )
         }
@@ -187,8 +199,8 @@ pub(crate) struct Sections {
 }
 
 impl Sections {
-    /// The env over these sections; `initial` holds `initial_len` tasks, `areas` are the job's
-    /// data-area pointers and limits.
+    /// The env over these sections; `initial` is the env's `(initial, initial_len,
+    /// initial_counted_word)`, `areas` are the job's data-area pointers and limits.
     ///
     /// # Safety
     /// Every section holds what its field says for `config` and `topology`, and stays alive
@@ -197,8 +209,7 @@ impl Sections {
         self,
         config: SchedConfig,
         topology: Topology,
-        initial: *const TaskStruct,
-        initial_len: u64,
+        (initial, initial_len, initial_counted_word): (*const TaskStruct, u64, u64),
         (areas, area_limits): ([u64; DATA_AREAS], [u64; DATA_AREAS]),
     ) -> Env<HostWord, TaskStruct> {
         let mut queue_headers = [std::ptr::null(); MAX_DEVICES];
@@ -231,6 +242,7 @@ impl Sections {
             spill: self.spill,
             initial,
             initial_len,
+            initial_counted_word,
             progress: self.progress,
             task_tags: self.task_tags,
             stats: self.stats,

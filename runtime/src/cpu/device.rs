@@ -203,8 +203,6 @@ pub struct CpuPlaced {
     /// The per-domain copies of data areas (see [`DomainCopies`]).
     copies: Vec<DomainCopies>,
     _bridge: Option<Box<HostBridge>>,
-    /// An indexed job's initial tasks, built here; the envs point into it.
-    _listed: Vec<TaskStruct>,
 }
 
 /// One side of a CPU run: workers `first..first + env.config.workers`.
@@ -344,8 +342,7 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
 
     fn place(&mut self, grid: &Grid, job: &mut Job<'_>) -> Result<CpuPlaced> {
         let areas = (job.host_area_pointers(), job.area_limits());
-        let mut listed = Vec::new();
-        let tasks = job.initial.listed_in(&mut listed)?;
+        let tasks = job.initial;
         let total = grid.config.workers;
         // The workers of each side: one side, or the twin's two (the last `cpu_bridge` workers
         // form side 1).
@@ -393,15 +390,13 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
                 Topology::single(n, config.workers_per_queue)
             };
             // Initial tasks in proportion to the side's workers.
-            let (lo, hi) = (
-                tasks.len() * first as usize / total as usize,
-                tasks.len() * (first + n) as usize / total as usize,
-            );
+            let share = |w: u32| (tasks.len() as u128 * w as u128 / total as u128) as u64;
+            let (lo, hi) = (share(first), share(first + n));
             if bridged {
                 config.flags |= mgws_core::RunFlags::BRIDGED.bits();
             }
             let mut arena = Arena::new(&config, &topology)?;
-            let mut env = arena.env(config, topology, &tasks[lo..hi], areas);
+            let mut env = arena.env(config, topology, tasks.range(lo, hi), areas);
             if let Some(b) = bridge.as_deref_mut() {
                 env.bridge = &b.state;
                 env.bridge_slots = [b.slots[0].as_mut_ptr(), b.slots[1].as_mut_ptr()];
@@ -454,7 +449,6 @@ impl<R: TaskExecutor<TaskStruct> + Sync> Device for CpuDevice<'_, R> {
             groups,
             copies,
             _bridge: bridge,
-            _listed: listed,
         })
     }
 

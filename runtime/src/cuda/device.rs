@@ -12,7 +12,6 @@ use mgws_core::{HostWord, RunError, SharedState, WorkerProgress, WorkerStats};
 use mgws_tasks::Registry;
 
 use super::driver::{self, Event, Function, Stream};
-use super::fill::{Filler, OpenFiller};
 use super::gate::LaunchGate;
 use super::grid::{size_grid, Grid as CudaGrid};
 use super::memory::{allocate, progress_snapshot, read_error_word, GpuSide, Memory, WorkerRecords};
@@ -22,7 +21,6 @@ use super::session::Session;
 use super::{CudaBackend, Method};
 use crate::device::{Device, Grid, LiveState, ReadBack, Running};
 use crate::error::{Error, Result};
-use crate::initial::InitialTasks;
 use crate::job::{AreaBytes, Job};
 use crate::scheduler::Scheduler;
 
@@ -35,8 +33,6 @@ pub struct CudaDevice<'a> {
     /// The method whose kernel runs: mgws or the static baseline.
     method: Method,
     s: Session,
-    /// Opens the kernel's fill entry, for a job whose initial tasks are indexed.
-    open_filler: OpenFiller,
     funcs: Vec<Function>,
     grid: Option<CudaGrid>,
     /// The launch streams and (start, end) events per run device, kept for `read_back`.
@@ -69,7 +65,6 @@ impl<'a> CudaDevice<'a> {
             b,
             method,
             s,
-            open_filler: Filler::open::<R>,
             funcs,
             grid: None,
             streams: Vec::new(),
@@ -116,14 +111,6 @@ impl<'a> CudaDevice<'a> {
             );
         }
         Ok(mem)
-    }
-
-    /// The kernel's fill entry where `initial` are indexed tasks that go to device memory.
-    pub(super) fn filler_for(&self, initial: &InitialTasks<'_>) -> Result<Option<Filler>> {
-        match (initial, self.b.tasks_in) {
-            (InitialTasks::Indexed { .. }, TasksIn::Device) => (self.open_filler)(self.b).map(Some),
-            _ => Ok(None),
-        }
     }
 
     /// When the last run's kernels were let go (before any of them started).
@@ -176,11 +163,9 @@ impl Device for CudaDevice<'_> {
     }
 
     fn place(&mut self, grid: &Grid, job: &mut Job<'_>) -> Result<Memory> {
-        let filler = self.filler_for(&job.initial)?;
         let side = GpuSide {
             initial: job.initial,
             bridge: None,
-            filler: filler.as_ref(),
         };
         self.place_side(grid, job, side)
     }

@@ -159,6 +159,7 @@ fn static_assignment_runs_every_task_once_from_the_backends_env() {
         spill: spill.as_mut_ptr(),
         initial: root.as_ptr(),
         initial_len: root.len() as u64,
+        initial_counted_word: mgws_core::INITIAL_LISTED,
         progress: progress.as_mut_ptr(),
         stats: stats.as_mut_ptr(),
         task_tags: std::ptr::null_mut(),

@@ -1,5 +1,7 @@
 //! A job's indexed initial tasks, built in device memory by the kernel's
-//! `mgws_<kernel>_fill_indexed` entry: the host neither builds nor copies 64 bytes per task.
+//! `mgws_<kernel>_fill_indexed` entry, for the kernel-per-level baseline's first frontier (its
+//! level kernel reads a frontier; the persistent kernels make indexed tasks from the template
+//! instead): the host neither builds nor copies 64 bytes per task.
 
 use std::ffi::c_void;
 
@@ -17,8 +19,8 @@ pub const FILL_PARAMS: [Param; 4] = [Param::U64, Param::Bytes(64), Param::U64, P
 /// Threads per block of a fill launch.
 const FILL_THREADS: u32 = 256;
 
-/// Opens the fill entry of a run's kernel: [`Filler::open`] for its registry, kept by a device
-/// that only learns at placement whether the job is indexed.
+/// Opens the fill entry of a run's kernel: [`Filler::open`] for its registry, kept by the level
+/// device, which only learns at placement whether the job is indexed.
 pub type OpenFiller = fn(&CudaBackend) -> Result<Filler>;
 
 /// The fill entry on each of a run's GPUs (the same GPUs, in the same order, as the run's
@@ -32,16 +34,8 @@ impl Filler {
     /// Loads `mgws_<R::KERNEL>_fill_indexed` on the GPUs of `b` (from the process's module
     /// cache after the first time).
     pub fn open<R: Registry>(b: &CudaBackend) -> Result<Filler> {
-        Self::open_with::<R>(|threads, entry| Session::open::<R>(b, threads, entry))
-    }
-
-    /// The fill entry of registry `R`'s kernel in the session `open(threads, entry)` makes for
-    /// it: a GPU PE's opens the kernel of its PE transport.
-    pub(crate) fn open_with<R: Registry>(
-        open: impl FnOnce(u32, &str) -> Result<Session>,
-    ) -> Result<Filler> {
         let entry = format!("mgws_{}_fill_indexed", R::KERNEL);
-        let s = open(FILL_THREADS, &entry)?;
+        let s = Session::open::<R>(b, FILL_THREADS, &entry)?;
         let funcs = s.functions(&entry, &FILL_PARAMS)?;
         Ok(Filler { s, funcs })
     }
@@ -57,80 +51,33 @@ impl Filler {
         first: u64,
         count: u64,
     ) -> Result<()> {
-        self.fill_all(
-            template,
-            &[FillPart {
-                d,
-                dst,
-                first,
-                count,
-            }],
-        )
-    }
-
-    /// Each part's fill as [`Filler::fill`], launched on all their GPUs before waiting for any,
-    /// so the GPUs fill at once. After an error it still waits for the fills it launched: their
-    /// memory may be freed as soon as this returns.
-    pub fn fill_all(&self, template: TaskStruct, parts: &[FillPart]) -> Result<()> {
-        let mut launched = Vec::new();
-        let mut result = Ok(());
-        for part in parts.iter().filter(|p| p.count > 0) {
-            result = self.launch(template, part);
-            if result.is_err() {
-                break;
-            }
-            launched.push(part.d);
+        if count == 0 {
+            return Ok(());
         }
-        for d in launched {
-            let waited = self.s.controls[d].synchronize();
-            result = result.and(waited);
-        }
-        result
-    }
-
-    /// Launches one part's fill on its GPU's control stream.
-    fn launch(&self, template: TaskStruct, part: &FillPart) -> Result<()> {
-        let gpu = &self.s.gpus[part.d];
+        let gpu = &self.s.gpus[d];
         gpu.make_current()?;
         // Enough blocks to fill the GPU; each thread strides over the rest.
-        let blocks = part
-            .count
+        let blocks = count
             .div_ceil(u64::from(FILL_THREADS))
             .min(u64::from(gpu.sms) * 16) as u32;
-        let (mut dst, mut template, mut first, mut count) =
-            (part.dst, template, part.first, part.count);
+        let (mut dst, mut template, mut first, mut count) = (dst, template, first, count);
         let mut params = [
             &mut dst as *mut u64 as *mut c_void,
             &mut template as *mut TaskStruct as *mut c_void,
             &mut first as *mut u64 as *mut c_void,
             &mut count as *mut u64 as *mut c_void,
         ];
-        let stream = &self.s.controls[part.d];
+        let stream = &self.s.controls[d];
         // SAFETY: the parameters match FILL_PARAMS (checked against the PTX when the entry was
-        // found) in order and size; `dst` is the caller's device memory for `count` tasks, kept
-        // until fill_all has waited for this launch.
-        let r = unsafe {
-            self.funcs[part.d].launch(false, blocks, FILL_THREADS, 0, stream, &mut params)
-        };
+        // found) in order and size; `dst` is the caller's device memory for `count` tasks.
+        let r =
+            unsafe { self.funcs[d].launch(false, blocks, FILL_THREADS, 0, stream, &mut params) };
         driver::check(r, || {
             format!(
                 "launching the fill of {count} initial tasks on GPU {}",
                 gpu.ordinal
             )
-        })
+        })?;
+        stream.synchronize()
     }
-}
-
-/// One GPU's part of an indexed set: tasks `first..first + count`, written from `dst` on in run
-/// device `d`'s address space.
-#[derive(Clone, Copy, Debug)]
-pub struct FillPart {
-    /// The run device that writes them.
-    pub d: usize,
-    /// Where task `first` goes.
-    pub dst: u64,
-    /// The first task's index in the set.
-    pub first: u64,
-    /// How many tasks.
-    pub count: u64,
 }

@@ -12,7 +12,6 @@ use mgws_core::{
 use mgws_tasks::TaskStruct;
 
 use super::driver::{DeviceBuffer, Gpu, HostBuffer};
-use super::fill::{FillPart, Filler};
 use super::plan::{self, shared_field, QueueArea, RunArea, TasksIn};
 use super::session::{Loc, Placed, Session};
 use super::split::{self, SplitBuffer};
@@ -28,8 +27,6 @@ use crate::job::{AreaBytes, Job};
 pub(super) struct GpuSide<'a> {
     pub initial: InitialTasks<'a>,
     pub bridge: Option<&'a HostBuffer>,
-    /// The fill entry that builds indexed initial tasks (needed only for those).
-    pub filler: Option<&'a Filler>,
 }
 
 /// The byte layout of a bridged run's mapped host memory: the bridge state, then the slots of
@@ -160,18 +157,16 @@ pub(super) fn allocate(
     let (initial_host, initial_dev) = match b.tasks_in {
         TasksIn::Host => {
             s.gpus[0].make_current()?;
-            let count = side.initial.len();
-            let bytes =
-                usize::try_from(crate::memory::bytes_of::<TaskStruct>(count)).unwrap_or(usize::MAX);
-            let mut h = HostBuffer::alloc(bytes, "initial tasks")?;
-            side.initial.write_into(h.slots_mut());
+            let held = task_bytes(side.initial.held());
+            let mut h = HostBuffer::alloc(held.len(), "initial tasks")?;
+            h.as_mut_slice().copy_from_slice(held);
             (Some(h), PlacedInitial::None)
         }
         TasksIn::Device => {
             let what = format!("the initial tasks ({} tasks)", side.initial.len());
             (
                 None,
-                PlacedInitial::place(s, topology, splits, side, &what)?,
+                PlacedInitial::place(s, topology, splits, side.initial, &what)?,
             )
         }
     };
@@ -262,6 +257,7 @@ pub(super) fn allocate(
             spill: spill_base as *mut TaskStruct,
             initial: initial as *const TaskStruct,
             initial_len: side.initial.len(),
+            initial_counted_word: side.initial.counted_word(),
             progress: WorkerRecords::<WorkerProgress>::env_ptr(&progress, s, topology, d)?,
             stats: match &stats {
                 Some(per_gpu) => WorkerRecords::<WorkerStats>::env_ptr(per_gpu, s, topology, d)?,
@@ -304,13 +300,14 @@ pub(super) fn allocate(
 
 /// The initial tasks in device memory: on one GPU a plain buffer; on several, one range split
 /// so that each GPU holds its own queues' home ranges (`Env::initial_range`) and reaches the
-/// others' over NVLink when it claims from them. No GPU gets a copy of all of them. Listed tasks
-/// are copied from the host; each GPU builds its part of indexed ones ([`Filler`]).
+/// others' over NVLink when it claims from them. No GPU gets a copy of all of them. An indexed
+/// set's template goes to every GPU, whose workers make the tasks from it.
 pub(super) enum PlacedInitial {
     None,
     One(DeviceBuffer),
     Split(SplitBuffer),
-    /// A copy on each GPU, where a GPU has no virtual memory management.
+    /// A copy on each GPU: an indexed set's template, or the tasks where a GPU has no virtual
+    /// memory management.
     Copies(Vec<DeviceBuffer>),
 }
 
@@ -320,80 +317,18 @@ impl PlacedInitial {
         s: &Session,
         topology: &Topology,
         splits: bool,
-        side: GpuSide<'_>,
-        what: &str,
-    ) -> Result<Self> {
-        let template = match side.initial {
-            InitialTasks::Listed(tasks) => {
-                return Self::copy(s, topology, splits, task_bytes(tasks), what)
-            }
-            InitialTasks::Indexed { template, .. } => template,
-        };
-        let gpus = &s.gpus[..s.run_devices];
-        let task = size_of::<TaskStruct>();
-        // Saturating: a count beyond any memory is the allocation's clear out-of-memory error.
-        let bytes = usize::try_from(crate::memory::bytes_of::<TaskStruct>(side.initial.len()))
-            .unwrap_or(usize::MAX);
-        let f = side.filler.ok_or_else(|| {
-            Error::Config("indexed initial tasks reached a GPU run without its fill entry".into())
-        })?;
-        // Each GPU builds its part in its own memory, all at once.
-        let count = side.initial.len();
-        if gpus.len() == 1 || bytes == 0 {
-            let buf = DeviceBuffer::alloc(&gpus[0], bytes, what)?;
-            f.fill(0, buf.ptr, template, 0, count)?;
-            return Ok(PlacedInitial::One(buf));
-        }
-        if !splits {
-            let copies = gpus
-                .iter()
-                .map(|gpu| DeviceBuffer::alloc(gpu, bytes, what))
-                .collect::<Result<Vec<_>>>()?;
-            let parts: Vec<FillPart> = (copies.iter().enumerate())
-                .map(|(d, buf)| FillPart {
-                    d,
-                    dst: buf.ptr,
-                    first: 0,
-                    count,
-                })
-                .collect();
-            f.fill_all(template, &parts)?;
-            return Ok(PlacedInitial::Copies(copies));
-        }
-        let buf = split_by_queues(s, topology, bytes, what)?;
-        let parts: Vec<FillPart> = buf
-            .slices()
-            .map(|(d, r)| {
-                // Slices are whole pages of the allocation granularity: no task straddles two.
-                assert!(r.start % task == 0 && r.end % task == 0, "{r:?}");
-                let (first, count) = ((r.start / task) as u64, (r.len() / task) as u64);
-                FillPart {
-                    d,
-                    dst: buf.ptr + r.start as u64,
-                    first,
-                    count,
-                }
-            })
-            .collect();
-        f.fill_all(template, &parts)?;
-        Ok(PlacedInitial::Split(buf))
-    }
-
-    /// Listed tasks, copied from the host: `bytes` laid out as [`PlacedInitial::place`] says.
-    fn copy(
-        s: &Session,
-        topology: &Topology,
-        splits: bool,
-        bytes: &[u8],
+        initial: InitialTasks<'_>,
         what: &str,
     ) -> Result<Self> {
         let n = s.run_devices;
+        let bytes = task_bytes(initial.held());
+        let indexed = matches!(initial, InitialTasks::Indexed { .. });
         if n == 1 || bytes.is_empty() {
             let buf = DeviceBuffer::alloc(&s.gpus[0], bytes.len(), what)?;
             buf.write(0, bytes)?;
             return Ok(PlacedInitial::One(buf));
         }
-        if !splits {
+        if indexed || !splits {
             return Ok(PlacedInitial::Copies(copy_to_each(
                 &s.gpus[..n],
                 bytes,
@@ -678,6 +613,7 @@ mod tests {
             + 4 * 8 * MAX_DEVICES
             + 8 // abort
             + 7 * 8
+            + 8 // initial_counted_word
             + 8 // remote_damping
             // bridge, bridge_slots, bridge_side + bridge_worker, worker_base
             + 8 + 2 * 8 + 8 + 8
@@ -698,9 +634,10 @@ mod tests {
         );
         assert_eq!(std::mem::offset_of!(E, initial), 464);
         assert_eq!(std::mem::offset_of!(E, initial_len), 472);
-        assert_eq!(std::mem::offset_of!(E, progress), 480);
-        assert_eq!(std::mem::offset_of!(E, stats), 488);
-        assert_eq!(std::mem::offset_of!(E, areas), 496);
+        assert_eq!(std::mem::offset_of!(E, initial_counted_word), 480);
+        assert_eq!(std::mem::offset_of!(E, progress), 488);
+        assert_eq!(std::mem::offset_of!(E, stats), 496);
+        assert_eq!(std::mem::offset_of!(E, areas), 504);
         assert_eq!(size_of::<SchedConfig>(), 12 * 4 + 8);
         assert_eq!(size_of::<Topology>(), (2 + 2 * (MAX_DEVICES + 1)) * 4);
         assert_eq!(size_of::<TaskStruct>(), 64);

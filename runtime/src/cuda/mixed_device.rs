@@ -107,14 +107,12 @@ impl<R: Registry + TaskExecutor<TaskStruct> + Sync> Device for MixedDevice<'_, R
         let before = read_write_copies(job);
         self.gpu.make_current()?;
         let bridge = HostBuffer::alloc(BridgeLayout::BYTES, "the CPU workers' bridge")?;
-        let filler = self.gpu.filler_for(&all)?;
         let gpu = self.gpu.place_side(
             &gpu_grid,
             job,
             GpuSide {
                 initial: all,
                 bridge: Some(&bridge),
-                filler: filler.as_ref(),
             },
         )?;
         let link = BridgeLink {

@@ -213,11 +213,11 @@ impl<R: Registry> Device for ProcessDevice<'_, R> {
             gpu.check_job(job)?;
         }
         let limits = job.area_limits();
-        // GPU PEs build indexed initial tasks on their GPUs; otherwise the PEs read them from
-        // the heap (CPU PEs always).
+        // Indexed initial tasks: the header holds the template, from which the PEs' workers
+        // make them; listed ones: the heap holds them.
         let indexed = match job.initial {
-            InitialTasks::Indexed { template, .. } if self.gpu.is_some() => Some(template),
-            _ => None,
+            InitialTasks::Indexed { template, .. } => Some(template),
+            InitialTasks::Listed(_) => None,
         };
         // The tasks the heap holds (written straight into it).
         let in_heap = match indexed {

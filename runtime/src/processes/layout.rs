@@ -82,7 +82,8 @@ pub struct Header {
     /// The run's initial tasks; the heap holds them unless they are indexed.
     pub initial_len: u64,
     /// 1 where the initial tasks are indexed ([`crate::InitialTasks::Indexed`]): task `k` is
-    /// `initial_template.indexed(k)`, which GPU PEs build on their GPUs, and the heap holds none.
+    /// `initial_template.indexed(k)`, which the workers make from the template
+    /// (`Env::initial_counted_word`), and the heap holds none.
     pub initial_indexed: u64,
     pub initial_template: TaskStruct,
     /// Per data area, its length with [`AREA_WRITABLE`] where tasks may write it (0: none), as
@@ -455,6 +456,21 @@ impl HeapLayout {
         (base.wrapping_add(self.areas[index] as usize), len)
     }
 
+    /// The env's `(initial, initial_len, initial_counted_word)` of the run whose heap is mapped
+    /// at `base`: the tasks in the heap, or an indexed set's template in the header.
+    pub fn initial_tasks(&self, base: *mut u8, header: &Header) -> (*const TaskStruct, u64, u64) {
+        if header.initial_indexed != 0 {
+            let template = &header.initial_template as *const TaskStruct;
+            (template, header.initial_len, TaskStruct::INDEXED_WORD)
+        } else {
+            (
+                self.initial(base),
+                header.initial_len,
+                mgws_core::INITIAL_LISTED,
+            )
+        }
+    }
+
     /// The first initial task in the heap at `base`.
     pub fn initial(&self, base: *mut u8) -> *mut TaskStruct {
         base.wrapping_add(self.initial as usize) as *mut TaskStruct
@@ -506,8 +522,7 @@ impl HeapLayout {
             sections.env(
                 header.config,
                 header.topology,
-                self.initial(base),
-                header.initial_len,
+                self.initial_tasks(base, header),
                 (areas, header.area_limits),
             )
         }

@@ -261,15 +261,8 @@ fn serve_pe<R: Registry>(heap: &SharedHeap, pe: u32) -> Result<()> {
             "this program was built without mgws's `cuda` feature: it cannot serve a GPU PE".into(),
         ));
     }
-    if header.initial_indexed != 0 {
-        return Err(Error::Config(
-            "CPU PEs read their initial tasks from the shared heap, but the launcher left indexed \
-             ones for GPU PEs to build"
-                .into(),
-        ));
-    }
-    // SAFETY: the heap holds the layout (checked above), made from the header's values (its
-    // initial tasks too: they are not indexed), and outlives every use of the env below.
+    // SAFETY: the heap holds the layout (checked above), made from the header's values, and
+    // outlives every use of the env below.
     let env = unsafe { layout.env(heap.base(), header) };
     let lanes = header.lanes;
     let first = topology.first_worker[pe as usize];

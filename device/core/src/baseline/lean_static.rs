@@ -143,7 +143,6 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
     #[inline(always)]
     fn run_loop<X: TaskExecutor<T>, const LANE_PER_WORD: bool>(mut self, exec: &X) {
         let env = self.env;
-        let initial = env.initial as *const u64;
         let (first, end) = static_share(self.id, env.config.workers, env.initial_len);
         let (lane, lanes) = (self.p.lane_id() as usize, self.p.lane_count() as usize);
         let words = core::mem::size_of::<T>() / 8;
@@ -151,7 +150,7 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
         // runs (one load in flight per lane), so the load's latency overlaps the task and its
         // barriers instead of adding to them.
         // SAFETY: `first < end <= initial_len` where read; lanes >= words do not load.
-        let load = |task: u64| unsafe { initial.add(task as usize * words + lane).read() };
+        let load = |task: u64| unsafe { env.initial_word(task, lane) };
         let mut ahead = if LANE_PER_WORD && lane < words && first < end {
             load(first)
         } else {
@@ -175,7 +174,7 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
                     // SAFETY: next < initial_len, assigned to this worker alone; the current slot
                     // is free as above.
                     unsafe {
-                        let v = initial.add(next as usize * words + word).read();
+                        let v = env.initial_word(next, word);
                         (self.current as *mut u64).add(word).write(v);
                     }
                     word += lanes;
@@ -453,8 +452,8 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
             } else if next < end {
                 let count = (end - next).min(groups as u64) as u32;
                 // SAFETY: next + group < end <= initial_len, in this worker's share alone.
-                let mine = (group < count)
-                    .then(|| unsafe { env.initial.add((next + group as u64) as usize).read() });
+                let mine =
+                    (group < count).then(|| unsafe { env.initial_task(next + group as u64) });
                 next += count as u64;
                 (count, mine)
             } else {

@@ -75,22 +75,23 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         if count == 0 {
             return false;
         }
-        let (initial, head) = (self.env.initial, self.local_head as u64);
-        // The next chunk of the same range is likely this worker's next claim.
-        let next = (start + count).min(self.env.initial_len);
-        let ahead = count.min(self.env.initial_len - next);
-        // SAFETY: next + ahead <= initial_len, so the hinted range lies within the initial set.
-        self.p.prefetch(
-            unsafe { initial.add(next as usize) } as *const u8,
-            (ahead as usize) * core::mem::size_of::<T>(),
-        );
-        // SAFETY: tasks start..start+count of the initial set were claimed by this worker alone.
-        self.copy_tasks_batched::<INITIAL_COPY_BATCH>(
+        let head = self.local_head as u64;
+        if !self.env.initial_indexed() {
+            // The next chunk of the same range is likely this worker's next claim.
+            let next = (start + count).min(self.env.initial_len);
+            let ahead = count.min(self.env.initial_len - next);
+            // SAFETY: next + ahead <= initial_len, so the hinted range lies within the set.
+            self.p.prefetch(
+                unsafe { self.env.initial.add(next as usize) } as *const u8,
+                (ahead as usize) * core::mem::size_of::<T>(),
+            );
+        }
+        // Read forwards (the prefetcher follows), written reversed, so that the LIFO local
+        // queue also runs the chunk in its original order (the tasks' own data, e.g. the
+        // articles of consecutive CONTAINS tasks, is then walked forwards too).
+        self.copy_initial::<INITIAL_COPY_BATCH>(
             count,
-            // Read forwards (the prefetcher follows), written reversed, so that the LIFO local
-            // queue also runs the chunk in its original order (the tasks' own data, e.g. the
-            // articles of consecutive CONTAINS tasks, is then walked forwards too).
-            |j| unsafe { initial.add((start + j) as usize) },
+            |j| start + j,
             |j| self.local_slot(head + count - 1 - j),
         );
         self.p.barrier();

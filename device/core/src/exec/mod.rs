@@ -344,14 +344,9 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// Copies initial task `index` into the (empty) local queue.
     #[inline(always)]
     pub(crate) fn load_one(&mut self, index: u64) {
-        let (initial, head) = (self.env.initial, self.local_head as u64);
+        let head = self.local_head as u64;
         self.settle_pop();
-        // SAFETY: index < initial_len, and this worker alone was assigned that task.
-        self.copy_tasks(
-            1,
-            |_| unsafe { initial.add(index as usize) },
-            |_| self.local_slot(head),
-        );
+        self.copy_initial::<1>(1, |_| index, |_| self.local_slot(head));
         self.p.barrier();
         self.local_head = self.local_head.wrapping_add(1);
         self.set_operation(Operation::RunTask);
@@ -361,13 +356,11 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// queue, the first on top.
     #[inline(always)]
     pub(crate) fn load_strided(&mut self, first: u64, stride: u64, count: u64) {
-        let (initial, head) = (self.env.initial, self.local_head as u64);
+        let head = self.local_head as u64;
         self.settle_pop();
-        // SAFETY: every index is below initial_len (the caller's count), and this worker alone
-        // was assigned those tasks.
-        self.copy_tasks(
+        self.copy_initial::<1>(
             count,
-            |j| unsafe { initial.add((first + j * stride) as usize) },
+            |j| first + j * stride,
             |j| self.local_slot(head + count - 1 - j),
         );
         self.p.barrier();
@@ -556,6 +549,46 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                 }
             }
             i += BATCH as u32 * lanes;
+        }
+    }
+
+    /// Copies initial tasks `index(0..count)`, which this worker alone was assigned (each below
+    /// `initial_len`), to `dst(0..count)`: read as [`WorkerCore::copy_tasks_batched`] does, or,
+    /// for an indexed set, made from the template, each lane writing its words of the tasks.
+    #[inline(always)]
+    pub(crate) fn copy_initial<const BATCH: usize>(
+        &self,
+        count: u64,
+        index: impl Fn(u64) -> u64,
+        dst: impl Fn(u64) -> *mut T,
+    ) {
+        let env = self.env;
+        if !env.initial_indexed() {
+            // SAFETY: each index is below initial_len, assigned to this worker alone.
+            return self.copy_tasks_batched::<BATCH>(
+                count,
+                |j| unsafe { env.initial.add(index(j) as usize) },
+                dst,
+            );
+        }
+        let words = (core::mem::size_of::<T>() / 8) as u32;
+        let lanes = if P::SINGLE_LANE {
+            1
+        } else {
+            self.p.lane_count()
+        };
+        let total = count as u32 * words;
+        let mut i = if P::SINGLE_LANE { 0 } else { self.p.lane_id() };
+        while i < total {
+            let (j, w) = ((i / words) as u64, (i % words) as usize);
+            // SAFETY: the index is below initial_len and `w` a word of the task; `dst` is this
+            // worker's for `count` tasks (the callers' local slots).
+            unsafe {
+                (dst(j) as *mut u64)
+                    .add(w)
+                    .write(env.initial_word(index(j), w))
+            };
+            i += lanes;
         }
     }
 

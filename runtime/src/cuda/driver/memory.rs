@@ -261,19 +261,10 @@ impl HostBuffer {
         unsafe { (self.host.add(offset) as *mut T).write_volatile(value) }
     }
 
-    /// The buffer as slots for values of `T` (as many as fit whole), to write in place.
-    pub fn slots_mut<T>(&mut self) -> &mut [std::mem::MaybeUninit<T>] {
-        let len = self.bytes / std::mem::size_of::<T>().max(1);
-        if len == 0 {
-            return &mut [];
-        }
-        assert!(
-            self.host.cast::<T>().is_aligned(),
-            "pinned memory is page-aligned"
-        );
-        // SAFETY: the allocation holds at least `len` values' bytes, owned by self and aligned
-        // for `T` (asserted); slots of MaybeUninit may hold any bytes.
-        unsafe { std::slice::from_raw_parts_mut(self.host.cast(), len) }
+    /// The whole buffer as bytes.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: the allocation holds `bytes` initialised (zeroed) bytes owned by self.
+        unsafe { std::slice::from_raw_parts_mut(self.host, self.bytes) }
     }
 }
 

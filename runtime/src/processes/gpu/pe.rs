@@ -34,12 +34,12 @@ use mgws_tasks::{Registry, TaskStruct};
 
 use super::nvshmem::{Nvshmem, UniqueId};
 use crate::cuda::driver::{self, DeviceBuffer, Event, Stream};
-use crate::cuda::fill::Filler;
 use crate::cuda::memory;
 use crate::cuda::plan::{self, shared_field};
 use crate::cuda::session::Session;
 use crate::cuda::{CudaBackend, Method, PeTransport, Placement};
 use crate::error::{Error, Result};
+use crate::initial::task_bytes;
 use crate::processes::layout::{Header, HeapLayout, StartStage};
 
 use super::mirror::Mirror;
@@ -123,15 +123,6 @@ pub(crate) fn serve_gpu_pe<R: Registry>(
     let function = s
         .functions(&entry, &crate::cuda::device::WORKER_PARAMS)?
         .remove(0);
-    // Indexed initial tasks are built on this PE's GPU by the kernel's fill entry.
-    let filler = (header.initial_indexed != 0)
-        .then(|| {
-            Filler::open_with::<R>(|threads, entry| {
-                Session::open_for_transport::<R>(&backend, threads, entry)
-            })
-        })
-        .transpose()?;
-    let filler = filler.as_ref();
     let gpu = s.gpus[0].clone();
     let workers = topology.workers_on(p);
     let smem = plan::scratch_bytes(config.local_capacity, lanes, topology.device_queues_max());
@@ -215,7 +206,6 @@ pub(crate) fn serve_gpu_pe<R: Registry>(
             symmetric: at,
             sym: &sym,
             patience,
-            filler,
         }
         .run()
         .map(|served| (at, served))
@@ -269,8 +259,6 @@ struct Joined<'a> {
     sym: &'a SymmetricLayout,
     /// How long to wait for the launcher's gate.
     patience: Duration,
-    /// The kernel's fill entry, where the initial tasks are indexed.
-    filler: Option<&'a Filler>,
 }
 
 impl Joined<'_> {
@@ -289,7 +277,6 @@ impl Joined<'_> {
             symmetric,
             sym,
             patience,
-            filler,
         } = self;
         let topology = header.topology;
         let p = pe as usize;
@@ -353,7 +340,7 @@ impl Joined<'_> {
             }
         }
 
-        let mut local = allocate_local(header, layout, base, pe, gpu, &parts, sym, filler)?;
+        let mut local = allocate_local(header, layout, base, pe, gpu, &parts, sym)?;
         gpu.synchronize()?;
         let stream = Stream::new(gpu)?;
         let (start, end) = (Event::new(gpu)?, Event::new(gpu)?);
@@ -510,7 +497,7 @@ fn supervise(
 }
 
 /// Allocates and fills PE `pe`'s own buffers and its env.
-// The PE's view of the heap (header, layout, base) and of its GPU (pe, gpu, parts, sym, filler)
+// The PE's view of the heap (header, layout, base) and of its GPU (pe, gpu, parts, sym)
 // are the run's own values; bundling them would only rename them.
 #[allow(clippy::too_many_arguments)]
 fn allocate_local(
@@ -521,7 +508,6 @@ fn allocate_local(
     gpu: &driver::Gpu,
     parts: &[u64; MAX_DEVICES],
     sym: &SymmetricLayout,
-    filler: Option<&Filler>,
 ) -> Result<Local> {
     let topology = header.topology;
     let config = header.config;
@@ -567,18 +553,24 @@ fn allocate_local(
                 .into(),
         ));
     }
-    let own = own_initial_tasks(&header.topology, pe, initial_len as u64);
-    // Saturating: indexed tasks are sized by their count alone, which may exceed any memory.
-    let bytes = own.len().saturating_mul(task);
-    let initial = DeviceBuffer::alloc(gpu, bytes, "the initial tasks of its home ranges")?;
-    if header.initial_indexed != 0 {
-        // Indexed: built here, none in the heap.
-        let filler = filler.ok_or_else(|| {
-            Error::Config("indexed initial tasks reached a GPU PE without its fill entry".into())
-        })?;
-        let (first, count) = (own.start as u64, own.len() as u64);
-        filler.fill(0, initial.ptr, header.initial_template, first, count)?;
+    // Indexed: only the template, from which the workers make the tasks; else this PE's home
+    // ranges, and `initial_at` the address of task 0 (the kernel indexes tasks by their place
+    // in the whole set, and only within its own ranges).
+    let (initial, initial_at, counted_word) = if header.initial_indexed != 0 {
+        let buf = DeviceBuffer::alloc(gpu, task, "the initial tasks' template")?;
+        buf.write(
+            0,
+            task_bytes(std::slice::from_ref(&header.initial_template)),
+        )?;
+        let at = buf.ptr;
+        (buf, at, TaskStruct::INDEXED_WORD)
     } else {
+        let own = own_initial_tasks(&header.topology, pe, initial_len as u64);
+        let buf = DeviceBuffer::alloc(
+            gpu,
+            own.len() * task,
+            "the initial tasks of its home ranges",
+        )?;
         // SAFETY: the heap holds `initial_len` initial tasks (its layout), plain 64-byte
         // structs, and `own` lies within them.
         let own_bytes = unsafe {
@@ -587,8 +579,10 @@ fn allocate_local(
                 own.len() * task,
             )
         };
-        initial.write(0, own_bytes)?;
-    }
+        buf.write(0, own_bytes)?;
+        let at = buf.ptr.wrapping_sub((own.start * task) as u64);
+        (buf, at, mgws_core::INITIAL_LISTED)
+    };
     let mut read_only = Vec::new();
     let mut replicas = Vec::new();
     let mut areas = [0u64; DATA_AREAS];
@@ -647,9 +641,9 @@ fn allocate_local(
         bridge_worker: 0,
         worker_base: 0,
         spill: by_worker(&spill, spill_per_worker) as *mut TaskStruct,
-        // The kernel indexes tasks by their place in the whole set, and only within `own`.
-        initial: initial.ptr.wrapping_sub((own.start * task) as u64) as *const TaskStruct,
+        initial: initial_at as *const TaskStruct,
         initial_len: initial_len as u64,
+        initial_counted_word: counted_word,
         progress: by_worker(&progress, size_of::<WorkerProgress>()) as *mut WorkerProgress,
         stats: stats.as_ref().map_or(std::ptr::null_mut(), |b| {
             by_worker(b, size_of::<WorkerStats>()) as *mut WorkerStats
