@@ -3,13 +3,15 @@
 // atomic, read from a 64-byte task struct, so lost and duplicated slots are visible), written as
 // an expert would write a static kernel: block-per-task (32 threads, 4 lanes load the task as
 // uint4, lane 0 does the atomic, two barriers per task, a contiguous share of the tasks per block)
-// and flat thread-per-task.
+// and flat thread-per-task, reading each task (`flat`) or making task i from a template as mgws's
+// workers make an indexed job's (`flat-indexed`: the template with i added to its slot and value,
+// so only the slots are memory traffic).
 //
 //   nvcc -O3 -arch=sm_90 static_memset.cu -o static_memset
 //   ./static_memset TASKS WORKERS[,WORKERS...] REPS
 //
 // Prints one line per run: `reference,<variant>,<workers>,<tasks_per_s>,<bad_slots>`, where
-// variant is `blockwise` (workers = blocks of 32 threads) or `flat` (workers = 0). A worker count
+// variant is `blockwise` (workers = blocks of 32 threads), `flat` or `flat-indexed` (workers = 0). A worker count
 // above what is co-resident is skipped with a `skipped` line.
 #include <cstdio>
 #include <cstdint>
@@ -32,6 +34,11 @@ __global__ void static_blockwise(const Task *tasks, uint64_t n, unsigned long lo
 __global__ void flat(const Task *tasks, uint64_t n, unsigned long long *out) {
   for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x) {
     Task t = tasks[i]; if (t.tag == 1) atomicAdd(out + t.slot, (unsigned long long)t.value);
+  }
+}
+__global__ void flat_indexed(Task tmpl, uint64_t n, unsigned long long *out) {
+  for (uint64_t i = blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; i < n; i += (uint64_t)gridDim.x * blockDim.x) {
+    if (tmpl.tag == 1) atomicAdd(out + tmpl.slot + i, (unsigned long long)(tmpl.value + i));
   }
 }
 __global__ void init(Task *t, uint64_t n) {
@@ -59,6 +66,11 @@ int main(int argc, char **argv) {
     cudaEventRecord(a); flat<<<p.multiProcessorCount * 8, 256>>>(t, n, out); cudaEventRecord(b); CK(cudaEventSynchronize(b)); cudaEventElapsedTime(&ms, a, b);
     check<<<1024, 256>>>(out, n, bad); CK(cudaMemcpy(&nbad, bad, 8, cudaMemcpyDeviceToHost));
     printf("reference,flat,0,%.6e,%llu\n", n / (ms * 1e-3), nbad);
+    Task tmpl = {1, 0, 1, {0, 0, 0, 0, 0}};
+    CK(cudaMemset(out, 0, n * 8)); CK(cudaMemset(bad, 0, 8));
+    cudaEventRecord(a); flat_indexed<<<p.multiProcessorCount * 8, 256>>>(tmpl, n, out); cudaEventRecord(b); CK(cudaEventSynchronize(b)); cudaEventElapsedTime(&ms, a, b);
+    check<<<1024, 256>>>(out, n, bad); CK(cudaMemcpy(&nbad, bad, 8, cudaMemcpyDeviceToHost));
+    printf("reference,flat-indexed,0,%.6e,%llu\n", n / (ms * 1e-3), nbad);
     for (int g : workers) {
       if (g > per_sm * p.multiProcessorCount) { printf("reference,blockwise,%d,skipped,0\n", g); continue; }
       CK(cudaMemset(out, 0, n * 8)); CK(cudaMemset(bad, 0, 8));

@@ -626,7 +626,10 @@ fn the_kernel_is_compiled_once_per_gpu_for_a_run_and_its_baselines() {
     // and the run share it), never of the whole module. MEMSET's tasks are indexed: the workers
     // make them from the template, so the fill entry is not loaded.
     assert_eq!(t.matches("mock: module load (1 entries)").count(), 2, "{t}");
-    assert!(!t.contains("mock: function mgws_memset_fill_indexed"), "{t}");
+    assert!(
+        !t.contains("mock: function mgws_memset_fill_indexed"),
+        "{t}"
+    );
     assert_eq!(t.matches("mock: initial tasks indexed").count(), 2, "{t}");
     assert!(
         !t.contains("mock: module load (2") && !t.contains("mock: module load (3"),

@@ -2,9 +2,10 @@
 //! SM, in one process: mgws, the lean static kernel (workloads with many initial tasks: MEMSET,
 //! SKEW), kernel-per-level (the spawning ones) and, for MEMSET, the hand-written CUDA reference
 //! (`cli/reference/static_memset.cu`, compiled with nvcc when nvcc is found): block-per-task over
-//! the same workers (`reference`) and flat thread-per-task, one launch whatever the workers
-//! (`reference-flat`, once per repetition, at workers 0 in the CSV and in every row of the
-//! table). Every run is verified; repetitions are interleaved, and a ratio is the median over
+//! the same workers (`reference`) and flat thread-per-task, one launch whatever the workers,
+//! reading each task (`reference-flat`) or making it from a template as mgws's workers make
+//! MEMSET's indexed tasks (`reference-flat-indexed`), each once per repetition, at workers 0 in
+//! the CSV and in every row of the table. Every run is verified; repetitions are interleaved, and a ratio is the median over
 //! repetitions of mgws's rate over the baseline's in the same repetition.
 //!
 //! `mgws bench skew`: the SKEW workload over its knob `k` on the CPU or a GPU: mgws against static
@@ -106,6 +107,18 @@ const KERNELS: [(&str, MethodArg); 3] = [
 
 /// The flat thread-per-task reference: one run per repetition, the same at every x.
 const FLAT: &str = "reference-flat";
+
+/// The flat reference making task `i` from a template, as mgws's workers make an indexed job's
+/// (MEMSET's): one run per repetition, the same at every x.
+const FLAT_INDEXED: &str = "reference-flat-indexed";
+
+/// Whether `method` runs once per repetition, whatever the workers (the flat references).
+fn once_per_rep(method: &str) -> bool {
+    method == FLAT || method == FLAT_INDEXED
+}
+
+/// The baselines mgws is compared with, in the table's order.
+const BASELINES: [&str; 5] = ["static", "levels", "reference", FLAT, FLAT_INDEXED];
 
 /// Whether the sweep runs `kernel` on `workload`. MEMSET spawns nothing, so its one level is the
 /// static split. UTS and FIB start from one root task, which the static split gives to one block:
@@ -245,8 +258,8 @@ pub fn gpu(opts: &GpuBenchOpts, sched: &SchedArgs) -> Result<i32> {
                 Ok(runs) => {
                     for (method, rep, workers, rate, bad) in runs {
                         if bad != 0 {
-                            return Err(Error::Verification(if method == FLAT {
-                                format!("the flat reference lost or duplicated {bad} slots")
+                            return Err(Error::Verification(if once_per_rep(method) {
+                                format!("{method} lost or duplicated {bad} slots")
                             } else {
                                 format!(
                                     "the reference lost or duplicated {bad} slots at {workers} \
@@ -436,6 +449,7 @@ fn parse_reference(text: &str) -> Vec<RefRun> {
         let method = match f[1] {
             "blockwise" => "reference",
             "flat" => FLAT,
+            "flat-indexed" => FLAT_INDEXED,
             _ => continue,
         };
         let (Ok(workers), Ok(rate), Ok(bad)) = (
@@ -491,7 +505,7 @@ pub(super) fn median(mut v: Vec<f64>) -> Option<f64> {
 
 /// Whether `r` counts at `x`: its own x, or every x for the flat reference.
 fn at(r: &Row, x: u32) -> bool {
-    r.x == x || r.method == FLAT
+    r.x == x || once_per_rep(r.method)
 }
 
 /// Median tasks/s of `method` at `x`.
@@ -529,7 +543,7 @@ fn workloads(rows: &[Row]) -> Vec<&str> {
 fn xs(rows: &[Row], workload: &str) -> Vec<u32> {
     let mut xs: Vec<u32> = rows
         .iter()
-        .filter(|r| r.workload == workload && r.method != FLAT)
+        .filter(|r| r.workload == workload && !once_per_rep(r.method))
         .map(|r| r.x)
         .collect();
     xs.sort_unstable();
@@ -543,8 +557,8 @@ fn table(rows: &[Row], notes: &[String], x_name: &str) -> String {
     let _ = writeln!(
         t,
         concat!(
-            "{:<9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
-            " {:>9} {:>9} {:>9} {:>9} {:>11}"
+            "{:<9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+            " {:>9} {:>9} {:>9} {:>9} {:>9} {:>11}"
         ),
         "workload",
         x_name,
@@ -553,11 +567,13 @@ fn table(rows: &[Row], notes: &[String], x_name: &str) -> String {
         "levels",
         "reference",
         "ref-flat",
+        "ref-index",
         "static idle",
         "/static",
         "/levels",
         "/ref",
         "/ref-flat",
+        "/ref-index",
         "workers"
     );
     for w in workloads(rows) {
@@ -578,8 +594,8 @@ fn table(rows: &[Row], notes: &[String], x_name: &str) -> String {
             let _ = writeln!(
                 t,
                 concat!(
-                    "{:<9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
-                    " {:>9} {:>9} {:>9} {:>9} {:>11}"
+                    "{:<9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",
+                    " {:>9} {:>9} {:>9} {:>9} {:>9} {:>11}"
                 ),
                 w,
                 x,
@@ -588,11 +604,13 @@ fn table(rows: &[Row], notes: &[String], x_name: &str) -> String {
                 cell("levels"),
                 cell("reference"),
                 cell(FLAT),
+                cell(FLAT_INDEXED),
                 idle,
                 ratio("static"),
                 ratio("levels"),
                 ratio("reference"),
                 ratio(FLAT),
+                ratio(FLAT_INDEXED),
                 workers
             );
         }
@@ -621,9 +639,9 @@ fn best_against_best(rows: &[Row]) -> String {
             continue;
         };
         let mut line = format!("best: {w}: mgws {mine:.3e} at {at_x}");
-        for m in ["static", "levels", "reference", FLAT] {
+        for m in BASELINES {
             if let Some((theirs, x)) = best(m) {
-                let place = if m == FLAT {
+                let place = if once_per_rep(m) {
                     String::new()
                 } else {
                     format!(" at {x}")
@@ -663,6 +681,7 @@ fn color(method: &str) -> RGBColor {
         "static" => RGBColor(0x1f, 0x77, 0xb4),
         "levels" => RGBColor(0xff, 0x7f, 0x0e),
         FLAT => RGBColor(0x94, 0x67, 0xbd),
+        FLAT_INDEXED => RGBColor(0x2c, 0xa0, 0x2c),
         _ => RGBColor(0x55, 0x55, 0x55),
     }
 }
@@ -724,9 +743,9 @@ pub(super) fn lines(
 }
 
 fn plot_rates(out: &Path, workload: &str, rows: &[Row], x_desc: &str) -> Result<PathBuf> {
-    let series = ["mgws", "static", "levels", "reference", FLAT]
-        .iter()
-        .map(|&m| {
+    let series = std::iter::once("mgws")
+        .chain(BASELINES)
+        .map(|m| {
             let pts = xs(rows, workload)
                 .into_iter()
                 .filter_map(|x| Some((x as f64, rate(rows, workload, m, x)?)))
@@ -745,9 +764,9 @@ fn plot_rates(out: &Path, workload: &str, rows: &[Row], x_desc: &str) -> Result<
 }
 
 fn plot_speedups(out: &Path, workload: &str, rows: &[Row], x_desc: &str) -> Result<PathBuf> {
-    let series = ["static", "levels", "reference", FLAT]
-        .iter()
-        .map(|&b| {
+    let series = BASELINES
+        .into_iter()
+        .map(|b| {
             let pts = xs(rows, workload)
                 .into_iter()
                 .filter_map(|x| Some((x as f64, paired(rows, workload, b, x)?)))
@@ -804,7 +823,7 @@ mod tests {
         let out = "reference,flat,0,2.9e10,0\nreference,blockwise,132,2.95e8,0\n\
                    reference,blockwise,4224,skipped,0\nnoise\nreference,flat,0,skipped,0\n\
                    reference,other,0,1e9,0\nreference,flat,0,3.1e10,2\n\
-                   reference,blockwise,132,3.0e8,1\n";
+                   reference,blockwise,132,3.0e8,1\nreference,flat-indexed,0,6e10,0\n";
         assert_eq!(
             parse_reference(out),
             vec![
@@ -812,6 +831,7 @@ mod tests {
                 ("reference", 0, 132, 2.95e8, 0),
                 (FLAT, 1, 0, 3.1e10, 2),
                 ("reference", 1, 132, 3.0e8, 1),
+                (FLAT_INDEXED, 0, 0, 6e10, 0),
             ]
         );
     }
