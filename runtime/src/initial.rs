@@ -175,6 +175,25 @@ mod tests {
     }
 
     #[test]
+    fn a_range_of_an_indexed_set_is_indexed_from_its_first_task() {
+        let indexed = InitialTasks::Indexed {
+            template: task(10),
+            count: 100,
+        };
+        let part = indexed.range(40, 70);
+        assert_eq!(part.len(), 30);
+        for k in 0..30 {
+            assert_eq!(part.get(k), indexed.get(40 + k));
+        }
+        assert_eq!(part.held(), &[task(50)]);
+        assert_eq!(part.counted_word(), TaskStruct::INDEXED_WORD);
+        let tasks = [task(1), task(2), task(3)];
+        let listed = InitialTasks::from(&tasks[..]);
+        assert_eq!(listed.range(1, 3).held(), &tasks[1..]);
+        assert_eq!(listed.counted_word(), mgws_core::INITIAL_LISTED);
+    }
+
+    #[test]
     fn write_into_fills_every_slot_from_several_threads() {
         let tasks: Vec<TaskStruct> = (0..3 * MIN_SHARE_TASKS as u64 + 5).map(task).collect();
         for initial in [

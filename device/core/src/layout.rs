@@ -744,6 +744,41 @@ mod tests {
     use crate::HostWord;
 
     #[test]
+    fn indexed_initial_tasks_are_the_template_counted_up_in_one_word() {
+        let template = [7u64, u64::MAX - 2, 9, 11];
+        let listed = [[1u64, 2, 3, 4], [5, 6, 7, 8]];
+        let mut env = Env::<HostWord, [u64; 4]>::bare(
+            SchedConfig::new(1),
+            1,
+            &template,
+            5,
+            [0; super::DATA_AREAS],
+        );
+        env.initial_counted_word = 1;
+        assert!(env.initial_indexed());
+        for k in 0..5u64 {
+            // SAFETY: k < initial_len and the template is valid.
+            let task = unsafe { env.initial_task(k) };
+            assert_eq!(task, [7, (u64::MAX - 2).wrapping_add(k), 9, 11], "task {k}");
+            // SAFETY: as above, word 1 of 4.
+            assert_eq!(unsafe { env.initial_word(k, 1) }, task[1]);
+        }
+        let env = Env::<HostWord, [u64; 4]>::bare(
+            SchedConfig::new(1),
+            1,
+            listed.as_ptr(),
+            2,
+            [0; super::DATA_AREAS],
+        );
+        assert!(!env.initial_indexed());
+        // SAFETY: both tasks are listed.
+        assert_eq!(
+            unsafe { (env.initial_task(1), env.initial_word(1, 2)) },
+            (listed[1], 7)
+        );
+    }
+
+    #[test]
     fn raising_the_abort_flag_sets_the_shared_word_and_every_copy() {
         let shared = SharedState::<HostWord>::new();
         let copies = [HostWord::new(0), HostWord::new(0), HostWord::new(0)];
