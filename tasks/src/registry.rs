@@ -238,8 +238,18 @@ pub const fn fingerprint_bytes(mut hash: u64, bytes: &[u8]) -> u64 {
     hash
 }
 
-/// The FNV-1a offset basis: the digest of nothing.
-pub const FINGERPRINT_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+/// What every kernel shares with the host besides its registry's types: bumped whenever that
+/// changes without changing the env's size (the env's fields, `TaskStruct`, a kernel entry's
+/// parameters), so that a kernel built by another mgws is refused by its fingerprint
+/// ([`Registry::FINGERPRINT`]) rather than misreading its env. 2: `Env::initial_counted_word`.
+pub const KERNEL_ABI: u64 = 2;
+
+/// Where every registry's digest starts: the FNV-1a offset basis with [`KERNEL_ABI`] and the
+/// size of the env mixed in.
+pub const FINGERPRINT_BASIS: u64 = fingerprint_mix(
+    fingerprint_mix(0xcbf2_9ce4_8422_2325, KERNEL_ABI),
+    core::mem::size_of::<mgws_core::Env<u64, TaskStruct>>() as u64,
+);
 
 /// Mixes `value` (a functor's size or alignment) into `hash`, byte by byte.
 pub const fn fingerprint_mix(hash: u64, value: u64) -> u64 {
@@ -367,17 +377,19 @@ mod tests {
 
     #[test]
     fn fnv1a_matches_its_reference_values() {
+        const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+        assert_eq!(fingerprint_bytes(OFFSET, b""), OFFSET);
+        assert_eq!(fingerprint_bytes(OFFSET, b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fingerprint_bytes(OFFSET, b"foobar"), 0x8594_4171_f739_67e8);
+        // Every digest starts from the kernel ABI and the env's size.
+        let env = core::mem::size_of::<mgws_core::Env<u64, TaskStruct>>() as u64;
         assert_eq!(
-            fingerprint_bytes(FINGERPRINT_BASIS, b""),
-            0xcbf2_9ce4_8422_2325
+            FINGERPRINT_BASIS,
+            fingerprint_mix(fingerprint_mix(OFFSET, KERNEL_ABI), env)
         );
-        assert_eq!(
-            fingerprint_bytes(FINGERPRINT_BASIS, b"a"),
-            0xaf63_dc4c_8601_ec8c
-        );
-        assert_eq!(
-            fingerprint_bytes(FINGERPRINT_BASIS, b"foobar"),
-            0x8594_4171_f739_67e8
+        assert_ne!(
+            FINGERPRINT_BASIS,
+            fingerprint_mix(fingerprint_mix(OFFSET, KERNEL_ABI - 1), env)
         );
     }
 }

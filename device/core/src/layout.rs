@@ -772,10 +772,8 @@ mod tests {
         );
         assert!(!env.initial_indexed());
         // SAFETY: both tasks are listed.
-        assert_eq!(
-            unsafe { (env.initial_task(1), env.initial_word(1, 2)) },
-            (listed[1], 7)
-        );
+        let read = unsafe { (env.initial_task(1), env.initial_word(1, 2)) };
+        assert_eq!(read, (listed[1], 7));
     }
 
     #[test]

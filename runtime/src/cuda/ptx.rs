@@ -209,9 +209,10 @@ pub fn check_fingerprint<R: Registry>(ptx: &str, origin: &str) -> Result<()> {
     match parse_fingerprint(ptx, &symbol) {
         Some(f) if f == R::FINGERPRINT => Ok(()),
         Some(f) => Err(Error::Input(format!(
-            "the kernel PTX {origin} was built for another task registry: its {symbol} is \
-             {f:#018x}, registry {} has {:#018x}; build the kernel of this registry \
-             (`worker_kernel!({} => {})`, e.g. `cargo xtask ptx`) and load that",
+            "the kernel PTX {origin} was built for another task registry, or by another \
+             version of mgws: its {symbol} is {f:#018x}, registry {} has {:#018x}; build the \
+             kernel of this registry with this mgws (`worker_kernel!({} => {})`, e.g. `cargo \
+             xtask ptx`) and load that",
             R::NAME,
             R::FINGERPRINT,
             R::KERNEL,
