@@ -294,6 +294,52 @@ pub enum TestTasks {
     Fan(Fan),
 }
 
+/// Spawns the MEMSET tasks of slots `index * per .. (index + 1) * per`: as the indexed initial
+/// tasks of a job (`Job::indexed`), task `k` covers the `k`-th `per` slots.
+#[mgws_tasks::task]
+#[derive(Debug)]
+pub struct SpawnSlots {
+    pub index: u64,
+    pub per: u64,
+}
+
+impl TaskFunctor for SpawnSlots {
+    fn run(&self, task: &TaskStruct, ctx: &mut impl Ctx) -> Result<(), TaskError> {
+        for j in 0..self.per {
+            let index = self.index * self.per + j;
+            ctx.spawn(&IndexedSpawnTasks::task(&MemsetTask { index }).with_data(0, task.data[0]));
+        }
+        Ok(())
+    }
+}
+
+/// One lane per task for every tag, so that a worker's narrow batches run a claim of indexed
+/// initial tasks straight from the template, and their spawns go through the local queue.
+#[mgws_tasks::registry]
+pub enum IndexedSpawnTasks {
+    #[width(1)]
+    Memset(MemsetTask),
+    #[width(1)]
+    Spawn(SpawnSlots),
+}
+
+/// Runs `count` indexed [`SpawnSlots`] tasks of `per` slots each; returns the report with the
+/// exactly-once check of the `count * per` slots.
+pub fn indexed_spawns(
+    sched: &Scheduler,
+    count: u64,
+    per: u64,
+) -> mgws::Result<(RunReport, MemsetCheck)> {
+    let slots = count * per;
+    let template = IndexedSpawnTasks::task(&SpawnSlots { index: 0, per })
+        .with_data(0, output_descriptor(0, slots));
+    let mut memory = vec![0u64; slots as usize];
+    let job =
+        Job::indexed(template, count).area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut memory)));
+    let report = mgws::cpu::run(sched, &IndexedSpawnTasks, job)?;
+    Ok((report, verify(&memory)))
+}
+
 /// [`TestTasks`]' MEMSET and splitter at other widths: MEMSET on one lane, the splitter on two,
 /// so that a worker runs narrow tasks of two widths and its batches stop where the width changes.
 /// The tags are [`TestTasks`]' (the splitter spawns its MEMSET tasks with those).

@@ -57,8 +57,10 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
     fn run(mut self) {
         let c = &mut self.core;
         c.clear_damping();
-        // An initial claim takes at least the tasks one step runs side by side.
+        // An initial claim takes at least the tasks one step runs side by side; where every task
+        // is narrow, a claim of indexed tasks runs without a copy through the local queue.
         let step = c.uniform_batch::<X>().unwrap_or(1);
+        let direct = c.uniform_batch::<X>().is_some();
         loop {
             c.tick_and_check();
             if c.aborted {
@@ -89,17 +91,21 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
                 c.refill_from_spill();
                 continue;
             }
+            if c.indexed_pending() {
+                c.run_local_batch(self.exec);
+                continue;
+            }
             // While its own home range lasts, a worker claims from it before it looks at its
             // public queue: it releases nothing there while initial tasks remain (a surplus of
             // spawns published there is for thieves), and the look cost a round trip to memory
             // per chunk of initial tasks.
-            if !c.own_range_exhausted && c.load_initial(step) {
+            if !c.own_range_exhausted && c.load_initial(step, direct) {
                 continue;
             }
             if c.acquire() {
                 continue;
             }
-            if !c.initial_exhausted && c.load_initial(step) {
+            if !c.initial_exhausted && c.load_initial(step, direct) {
                 continue;
             }
             if c.steal(self.exec) {

@@ -16,9 +16,11 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// claim through their own counters while their ranges last, so they do not contend on one
     /// shared cursor. A claim takes at least `step` tasks where that many remain: the tasks the
     /// worker runs side by side. `initial_exhausted` is set once every range has been claimed to
-    /// its end.
+    /// its end. With `direct` (tasks all of one narrow width) a claim of an indexed set is not
+    /// copied: the worker's narrow batches make its tasks from the template
+    /// ([`WorkerCore::indexed_pending`]).
     #[inline(always)]
-    pub(crate) fn load_initial(&mut self, step: u64) -> bool {
+    pub(crate) fn load_initial(&mut self, step: u64, direct: bool) -> bool {
         self.set_operation(Operation::LoadInitial);
         self.p.protocol_step(ProtocolStep::LoadInitial);
         let mut plan = [0u64; 4];
@@ -75,6 +77,14 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         if count == 0 {
             return false;
         }
+        self.count(|s| s.initial_loads += 1);
+        if direct && self.env.initial_indexed() {
+            // At most a claim (below `MAX_FIELD`, a queue's capacity bound) at a time.
+            self.indexed_next = start;
+            self.indexed_left = count as u32;
+            self.set_operation(Operation::RunTask);
+            return true;
+        }
         let head = self.local_head as u64;
         if !self.env.initial_indexed() {
             // The next chunk of the same range is likely this worker's next claim.
@@ -96,7 +106,6 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         );
         self.p.barrier();
         self.local_head = self.local_head.wrapping_add(count as u32);
-        self.count(|s| s.initial_loads += 1);
         self.set_operation(Operation::RunTask);
         true
     }

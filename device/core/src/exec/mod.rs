@@ -111,6 +111,11 @@ pub struct WorkerCore<'e, P: Platform, T, S: Spec> {
     /// The narrow spawn cursor's value after the last narrow batch (uniform; see
     /// `exec/narrow.rs`). Unused, and compiled away, where no task is narrow.
     pub(crate) narrow_base: u32,
+    /// Claimed initial tasks of an indexed set still to run, from `indexed_next` on (uniform):
+    /// narrow batches make them from the template in the lanes' registers instead of going
+    /// through the local queue (`load_initial`).
+    pub(crate) indexed_next: u64,
+    pub(crate) indexed_left: u32,
 }
 
 impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
@@ -174,6 +179,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             tasks_run: 0,
             noted_tag: 0,
             narrow_base: 0,
+            indexed_next: 0,
+            indexed_left: 0,
             pop_pending: core::cell::Cell::new(false),
             on_full,
             spec: core::marker::PhantomData,

@@ -81,18 +81,24 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> WorkerCore<'e, P, T, S> {
     pub(crate) fn run_narrow_batch<X: TaskExecutor<T>>(&mut self, exec: &X, width: u32) {
         let groups = self.p.lane_count() / width;
         let len = self.local_len();
+        // An empty local queue with claimed indexed tasks pending (only where every task has one
+        // narrow width): the batch makes them from the template, and pops nothing.
+        let indexed = len == 0;
+        debug_assert!(!indexed || self.indexed_left > 0, "a batch with no task");
         let count = match X::UNIFORM_WIDTH {
+            _ if indexed => (self.indexed_left as u64).min(groups as u64),
             Some(_) => len.min(groups as u64),
             None => self.narrow_run(exec, width, groups),
         };
-        let kept = len - count;
+        let kept = if indexed { 0 } else { len - count };
         if kept > self.local_capacity / 2 {
             // The loop publishes the surplus (mgws), or the tasks went to the next frontier
             // (kernel-per-level), before the next batch.
             self.make_room();
             return;
         }
-        let head = self.local_head.wrapping_sub(count as u32);
+        let popped = if indexed { 0 } else { count as u32 };
+        let head = self.local_head.wrapping_sub(popped);
         let room = SpawnRoom {
             head,
             room: (self.local_capacity - kept) as u32,
@@ -101,16 +107,31 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> WorkerCore<'e, P, T, S> {
         // Every lane reads its group's task before any lane spawns into the popped slots.
         self.settle_pop();
         let group = self.p.lane_id() / width;
+        let next = self.indexed_next;
         let mine = (group < count as u32).then(|| {
+            if indexed {
+                // SAFETY: tasks next..next + indexed_left were claimed by this worker alone and
+                // lie below initial_len.
+                return unsafe { self.env.initial_task(next + group as u64) };
+            }
             let slot = self.local_slot(head as u64 + count - 1 - group as u64);
             // SAFETY: positions head..head + count hold tasks written before a barrier; group
             // `g` takes the `g`-th newest.
             unsafe { read_task(slot, rotate::<P>()) }
         });
-        // SAFETY: as above (the newest, for the hang report).
-        let first_tag = unsafe { &*self.local_slot(head as u64 + count - 1) }.tag();
+        let first_tag = if indexed {
+            // SAFETY: as above (the batch's first, for the hang report).
+            unsafe { self.env.initial_task(next) }.tag()
+        } else {
+            // SAFETY: as above (the newest, for the hang report).
+            unsafe { &*self.local_slot(head as u64 + count - 1) }.tag()
+        };
         self.p.barrier();
         self.local_head = head;
+        if indexed {
+            self.indexed_next = next + count;
+            self.indexed_left -= count as u32;
+        }
         self.tasks_run += count;
         self.note_task(first_tag);
         let mut failure = 0;
