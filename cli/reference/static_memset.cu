@@ -4,8 +4,8 @@
 // an expert would write a static kernel: block-per-task (32 threads, 4 lanes load the task as
 // uint4, lane 0 does the atomic, two barriers per task, a contiguous share of the tasks per block)
 // and flat thread-per-task, reading each task (`flat`) or making task i from a template as mgws's
-// workers make an indexed job's (`flat-indexed`: the template with i added to its slot and value,
-// so only the slots are memory traffic).
+// workers make an indexed job's (`flat-indexed`: the template, a kernel parameter here, with i
+// added to its slot and value, so only the slots are memory traffic).
 //
 //   nvcc -O3 -arch=sm_90 static_memset.cu -o static_memset
 //   ./static_memset TASKS WORKERS[,WORKERS...] REPS

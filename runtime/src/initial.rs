@@ -1,5 +1,5 @@
-//! A job's initial tasks: listed one by one, or indexed from one template, which a GPU run builds
-//! in device memory instead of building and copying 64 bytes per task from the host.
+//! A job's initial tasks: listed one by one, or indexed from one template, from which the
+//! workers make each task as they claim it, so that no memory holds the set.
 
 use std::mem::MaybeUninit;
 

@@ -77,9 +77,9 @@ impl<'a> Job<'a> {
 
     /// A job of `count` initial tasks, task `k` being `template` with `k` added to its first
     /// parameter word ([`TaskStruct::indexed`]; for a `#[task]` struct that starts with a `u64`,
-    /// that field counts up), and no data areas yet. A GPU run builds them in each GPU's memory,
-    /// so the host neither builds nor copies 64 bytes per task; the CPU builds them on every
-    /// core.
+    /// that field counts up), and no data areas yet. The workers make each task from the
+    /// template as they claim it, so no memory holds the set (only the kernel per level lists
+    /// it, as its first frontier).
     ///
     /// ```
     /// use mgws::{Backend, Ctx, Job, PerWorker, Scheduler, TaskFunctor, TaskResult, TaskStruct};

@@ -139,9 +139,25 @@
 //! assert_eq!(<Plain as TaskExecutor<mgws_tasks::TaskStruct>>::PUBLISH_COPY_BATCH, 1);
 //! ```
 //!
+//! `indexed_in_place` (a flag) is for registries whose jobs start from many indexed tasks
+//! (`Job::indexed`) of one narrow width: a worker runs a claim of them straight from the
+//! template, a batch at a time, instead of copying it through its local queue
+//! (`TaskExecutor::INDEXED_IN_PLACE`; MEMSET's registry sets it). It costs registers in every
+//! worker of the registry:
+//!
+//! ```
+//! use mgws_core::TaskExecutor;
+//! #[mgws_tasks::registry(indexed_in_place)]
+//! enum Slots {
+//!     #[width(1)]
+//!     Memset(mgws_tasks::workloads::memset::MemsetTask),
+//! }
+//! assert!(<Slots as TaskExecutor<mgws_tasks::TaskStruct>>::INDEXED_IN_PLACE);
+//! ```
+//!
 //! Arguments other than `ptx = EXPR`, `cubin = EXPR`, `kernel = "name"`, `max_registers = N`,
 //! `local_capacity = N`, `levels_local_capacity = N`, `static_local_capacity = N`,
-//! `public_capacity = N`, `publish_copy_batch = N`, `results(...)`
+//! `public_capacity = N`, `publish_copy_batch = N`, `indexed_in_place`, `results(...)`
 //! and `crate = PATH` are compile errors, and so is a cap outside 16..=255:
 //!
 //! ```compile_fail

@@ -315,7 +315,7 @@ impl TaskFunctor for SpawnSlots {
 
 /// One lane per task for every tag, so that a worker's narrow batches run a claim of indexed
 /// initial tasks straight from the template, and their spawns go through the local queue.
-#[mgws_tasks::registry]
+#[mgws_tasks::registry(indexed_in_place)]
 pub enum IndexedSpawnTasks {
     #[width(1)]
     Memset(MemsetTask),

@@ -90,6 +90,13 @@ pub trait TaskExecutor<T>: Sync {
     /// (docs/results.md), so each registry chooses (`#[registry(publish_copy_batch = N)]`).
     const PUBLISH_COPY_BATCH: u32 = 1;
 
+    /// Whether a worker whose tasks all have one narrow width runs a claim of indexed initial
+    /// tasks (`Env::initial_counted_word`) straight from the template, a batch at a time, instead
+    /// of copying the claim through its local queue. It saves a copy in and out of the scratch
+    /// per task, and costs registers in every worker of the registry, whose jobs then seldom
+    /// start from a few listed tasks (`#[registry(indexed_in_place)]`; MEMSET's; docs/results.md).
+    const INDEXED_IN_PLACE: bool = false;
+
     /// The lanes a task of `task`'s tag runs on: a power of two from 1 to 32, or 0 for the
     /// whole worker (the default). A worker with at most that many lanes runs it on all of them.
     #[inline(always)]

@@ -454,9 +454,11 @@ impl<W: AtomicWord, T> Env<W, T> {
     ///
     /// # Safety
     /// `k < initial_len`, `w` is below the words of a task, and `initial` is valid as the env's
-    /// fields say.
+    /// fields say, in this worker's own memory (plain loads, not `Platform::load_word`), and
+    /// unchanged during the run.
     #[inline(always)]
     pub unsafe fn initial_word(&self, k: u64, w: usize) -> u64 {
+        const { assert!(core::mem::size_of::<T>() % 8 == 0 && core::mem::align_of::<T>() >= 8) };
         let words = core::mem::size_of::<T>() / 8;
         let at = self.initial as *const u64;
         if !self.initial_indexed() {

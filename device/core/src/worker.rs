@@ -7,7 +7,7 @@
 
 use crate::bridge::BRIDGE_INTERVAL;
 use crate::context::{Tagged, TaskExecutor};
-use crate::exec::{OnFull, WorkerCore};
+use crate::exec::{IndexedClaim, OnFull, WorkerCore};
 use crate::layout::Env;
 use crate::platform::Platform;
 use crate::spec::{BridgeFollower, Spec};
@@ -58,9 +58,11 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
         let c = &mut self.core;
         c.clear_damping();
         // An initial claim takes at least the tasks one step runs side by side; where every task
-        // is narrow, a claim of indexed tasks runs without a copy through the local queue.
+        // is narrow and the registry asks for it, a claim of indexed tasks runs without a copy
+        // through the local queue.
         let step = c.uniform_batch::<X>().unwrap_or(1);
-        let direct = c.uniform_batch::<X>().is_some();
+        let in_place = X::INDEXED_IN_PLACE && c.uniform_batch::<X>().is_some();
+        let mut claim = IndexedClaim::default();
         loop {
             c.tick_and_check();
             if c.aborted {
@@ -91,21 +93,23 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
                 c.refill_from_spill();
                 continue;
             }
-            if c.indexed_pending() {
-                c.run_local_batch(self.exec);
+            if in_place && claim.left > 0 {
+                // The local queue is empty: one batch of the claim, made from the template.
+                let width = c.narrow_width(self.exec);
+                c.run_narrow_batch(self.exec, width, Some(&mut claim));
                 continue;
             }
             // While its own home range lasts, a worker claims from it before it looks at its
             // public queue: it releases nothing there while initial tasks remain (a surplus of
             // spawns published there is for thieves), and the look cost a round trip to memory
             // per chunk of initial tasks.
-            if !c.own_range_exhausted && c.load_initial(step, direct) {
+            if !c.own_range_exhausted && c.load_initial(step, in_place.then(|| &mut claim)) {
                 continue;
             }
             if c.acquire() {
                 continue;
             }
-            if !c.initial_exhausted && c.load_initial(step, direct) {
+            if !c.initial_exhausted && c.load_initial(step, in_place.then(|| &mut claim)) {
                 continue;
             }
             if c.steal(self.exec) {

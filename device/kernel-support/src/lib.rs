@@ -64,7 +64,8 @@ pub mod nvshmem;
 ///   which the host's tables are built from too;
 /// - `mgws_k_static_<device|system>`: the static-assignment baseline;
 /// - `mgws_k_level`: one level of the kernel-per-level baseline;
-/// - `mgws_k_fill_indexed`: builds a job's indexed initial tasks in device memory.
+/// - `mgws_k_fill_indexed`: builds indexed initial tasks in device memory (the kernel per
+///   level's first frontier; the other entries make them from the template).
 ///
 /// The host JIT-compiles only the entry a run needs. The worker and static entries take
 ///
@@ -149,7 +150,7 @@ macro_rules! __registry_kernel {
         };
 
         /// Builds tasks `first..first + count` of an indexed set of initial tasks (task 0:
-        /// `template`) at `dst`: a job's indexed initial tasks, made on the GPU.
+        /// `template`) at `dst`: the kernel per level's first frontier of an indexed job.
         ///
         /// # Safety
         /// `dst` is valid device memory for `count` tasks.

@@ -23,11 +23,10 @@ const FILL_THREADS: u32 = 256;
 /// device, which only learns at placement whether the job is indexed.
 pub type OpenFiller = fn(&CudaBackend) -> Result<Filler>;
 
-/// The fill entry on each of a run's GPUs (the same GPUs, in the same order, as the run's
-/// session).
+/// The fill entry on the run's GPU (the kernel per level runs on one).
 pub struct Filler {
     s: Session,
-    funcs: Vec<Function>,
+    func: Function,
 }
 
 impl Filler {
@@ -36,25 +35,18 @@ impl Filler {
     pub fn open<R: Registry>(b: &CudaBackend) -> Result<Filler> {
         let entry = format!("mgws_{}_fill_indexed", R::KERNEL);
         let s = Session::open::<R>(b, FILL_THREADS, &entry)?;
-        let funcs = s.functions(&entry, &FILL_PARAMS)?;
-        Ok(Filler { s, funcs })
+        let func = s.functions(&entry, &FILL_PARAMS)?[0];
+        Ok(Filler { s, func })
     }
 
     /// Writes tasks `first..first + count` of the indexed set whose task 0 is `template` to
-    /// `dst` in run device `d`'s address space (`dst` then holds task `first + k` at index `k`),
-    /// and waits until they are written.
-    pub fn fill(
-        &self,
-        d: usize,
-        dst: u64,
-        template: TaskStruct,
-        first: u64,
-        count: u64,
-    ) -> Result<()> {
+    /// `dst` on the run's GPU (`dst` then holds task `first + k` at index `k`), and waits until
+    /// they are written.
+    pub fn fill(&self, dst: u64, template: TaskStruct, first: u64, count: u64) -> Result<()> {
         if count == 0 {
             return Ok(());
         }
-        let gpu = &self.s.gpus[d];
+        let gpu = &self.s.gpus[0];
         gpu.make_current()?;
         // Enough blocks to fill the GPU; each thread strides over the rest.
         let blocks = count
@@ -67,11 +59,13 @@ impl Filler {
             &mut first as *mut u64 as *mut c_void,
             &mut count as *mut u64 as *mut c_void,
         ];
-        let stream = &self.s.controls[d];
+        let stream = &self.s.controls[0];
         // SAFETY: the parameters match FILL_PARAMS (checked against the PTX when the entry was
         // found) in order and size; `dst` is the caller's device memory for `count` tasks.
-        let r =
-            unsafe { self.funcs[d].launch(false, blocks, FILL_THREADS, 0, stream, &mut params) };
+        let r = unsafe {
+            self.func
+                .launch(false, blocks, FILL_THREADS, 0, stream, &mut params)
+        };
         driver::check(r, || {
             format!(
                 "launching the fill of {count} initial tasks on GPU {}",

@@ -167,7 +167,7 @@ impl LevelDevice for CudaLevels {
         match job.initial {
             InitialTasks::Listed(tasks) => bufs[0].write(0, task_bytes(tasks))?,
             InitialTasks::Indexed { template, count } => {
-                (self.open_filler)(&self.b)?.fill(0, bufs[0].ptr, template, 0, count)?
+                (self.open_filler)(&self.b)?.fill(bufs[0].ptr, template, 0, count)?
             }
         }
         let counters = DeviceBuffer::alloc(g, 32, "level counters")?;

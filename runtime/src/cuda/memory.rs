@@ -300,8 +300,9 @@ pub(super) fn allocate(
 
 /// The initial tasks in device memory: on one GPU a plain buffer; on several, one range split
 /// so that each GPU holds its own queues' home ranges (`Env::initial_range`) and reaches the
-/// others' over NVLink when it claims from them. No GPU gets a copy of all of them. An indexed
-/// set's template goes to every GPU, whose workers make the tasks from it.
+/// others' over NVLink when it claims from them, or, where a GPU has no virtual memory
+/// management, a copy on each. An indexed set is only its template, copied to every GPU, whose
+/// workers make the tasks from it.
 pub(super) enum PlacedInitial {
     None,
     One(DeviceBuffer),

@@ -457,10 +457,12 @@ impl HeapLayout {
     }
 
     /// The env's `(initial, initial_len, initial_counted_word)` of the run whose heap is mapped
-    /// at `base`: the tasks in the heap, or an indexed set's template in the header.
+    /// at `base` with `header`'s values: the tasks in the heap, or an indexed set's template in
+    /// the heap's own header (at `base`, whichever copy `header` is).
     pub fn initial_tasks(&self, base: *mut u8, header: &Header) -> (*const TaskStruct, u64, u64) {
         if header.initial_indexed != 0 {
-            let template = &header.initial_template as *const TaskStruct;
+            let at = std::mem::offset_of!(Header, initial_template);
+            let template = base.wrapping_add(at) as *const TaskStruct;
             (template, header.initial_len, TaskStruct::INDEXED_WORD)
         } else {
             (

@@ -36,7 +36,8 @@
 //!   `static_local_capacity = N`, `public_capacity = N`, `publish_copy_batch = N` and
 //!   `results(name: Type, ...)`: the kernel's name and its tuning, and the result tables
 //!   (described with examples in `mgws_tasks::registry`); `publish_copy_batch` becomes
-//!   `TaskExecutor::PUBLISH_COPY_BATCH`.
+//!   `TaskExecutor::PUBLISH_COPY_BATCH`; `indexed_in_place` becomes
+//!   `TaskExecutor::INDEXED_IN_PLACE`.
 //! - `crate = PATH`: where the task model lives, for the generated paths. By default the macro
 //!   reads the calling crate's `Cargo.toml`: `::mgws_tasks` when it depends on `mgws-tasks`,
 //!   `::mgws::__tasks` (the `mgws` crate's re-export) when it depends only on `mgws`.
@@ -61,6 +62,8 @@ struct Args {
     kernel: Option<syn::LitStr>,
     max_registers: Option<syn::LitInt>,
     publish_copy_batch: Option<syn::LitInt>,
+    /// `indexed_in_place`: narrow workers run claims of indexed initial tasks from the template.
+    indexed_in_place: bool,
     local_capacity: Option<syn::LitInt>,
     levels_local_capacity: Option<syn::LitInt>,
     static_local_capacity: Option<syn::LitInt>,
@@ -123,6 +126,12 @@ impl Args {
                      paths: 1, 2, 4 or 8, like 4",
                 )?);
                 Ok(())
+            } else if meta.path.is_ident("indexed_in_place") {
+                if args.indexed_in_place {
+                    return Err(meta.error("`indexed_in_place` is given twice"));
+                }
+                args.indexed_in_place = true;
+                Ok(())
             } else if meta.path.is_ident("local_capacity") {
                 capacity_arg(&meta, &mut args.local_capacity, "local", 65536, 128)
             } else if meta.path.is_ident("levels_local_capacity") {
@@ -173,6 +182,8 @@ impl Args {
                      `kernel = \"name\"` (the name its kernel entries carry), `max_registers = N` \
                      (the CUDA backend's default register cap for its kernels), \
                      `publish_copy_batch = N` (words each lane copies at once when it publishes), \
+                     `indexed_in_place` (narrow workers run indexed initial tasks from their \
+                     template), \
                      `local_capacity = N` (the CUDA backend's default local queue), \
                      `levels_local_capacity = N` (the same for the kernel per level), \
                      `static_local_capacity = N` (the same for static assignment), \
@@ -498,6 +509,11 @@ fn expand(
             const PUBLISH_COPY_BATCH: u32 = #n;
         }
     });
+    let indexed_in_place = args.indexed_in_place.then(|| {
+        quote! {
+            const INDEXED_IN_PLACE: bool = true;
+        }
+    });
     let (levels_local_capacity, static_local_capacity) = (
         args.levels_local_capacity.as_ref(),
         args.static_local_capacity.as_ref(),
@@ -713,6 +729,7 @@ fn expand(
             const NARROW: bool = #narrow;
             const UNIFORM_WIDTH: ::core::option::Option<u32> = #uniform_width;
             #publish_copy_batch
+            #indexed_in_place
             #width_fn
             #[inline(always)]
             fn execute<C: #krate::__core::Context<Task = #krate::TaskStruct>>(

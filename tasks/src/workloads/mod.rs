@@ -24,12 +24,14 @@ pub use uts::{UtsNode, UtsTask};
 /// faster than 64. The static baseline keeps 64, at which 32 of its workers fit an SM (22 at
 /// 128). Its kernels are capped at 80 registers, where the worker spills nothing and 23 workers
 /// still fit an H200 SM: it ran 2% faster than at 64, and 96 leaves room for 20 (the static
-/// kernel needs 64 either way; docs/results.md).
+/// kernel needs 64 either way; docs/results.md). Its jobs are indexed, and its workers run their
+/// claims from the template (`indexed_in_place`).
 #[crate::registry(
     kernel = "memset",
     max_registers = 80,
     local_capacity = 128,
-    static_local_capacity = 64
+    static_local_capacity = 64,
+    indexed_in_place
 )]
 pub enum MemsetTasks {
     #[width(1)]

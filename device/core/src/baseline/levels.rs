@@ -44,6 +44,8 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> LevelWorker
     #[inline(always)]
     pub fn run(mut self, first: u64, stride: u64) {
         let c = &mut self.core;
+        // A frontier is a list: the host lists or fills an indexed job's first one.
+        debug_assert!(!c.env.initial_indexed(), "a level's frontier is listed");
         let total = c.env.initial_len;
         let mut next = first;
         while next < total {

@@ -1,7 +1,7 @@
 //! Initial tasks: claiming chunks of this worker's home range, and of other ranges once it is
 //! claimed, and loading them into the local queue.
 
-use super::WorkerCore;
+use super::{IndexedClaim, WorkerCore};
 use crate::config::{INITIAL_COPY_BATCH, INITIAL_VICTIM_TRIES};
 use crate::layout::{claim_is_full_chunk, claim_size};
 use crate::leader::NO_RANGE;
@@ -16,11 +16,11 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// claim through their own counters while their ranges last, so they do not contend on one
     /// shared cursor. A claim takes at least `step` tasks where that many remain: the tasks the
     /// worker runs side by side. `initial_exhausted` is set once every range has been claimed to
-    /// its end. With `direct` (tasks all of one narrow width) a claim of an indexed set is not
-    /// copied: the worker's narrow batches make its tasks from the template
-    /// ([`WorkerCore::indexed_pending`]).
+    /// its end. With `in_place` (the registry runs indexed tasks in place, all of one narrow
+    /// width) a claim of an indexed set is not copied but goes to `in_place`, whose tasks the
+    /// worker's narrow batches then make from the template.
     #[inline(always)]
-    pub(crate) fn load_initial(&mut self, step: u64, direct: bool) -> bool {
+    pub(crate) fn load_initial(&mut self, step: u64, in_place: Option<&mut IndexedClaim>) -> bool {
         self.set_operation(Operation::LoadInitial);
         self.p.protocol_step(ProtocolStep::LoadInitial);
         let mut plan = [0u64; 4];
@@ -77,11 +77,12 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         if count == 0 {
             return false;
         }
-        self.count(|s| s.initial_loads += 1);
-        if direct && self.env.initial_indexed() {
-            // At most a claim (below `MAX_FIELD`, a queue's capacity bound) at a time.
-            self.indexed_next = start;
-            self.indexed_left = count as u32;
+        if let Some(claim) = in_place.filter(|_| self.env.initial_indexed()) {
+            *claim = IndexedClaim {
+                next: start,
+                left: count as u32,
+            };
+            self.count(|s| s.initial_loads += 1);
             self.set_operation(Operation::RunTask);
             return true;
         }
@@ -106,6 +107,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         );
         self.p.barrier();
         self.local_head = self.local_head.wrapping_add(count as u32);
+        self.count(|s| s.initial_loads += 1);
         self.set_operation(Operation::RunTask);
         true
     }

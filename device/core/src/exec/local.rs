@@ -50,8 +50,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             self.run_next_local(exec);
             left -= 1;
             // A task that made room left a surplus for the loop to publish: end the batch.
-            let more = self.local_len() > 0 || self.indexed_pending();
-            if left == 0 || self.aborted || !more || self.surplus > 0 {
+            if left == 0 || self.aborted || self.local_len() == 0 || self.surplus > 0 {
                 break;
             }
         }
@@ -69,12 +68,6 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     }
 
     // ----- local queue and overflow stack -------------------------------------------------------
-
-    /// Whether claimed indexed initial tasks wait to run from the template (see `load_initial`).
-    #[inline(always)]
-    pub(crate) fn indexed_pending(&self) -> bool {
-        self.indexed_left > 0
-    }
 
     #[inline(always)]
     pub(crate) fn local_len(&self) -> u64 {

@@ -111,11 +111,18 @@ pub struct WorkerCore<'e, P: Platform, T, S: Spec> {
     /// The narrow spawn cursor's value after the last narrow batch (uniform; see
     /// `exec/narrow.rs`). Unused, and compiled away, where no task is narrow.
     pub(crate) narrow_base: u32,
-    /// Claimed initial tasks of an indexed set still to run, from `indexed_next` on (uniform):
-    /// narrow batches make them from the template in the lanes' registers instead of going
-    /// through the local queue (`load_initial`).
-    pub(crate) indexed_next: u64,
-    pub(crate) indexed_left: u32,
+}
+
+/// Claimed initial tasks of an indexed set still to run in place, from `next` on (uniform: the
+/// same on every lane): narrow batches make them from the template in the lanes' registers
+/// instead of copying them through the local queue (`load_initial`). The worker loop holds it,
+/// and only where the registry runs indexed tasks in place
+/// ([`TaskExecutor::INDEXED_IN_PLACE`]), so other workers keep no register for it.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct IndexedClaim {
+    pub(crate) next: u64,
+    /// At most a claim (below `MAX_FIELD`, a queue's capacity bound).
+    pub(crate) left: u32,
 }
 
 impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
@@ -179,8 +186,6 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             tasks_run: 0,
             noted_tag: 0,
             narrow_base: 0,
-            indexed_next: 0,
-            indexed_left: 0,
             pop_pending: core::cell::Cell::new(false),
             on_full,
             spec: core::marker::PhantomData,
@@ -319,7 +324,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         if X::NARROW {
             let width = self.narrow_width(exec);
             if width != 0 {
-                self.run_narrow_batch(exec, width);
+                self.run_narrow_batch(exec, width, None);
                 return;
             }
         }

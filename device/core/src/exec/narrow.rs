@@ -6,7 +6,7 @@
 //! first, the overflow stack beyond it. Stealing, publishing and termination see only the local
 //! queue and the overflow stack, as after a worker-wide task.
 
-use super::{OnFull, WorkerCore};
+use super::{IndexedClaim, OnFull, WorkerCore};
 use crate::config::RELEASE_MIN_LOCAL;
 use crate::context::{Tagged, TaskExecutor};
 use crate::error::RunError;
@@ -78,19 +78,28 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> WorkerCore<'e, P, T, S> {
     /// full first makes room (the loop publishes the surplus), so that the spawns mostly land in
     /// the ring.
     #[inline(always)]
-    pub(crate) fn run_narrow_batch<X: TaskExecutor<T>>(&mut self, exec: &X, width: u32) {
+    pub(crate) fn run_narrow_batch<X: TaskExecutor<T>>(
+        &mut self,
+        exec: &X,
+        width: u32,
+        mut claim: Option<&mut IndexedClaim>,
+    ) {
         let groups = self.p.lane_count() / width;
         let len = self.local_len();
-        // An empty local queue with claimed indexed tasks pending (only where every task has one
-        // narrow width): the batch makes them from the template, and pops nothing.
-        let indexed = len == 0;
-        debug_assert!(!indexed || self.indexed_left > 0, "a batch with no task");
+        // With `claim` (only where every task has one narrow width and the registry runs indexed
+        // tasks in place): the batch makes the claim's next tasks from the template, pops
+        // nothing, and leaves the local queue's tasks below its spawns.
+        let (indexed, next, left) = match claim.as_deref() {
+            Some(c) if X::INDEXED_IN_PLACE => (true, c.next, c.left),
+            _ => (false, 0, 0),
+        };
+        debug_assert!(!indexed || left > 0, "a batch with no task");
         let count = match X::UNIFORM_WIDTH {
-            _ if indexed => (self.indexed_left as u64).min(groups as u64),
+            _ if indexed => (left as u64).min(groups as u64),
             Some(_) => len.min(groups as u64),
             None => self.narrow_run(exec, width, groups),
         };
-        let kept = if indexed { 0 } else { len - count };
+        let kept = if indexed { len } else { len - count };
         if kept > self.local_capacity / 2 {
             // The loop publishes the surplus (mgws), or the tasks went to the next frontier
             // (kernel-per-level), before the next batch.
@@ -107,11 +116,10 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> WorkerCore<'e, P, T, S> {
         // Every lane reads its group's task before any lane spawns into the popped slots.
         self.settle_pop();
         let group = self.p.lane_id() / width;
-        let next = self.indexed_next;
         let mine = (group < count as u32).then(|| {
             if indexed {
-                // SAFETY: tasks next..next + indexed_left were claimed by this worker alone and
-                // lie below initial_len.
+                // SAFETY: tasks next..next + left were claimed by this worker alone and lie
+                // below initial_len.
                 return unsafe { self.env.initial_task(next + group as u64) };
             }
             let slot = self.local_slot(head as u64 + count - 1 - group as u64);
@@ -128,9 +136,9 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> WorkerCore<'e, P, T, S> {
         };
         self.p.barrier();
         self.local_head = head;
-        if indexed {
-            self.indexed_next = next + count;
-            self.indexed_left -= count as u32;
+        if let Some(c) = claim.as_deref_mut() {
+            c.next = next + count;
+            c.left = left - count as u32;
         }
         self.tasks_run += count;
         self.note_task(first_tag);
