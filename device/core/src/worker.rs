@@ -61,7 +61,10 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
         // is narrow and the registry asks for it, a claim of indexed tasks runs without a copy
         // through the local queue.
         let step = c.uniform_batch::<X>().unwrap_or(1);
-        let in_place = X::INDEXED_IN_PLACE && c.uniform_batch::<X>().is_some();
+        // Not the bridge worker: it serves the other side from its local queue.
+        let in_place = X::INDEXED_IN_PLACE
+            && !S::bridged(&c.env.config)
+            && c.uniform_batch::<X>().is_some();
         let mut claim = IndexedClaim::default();
         loop {
             c.tick_and_check();
