@@ -61,9 +61,13 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
         // is narrow and the registry asks for it, a claim of indexed tasks runs without a copy
         // through the local queue.
         let step = c.uniform_batch::<X>().unwrap_or(1);
-        // Not the bridge worker: it serves the other side from its local queue.
+        // Not in a bridged run (a GPU kernel's bridged entries leave it out at compile time):
+        // there the bridge worker serves the other side from its local queue, and the bridged
+        // entries ran their claims in place more than twice as slowly (docs/results.md).
+        let cfg = &c.env.config;
         let in_place = X::INDEXED_IN_PLACE
-            && !S::bridged(&c.env.config)
+            && !S::bridged(cfg)
+            && !S::follows_bridge(cfg)
             && c.uniform_batch::<X>().is_some();
         let mut claim = IndexedClaim::default();
         loop {
