@@ -458,7 +458,7 @@ impl<W: AtomicWord, T> Env<W, T> {
     /// unchanged during the run.
     #[inline(always)]
     pub unsafe fn initial_word(&self, k: u64, w: usize) -> u64 {
-        const { assert!(core::mem::size_of::<T>() % 8 == 0 && core::mem::align_of::<T>() >= 8) };
+        const { assert!(core::mem::size_of::<T>().is_multiple_of(8) && core::mem::align_of::<T>() >= 8) };
         let words = core::mem::size_of::<T>() / 8;
         let at = self.initial as *const u64;
         if !self.initial_indexed() {

@@ -110,13 +110,13 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
             // public queue: it releases nothing there while initial tasks remain (a surplus of
             // spawns published there is for thieves), and the look cost a round trip to memory
             // per chunk of initial tasks.
-            if !c.own_range_exhausted && c.load_initial(step, in_place.then(|| &mut claim)) {
+            if !c.own_range_exhausted && c.load_initial(step, in_place.then_some(&mut claim)) {
                 continue;
             }
             if c.acquire() {
                 continue;
             }
-            if !c.initial_exhausted && c.load_initial(step, in_place.then(|| &mut claim)) {
+            if !c.initial_exhausted && c.load_initial(step, in_place.then_some(&mut claim)) {
                 continue;
             }
             if c.steal(self.exec) {

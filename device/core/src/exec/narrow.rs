@@ -82,7 +82,7 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> WorkerCore<'e, P, T, S> {
         &mut self,
         exec: &X,
         width: u32,
-        mut claim: Option<&mut IndexedClaim>,
+        claim: Option<&mut IndexedClaim>,
     ) {
         let groups = self.p.lane_count() / width;
         let len = self.local_len();
@@ -136,7 +136,7 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> WorkerCore<'e, P, T, S> {
         };
         self.p.barrier();
         self.local_head = head;
-        if let Some(c) = claim.as_deref_mut() {
+        if let Some(c) = claim {
             c.next = next + count;
             c.left = left - count as u32;
         }
