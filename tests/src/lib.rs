@@ -403,6 +403,22 @@ pub fn spawned_memset_with<R: mgws_tasks::Registry>(
     Ok((report, verify(&memory)))
 }
 
+/// `builder`'s scheduler under chaos seeded by `seed`: random yields at 200 of 1,024 protocol
+/// steps, sleeps of up to 200 us at 8, and a watchdog of 20 s.
+pub fn chaotic(builder: mgws::SchedulerBuilder, seed: u64) -> Scheduler {
+    builder
+        .seed(seed)
+        .watchdog(std::time::Duration::from_secs(20))
+        .chaos(mgws::Chaos {
+            seed,
+            yield_per_1024: 200,
+            sleep_per_1024: 8,
+            max_sleep_us: 200,
+        })
+        .build()
+        .unwrap()
+}
+
 /// Runs 3,000 spawned MEMSET tasks from `roots` roots with `builder`'s settings under chaos
 /// (random yields at 200 of 1,024 protocol steps, sleeps of up to 200 us at 8) seeded by `seed`,
 /// and asserts that every task ran exactly once.
@@ -417,17 +433,7 @@ pub fn chaotic_memset_with<R: mgws_tasks::Registry>(
     seed: u64,
     roots: u64,
 ) -> RunReport {
-    let sched = builder
-        .seed(seed)
-        .watchdog(std::time::Duration::from_secs(20))
-        .chaos(mgws::Chaos {
-            seed,
-            yield_per_1024: 200,
-            sleep_per_1024: 8,
-            max_sleep_us: 200,
-        })
-        .build()
-        .unwrap();
+    let sched = chaotic(builder, seed);
     let (report, check) = spawned_memset_with(registry, &sched, 3_000, roots, 2, None).unwrap();
     assert!(check.ok(), "seed {seed}: {check:?}");
     assert!(report.tasks_run > 3_000, "seed {seed}");

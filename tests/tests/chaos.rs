@@ -73,27 +73,18 @@ fn narrow_tasks_survive_random_delays_at_every_step() {
 /// every task ran once.
 #[test]
 fn indexed_tasks_run_from_the_template_survive_random_delays() {
-    use mgws_tests::indexed_spawns;
+    use mgws_tests::{chaotic, indexed_spawns};
     for seed in 0..12u64 {
         let lanes = [2, 4][(seed % 2) as usize];
         let domains = 1 + (seed / 2 % 2) as u32;
-        let sched = Scheduler::builder()
+        let builder = Scheduler::builder()
             .workers(4)
             .lanes(lanes)
             .local_capacity(8)
             .public_capacity(6)
             .termination(TERMINATIONS[(seed / 4 % 3) as usize])
-            .cpu_domains(domains)
-            .seed(seed)
-            .watchdog(std::time::Duration::from_secs(20))
-            .chaos(mgws::Chaos {
-                seed,
-                yield_per_1024: 200,
-                sleep_per_1024: 8,
-                max_sleep_us: 200,
-            })
-            .build()
-            .unwrap();
+            .cpu_domains(domains);
+        let sched = chaotic(builder, seed);
         let (count, per) = (700, 3);
         let (report, check) = indexed_spawns(&sched, count, per).unwrap();
         assert!(check.ok(), "seed {seed}: {check:?}");
