@@ -90,11 +90,21 @@ impl<'a> InitialTasks<'a> {
         let count = self.len();
         let what = format_args!("{count} indexed initial tasks");
         let mut built = crate::memory::try_with_capacity::<TaskStruct>(what, count)?;
-        self.write_into(&mut built.spare_capacity_mut()[..count as usize]);
-        // SAFETY: write_into wrote each of the first `count` slots.
-        unsafe { built.set_len(count as usize) };
+        self.append_to(&mut built);
         *store = built;
         Ok(store)
+    }
+
+    /// Appends the tasks to `list`, which has room for them ([`InitialTasks::write_into`]).
+    ///
+    /// # Panics
+    /// If `list` has no room for them.
+    pub fn append_to(&self, list: &mut Vec<TaskStruct>) {
+        let (len, count) = (list.len(), self.len() as usize);
+        assert!(list.capacity() - len >= count, "room for the initial tasks");
+        self.write_into(&mut list.spare_capacity_mut()[..count]);
+        // SAFETY: write_into wrote the `count` slots after the first `len`.
+        unsafe { list.set_len(len + count) };
     }
 
     /// Writes task `k` to `dst[k]` for every task, on every core (one thread is slow to fill

@@ -112,12 +112,7 @@ impl<R: TaskExecutor<TaskStruct> + Sync> LevelDevice for CpuLevels<'_, R> {
         let what = format_args!("--level-capacity {capacity} (two frontier buffers)");
         crate::memory::check_host(what, crate::memory::bytes_of::<TaskStruct>(capacity) * 2)?;
         let mut first = crate::memory::try_with_capacity(what, capacity)?;
-        let count = job.initial.len() as usize;
-        job.initial
-            .write_into(&mut first.spare_capacity_mut()[..count]);
-        // SAFETY: write_into wrote the first `count` slots, and `first` has room for `capacity`,
-        // at least `count`.
-        unsafe { first.set_len(count) };
+        job.initial.append_to(&mut first);
         let second = crate::memory::try_with_capacity(what, capacity)?;
         self.placed = Some(Placed {
             grid,
