@@ -35,9 +35,7 @@ pub struct VictimPicker {
     /// [`VictimPicker::record_initial`]).
     initial_misses: u32,
     /// Local first: every home range of the own device is claimed (the worker read its device's
-    /// count, or saw the whole initial set claimed: [`VictimPicker::set_own_device_claimed`]).
-    /// Initial picks and steals leave the device only then: until then its workers have initial
-    /// tasks of their own device to claim.
+    /// count, [`VictimPicker::set_own_device_claimed`]); initial picks leave the device only then.
     own_device_claimed: bool,
     same_device_only: bool,
     /// [`crate::RunFlags::INITIAL_OWN_DEVICE`]: initial picks never leave the own device.
@@ -118,8 +116,8 @@ impl VictimPicker {
     }
 
     /// What the worker read: whether every home range of its device is claimed. Once it is,
-    /// initial picks go to other devices' ranges and steals may (local first); until then the
-    /// initial misses start over.
+    /// initial picks go to other devices' ranges (local first); until then the misses start
+    /// over.
     #[inline(always)]
     pub fn set_own_device_claimed(&mut self, claimed: bool) {
         if claimed {
@@ -177,10 +175,9 @@ impl VictimPicker {
         let local = if others == 0 || self.same_device_only {
             true
         } else if local_first_tries > 0 {
-            // The own device while its queues may still hold tasks or its home ranges initial
-            // tasks; one other device's queue after `local_first_tries` misses in a row (or
-            // where the device has no other queue).
-            if (self.misses < local_first_tries || !self.own_device_claimed) && dev_len >= 2 {
+            // The own device while its queues may still hold tasks; one other device's queue
+            // after `local_first_tries` misses in a row (or where the device has no other queue).
+            if self.misses < local_first_tries && dev_len >= 2 {
                 true
             } else {
                 self.went_remote = true;
@@ -324,14 +321,6 @@ mod tests {
         // 2 devices of 4 queues; worker 1 on device 0; 3 misses in a row before a remote pick.
         let t = Topology::split(&[4, 4], 1);
         let mut p = VictimPicker::new(5, 1, 1, &t, 0, 3, false);
-        // While the device's home ranges are not all claimed, steals stay on it, however many
-        // miss; once they are, the policy proper.
-        for _ in 0..100 {
-            assert!(p.pick(&t).unwrap() < 4);
-            p.record(false);
-        }
-        p.set_own_device_claimed(true);
-        p.record(true);
         // Every attempt finds tasks: never off the device.
         for _ in 0..1000 {
             let q = p.pick(&t).unwrap();
@@ -359,8 +348,6 @@ mod tests {
         // has nothing off it.
         let lonely = Topology::split(&[1, 4], 1);
         let mut p = VictimPicker::new(5, 0, 0, &lonely, 0, 3, false);
-        assert!(p.pick(&lonely).unwrap() >= 1);
-        p.set_own_device_claimed(true);
         assert!(p.pick(&lonely).unwrap() >= 1);
         let single = Topology::single(4, 1);
         let mut p = VictimPicker::new(5, 0, 0, &single, 0, 3, false);

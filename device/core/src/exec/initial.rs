@@ -71,9 +71,6 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             // only after a claim that found nothing. After a claim the worker has tasks to run,
             // and the read, a round trip over NVLink off the first GPU, delayed their copy.
             let all_done = own_done && count == 0 && self.initial_set_claimed();
-            if all_done {
-                self.with_leader(|l| l.picker.set_own_device_claimed(true));
-            }
             plan = [start, count, own_done as u64, all_done as u64];
         }
         let [start, count, own_done, all_done] = self.exchange(plan);

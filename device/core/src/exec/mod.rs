@@ -191,24 +191,18 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             spec: core::marker::PhantomData,
         };
         if core.p.is_leader() {
-            let mut picker = VictimPicker::new(
-                cfg.seed,
-                id,
-                queue,
-                &env.topology,
-                u32::from(cfg.same_device_bias_permille),
-                u32::from(cfg.local_first_tries),
-                flags.contains(RunFlags::SAME_DEVICE_ONLY),
-            )
-            .initial_on_own_device(flags.contains(RunFlags::INITIAL_OWN_DEVICE));
-            // A device whose home ranges hold no initial task has none to claim from the start.
-            let t = &env.topology;
-            if t.devices > 1 && env.device_initial_ranges(t.device_of_worker(id)) == 0 {
-                picker.set_own_device_claimed(true);
-            }
             let state = LeaderState {
                 stats: WorkerStats::default(),
-                picker,
+                picker: VictimPicker::new(
+                    cfg.seed,
+                    id,
+                    queue,
+                    &env.topology,
+                    u32::from(cfg.same_device_bias_permille),
+                    u32::from(cfg.local_first_tries),
+                    flags.contains(RunFlags::SAME_DEVICE_ONLY),
+                )
+                .initial_on_own_device(flags.contains(RunFlags::INITIAL_OWN_DEVICE)),
                 claims_at_last_vote: 0,
                 iterations_total: 0,
                 iterations_reported: 0,

@@ -71,9 +71,6 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             let abort = (self.abort_flag())();
             let exhausted =
                 self.initial_exhausted || (self.own_range_claimed() && self.initial_set_claimed());
-            if exhausted {
-                self.with_leader(|l| l.picker.set_own_device_claimed(true));
-            }
             answer = [abort as u64, exhausted as u64];
         }
         let [abort, exhausted] = self.exchange(answer);
