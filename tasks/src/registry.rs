@@ -256,10 +256,9 @@ pub const fn fingerprint_bytes(mut hash: u64, bytes: &[u8]) -> u64 {
 
 /// What every kernel shares with the host besides its registry's types: bumped whenever that
 /// changes without changing the env's size (the env's fields, `TaskStruct`, a kernel entry's
-/// parameters, the memory it points to), so that a kernel built by another mgws is refused by
-/// its fingerprint ([`Registry::FINGERPRINT`]) rather than misreading its env. 2:
-/// `Env::initial_counted_word`; 3: `DeviceWords::initial_ranges_done`.
-pub const KERNEL_ABI: u64 = 3;
+/// parameters), so that a kernel built by another mgws is refused by its fingerprint
+/// ([`Registry::FINGERPRINT`]) rather than misreading its env. 2: `Env::initial_counted_word`.
+pub const KERNEL_ABI: u64 = 2;
 
 /// Where every registry's digest starts: the FNV-1a offset basis with [`KERNEL_ABI`] and the
 /// size of the env mixed in.

@@ -24,37 +24,31 @@ pub struct SharedState<W> {
     pub exited_workers: W,
     /// Devices whose workers all count themselves idle
     /// ([`crate::TerminationMode::Hierarchical`]; each device's own count is its
-    /// [`Env::device_words`] word).
+    /// [`Env::device_idle`] word).
     pub idle_devices: W,
     _pad: W,
 }
 
-/// A device's own words, in that device's memory: hierarchical termination's idle counter and
-/// relay, and how many of its queues' home ranges are claimed.
+/// A device's words of hierarchical termination, in that device's memory.
 #[repr(C)]
-pub struct DeviceWords<W> {
+pub struct DeviceIdle<W> {
     /// Workers of the device that count themselves idle.
     pub count: W,
     /// Nonzero once the device's watcher saw every device all idle ([`crate::termination::EndWatch`]).
     pub over: W,
-    /// Home ranges of this device's queues claimed to their end, counted in runs of several
-    /// devices only (as [`SharedState::initial_ranges_done`] counts all). Its workers claim
-    /// other devices' ranges only once it reaches [`Env::device_initial_ranges`].
-    pub initial_ranges_done: W,
 }
 
-impl<W: AtomicWord> DeviceWords<W> {
+impl<W: AtomicWord> DeviceIdle<W> {
     /// The initial state (all zero), for hosts that build it from values rather than bytes.
     pub fn new() -> Self {
-        DeviceWords {
+        DeviceIdle {
             count: W::new(0),
             over: W::new(0),
-            initial_ranges_done: W::new(0),
         }
     }
 }
 
-impl<W: AtomicWord> Default for DeviceWords<W> {
+impl<W: AtomicWord> Default for DeviceIdle<W> {
     fn default() -> Self {
         Self::new()
     }
@@ -333,11 +327,10 @@ pub struct Env<W, T> {
     /// Voting tree: one word per worker, then one per device for the global tree, then one per
     /// device for the device-local copy of the decision.
     pub tree: *const W,
-    /// Device `d`'s own words ([`DeviceWords`]), in that device's own memory: the idle counter
-    /// and relay of [`crate::TerminationMode::Hierarchical`], updated at device scope by its
-    /// workers only, and its count of claimed home ranges; null for devices the topology does
-    /// not have (and in the baselines' bare envs).
-    pub device_words: [*const DeviceWords<W>; MAX_DEVICES],
+    /// Device `d`'s idle counter and relay ([`crate::TerminationMode::Hierarchical`]), in that
+    /// device's own memory, updated at device scope by its workers only; null for devices the
+    /// topology does not have, and for runs of another termination mode.
+    pub device_idle: [*const DeviceIdle<W>; MAX_DEVICES],
     /// The abort flag this env's workers read: [`SharedState::abort`], or a copy of it in the
     /// memory of the device this env is for. The shared state lives on one device: a copy on
     /// each spares the workers of the others a remote load at every progress check.
@@ -508,24 +501,6 @@ impl<W: AtomicWord, T> Env<W, T> {
     #[inline(always)]
     pub fn initial_ranges(&self) -> u64 {
         self.initial_len.min(self.topology.queues() as u64)
-    }
-
-    /// Home ranges of device `d`'s queues that hold at least one task: all of them where there
-    /// are at least as many tasks as queues, else one per task the device's ranges hold (each
-    /// range then holds at most one).
-    #[inline(always)]
-    pub fn device_initial_ranges(&self, d: u32) -> u64 {
-        let t = &self.topology;
-        let (first, end) = (
-            t.first_queue[d as usize] as u64,
-            t.first_queue[d as usize + 1] as u64,
-        );
-        let (n, queues) = (self.initial_len, t.queues() as u64);
-        if n >= queues {
-            end - first
-        } else {
-            end * n / queues - first * n / queues
-        }
     }
 
     /// The header of public queue `q`.
@@ -734,7 +709,7 @@ impl<W, T> Env<W, T> {
             queue_headers: [core::ptr::null(); MAX_DEVICES],
             queue_slots: [core::ptr::null_mut(); MAX_DEVICES],
             tree: core::ptr::null(),
-            device_words: [core::ptr::null(); MAX_DEVICES],
+            device_idle: [core::ptr::null(); MAX_DEVICES],
             abort: core::ptr::null(),
             device_abort: [core::ptr::null(); MAX_DEVICES],
             bridge: core::ptr::null(),
@@ -769,47 +744,6 @@ mod tests {
     use crate::config::SchedConfig;
     use crate::platform::{AtomicWord, Ordering, Scope};
     use crate::HostWord;
-
-    #[test]
-    fn each_device_counts_the_home_ranges_of_its_queues_that_hold_tasks() {
-        for (split, shares) in [
-            (&[4u32, 4][..], 1u32),
-            (&[3, 5, 2][..], 1),
-            (&[6, 2][..], 2),
-        ] {
-            let topology = Topology::split(split, shares);
-            for n in [0u64, 1, 2, 3, 5, 7, 8, 9, 10, 11, 1000] {
-                let mut env = Env::<HostWord, u64>::bare(
-                    SchedConfig::new(1),
-                    1,
-                    core::ptr::null(),
-                    n,
-                    [0; super::DATA_AREAS],
-                );
-                env.topology = topology;
-                let mut sum = 0;
-                for d in 0..topology.devices {
-                    let (first, end) = (
-                        topology.first_queue[d as usize],
-                        topology.first_queue[d as usize + 1],
-                    );
-                    let holding = (first..end)
-                        .filter(|&q| {
-                            let (lo, hi) = env.initial_range(q);
-                            hi > lo
-                        })
-                        .count() as u64;
-                    assert_eq!(
-                        env.device_initial_ranges(d),
-                        holding,
-                        "{split:?} n={n} d={d}"
-                    );
-                    sum += holding;
-                }
-                assert_eq!(sum, env.initial_ranges(), "{split:?} n={n}");
-            }
-        }
-    }
 
     #[test]
     fn indexed_initial_tasks_are_the_template_counted_up_in_one_word() {

@@ -52,7 +52,7 @@ pub use error::{RunError, TaskError, CORE_CODES};
 pub use exec::{LevelSink, WorkerCore};
 pub use host_word::HostWord;
 pub use layout::{
-    DeviceWords, Env, LevelArgs, QueueHeader, SharedState, Topology, WorkerProgress, WorkerStats,
+    DeviceIdle, Env, LevelArgs, QueueHeader, SharedState, Topology, WorkerProgress, WorkerStats,
     AREA_WRITABLE, DATA_AREAS, INITIAL_LISTED,
 };
 pub use leader::LeaderState;

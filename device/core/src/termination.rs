@@ -93,9 +93,9 @@ pub enum EndWatch<'a, W> {
     /// run, whose other side can still send tasks), so it cannot be relayed.
     Global,
     /// The device's watcher: it reads the global word, and relays a yes into the device's
-    /// [`crate::DeviceWords::over`].
+    /// [`crate::DeviceIdle::over`].
     Watch(&'a W),
-    /// It reads the device's [`crate::DeviceWords::over`], in its own device's memory.
+    /// It reads the device's [`crate::DeviceIdle::over`], in its own device's memory.
     Relayed(&'a W),
 }
 
@@ -155,9 +155,9 @@ impl<W: AtomicWord> HierarchicalCounter<'_, W> {
             return false;
         }
         match self.end {
-            EndWatch::Global => self.every_device_words(),
+            EndWatch::Global => self.every_device_idle(),
             EndWatch::Watch(over) => {
-                let all = self.every_device_words();
+                let all = self.every_device_idle();
                 if all {
                     self.relay_end(over);
                 }
@@ -169,11 +169,11 @@ impl<W: AtomicWord> HierarchicalCounter<'_, W> {
 
     /// The global word counts every device all idle (acquire, as in [`Self::all_idle`]).
     #[inline(always)]
-    fn every_device_words(&self) -> bool {
+    fn every_device_idle(&self) -> bool {
         self.global.load(Ordering::Acquire, self.scope) == self.devices
     }
 
-    /// The watcher's relay into the device's [`crate::DeviceWords::over`]. Apart only for the loom
+    /// The watcher's relay into the device's [`crate::DeviceIdle::over`]. Apart only for the loom
     /// model whose twin relays on the wrong condition.
     #[inline(always)]
     pub fn relay_end(&self, over: &W) {

@@ -10,10 +10,10 @@ use rand_pcg::Pcg32;
 
 use crate::layout::Topology;
 
-/// Initial claims that found nothing in a row on the own device before the worker reads whether
-/// every home range of its device is claimed ([`VictimPicker::initial_check_due`]), the condition
-/// under which [`VictimPicker::pick_initial`] goes to other devices' ranges (local first).
-/// Initial claims keep their own count, apart from the steals'.
+/// Initial claims that found nothing in a row on the own device before
+/// [`VictimPicker::pick_initial`] tries other devices' home ranges (local first). Initial claims
+/// keep their own count, apart from the steals': a device whose ranges are all claimed then
+/// helps the ranges of a slower device instead of waiting for it (docs/design.md 7.1).
 pub const INITIAL_LOCAL_FIRST_TRIES: u32 = 16;
 
 /// A per-worker victim picker. Only lane 0 of a worker has one (in its `LeaderState`); it draws
@@ -34,9 +34,6 @@ pub struct VictimPicker {
     /// Local first: initial claims in a row that found nothing (see
     /// [`VictimPicker::record_initial`]).
     initial_misses: u32,
-    /// Local first: every home range of the own device is claimed (the worker read its device's
-    /// count, [`VictimPicker::set_own_device_claimed`]); initial picks leave the device only then.
-    own_device_claimed: bool,
     same_device_only: bool,
     /// [`crate::RunFlags::INITIAL_OWN_DEVICE`]: initial picks never leave the own device.
     initial_own_device: bool,
@@ -65,7 +62,6 @@ impl VictimPicker {
             misses: 0,
             went_remote: false,
             initial_misses: 0,
-            own_device_claimed: false,
             same_device_only,
             initial_own_device: false,
         }
@@ -97,7 +93,8 @@ impl VictimPicker {
     }
 
     /// Tells the picker whether the initial claim on its last [`VictimPicker::pick_initial`]
-    /// found tasks.
+    /// found tasks. After [`INITIAL_LOCAL_FIRST_TRIES`] misses in a row, initial picks leave the
+    /// own device until one finds tasks.
     #[inline(always)]
     pub fn record_initial(&mut self, found: bool) {
         self.initial_misses = if found {
@@ -105,26 +102,6 @@ impl VictimPicker {
         } else {
             self.initial_misses.saturating_add(1)
         };
-    }
-
-    /// Whether the worker should read its device's count of claimed home ranges and tell the
-    /// picker ([`VictimPicker::set_own_device_claimed`]): after [`INITIAL_LOCAL_FIRST_TRIES`]
-    /// initial claims in a row found nothing, until the device is claimed.
-    #[inline(always)]
-    pub fn initial_check_due(&self) -> bool {
-        !self.own_device_claimed && self.initial_misses >= INITIAL_LOCAL_FIRST_TRIES
-    }
-
-    /// What the worker read: whether every home range of its device is claimed. Once it is,
-    /// initial picks go to other devices' ranges (local first); until then the misses start
-    /// over.
-    #[inline(always)]
-    pub fn set_own_device_claimed(&mut self, claimed: bool) {
-        if claimed {
-            self.own_device_claimed = true;
-        } else {
-            self.initial_misses = 0;
-        }
     }
 
     /// A uniform integer in `0..n` (`n > 0`) by multiply-shift, without division.
@@ -140,11 +117,10 @@ impl VictimPicker {
     }
 
     /// The home range of initial tasks to claim from next, once the own one is claimed. Under
-    /// local first: the own device's ranges until every one of them is claimed
-    /// ([`VictimPicker::set_own_device_claimed`]), then other devices' ranges (a remote range's
-    /// tasks read and write their data over NVLink, so they come last, and a device helps
-    /// another only once it has nothing of its own left to claim). Under the other policies, as
-    /// [`VictimPicker::pick`]. Only the own device's ranges with
+    /// local first: the own device's ranges until [`INITIAL_LOCAL_FIRST_TRIES`] claims in a row
+    /// found nothing there, then other devices' ranges until one finds tasks (a remote range's
+    /// tasks read and write their data over NVLink, so they come last). Under the other
+    /// policies, as [`VictimPicker::pick`]. Only the own device's ranges with
     /// [`VictimPicker::initial_on_own_device`].
     #[inline(always)]
     pub fn pick_initial(&mut self, t: &Topology) -> Option<u32> {
@@ -158,7 +134,10 @@ impl VictimPicker {
         let (dev_start, dev_end) = (t.first_queue[d], t.first_queue[d + 1]);
         let dev_len = dev_end - dev_start;
         let others = t.queues() - dev_len;
-        if others == 0 || self.same_device_only || (!self.own_device_claimed && dev_len >= 2) {
+        if others == 0
+            || self.same_device_only
+            || (self.initial_misses < INITIAL_LOCAL_FIRST_TRIES && dev_len >= 2)
+        {
             return self.pick_on_own_device(t);
         }
         let r = self.below(others);
@@ -358,7 +337,7 @@ mod tests {
     }
 
     #[test]
-    fn initial_claims_leave_the_device_only_once_its_ranges_are_claimed() {
+    fn initial_claims_keep_their_own_count_and_leave_the_device_until_one_finds_tasks() {
         let t = Topology::split(&[4, 4], 1);
         let mut p = VictimPicker::new(9, 1, 1, &t, 0, 1, false);
         // Steals' misses do not count: a steal going off the device leaves initial picks local.
@@ -368,31 +347,19 @@ mod tests {
             let q = p.pick_initial(&t).unwrap();
             assert!(q < 4 && q != 1, "{q}");
         }
-        assert!(!p.initial_check_due());
-        // INITIAL_LOCAL_FIRST_TRIES misses in a row make a check of the device's count due;
-        // while ranges of the device are unclaimed, picks stay on it and the misses start over.
-        for round in 0..3 {
-            for _ in 0..INITIAL_LOCAL_FIRST_TRIES {
-                assert!(!p.initial_check_due(), "round {round}");
-                assert!(p.pick_initial(&t).unwrap() < 4);
-                p.record_initial(false);
-            }
-            assert!(p.initial_check_due());
-            p.set_own_device_claimed(false);
-            assert!(!p.initial_check_due());
+        // INITIAL_LOCAL_FIRST_TRIES misses in a row (100 misses of steals did not add to them),
+        // then off the device until a claim finds tasks, then local again.
+        for _ in 0..INITIAL_LOCAL_FIRST_TRIES {
             assert!(p.pick_initial(&t).unwrap() < 4);
-        }
-        // Once the device is claimed, every initial pick is off it, found or not, and no check
-        // is due any more.
-        p.set_own_device_claimed(true);
-        for found in [false, true, false, true] {
-            assert!(p.pick_initial(&t).unwrap() >= 4);
-            p.record_initial(found);
-        }
-        for _ in 0..2 * INITIAL_LOCAL_FIRST_TRIES {
             p.record_initial(false);
         }
-        assert!(!p.initial_check_due());
+        for _ in 0..50 {
+            assert!(p.pick_initial(&t).unwrap() >= 4);
+            p.record_initial(false);
+        }
+        assert!(p.pick_initial(&t).unwrap() >= 4);
+        p.record_initial(true);
+        assert!(p.pick_initial(&t).unwrap() < 4);
         // One device: always local, however many misses.
         let single = Topology::single(4, 1);
         let mut one = VictimPicker::new(9, 1, 1, &single, 0, 1, false);
@@ -400,12 +367,10 @@ mod tests {
             assert!(one.pick_initial(&single).unwrap() < 4);
             one.record_initial(false);
         }
-        // Kept on the own device, initial picks never leave it, under any policy and even once
-        // it is claimed; steals do.
+        // Kept on the own device, initial picks never leave it, under any policy; steals do.
         for (bias, tries) in [(0, 0), (0, 1), (900, 0)] {
             let mut kept =
                 VictimPicker::new(9, 1, 1, &t, bias, tries, false).initial_on_own_device(true);
-            kept.set_own_device_claimed(true);
             for _ in 0..1000 {
                 let q = kept.pick_initial(&t).unwrap();
                 assert!(q < 4 && q != 1, "{q}");

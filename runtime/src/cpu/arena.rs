@@ -1,7 +1,7 @@
 //! Host allocations of the orchestration data for the CPU backend.
 
 use mgws_core::{
-    AtomicWord, DeviceWords, Env, HostWord, QueueHeader, SchedConfig, SharedState, Topology,
+    AtomicWord, DeviceIdle, Env, HostWord, QueueHeader, SchedConfig, SharedState, Topology,
     WorkerProgress, WorkerStats, DATA_AREAS, MAX_DEVICES,
 };
 use mgws_tasks::TaskStruct;
@@ -20,9 +20,9 @@ pub struct Arena {
     /// run (and, for the overflow stacks below, megabytes of cache and fresh pages).
     slots: Vec<TaskStruct>,
     pub tree: Vec<HostWord>,
-    /// `Env::device_words`: one idle counter and relay per device (CPU domain), each device's on
+    /// `Env::device_idle`: one idle counter and relay per device (CPU domain), each device's on
     /// its own cache lines.
-    pub device_words: Vec<Lone<DeviceWords<HostWord>>>,
+    pub device_idle: Vec<Lone<DeviceIdle<HostWord>>>,
     /// `Env::abort`: a copy of the abort flag that every worker reads, as each GPU of a run in
     /// one process reads its own, so that the CPU twin runs that path too (one env serves all
     /// domains here, so one copy).
@@ -93,8 +93,8 @@ impl Arena {
             ))
                 .map(|_| HostWord::new(0))
                 .collect(),
-            device_words: (0..topology.devices)
-                .map(|_| Lone(DeviceWords::new()))
+            device_idle: (0..topology.devices)
+                .map(|_| Lone(DeviceIdle::new()))
                 .collect(),
             abort_copy: Box::new(Lone(HostWord::new(0))),
             spill: try_with_capacity(
@@ -138,9 +138,9 @@ impl Arena {
             topology.workers() as usize * topology.remote_damping_words()
                 <= self.remote_damping.len()
         );
-        let mut device_words = [std::ptr::null(); MAX_DEVICES];
-        for (d, word) in self.device_words.iter().enumerate() {
-            device_words[d] = &word.0 as *const DeviceWords<HostWord>;
+        let mut device_idle = [std::ptr::null(); MAX_DEVICES];
+        for (d, word) in self.device_idle.iter().enumerate() {
+            device_idle[d] = &word.0 as *const DeviceIdle<HostWord>;
         }
         let abort: *const HostWord = &self.abort_copy.0;
         let mut device_abort = [std::ptr::null(); MAX_DEVICES];
@@ -150,7 +150,7 @@ impl Arena {
             headers: self.headers.as_ptr(),
             slots: self.slots.as_mut_ptr(),
             tree: self.tree.as_ptr(),
-            device_words,
+            device_idle,
             abort,
             device_abort,
             spill: self.spill.as_mut_ptr(),
@@ -183,7 +183,7 @@ pub(crate) struct Sections {
     /// `Env::tree_words` words.
     pub tree: *const HostWord,
     /// One idle counter and relay per device (null past the topology's devices).
-    pub device_words: [*const DeviceWords<HostWord>; MAX_DEVICES],
+    pub device_idle: [*const DeviceIdle<HostWord>; MAX_DEVICES],
     /// The abort flag the workers read (`Env::abort`): the shared word or a copy.
     pub abort: *const HostWord,
     /// The copies of the abort flag (`Env::device_abort`), null past the last.
@@ -231,7 +231,7 @@ impl Sections {
             queue_headers,
             queue_slots,
             tree: self.tree,
-            device_words: self.device_words,
+            device_idle: self.device_idle,
             abort: self.abort,
             device_abort: self.device_abort,
             bridge: std::ptr::null(),

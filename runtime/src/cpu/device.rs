@@ -657,7 +657,7 @@ pub(crate) fn side_live_state(env: &Env<HostWord, TaskStruct>) -> LiveState {
             (0..env.topology.devices as usize)
                 .map(|d| {
                     // SAFETY: the arena holds one counter per device for the whole run.
-                    unsafe { &*env.device_words[d] }
+                    unsafe { &*env.device_idle[d] }
                         .count
                         .load(Ordering::Acquire, Scope::System)
                 })

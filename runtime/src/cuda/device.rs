@@ -416,7 +416,7 @@ impl Running for CudaRunning<'_> {
             task_tags: WorkerRecords::read_live_or_zeroed(&mem.task_tags, s, topology),
             idle_counter: if self.termination == mgws_core::TerminationMode::Hierarchical {
                 // The sum of the per-GPU counters; `u64::MAX` if one cannot be read.
-                mem.device_words
+                mem.device_idle
                     .iter()
                     .map(|word| word.read_u64_live(s, 0).unwrap_or(u64::MAX))
                     .fold(0u64, u64::saturating_add)

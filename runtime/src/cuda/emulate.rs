@@ -147,7 +147,7 @@ fn static_assignment_runs_every_task_once_from_the_backends_env() {
         queue_headers,
         queue_slots,
         tree: tree.as_ptr(),
-        device_words: [std::ptr::null(); MAX_DEVICES],
+        device_idle: [std::ptr::null(); MAX_DEVICES],
         // One device, which reads the shared word.
         abort: &shared.abort,
         device_abort: [std::ptr::null(); MAX_DEVICES],

@@ -6,7 +6,7 @@ use std::mem::size_of;
 
 use mgws_core::bridge::{BridgeState, BRIDGE_CAPACITY};
 use mgws_core::{
-    DeviceWords, Env, HostWord, QueueHeader, RunError, SharedState, Topology, WorkerProgress,
+    DeviceIdle, Env, HostWord, QueueHeader, RunError, SharedState, Topology, WorkerProgress,
     WorkerStats, DATA_AREAS, MAX_DEVICES,
 };
 use mgws_tasks::TaskStruct;
@@ -60,9 +60,9 @@ pub struct Memory {
     /// Per GPU: its workers' `Env::task_tags` words, in its own memory (lane 0 writes one as a
     /// task of another tag starts; in mapped host memory each such store would cross PCIe).
     pub(super) task_tags: Vec<Placed>,
-    /// Per GPU: its `Env::device_words` words (hierarchical termination), in its own memory, where
+    /// Per GPU: its `Env::device_idle` words (hierarchical termination), in its own memory, where
     /// only its workers update it at device scope.
-    pub(super) device_words: Vec<Placed>,
+    pub(super) device_idle: Vec<Placed>,
     /// Per GPU: its copy of the abort flag (`Env::abort`), in its own memory, which its workers
     /// read at every progress check instead of the shared state on the first GPU.
     pub(super) device_abort: Vec<Placed>,
@@ -138,12 +138,12 @@ pub(super) fn allocate(
     }
     tracing::trace!("tags");
     let task_tags = WorkerRecords::<u64>::allocate(s, topology, "the task-tag words")?;
-    let mut device_words = Vec::new();
+    let mut device_idle = Vec::new();
     for d in 0..n {
-        device_words.push(Placed::zeroed(
+        device_idle.push(Placed::zeroed(
             s,
             Loc::Gpu(d),
-            size_of::<DeviceWords<HostWord>>(),
+            size_of::<DeviceIdle<HostWord>>(),
             "the idle counter and relay",
         )?);
     }
@@ -207,9 +207,9 @@ pub(super) fn allocate(
                 (base + queue_areas[e].headers as u64) as *const QueueHeader<HostWord>;
             queue_slots[e] = (base + queue_areas[e].slots as u64) as *mut TaskStruct;
         }
-        let mut device_words_ptrs = [std::ptr::null(); MAX_DEVICES];
-        for (e, word) in device_words.iter().enumerate() {
-            device_words_ptrs[e] = word.device_ptr(s, d)? as *const DeviceWords<HostWord>;
+        let mut device_idle_ptrs = [std::ptr::null(); MAX_DEVICES];
+        for (e, word) in device_idle.iter().enumerate() {
+            device_idle_ptrs[e] = word.device_ptr(s, d)? as *const DeviceIdle<HostWord>;
         }
         let mut device_abort_ptrs = [std::ptr::null(); MAX_DEVICES];
         for (e, word) in device_abort.iter().enumerate() {
@@ -244,7 +244,7 @@ pub(super) fn allocate(
             queue_headers,
             queue_slots,
             tree: (run_base + run_area.tree as u64) as *const HostWord,
-            device_words: device_words_ptrs,
+            device_idle: device_idle_ptrs,
             abort: device_abort_ptrs[d],
             device_abort: device_abort_ptrs,
             bridge: bridge_ptrs.0,
@@ -287,7 +287,7 @@ pub(super) fn allocate(
         progress,
         stats,
         task_tags,
-        device_words,
+        device_idle,
         device_abort,
         _spill: spill,
         _remote_damping: remote_damping,
@@ -625,7 +625,7 @@ mod tests {
         type E = Env<HostWord, TaskStruct>;
         assert_eq!(std::mem::offset_of!(E, shared), 136);
         assert_eq!(std::mem::offset_of!(E, queue_headers), 144);
-        assert_eq!(std::mem::offset_of!(E, device_words), 280);
+        assert_eq!(std::mem::offset_of!(E, device_idle), 280);
         assert_eq!(std::mem::offset_of!(E, abort), 344);
         assert_eq!(std::mem::offset_of!(E, device_abort), 352);
         assert_eq!(std::mem::offset_of!(E, bridge), 416);

@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicU64;
 
 use mgws_core::launch::{LaunchGate, PeState};
 use mgws_core::{
-    DeviceWords, Env, HostWord, QueueHeader, SchedConfig, SharedState, Topology, WorkerProgress,
+    DeviceIdle, Env, HostWord, QueueHeader, SchedConfig, SharedState, Topology, WorkerProgress,
     WorkerStats, AREA_WRITABLE, DATA_AREAS, MAX_DEVICES,
 };
 use mgws_tasks::TaskStruct;
@@ -340,7 +340,7 @@ pub struct HeapLayout {
     headers: u64,
     slots: u64,
     tree: u64,
-    device_words: u64,
+    device_idle: u64,
     spill: u64,
     progress: u64,
     task_tags: u64,
@@ -386,8 +386,8 @@ impl HeapLayout {
                 on_cpu * queues.checked_mul(u64::from(config.public_capacity))?,
             )?;
             let tree = section::<HostWord>(&mut end, tree as u64)?;
-            let device_words =
-                section::<Lone<DeviceWords<HostWord>>>(&mut end, u64::from(topology.devices))?;
+            let device_idle =
+                section::<Lone<DeviceIdle<HostWord>>>(&mut end, u64::from(topology.devices))?;
             let spill = section::<TaskStruct>(
                 &mut end,
                 on_cpu * workers.checked_mul(u64::from(config.spill_capacity))?,
@@ -412,7 +412,7 @@ impl HeapLayout {
                 headers,
                 slots,
                 tree,
-                device_words,
+                device_idle,
                 spill,
                 progress,
                 task_tags,
@@ -485,16 +485,16 @@ impl HeapLayout {
     /// values (this layout was made from them), alive while the env is used.
     pub unsafe fn env(&self, base: *mut u8, header: &Header) -> Env<HostWord, TaskStruct> {
         let at = |offset: u64| base.wrapping_add(offset as usize);
-        let mut device_words = [std::ptr::null(); MAX_DEVICES];
-        for (d, word) in device_words
+        let mut device_idle = [std::ptr::null(); MAX_DEVICES];
+        for (d, word) in device_idle
             .iter_mut()
             .enumerate()
             .take(header.topology.devices as usize)
         {
             *word =
-                at(self.device_words
-                    + (d * std::mem::size_of::<Lone<DeviceWords<HostWord>>>()) as u64)
-                    as *const DeviceWords<HostWord>;
+                at(self.device_idle
+                    + (d * std::mem::size_of::<Lone<DeviceIdle<HostWord>>>()) as u64)
+                    as *const DeviceIdle<HostWord>;
         }
         let mut areas = [0u64; DATA_AREAS];
         for (i, area) in areas.iter_mut().enumerate() {
@@ -505,7 +505,7 @@ impl HeapLayout {
             headers: at(self.headers) as *const QueueHeader<HostWord>,
             slots: at(self.slots) as *mut TaskStruct,
             tree: at(self.tree) as *const HostWord,
-            device_words,
+            device_idle,
             // The PEs read the shared word: it is in their common heap.
             abort: at(self.shared + std::mem::offset_of!(SharedState<HostWord>, abort) as u64)
                 as *const HostWord,
@@ -548,7 +548,7 @@ mod tests {
             l.headers,
             l.slots,
             l.tree,
-            l.device_words,
+            l.device_idle,
             l.spill,
             l.progress,
             l.task_tags,

@@ -93,8 +93,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         let t = &self.env.topology;
         let d = t.device_of_worker(self.id) as usize;
         // SAFETY: the shared state outlives the run, and the host gives every device of the
-        // topology its words (`Env::device_words`), which outlive the run too.
-        let (shared, words) = unsafe { (self.env.shared(), &*self.env.device_words[d]) };
+        // topology its words (`Env::device_idle`), which outlive the run too.
+        let (shared, words) = unsafe { (self.env.shared(), &*self.env.device_idle[d]) };
         // A bridged run's "all idle" is one side's and may not last: no relay there.
         let end = if S::bridged(&self.env.config) || S::follows_bridge(&self.env.config) {
             EndWatch::Global

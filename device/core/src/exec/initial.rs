@@ -49,10 +49,6 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
                 let mut tries = 0;
                 while claim.1 == 0 && tries < INITIAL_VICTIM_TRIES {
                     tries += 1;
-                    if self.with_leader(|l| l.picker.initial_check_due()) {
-                        let claimed = self.own_device_claimed();
-                        self.with_leader(|l| l.picker.set_own_device_claimed(claimed));
-                    }
                     if let Some(q) = self.with_leader(|l| l.picker.pick_initial(topology)) {
                         claim = self.claim_initial(q, step);
                         let found = claim.1 != 0;
@@ -166,139 +162,14 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             return (0, 0);
         }
         if offset + chunk >= len {
-            // The claim that reaches the range's end is unique: count the range as done, in the
-            // run and (with several devices) on its device. Relaxed: the counts order nothing
-            // but the claims' sources; a stale read of either only delays a worker's move on.
+            // The claim that reaches the range's end is unique: count the range as done.
             // SAFETY: the shared state outlives the run.
             unsafe { self.env.shared() }.initial_ranges_done.fetch_add(
                 1,
                 Ordering::Relaxed,
                 self.scope,
             );
-            let t = &self.env.topology;
-            if t.devices > 1 {
-                let d = t.device_of_queue(q) as usize;
-                // SAFETY: the host gives every device of the topology its words, which outlive
-                // the run.
-                unsafe { &*self.env.device_words[d] }
-                    .initial_ranges_done
-                    .fetch_add(1, Ordering::Relaxed, self.scope);
-            }
         }
         (lo + offset, chunk.min(len - offset))
-    }
-
-    /// Lane 0: whether every home range of this worker's device that holds tasks is claimed
-    /// (read in the device's own memory; always so with one device, where there is no other to
-    /// go to).
-    #[inline(always)]
-    fn own_device_claimed(&self) -> bool {
-        let t = &self.env.topology;
-        if t.devices < 2 {
-            return true;
-        }
-        let d = t.device_of_worker(self.id);
-        // SAFETY: as in `claim_initial`.
-        let done = unsafe { &*self.env.device_words[d as usize] }
-            .initial_ranges_done
-            .load(Ordering::Relaxed, self.scope);
-        done >= self.env.device_initial_ranges(d)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    extern crate std;
-
-    use std::vec::Vec;
-
-    use crate::exec::{IndexedClaim, OnFull, WorkerCore};
-    use crate::one_lane::OneLane;
-    use crate::platform::{AtomicWord, Ordering, Scope};
-    use crate::spec::FromConfig;
-    use crate::{
-        DeviceWords, Env, HostWord, QueueHeader, SchedConfig, ScratchLayout, SharedState, Topology,
-        DATA_AREAS,
-    };
-
-    /// Worker 0 of two devices of 256 queues, whose device has every home range claimed but its
-    /// own and one other: it claims both to their end before any claim on the other device, and
-    /// then the other device's ranges, each task once. (Under the rule before, 16 missed claims
-    /// in a row sent it off its device while a range of its own still held tasks.)
-    #[test]
-    fn initial_claims_leave_the_device_only_once_its_ranges_are_claimed() {
-        for seed in 0..8 {
-            claims_of_worker_0_with_one_range_of_its_device_left(seed);
-        }
-    }
-
-    fn claims_of_worker_0_with_one_range_of_its_device_left(seed: u64) {
-        let t = Topology::split(&[256, 256], 1);
-        let mut config = SchedConfig::new(t.workers());
-        config.initial_chunk = 8;
-        config.local_first_tries = 1;
-        config.seed = seed;
-        let per_range = 16u64;
-        let n = per_range * t.queues() as u64;
-        let template = [0u64; 8];
-        let mut env =
-            Env::<HostWord, [u64; 8]>::bare(config, t.workers(), &template, n, [0; DATA_AREAS]);
-        env.topology = t;
-        env.initial_counted_word = 0;
-        let shared = SharedState::<HostWord>::new();
-        let headers: Vec<QueueHeader<HostWord>> =
-            (0..t.queues()).map(|_| QueueHeader::new()).collect();
-        let words = [DeviceWords::<HostWord>::new(), DeviceWords::new()];
-        env.shared = &shared;
-        env.queue_headers[0] = headers.as_ptr();
-        env.queue_headers[1] = headers[256..].as_ptr();
-        env.device_words[0] = &words[0];
-        env.device_words[1] = &words[1];
-        let (relaxed, scope) = (Ordering::Relaxed, Scope::System);
-        for header in &headers[1..255] {
-            header.initial_claimed.store(per_range, relaxed, scope);
-            shared.initial_ranges_done.fetch_add(1, relaxed, scope);
-            words[0].initial_ranges_done.fetch_add(1, relaxed, scope);
-        }
-        let layout = ScratchLayout::new(config.local_capacity, 64, 1, t.device_queues_max());
-        let mut scratch = std::vec![0u128; layout.total.div_ceil(16)];
-        let p = OneLane::with_scratch(&mut scratch);
-        // SAFETY: the env's topology, configuration, shared state, headers and device words are
-        // sized for worker 0 of this topology, and the scratch for its layout.
-        let mut w = unsafe { WorkerCore::<_, _, FromConfig>::new(p, &env, 0, OnFull::Publish) };
-        let mut claims = Vec::new();
-        let mut claim = IndexedClaim { next: 0, left: 0 };
-        let mut calls = 0;
-        while !w.initial_exhausted {
-            calls += 1;
-            assert!(
-                calls < 100_000,
-                "the worker never saw the initial set claimed"
-            );
-            if w.load_initial(1, Some(&mut claim)) {
-                claims.push((claim.next, u64::from(claim.left)));
-            }
-        }
-        let device_1 = 256 * per_range;
-        let first_remote = claims.iter().position(|&(k, _)| k >= device_1).unwrap();
-        let before: u64 = claims[..first_remote].iter().map(|&(_, c)| c).sum();
-        assert_eq!(
-            before,
-            2 * per_range,
-            "seed {seed}: tasks claimed on device 0 before device 1's"
-        );
-        let mut ran = std::vec![0u8; n as usize];
-        for &(k, c) in &claims {
-            for x in &mut ran[k as usize..(k + c) as usize] {
-                *x += 1;
-            }
-        }
-        for (k, &x) in ran.iter().enumerate() {
-            let pre_claimed = (per_range..255 * per_range).contains(&(k as u64));
-            assert_eq!(x, u8::from(!pre_claimed), "task {k}");
-        }
-        assert_eq!(words[0].initial_ranges_done.load(relaxed, scope), 256);
-        assert_eq!(words[1].initial_ranges_done.load(relaxed, scope), 256);
-        assert_eq!(shared.initial_ranges_done.load(relaxed, scope), 512);
     }
 }

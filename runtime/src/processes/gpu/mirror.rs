@@ -79,7 +79,7 @@ impl Mirror<'_> {
         // Relaxed stores below: diagnostics the launcher prints; nothing is read through them.
         if let Some(idle) = self.own_word(self.sym.idle_at) {
             // SAFETY: the heap holds one counter per PE.
-            unsafe { &*self.heap_env.device_words[p] }.count.store(
+            unsafe { &*self.heap_env.device_idle[p] }.count.store(
                 idle,
                 Ordering::Relaxed,
                 Scope::System,

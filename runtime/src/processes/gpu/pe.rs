@@ -27,7 +27,7 @@ use std::sync::atomic::Ordering as AtomicOrdering;
 use std::time::{Duration, Instant};
 
 use mgws_core::{
-    AtomicWord, DeviceWords, Env, HostWord, Ordering, PeWindow, QueueHeader, RunFlags, Scope,
+    AtomicWord, DeviceIdle, Env, HostWord, Ordering, PeWindow, QueueHeader, RunFlags, Scope,
     SharedState, Topology, WorkerProgress, WorkerStats, AREA_WRITABLE, DATA_AREAS, MAX_DEVICES,
 };
 use mgws_tasks::{Registry, TaskStruct};
@@ -612,12 +612,12 @@ fn allocate_local(
     }
     let mut queue_headers = [std::ptr::null(); MAX_DEVICES];
     let mut queue_slots = [std::ptr::null_mut(); MAX_DEVICES];
-    let mut device_words = [std::ptr::null(); MAX_DEVICES];
+    let mut device_idle = [std::ptr::null(); MAX_DEVICES];
     for e in 0..topology.devices as usize {
         let queues = parts[e] + sym.queues_at as u64;
         queue_headers[e] = (queues + sym.queues.headers as u64) as *const QueueHeader<HostWord>;
         queue_slots[e] = (queues + sym.queues.slots as u64) as *mut TaskStruct;
-        device_words[e] = (parts[e] + sym.idle_at as u64) as *const DeviceWords<HostWord>;
+        device_idle[e] = (parts[e] + sym.idle_at as u64) as *const DeviceIdle<HostWord>;
     }
     let run = parts[0] + sym.run_at as u64;
     // Indexed by global worker id: offset by this PE's first worker.
@@ -631,7 +631,7 @@ fn allocate_local(
         queue_headers,
         queue_slots,
         tree: (run + sym.run.tree as u64) as *const HostWord,
-        device_words,
+        device_idle,
         // The shared abort word: the PEs' copies would need forwarding like the word itself.
         abort: (run + (sym.run.shared + shared_field::ABORT) as u64) as *const HostWord,
         device_abort: [std::ptr::null(); MAX_DEVICES],

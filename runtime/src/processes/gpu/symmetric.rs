@@ -1,7 +1,7 @@
 //! Where a GPU PE's run lives in NVSHMEM's symmetric heap: each PE's part and the data areas'
 //! copies.
 
-use mgws_core::{DeviceWords, HostWord, PeWindow, Topology, AREA_WRITABLE, DATA_AREAS};
+use mgws_core::{DeviceIdle, HostWord, PeWindow, Topology, AREA_WRITABLE, DATA_AREAS};
 
 use crate::cuda::plan::{QueueArea, RunArea};
 use crate::cuda::PeTransport;
@@ -137,7 +137,7 @@ impl SymmetricLayout {
         let queues_at = 0;
         let run_at = align(queues_at + queues.total);
         let idle_at = align(run_at + run.total);
-        let mut end = align(idle_at + size_of::<DeviceWords<HostWord>>());
+        let mut end = align(idle_at + size_of::<DeviceIdle<HostWord>>());
         let mut areas_at = [0; DATA_AREAS];
         for (at, &limit) in areas_at.iter_mut().zip(area_limits) {
             if limit & AREA_WRITABLE != 0 && limit & !AREA_WRITABLE != 0 {

@@ -609,7 +609,7 @@ pub(crate) fn encode_records(env: &Env<HostWord, TaskStruct>, pes: Range<u32>, w
         .clone()
         .map(|p| {
             // SAFETY: the heap holds one idle counter per PE.
-            unsafe { &*env.device_words[p as usize] }
+            unsafe { &*env.device_idle[p as usize] }
                 .count
                 .load(Ordering::Relaxed, Scope::System)
         })
@@ -666,7 +666,7 @@ pub(crate) fn apply_records(env: &Env<HostWord, TaskStruct>, r: &mut Reader<'_>)
     check_range(first_pe, idle.len(), t.devices as usize, "idle counters")?;
     for (i, count) in idle.into_iter().enumerate() {
         // SAFETY: the heap holds one counter per PE (range checked). Relaxed: diagnostics.
-        unsafe { &*env.device_words[first_pe + i] }.count.store(
+        unsafe { &*env.device_idle[first_pe + i] }.count.store(
             count,
             Ordering::Relaxed,
             Scope::System,
