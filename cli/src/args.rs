@@ -255,8 +255,8 @@ pub struct SchedArgs {
     #[arg(long, help_heading = "Scheduler")]
     pub same_device_bias: Option<f64>,
     /// Steal from the own device until this many attempts in a row found nothing, then once
-    /// from another device (the default policy, with 1 attempt; initial tasks wait for 64;
-    /// multi-device runs).
+    /// from another device (the default policy, with 1 attempt; multi-device runs). Claims of
+    /// initial tasks keep their own count: 16 in a row that found nothing on the own device.
     #[arg(long, help_heading = "Scheduler")]
     pub local_first: Option<u16>,
     /// Steal only from workers of the own device.
