@@ -37,9 +37,14 @@ impl<'a> InitialTasks<'a> {
 
     /// Task `i`, if there is one.
     pub fn get(&self, i: u64) -> Option<TaskStruct> {
+        (i < self.len()).then(|| self.task(i as usize))
+    }
+
+    /// Task `k` (`k < len`; a listed set's slice checks it, an indexed set's count does not).
+    fn task(&self, k: usize) -> TaskStruct {
         match self {
-            InitialTasks::Listed(t) => usize::try_from(i).ok().and_then(|i| t.get(i)).copied(),
-            InitialTasks::Indexed { template, count } => (i < *count).then(|| template.indexed(i)),
+            InitialTasks::Listed(t) => t[k],
+            InitialTasks::Indexed { template, .. } => template.indexed(k as u64),
         }
     }
 
@@ -115,10 +120,6 @@ impl<'a> InitialTasks<'a> {
     pub fn write_into(&self, dst: &mut [MaybeUninit<TaskStruct>]) {
         assert_eq!(dst.len() as u64, self.len(), "one slot per initial task");
         let at = dst.as_mut_ptr() as usize;
-        let task = |k: usize| match self {
-            InitialTasks::Listed(t) => t[k],
-            InitialTasks::Indexed { template, .. } => template.indexed(k as u64),
-        };
         crate::memory::in_shares(dst.len(), MIN_SHARE_TASKS, 1, |start, len| {
             for k in start..start + len {
                 // SAFETY: `k` is below `dst.len()`, and the shares are disjoint, so each slot is
@@ -126,7 +127,7 @@ impl<'a> InitialTasks<'a> {
                 unsafe {
                     (at as *mut MaybeUninit<TaskStruct>)
                         .add(k)
-                        .write(MaybeUninit::new(task(k)))
+                        .write(MaybeUninit::new(self.task(k)))
                 };
             }
         });
