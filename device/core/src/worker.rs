@@ -60,15 +60,14 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
         // An initial claim takes at least the tasks one step runs side by side; where every task
         // is narrow and the registry asks for it, a claim of indexed tasks runs without a copy
         // through the local queue.
-        let step = c.uniform_batch::<X>().unwrap_or(1);
+        let batch = c.uniform_batch::<X>();
+        let step = batch.unwrap_or(1);
         // Not in a bridged run (a GPU kernel's bridged entries leave it out at compile time):
         // there the bridge worker serves the other side from its local queue, and the bridged
         // entries ran their claims in place more than twice as slowly (docs/results.md).
         let cfg = &c.env.config;
-        let in_place = X::INDEXED_IN_PLACE
-            && !S::bridged(cfg)
-            && !S::follows_bridge(cfg)
-            && c.uniform_batch::<X>().is_some();
+        let in_place =
+            X::INDEXED_IN_PLACE && !S::bridged(cfg) && !S::follows_bridge(cfg) && batch.is_some();
         let mut claim = IndexedClaim::default();
         loop {
             c.tick_and_check();
