@@ -78,6 +78,38 @@ fn bridged_sides_with_shared_queues_run_every_task_exactly_once() {
     }
 }
 
+/// Indexed initial tasks on both sides, every tag one lane wide: the workers other than the
+/// bridge workers run their claims straight from the template, the bridge workers through their
+/// local queues, and each task spawns 3 MEMSET tasks. Every slot is written once and every task
+/// ran once, with 2 and 4 lanes and in both count-based termination modes.
+#[test]
+fn bridged_sides_run_indexed_tasks_in_place_exactly_once() {
+    use mgws_tests::indexed_spawns;
+    for termination in [TerminationMode::IdleCounter, TerminationMode::Hierarchical] {
+        for (workers, side1, lanes) in [(4, 2, 2), (6, 3, 4), (5, 1, 2)] {
+            let sched = Scheduler::builder()
+                .workers(workers)
+                .lanes(lanes)
+                .cpu_bridge(side1)
+                .termination(termination)
+                .build()
+                .unwrap();
+            let label = format!("{workers} workers ({side1} on side 1) x {lanes}, {termination:?}");
+            let (count, per) = (20_000, 3);
+            let (report, check) = indexed_spawns(&sched, count, per).unwrap();
+            assert!(check.ok(), "{label}: {check:?}");
+            assert_eq!(report.tasks_run, count + count * per, "{label}");
+            let claimed = |w: &mgws::WorkerReport| w.initial_loads > 0;
+            let side0 = &report.per_worker[..(workers - side1) as usize];
+            let side1 = &report.per_worker[(workers - side1) as usize..];
+            assert!(
+                side0.iter().any(claimed) && side1.iter().any(claimed),
+                "{label}"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_bridged_run_refuses_the_voting_tree_and_small_local_queues() {
     let refusal = |builder: mgws::SchedulerBuilder| {

@@ -62,12 +62,9 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
         // through the local queue.
         let batch = c.uniform_batch::<X>();
         let step = batch.unwrap_or(1);
-        // Not in a bridged run (a GPU kernel's bridged entries leave it out at compile time):
-        // there the bridge worker serves the other side from its local queue, and the bridged
-        // entries ran their claims in place more than twice as slowly (docs/results.md).
-        let cfg = &c.env.config;
-        let in_place =
-            X::INDEXED_IN_PLACE && !S::bridged(cfg) && !S::follows_bridge(cfg) && batch.is_some();
+        // Not for a bridged run's bridge worker, which serves the other side from its local
+        // queue; its followers run in place as in a plain run.
+        let in_place = X::INDEXED_IN_PLACE && !S::bridged(&c.env.config) && batch.is_some();
         let mut claim = IndexedClaim::default();
         loop {
             c.tick_and_check();

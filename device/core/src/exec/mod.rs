@@ -510,7 +510,11 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// costs `2 * BATCH` registers, which the copies on UTS's path could not spare (with every
     /// copy batched, T1L ran slower; docs/results.md): the initial chunks use it, and the
     /// publishing paths where the registry asks (`copy_tasks_to_publish`).
-    #[inline]
+    ///
+    /// Always inlined: an outlined call takes the core's address, which puts the whole core in
+    /// local memory. In the bridged entries, whose two worker loops made them large, the
+    /// compiler outlined it, and their followers ran claims in place at half speed.
+    #[inline(always)]
     pub(crate) fn copy_tasks_batched<const BATCH: usize>(
         &self,
         count: u64,
