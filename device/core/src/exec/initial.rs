@@ -69,6 +69,11 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             let all_done = own_done && count == 0 && self.initial_set_claimed();
             plan = [start, count, own_done as u64, all_done as u64];
         }
+        // A bridged run's followers that run claims in place copy a listed chunk word by word:
+        // the compiler outlined the batched copy in their loop, and the call took the core's
+        // address, which put the whole core in local memory. Their claims in place then ran at
+        // half speed (docs/results.md).
+        let batched = !(in_place.is_some() && S::follows_bridge(&self.env.config));
         let [start, count, own_done, all_done] = self.exchange(plan);
         self.own_range_exhausted = own_done != 0;
         if all_done != 0 {
@@ -104,6 +109,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             count,
             |j| start + j,
             |j| self.local_slot(head + count - 1 - j),
+            batched,
         );
         self.p.barrier();
         self.local_head = self.local_head.wrapping_add(count as u32);

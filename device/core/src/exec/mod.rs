@@ -358,7 +358,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     pub(crate) fn load_one(&mut self, index: u64) {
         let head = self.local_head as u64;
         self.settle_pop();
-        self.copy_initial::<1>(1, |_| index, |_| self.local_slot(head));
+        self.copy_initial::<1>(1, |_| index, |_| self.local_slot(head), true);
         self.p.barrier();
         self.local_head = self.local_head.wrapping_add(1);
         self.set_operation(Operation::RunTask);
@@ -374,6 +374,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
             count,
             |j| first + j * stride,
             |j| self.local_slot(head + count - 1 - j),
+            true,
         );
         self.p.barrier();
         self.local_head = self.local_head.wrapping_add(count as u32);
@@ -510,11 +511,7 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     /// costs `2 * BATCH` registers, which the copies on UTS's path could not spare (with every
     /// copy batched, T1L ran slower; docs/results.md): the initial chunks use it, and the
     /// publishing paths where the registry asks (`copy_tasks_to_publish`).
-    ///
-    /// Always inlined: an outlined call takes the core's address, which puts the whole core in
-    /// local memory. In the bridged entries, whose two worker loops made them large, the
-    /// compiler outlined it, and their followers ran claims in place at half speed.
-    #[inline(always)]
+    #[inline]
     pub(crate) fn copy_tasks_batched<const BATCH: usize>(
         &self,
         count: u64,
@@ -570,16 +567,18 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
 
     /// Copies initial tasks `index(0..count)`, which this worker alone was assigned (each below
     /// `initial_len`), to `dst(0..count)`: read as [`WorkerCore::copy_tasks_batched`] does, or,
-    /// for an indexed set, made from the template, each lane writing its words of the tasks.
+    /// for an indexed set (and, unless `batched`, a listed one), read or made from the template
+    /// word by word, each lane writing its words of the tasks.
     #[inline(always)]
     pub(crate) fn copy_initial<const BATCH: usize>(
         &self,
         count: u64,
         index: impl Fn(u64) -> u64,
         dst: impl Fn(u64) -> *mut T,
+        batched: bool,
     ) {
         let env = self.env;
-        if !env.initial_indexed() {
+        if batched && !env.initial_indexed() {
             // SAFETY: each index is below initial_len, assigned to this worker alone.
             return self.copy_tasks_batched::<BATCH>(
                 count,
