@@ -46,10 +46,25 @@ impl<'e, P: Platform, T: Copy + Tagged, X: TaskExecutor<T>, S: Spec> Worker<'e, 
             // SAFETY: the caller's guarantees; the follower spec differs from `S` only in the
             // bridge's steps, and `Spec::matches` accepts it for a bridged configuration.
             unsafe { Worker::<'e, P, T, X, BridgeFollower<S>>::new(p, env, exec, id) }.run();
+        } else if S::bridged(&env.config) {
+            // SAFETY: the caller's guarantees.
+            unsafe { Self::run_bridge_worker(p, env, exec, id) };
         } else {
             // SAFETY: the caller's guarantees.
             unsafe { Self::new(p, env, exec, id) }.run();
         }
+    }
+
+    /// The bridge worker's loop, out of line: its calls into the bridge take its core's address,
+    /// which keeps that core in local memory, and inlined beside the followers' loop it made a
+    /// GPU's bridged entry larger, with the followers' registers spilled.
+    ///
+    /// # Safety
+    /// As for [`Worker::start`].
+    #[inline(never)]
+    unsafe fn run_bridge_worker(p: P, env: &'e Env<P::Word, T>, exec: &'e X, id: u32) {
+        // SAFETY: the caller's guarantees.
+        unsafe { Self::new(p, env, exec, id) }.run();
     }
 
     /// The worker loop: runs until termination is detected or the run is aborted.
