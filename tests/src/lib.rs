@@ -330,12 +330,40 @@ pub fn indexed_spawns(
     count: u64,
     per: u64,
 ) -> mgws::Result<(RunReport, MemsetCheck)> {
+    spawn_slots(sched, count, per, false)
+}
+
+/// [`indexed_spawns`] with the same tasks listed: workers that run indexed claims in place copy
+/// these claims through their local queues.
+pub fn listed_spawns(
+    sched: &Scheduler,
+    count: u64,
+    per: u64,
+) -> mgws::Result<(RunReport, MemsetCheck)> {
+    spawn_slots(sched, count, per, true)
+}
+
+fn spawn_slots(
+    sched: &Scheduler,
+    count: u64,
+    per: u64,
+    listed: bool,
+) -> mgws::Result<(RunReport, MemsetCheck)> {
     let slots = count * per;
     let template = IndexedSpawnTasks::task(&SpawnSlots { index: 0, per })
         .with_data(0, output_descriptor(0, slots));
+    let tasks: Vec<TaskStruct> = if listed {
+        (0..count).map(|k| template.indexed(k)).collect()
+    } else {
+        Vec::new()
+    };
     let mut memory = vec![0u64; slots as usize];
-    let job =
-        Job::indexed(template, count).area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut memory)));
+    let job = if listed {
+        Job::new(&tasks)
+    } else {
+        Job::indexed(template, count)
+    };
+    let job = job.area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut memory)));
     let report = mgws::cpu::run(sched, &IndexedSpawnTasks, job)?;
     Ok((report, verify(&memory)))
 }

@@ -78,15 +78,22 @@ fn bridged_sides_with_shared_queues_run_every_task_exactly_once() {
     }
 }
 
-/// Indexed initial tasks on both sides, every tag one lane wide: the workers other than the
-/// bridge workers run their claims straight from the template, the bridge workers through their
-/// local queues, and each task spawns 3 MEMSET tasks. Every slot is written once and every task
-/// ran once, with 2 and 4 lanes and in both count-based termination modes.
+/// Initial tasks on both sides, every tag one lane wide, each spawning 3 MEMSET tasks. Indexed,
+/// the workers other than the bridge workers run their claims straight from the template, the
+/// bridge workers through their local queues; listed, every worker copies its claims (the
+/// followers word by word). Every slot is written once and every task ran once, with 2 and 4
+/// lanes and in both count-based termination modes.
 #[test]
-fn bridged_sides_run_indexed_tasks_in_place_exactly_once() {
-    use mgws_tests::indexed_spawns;
+fn bridged_sides_run_an_in_place_registrys_tasks_exactly_once() {
+    use mgws_tests::{indexed_spawns, listed_spawns};
     for termination in [TerminationMode::IdleCounter, TerminationMode::Hierarchical] {
-        for (workers, side1, lanes) in [(4, 2, 2), (6, 3, 4), (5, 1, 2)] {
+        for (workers, side1, lanes, listed) in [
+            (4, 2, 2, false),
+            (6, 3, 4, false),
+            (5, 1, 2, false),
+            (4, 2, 2, true),
+            (6, 3, 4, true),
+        ] {
             let sched = Scheduler::builder()
                 .workers(workers)
                 .lanes(lanes)
@@ -94,9 +101,16 @@ fn bridged_sides_run_indexed_tasks_in_place_exactly_once() {
                 .termination(termination)
                 .build()
                 .unwrap();
-            let label = format!("{workers} workers ({side1} on side 1) x {lanes}, {termination:?}");
+            let label = format!(
+                "{workers} workers ({side1} on side 1) x {lanes}, {termination:?}, listed {listed}"
+            );
             let (count, per) = (20_000, 3);
-            let (report, check) = indexed_spawns(&sched, count, per).unwrap();
+            let run = if listed {
+                listed_spawns
+            } else {
+                indexed_spawns
+            };
+            let (report, check) = run(&sched, count, per).unwrap();
             assert!(check.ok(), "{label}: {check:?}");
             assert_eq!(report.tasks_run, count + count * per, "{label}");
             let claimed = |w: &mgws::WorkerReport| w.initial_loads > 0;
