@@ -323,27 +323,10 @@ pub enum IndexedSpawnTasks {
     Spawn(SpawnSlots),
 }
 
-/// Runs `count` indexed [`SpawnSlots`] tasks of `per` slots each; returns the report with the
-/// exactly-once check of the `count * per` slots.
-pub fn indexed_spawns(
-    sched: &Scheduler,
-    count: u64,
-    per: u64,
-) -> mgws::Result<(RunReport, MemsetCheck)> {
-    spawn_slots(sched, count, per, false)
-}
-
-/// [`indexed_spawns`] with the same tasks listed: workers that run indexed claims in place copy
-/// these claims through their local queues.
-pub fn listed_spawns(
-    sched: &Scheduler,
-    count: u64,
-    per: u64,
-) -> mgws::Result<(RunReport, MemsetCheck)> {
-    spawn_slots(sched, count, per, true)
-}
-
-fn spawn_slots(
+/// Runs `count` [`SpawnSlots`] tasks of `per` slots each, indexed or `listed`; returns the report
+/// with the exactly-once check of the `count * per` slots. Workers that run indexed claims in
+/// place copy listed ones through their local queues.
+pub fn spawn_slots(
     sched: &Scheduler,
     count: u64,
     per: u64,

@@ -85,7 +85,7 @@ fn bridged_sides_with_shared_queues_run_every_task_exactly_once() {
 /// lanes and in both count-based termination modes.
 #[test]
 fn bridged_sides_run_an_in_place_registrys_tasks_exactly_once() {
-    use mgws_tests::{indexed_spawns, listed_spawns};
+    use mgws_tests::spawn_slots;
     for termination in [TerminationMode::IdleCounter, TerminationMode::Hierarchical] {
         for (workers, side1, lanes, listed) in [
             (4, 2, 2, false),
@@ -105,12 +105,7 @@ fn bridged_sides_run_an_in_place_registrys_tasks_exactly_once() {
                 "{workers} workers ({side1} on side 1) x {lanes}, {termination:?}, listed {listed}"
             );
             let (count, per) = (20_000, 3);
-            let run = if listed {
-                listed_spawns
-            } else {
-                indexed_spawns
-            };
-            let (report, check) = run(&sched, count, per).unwrap();
+            let (report, check) = spawn_slots(&sched, count, per, listed).unwrap();
             assert!(check.ok(), "{label}: {check:?}");
             assert_eq!(report.tasks_run, count + count * per, "{label}");
             let claimed = |w: &mgws::WorkerReport| w.initial_loads > 0;

@@ -73,7 +73,7 @@ fn narrow_tasks_survive_random_delays_at_every_step() {
 /// every task ran once.
 #[test]
 fn indexed_tasks_run_from_the_template_survive_random_delays() {
-    use mgws_tests::{chaotic, indexed_spawns};
+    use mgws_tests::{chaotic, spawn_slots};
     for seed in 0..12u64 {
         let lanes = [2, 4][(seed % 2) as usize];
         let domains = 1 + (seed / 2 % 2) as u32;
@@ -86,7 +86,7 @@ fn indexed_tasks_run_from_the_template_survive_random_delays() {
             .cpu_domains(domains);
         let sched = chaotic(builder, seed);
         let (count, per) = (700, 3);
-        let (report, check) = indexed_spawns(&sched, count, per).unwrap();
+        let (report, check) = spawn_slots(&sched, count, per, false).unwrap();
         assert!(check.ok(), "seed {seed}: {check:?}");
         assert_eq!(report.tasks_run, count + count * per, "seed {seed}");
         let loads: u64 = report.per_worker.iter().map(|w| w.initial_loads).sum();
