@@ -93,3 +93,32 @@ fn indexed_tasks_run_from_the_template_survive_random_delays() {
         assert!(loads > 0, "seed {seed}: no initial claim");
     }
 }
+
+/// Initial sets of every size against the home ranges, from one task to more than the queues,
+/// listed and indexed, on 2 and 3 domains of uneven queues: each domain counts its own ranges
+/// and relays the end of the set to its workers (`initial_end.rs`). A domain that counted its
+/// ranges wrong would never see the set claimed, and the run would hang; every slot must be
+/// written once and every task run once.
+#[test]
+fn initial_sets_of_every_size_end_on_several_domains() {
+    use mgws_tests::{chaotic, spawn_slots};
+    let mut seed = 0u64;
+    for domains in [2, 3] {
+        for count in [1, 2, 3, 5, 7, 8, 13, 40] {
+            for listed in [false, true] {
+                seed += 1;
+                let builder = Scheduler::builder()
+                    .workers(7)
+                    .local_capacity(8)
+                    .public_capacity(6)
+                    .termination(TERMINATIONS[(seed % 3) as usize])
+                    .cpu_domains(domains);
+                let sched = chaotic(builder, seed);
+                let label = format!("{domains} domains, {count} tasks, listed {listed}");
+                let (report, check) = spawn_slots(&sched, count, 2, listed).unwrap();
+                assert!(check.ok(), "{label}: {check:?}");
+                assert_eq!(report.tasks_run, count * 3, "{label}");
+            }
+        }
+    }
+}

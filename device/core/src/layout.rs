@@ -29,13 +29,21 @@ pub struct SharedState<W> {
     _pad: W,
 }
 
-/// A device's words of hierarchical termination, in that device's memory.
+/// A device's words of hierarchical termination and of the initial set's end, in that device's
+/// memory.
 #[repr(C)]
 pub struct DeviceIdle<W> {
     /// Workers of the device that count themselves idle.
     pub count: W,
     /// Nonzero once the device's watcher saw every device all idle ([`crate::termination::EndWatch`]).
     pub over: W,
+    /// The device's home ranges claimed to their end, by workers of any device
+    /// ([`crate::initial_end::InitialSetEnd`]; runs over several devices).
+    pub ranges_done: W,
+    /// Nonzero while one of the device's workers reads the run-wide count of claimed ranges.
+    pub initial_reader: W,
+    /// Nonzero once one of the device's workers saw every range of the run claimed.
+    pub initial_over: W,
 }
 
 impl<W: AtomicWord> DeviceIdle<W> {
@@ -44,6 +52,9 @@ impl<W: AtomicWord> DeviceIdle<W> {
         DeviceIdle {
             count: W::new(0),
             over: W::new(0),
+            ranges_done: W::new(0),
+            initial_reader: W::new(0),
+            initial_over: W::new(0),
         }
     }
 }
@@ -503,6 +514,24 @@ impl<W: AtomicWord, T> Env<W, T> {
         self.initial_len.min(self.topology.queues() as u64)
     }
 
+    /// Home ranges of device `d`'s queues `[a, b)` that hold at least one task: all `b - a` where
+    /// `n >= Q` (every range then holds at least one), else the tasks in them,
+    /// `b n / Q - a n / Q` (each range then holds at most one). Over all devices they add up to
+    /// [`Env::initial_ranges`].
+    #[inline(always)]
+    pub fn device_initial_ranges(&self, d: u32) -> u64 {
+        let (n, queues) = (self.initial_len, self.topology.queues() as u64);
+        let (a, b) = (
+            self.topology.first_queue[d as usize] as u64,
+            self.topology.first_queue[d as usize + 1] as u64,
+        );
+        if n >= queues {
+            b - a
+        } else {
+            b * n / queues - a * n / queues
+        }
+    }
+
     /// The header of public queue `q`.
     ///
     /// # Safety
@@ -815,6 +844,41 @@ mod tests {
         unsafe { env.raise_abort(Scope::System) };
         assert_eq!((flag(), words()), (1, [1, 1, 0]));
         assert_eq!(shared.abort.load(Ordering::Relaxed, Scope::System), 1);
+    }
+
+    #[test]
+    fn each_device_counts_its_home_ranges_that_hold_tasks() {
+        for split in [&[3u32, 5, 2][..], &[4, 4], &[1, 7, 2, 6], &[6]] {
+            let workers: u32 = split.iter().sum();
+            let mut env = Env::<HostWord, u64>::bare(
+                SchedConfig::new(workers),
+                workers,
+                core::ptr::null(),
+                0,
+                [0; super::DATA_AREAS],
+            );
+            env.topology = Topology::split(split, 1);
+            for n in [0, 1, 2, 3, 5, 9, 15, 16, 17, 33, 1000] {
+                env.initial_len = n;
+                let t = &env.topology;
+                let mut sum = 0;
+                for d in 0..t.devices {
+                    let holding = (t.first_queue[d as usize]..t.first_queue[d as usize + 1])
+                        .filter(|&q| {
+                            let (lo, hi) = env.initial_range(q);
+                            hi > lo
+                        })
+                        .count() as u64;
+                    assert_eq!(
+                        env.device_initial_ranges(d),
+                        holding,
+                        "{split:?} n={n} d={d}"
+                    );
+                    sum += holding;
+                }
+                assert_eq!(sum, env.initial_ranges(), "{split:?} n={n}");
+            }
+        }
     }
 
     #[test]

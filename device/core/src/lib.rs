@@ -20,6 +20,7 @@ pub mod data;
 pub mod error;
 pub mod exec;
 pub mod host_word;
+pub mod initial_end;
 pub mod launch;
 pub mod layout;
 pub mod leader;

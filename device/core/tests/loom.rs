@@ -15,11 +15,12 @@ use std::collections::BTreeSet;
 use loom::sync::atomic::AtomicU64;
 use loom::sync::{Arc, Mutex};
 use loom::thread;
+use mgws_core::initial_end::InitialSetEnd;
 use mgws_core::one_lane::OneLane;
 use mgws_core::termination::{EndWatch, HierarchicalCounter, IdleCounter, VoteOutcome, VotingTree};
 use mgws_core::{
-    spawn_place, AtomicWord, Claim, HostWord, Ordering, PublicQueue, QueueHeader, Scope,
-    SharedState, SpawnPlace, Topology,
+    spawn_place, AtomicWord, Claim, DeviceIdle, HostWord, Ordering, PublicQueue, QueueHeader,
+    Scope, SharedState, SpawnPlace, Topology,
 };
 
 const P: OneLane = OneLane::without_scratch();
@@ -560,6 +561,85 @@ fn hierarchical_relay_follows_the_global_word() {
 #[should_panic(expected = "terminated while")]
 fn hierarchical_relay_of_the_own_device_alone_terminates_early() {
     hierarchical_relay(true);
+}
+
+/// The end of the initial set on two devices (`initial_end.rs`): device 0 holds ranges a and b,
+/// device 1 range c, one task each. A worker of device 0 claims a; a worker of device 1 claims b
+/// (on the other device) and then c; another worker of device 1 asks whether the set is claimed.
+/// If it hears yes, every range must be claimed (read by fetch-adds, which see the latest value,
+/// as a claimer's would). In the twin device 0 counts one range where it has two, so its first
+/// range done counts the device as claimed.
+fn initial_end_race(device0_ranges: u64) {
+    model(move || {
+        let ranges: Arc<[HostWord; 3]> = Arc::new([0, 0, 0].map(HostWord::new));
+        let devices = Arc::new([DeviceIdle::<HostWord>::new(), DeviceIdle::new()]);
+        let global = Arc::new(HostWord::new(0));
+        let a = {
+            let (ranges, devices, global) = (ranges.clone(), devices.clone(), global.clone());
+            thread::spawn(move || claim_one(&ranges, &devices, &global, device0_ranges, 0, 0))
+        };
+        let bc = {
+            let (ranges, devices, global) = (ranges.clone(), devices.clone(), global.clone());
+            thread::spawn(move || {
+                claim_one(&ranges, &devices, &global, device0_ranges, 1, 0);
+                claim_one(&ranges, &devices, &global, device0_ranges, 2, 1);
+            })
+        };
+        if initial_end(&devices, &global, device0_ranges, 1).all_claimed() {
+            for (i, r) in ranges.iter().enumerate() {
+                assert_ne!(
+                    r.fetch_add(0, Ordering::Relaxed, SCOPE),
+                    0,
+                    "the set seen claimed while range {i} was not"
+                );
+            }
+        }
+        a.join().unwrap();
+        bc.join().unwrap();
+        assert!(initial_end(&devices, &global, device0_ranges, 1).all_claimed());
+    });
+}
+
+/// Device `d`'s view in [`initial_end_race`].
+fn initial_end<'a>(
+    devices: &'a [DeviceIdle<HostWord>; 2],
+    global: &'a HostWord,
+    device0_ranges: u64,
+    d: usize,
+) -> InitialSetEnd<'a, HostWord> {
+    InitialSetEnd {
+        device: &devices[d],
+        device_ranges: if d == 0 { device0_ranges } else { 1 },
+        global,
+        ranges: device0_ranges + 1,
+        scope: SCOPE,
+    }
+}
+
+/// Claims the one task of `range` (of device `home`); the claim that takes it counts the range
+/// as done.
+fn claim_one(
+    ranges: &[HostWord; 3],
+    devices: &[DeviceIdle<HostWord>; 2],
+    global: &HostWord,
+    device0_ranges: u64,
+    range: usize,
+    home: usize,
+) {
+    if ranges[range].fetch_add(1, Ordering::Relaxed, SCOPE) == 0 {
+        initial_end(devices, global, device0_ranges, home).range_done();
+    }
+}
+
+#[test]
+fn initial_end_is_seen_only_once_every_range_is_claimed() {
+    initial_end_race(2);
+}
+
+#[test]
+#[should_panic(expected = "the set seen claimed while")]
+fn initial_end_with_a_device_that_counts_too_few_ranges_ends_early() {
+    initial_end_race(1);
 }
 
 /// Two sides without shared atomics (`bridge.rs`): side 0 holds tasks 1 and 2; side 1, idle from

@@ -169,12 +169,17 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         }
         if offset + chunk >= len {
             // The claim that reaches the range's end is unique: count the range as done.
-            // SAFETY: the shared state outlives the run.
-            unsafe { self.env.shared() }.initial_ranges_done.fetch_add(
-                1,
-                Ordering::Relaxed,
-                self.scope,
-            );
+            let t = &self.env.topology;
+            if t.devices > 1 {
+                self.initial_set_end(t.device_of_queue(q)).range_done();
+            } else {
+                // SAFETY: the shared state outlives the run.
+                unsafe { self.env.shared() }.initial_ranges_done.fetch_add(
+                    1,
+                    Ordering::Relaxed,
+                    self.scope,
+                );
+            }
         }
         (lo + offset, chunk.min(len - offset))
     }
