@@ -20,32 +20,8 @@
 //! tasks and count itself idle, where its counter's own orderings decide (a late answer only
 //! delays both).
 
-use crate::layout::{DeviceIdle, Env};
+use crate::layout::DeviceIdle;
 use crate::platform::{AtomicWord, Ordering, Scope};
-
-/// Counts one of device `d`'s home ranges as claimed to its end ([`InitialSetEnd::range_done`]).
-/// Out of line, and given the env rather than a worker: it runs once per range, and inlined into
-/// every entry it changed the worker loop of one-GPU runs too (docs/results.md).
-///
-/// # Safety
-/// `env` is a run's env over several devices: its shared state and `d`'s words
-/// ([`Env::device_idle`]) are valid for the run.
-#[inline(never)]
-pub unsafe fn range_done<W: AtomicWord, T>(env: &Env<W, T>, d: u32, scope: Scope) {
-    // SAFETY: the caller's guarantee.
-    unsafe { InitialSetEnd::of(env, d, scope) }.range_done();
-}
-
-/// Whether every home range of the run is claimed, as a worker of device `d` sees it
-/// ([`InitialSetEnd::all_claimed`]); out of line as [`range_done`].
-///
-/// # Safety
-/// As for [`range_done`].
-#[inline(never)]
-pub unsafe fn all_claimed<W: AtomicWord, T>(env: &Env<W, T>, d: u32, scope: Scope) -> bool {
-    // SAFETY: the caller's guarantee.
-    unsafe { InitialSetEnd::of(env, d, scope) }.all_claimed()
-}
 
 /// One device's view of the initial set's end.
 pub struct InitialSetEnd<'a, W> {
@@ -62,24 +38,7 @@ pub struct InitialSetEnd<'a, W> {
     pub scope: Scope,
 }
 
-impl<'a, W: AtomicWord> InitialSetEnd<'a, W> {
-    /// Device `d`'s view in a run's env.
-    ///
-    /// # Safety
-    /// As for [`range_done`].
-    #[inline(always)]
-    pub unsafe fn of<T>(env: &'a Env<W, T>, d: u32, scope: Scope) -> Self {
-        // SAFETY: the caller's guarantee.
-        let (shared, device) = unsafe { (env.shared(), &*env.device_idle[d as usize]) };
-        InitialSetEnd {
-            device,
-            device_ranges: env.device_initial_ranges(d),
-            global: &shared.initial_ranges_done,
-            ranges: env.initial_ranges(),
-            scope,
-        }
-    }
-
+impl<W: AtomicWord> InitialSetEnd<'_, W> {
     /// A claim reached the end of one of this device's home ranges (call once per range, from
     /// the claim that took its last task, on any device).
     #[inline(always)]

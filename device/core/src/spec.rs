@@ -24,6 +24,14 @@ pub trait Spec: 'static {
     fn shared_queues(cfg: &SchedConfig) -> bool;
     /// The scope of the atomics on orchestration data and of the tasks' atomics.
     fn scope(cfg: &SchedConfig) -> Scope;
+    /// Whether a run of this spec may span several devices. A GPU run over several GPUs has
+    /// its queues at system scope, so a device-scope entry runs on one GPU only, and leaves
+    /// the steps of several devices out of its code (they changed the one-GPU loop:
+    /// docs/results.md). The CPU's domains run at any scope.
+    #[inline(always)]
+    fn may_span_devices(cfg: &SchedConfig) -> bool {
+        widen(Self::scope(cfg)) == Scope::System
+    }
     /// Whether the worker runs the bridged loop: the bridge worker of one side of a bridged run
     /// ([`crate::bridge`]).
     fn bridged(cfg: &SchedConfig) -> bool;
@@ -70,6 +78,10 @@ impl<S: Spec> Spec for BridgeFollower<S> {
         S::scope(cfg)
     }
     #[inline(always)]
+    fn may_span_devices(cfg: &SchedConfig) -> bool {
+        S::may_span_devices(cfg)
+    }
+    #[inline(always)]
     fn bridged(_: &SchedConfig) -> bool {
         false
     }
@@ -108,6 +120,10 @@ impl Spec for FromConfig {
     #[inline(always)]
     fn scope(cfg: &SchedConfig) -> Scope {
         Scope::from_u32(cfg.queue_scope)
+    }
+    #[inline(always)]
+    fn may_span_devices(_: &SchedConfig) -> bool {
+        true
     }
     #[inline(always)]
     fn bridged(cfg: &SchedConfig) -> bool {

@@ -3,7 +3,6 @@
 
 use super::{IndexedClaim, WorkerCore};
 use crate::config::{INITIAL_COPY_BATCH, INITIAL_VICTIM_TRIES};
-use crate::initial_end;
 use crate::layout::{claim_is_full_chunk, claim_size};
 use crate::leader::NO_RANGE;
 use crate::operation::Operation;
@@ -171,9 +170,8 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
         if offset + chunk >= len {
             // The claim that reaches the range's end is unique: count the range as done.
             let t = &self.env.topology;
-            if t.devices > 1 {
-                // SAFETY: a run's env over several devices, whose words outlive the run.
-                unsafe { initial_end::range_done(self.env, t.device_of_queue(q), self.scope) };
+            if S::may_span_devices(&self.env.config) && t.devices > 1 {
+                self.initial_set_end(t.device_of_queue(q)).range_done();
             } else {
                 // SAFETY: the shared state outlives the run.
                 unsafe { self.env.shared() }.initial_ranges_done.fetch_add(

@@ -5,7 +5,7 @@
 use super::WorkerCore;
 use crate::config::RELEASE_CHECK_INTERVAL;
 use crate::context::TaskExecutor;
-use crate::initial_end;
+use crate::initial_end::InitialSetEnd;
 use crate::local_ring::{ring_index, ring_slot_after};
 use crate::operation::Operation;
 use crate::platform::{AtomicWord, Ordering, Platform, ProtocolStep};
@@ -101,17 +101,31 @@ impl<'e, P: Platform, T: Copy, S: Spec> WorkerCore<'e, P, T, S> {
     #[inline(always)]
     pub(super) fn initial_set_claimed(&self) -> bool {
         let t = &self.env.topology;
-        if t.devices > 1 {
-            // SAFETY: a run's env over several devices, whose words outlive the run.
-            return unsafe {
-                initial_end::all_claimed(self.env, t.device_of_worker(self.id), self.scope)
-            };
+        if S::may_span_devices(&self.env.config) && t.devices > 1 {
+            return self
+                .initial_set_end(t.device_of_worker(self.id))
+                .all_claimed();
         }
         // SAFETY: the shared state outlives the run.
         let done = unsafe { self.env.shared() }
             .initial_ranges_done
             .load(Ordering::Relaxed, self.scope);
         done >= self.env.initial_ranges()
+    }
+
+    /// Device `d`'s view of the initial set's end (runs over several devices).
+    #[inline(always)]
+    pub(super) fn initial_set_end(&self, d: u32) -> InitialSetEnd<'e, P::Word> {
+        // SAFETY: the shared state outlives the run, and the host gives every device of the
+        // topology its words (`Env::device_idle`), which outlive the run too.
+        let (shared, device) = unsafe { (self.env.shared(), &*self.env.device_idle[d as usize]) };
+        InitialSetEnd {
+            device,
+            device_ranges: self.env.device_initial_ranges(d),
+            global: &shared.initial_ranges_done,
+            ranges: self.env.initial_ranges(),
+            scope: self.scope,
+        }
     }
 
     /// Listing 5's "if the public queue is empty, release": while initial tasks remain, idle
