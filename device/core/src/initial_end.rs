@@ -92,17 +92,26 @@ mod tests {
         w.load(Ordering::Relaxed, Scope::System)
     }
 
+    /// A device's view with `device_ranges` of the run's `ranges`.
+    fn end<'a>(
+        device: &'a DeviceIdle<HostWord>,
+        global: &'a HostWord,
+        device_ranges: u64,
+        ranges: u64,
+    ) -> InitialSetEnd<'a, HostWord> {
+        InitialSetEnd {
+            device,
+            device_ranges,
+            global,
+            ranges,
+            scope: Scope::System,
+        }
+    }
+
     #[test]
     fn a_device_adds_its_ranges_once_all_are_claimed() {
         let (d0, d1, global) = (DeviceIdle::new(), DeviceIdle::new(), HostWord::new(0));
-        let end = |device, device_ranges| InitialSetEnd {
-            device,
-            device_ranges,
-            global: &global,
-            ranges: 5,
-            scope: Scope::System,
-        };
-        let (e0, e1) = (end(&d0, 3), end(&d1, 2));
+        let (e0, e1) = (end(&d0, &global, 3, 5), end(&d1, &global, 2, 5));
         e0.range_done();
         e0.range_done();
         e1.range_done();
@@ -125,13 +134,7 @@ mod tests {
     #[test]
     fn only_one_worker_of_a_device_reads_the_run_wide_count_at_a_time() {
         let (device, global) = (DeviceIdle::new(), HostWord::new(1));
-        let end = InitialSetEnd {
-            device: &device,
-            device_ranges: 1,
-            global: &global,
-            ranges: 1,
-            scope: Scope::System,
-        };
+        let end = end(&device, &global, 1, 1);
         // Another worker of the device is reading: this one does not, and sees nothing yet.
         device
             .initial_reader
@@ -147,13 +150,6 @@ mod tests {
     #[test]
     fn a_set_without_tasks_is_claimed_from_the_start() {
         let (device, global) = (DeviceIdle::new(), HostWord::new(0));
-        let end = InitialSetEnd {
-            device: &device,
-            device_ranges: 0,
-            global: &global,
-            ranges: 0,
-            scope: Scope::System,
-        };
-        assert!(end.all_claimed());
+        assert!(end(&device, &global, 0, 0).all_claimed());
     }
 }
