@@ -4,7 +4,7 @@
 //! On one device a worker reads the run-wide count of claimed ranges itself. On several, that
 //! count lives on the first device, and every idle worker of the others read it over NVLink in a
 //! loop, thousands of reads queued on one word; the ranges' own increments waited behind them.
-//! A 2-GPU run learned that a 2-task set was claimed 115-180 us after its start, where one GPU
+//! A 2-GPU run learned that a 2-task set was claimed 113-181 us after its start, where one GPU
 //! takes 3-7 us (docs/results.md). So here:
 //! - each device counts its own home ranges in its own memory, and adds them to the run-wide
 //!   count in one step once all of them are claimed;
