@@ -14,6 +14,7 @@ use mgws_tasks::Registry;
 use super::driver::{self, Event, Function, Stream};
 use super::gate::LaunchGate;
 use super::grid::{size_grid, Grid as CudaGrid};
+use super::link_wake::LinkWake;
 use super::memory::{allocate, progress_snapshot, read_error_word, GpuSide, Memory, WorkerRecords};
 use super::plan::{shared_field, Param, TasksIn};
 use super::poll::Backoff;
@@ -35,6 +36,8 @@ pub struct CudaDevice<'a> {
     s: Session,
     funcs: Vec<Function>,
     grid: Option<CudaGrid>,
+    /// The pairs of GPUs (indices into the session's) that peer access joins.
+    peers: Vec<(usize, usize)>,
     /// The launch streams and (start, end) events per run device, kept for `read_back`.
     streams: Vec<Stream>,
     events: Vec<(Event, Event)>,
@@ -67,6 +70,7 @@ impl<'a> CudaDevice<'a> {
             s,
             funcs,
             grid: None,
+            peers: Vec::new(),
             streams: Vec::new(),
             events: Vec::new(),
             gate: None,
@@ -150,7 +154,7 @@ impl Device for CudaDevice<'_> {
             lanes,
             Some(sched.config.workers),
         )?;
-        self.s.prepare_placement(self.b.placement)?;
+        self.peers = self.s.prepare_placement(self.b.placement)?;
         let mut config = self.b.scoped(self.method, &sched.config);
         config.workers = grid.topology.workers();
         let topology = grid.topology;
@@ -184,6 +188,8 @@ impl Device for CudaDevice<'_> {
         }
         let cg = self.grid.as_ref().expect("size_grid runs first");
         let lanes = grid.lanes;
+        // Woken while the kernels are launched, so that they start with their links awake.
+        let wake = LinkWake::start(&s.gpus, &self.peers)?;
         // Opened once every kernel is queued (or a launch failed), so that the launch calls
         // stay out of the timed run; dropping it opens it too.
         let gate = self.gate.insert(LaunchGate::new(&s.gpus[0])?);
@@ -233,6 +239,10 @@ impl Device for CudaDevice<'_> {
             }
             let _ = self.events[d].1.record(&self.streams[d]);
             launched += 1;
+        }
+        if let Some(Err(e)) = wake.as_ref().map(LinkWake::finish) {
+            // The kernels are queued: the supervisor aborts them and reports the error.
+            pending.get_or_insert(e);
         }
         self.released_at = Some(if all_held { Instant::now() } else { launching });
         gate.open();

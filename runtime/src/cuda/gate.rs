@@ -12,7 +12,7 @@
 //! kernel for profiling" (H100, CUDA 13). compute-sanitizer runs gated runs correctly.
 
 use super::driver::{Gpu, HostBuffer, Stream};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use cudarc::driver::sys::CUresult;
 use std::sync::atomic::{fence, Ordering};
 
@@ -30,13 +30,7 @@ pub(super) struct LaunchGate {
 /// Whether kernels should wait behind a gate, given the value of `MGWS_LAUNCH_GATE` (unset or
 /// empty: yes); a value that is neither on nor off is a configuration error.
 fn gate_wanted(setting: Option<&str>) -> Result<bool> {
-    match setting.map(str::trim) {
-        None | Some("" | "on" | "1" | "true" | "yes") => Ok(true),
-        Some("off" | "0" | "false" | "no") => Ok(false),
-        Some(other) => Err(Error::Config(format!(
-            "MGWS_LAUNCH_GATE={other:?}: expected on or off (also 1/0, true/false, yes/no)"
-        ))),
-    }
+    super::switch_setting("MGWS_LAUNCH_GATE", setting)
 }
 
 impl LaunchGate {

@@ -33,6 +33,7 @@ pub(crate) mod fill;
 mod gate;
 pub(crate) mod grid;
 mod level_device;
+mod link_wake;
 pub(crate) mod memory;
 mod mixed_device;
 pub(crate) mod plan;
@@ -620,6 +621,19 @@ impl CudaBackend {
         let cpu_sched = sched.cpu_side(cpu_workers)?;
         let mut device = mixed_device::MixedDevice::open(self, sched, &cpu_sched, registry)?;
         crate::pipeline::run(&mut device, sched, job, opened)
+    }
+}
+
+/// An on/off setting from the environment variable `name`, given its value: unset or empty is
+/// on; a value that is neither on nor off (also 1/0, true/false, yes/no) is a configuration
+/// error naming the variable.
+fn switch_setting(name: &str, setting: Option<&str>) -> Result<bool> {
+    match setting.map(str::trim) {
+        None | Some("" | "on" | "1" | "true" | "yes") => Ok(true),
+        Some("off" | "0" | "false" | "no") => Ok(false),
+        Some(other) => Err(Error::Config(format!(
+            "{name}={other:?}: expected on or off (also 1/0, true/false, yes/no)"
+        ))),
     }
 }
 

@@ -158,7 +158,9 @@ impl Session {
     ///   memory must be native, which the H100/H200 here are not (docs/background.md section 3: updates are
     ///   lost), so that is refused.
     /// - `remote`: each run device must reach its home GPU with native atomics.
-    pub fn prepare_placement(&self, placement: Placement) -> Result<()> {
+    ///
+    /// Returns those pairs `(from, to)` of indices into `gpus`: `from` reaches `to`'s memory.
+    pub fn prepare_placement(&self, placement: Placement) -> Result<Vec<(usize, usize)>> {
         let n = self.run_devices;
         let mut pairs: Vec<(usize, usize)> = Vec::new();
         if n > 1 {
@@ -202,7 +204,7 @@ impl Session {
                 }
             }
         }
-        for (a, b) in pairs {
+        for &(a, b) in &pairs {
             let (ga, gb) = (&self.gpus[a], &self.gpus[b]);
             let (can, atomics) = driver::peer_caps(ga.dev, gb.dev)?;
             if !can {
@@ -222,7 +224,7 @@ impl Session {
             }
             ga.enable_peer_access(gb)?;
         }
-        Ok(())
+        Ok(pairs)
     }
 }
 

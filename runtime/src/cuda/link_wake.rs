@@ -1,0 +1,101 @@
+//! Waking the NVLink links between a run's GPUs while its kernels are launched.
+//!
+//! A link that carried nothing for a while drops to a low-power state (after 50 ms on the H200s
+//! measured, `nvidia-smi nvlink -gLowPwrInfo`), and the first access over it then waits about
+//! 100 us for it to wake (docs/results.md). In a run on several GPUs the first remote atomic
+//! paid that inside the timed kernel: a fixed cost of every such run, which a short one could
+//! not hide. So the host copies a slice of memory from every GPU to every peer it reaches
+//! before the launch calls, and waits for the copies before it opens the launch gate: the wake
+//! overlaps the launches, and the kernels start with their links awake.
+//!
+//! `MGWS_LINK_WAKE=off` leaves the copies out.
+
+use std::sync::Arc;
+
+use super::driver::{DeviceBuffer, Gpu, Stream};
+use crate::error::Result;
+
+/// Bytes each GPU copies to each peer: enough to cross every link between two GPUs (NVLink
+/// stripes a copy over them).
+const SLICE_BYTES: usize = 512 << 10;
+
+/// The copies that wake a run's links, in flight until [`LinkWake::finish`] (or the drop).
+pub(super) struct LinkWake {
+    /// One stream per GPU, synchronised before the buffers go (field order is drop order, but
+    /// `Drop` synchronises first).
+    streams: Vec<Stream>,
+    /// Per GPU: slice `a` is GPU `a`'s source in its own buffer and the destination of its copy
+    /// in every peer's, so no two copies write the same bytes.
+    buffers: Vec<DeviceBuffer>,
+}
+
+/// Whether to wake the links, given the value of `MGWS_LINK_WAKE` (unset: yes).
+fn wake_wanted(setting: Option<&str>) -> Result<bool> {
+    super::switch_setting("MGWS_LINK_WAKE", setting)
+}
+
+impl LinkWake {
+    /// Starts a copy over every pair `(from, to)` of `pairs` (indices into `gpus`, the pairs
+    /// that peer access joins); `None` where there are none or `MGWS_LINK_WAKE` is off.
+    pub(super) fn start(gpus: &[Arc<Gpu>], pairs: &[(usize, usize)]) -> Result<Option<LinkWake>> {
+        if pairs.is_empty() || !wake_wanted(std::env::var("MGWS_LINK_WAKE").ok().as_deref())? {
+            return Ok(None);
+        }
+        let _span = tracing::debug_span!("cuda.link_wake", pairs = pairs.len()).entered();
+        let bytes = gpus.len() * SLICE_BYTES;
+        let buffers = gpus
+            .iter()
+            .map(|g| DeviceBuffer::alloc(g, bytes, "the link wake-up copies"))
+            .collect::<Result<Vec<_>>>()?;
+        let streams = gpus
+            .iter()
+            .map(|g| Stream::new(g))
+            .collect::<Result<Vec<_>>>()?;
+        let wake = LinkWake { streams, buffers };
+        let slice = |g: usize| g * SLICE_BYTES;
+        for (g, buffer) in wake.buffers.iter().enumerate() {
+            // The source slice is zeroed first: its bytes are never read, but they are defined.
+            buffer.zero_async(slice(g), SLICE_BYTES, &wake.streams[g])?;
+        }
+        for &(from, to) in pairs {
+            let (src, dst) = (&wake.buffers[from], &wake.buffers[to]);
+            src.copy_to_async(
+                slice(from),
+                dst,
+                slice(from),
+                SLICE_BYTES,
+                &wake.streams[from],
+            )?;
+        }
+        Ok(Some(wake))
+    }
+
+    /// Waits for every copy: the links they crossed are awake.
+    pub(super) fn finish(&self) -> Result<()> {
+        self.streams.iter().try_for_each(Stream::synchronize)
+    }
+}
+
+impl Drop for LinkWake {
+    /// The buffers go back only once no copy uses them (a run that failed before `finish`).
+    fn drop(&mut self) {
+        for s in &self.streams {
+            let _ = s.synchronize();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wake_wanted;
+
+    #[test]
+    fn the_setting_turns_the_wake_off_and_refuses_other_values() {
+        assert!(wake_wanted(None).unwrap());
+        assert!(wake_wanted(Some("on")).unwrap());
+        assert!(!wake_wanted(Some("off")).unwrap());
+        let e = wake_wanted(Some("later")).unwrap_err();
+        assert_eq!(e.kind(), "config");
+        assert!(e.to_string().contains("MGWS_LINK_WAKE=\"later\""), "{e}");
+    }
+}
