@@ -846,6 +846,51 @@ fn kernels_wait_behind_the_launch_gate_until_every_launch_is_queued() {
 }
 
 #[test]
+fn the_links_between_a_runs_gpus_are_woken_before_its_kernels_are_launched() {
+    const COPY: &str = "mock: copy between GPUs";
+    // Three GPUs: one copy from each to each of the others, all queued before the first launch
+    // call (and so before the gate opens).
+    let o = mgws(
+        "memset",
+        3,
+        &["--device", "cuda", "--devices", "0,1,2", "--tasks", "3000"],
+    );
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains(r#""lost":0"#), "{t}");
+    assert_eq!(t.matches(COPY).count(), 6, "{t}");
+    let first_launch = t.find("mock: launch").expect("a launch");
+    assert!(t.rfind(COPY).unwrap() < first_launch, "{t}");
+    // One GPU has no links to wake.
+    let o = mgws("memset", 1, &["--device", "cuda", "--tasks", "300"]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(!t.contains(COPY), "{t}");
+    // MGWS_LINK_WAKE=off leaves the copies out, and the run is the same.
+    let two = ["--device", "cuda", "--devices", "0,1", "--tasks", "300"];
+    let o = mgws_with_env("memset", 2, "mock.ptx", &two, &[("MGWS_LINK_WAKE", "off")]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains(r#""lost":0"#), "{t}");
+    assert!(!t.contains(COPY), "{t}");
+    // A value that is neither on nor off: a configuration error before any launch (exit 1).
+    let o = mgws_with_env(
+        "memset",
+        2,
+        "mock.ptx",
+        &two,
+        &[("MGWS_LINK_WAKE", "later")],
+    );
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains(r#"MGWS_LINK_WAKE="later": expected on or off"#),
+        "{t}"
+    );
+    assert!(!t.contains("mock: launch"), "{t}");
+}
+
+#[test]
 fn a_run_over_several_gpus_logs_each_gpus_kernel_time() {
     let args = ["--device", "cuda", "--devices", "0,1,2", "--tasks", "3000"];
     let o = mgws_with_env(

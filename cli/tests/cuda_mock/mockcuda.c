@@ -386,6 +386,18 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, void *st) 
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     return OK;
 }
+CUresult cuMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, void *st) {
+    (void)st;
+    memset((void *)p, v, n);
+    return OK;
+}
+/* The copies that wake the links between GPUs: logged, for the tests to count. */
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, void *st) {
+    (void)st;
+    memmove((void *)d, (const void *)s, n);
+    fprintf(stderr, "mock: copy between GPUs, %zu bytes\n", n);
+    return OK;
+}
 CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, void *st) {
     (void)st;
     memcpy(d, (void *)s, n);
