@@ -158,6 +158,20 @@ fn mgws_command(mode: &str, gpus: u32, ptx: &str, args: &[&str], env: &[(&str, &
     c
 }
 
+/// Checks that `mgws run memset` with `args` on `gpus` mock GPUs and the environment variable
+/// `var` set to `value` is a configuration error (exit code 1) saying `var="value": expected ...`
+/// before any launch.
+fn refused_setting(gpus: u32, args: &[&str], var: &str, value: &str, expected: &str) {
+    let o = mgws_with_env("memset", gpus, "mock.ptx", args, &[(var, value)]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains(&format!("{var}={value:?}: expected {expected}")),
+        "{t}"
+    );
+    assert!(!t.contains("mock: launch"), "{t}");
+}
+
 /// Checks that `mgws run memset` with `args` (one mock GPU) is refused as bad input (exit code 1)
 /// with an error containing `needle`.
 fn refused(args: &[&str], needle: &str) {
@@ -829,20 +843,8 @@ fn kernels_wait_behind_the_launch_gate_until_every_launch_is_queued() {
     // never asked to wait.
     ungated(2, ("MGWS_LAUNCH_GATE", "off"));
     // A value that is neither on nor off: a configuration error before any launch (exit 1).
-    let o = mgws_with_env(
-        "memset",
-        1,
-        "mock.ptx",
-        &["--device", "cuda", "--tasks", "300"],
-        &[("MGWS_LAUNCH_GATE", "maybe")],
-    );
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(
-        t.contains(r#"MGWS_LAUNCH_GATE="maybe": expected on or off"#),
-        "{t}"
-    );
-    assert!(!t.contains("mock: launch"), "{t}");
+    let one = ["--device", "cuda", "--tasks", "300"];
+    refused_setting(1, &one, "MGWS_LAUNCH_GATE", "maybe", "on or off");
 }
 
 #[test]
@@ -874,20 +876,7 @@ fn the_links_between_a_runs_gpus_are_woken_before_its_kernels_are_launched() {
     assert!(t.contains(r#""lost":0"#), "{t}");
     assert!(!t.contains(COPY), "{t}");
     // A value that is neither on nor off: a configuration error before any launch (exit 1).
-    let o = mgws_with_env(
-        "memset",
-        2,
-        "mock.ptx",
-        &two,
-        &[("MGWS_LINK_WAKE", "later")],
-    );
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(
-        t.contains(r#"MGWS_LINK_WAKE="later": expected on or off"#),
-        "{t}"
-    );
-    assert!(!t.contains("mock: launch"), "{t}");
+    refused_setting(2, &two, "MGWS_LINK_WAKE", "later", "on or off");
 }
 
 #[test]
@@ -930,20 +919,7 @@ fn the_queue_scope_diagnostic_widens_one_gpu_to_the_system_entry() {
     assert!(entry(&[("MGWS_QUEUE_SCOPE", "auto")]).ends_with("_device"));
     assert!(entry(&[("MGWS_QUEUE_SCOPE", "system")]).ends_with("_system"));
     // Anything else: a configuration error before any launch (exit 1).
-    let o = mgws_with_env(
-        "memset",
-        1,
-        "mock.ptx",
-        &args,
-        &[("MGWS_QUEUE_SCOPE", "device")],
-    );
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(
-        t.contains(r#"MGWS_QUEUE_SCOPE="device": expected auto or system"#),
-        "{t}"
-    );
-    assert!(!t.contains("mock: launch"), "{t}");
+    refused_setting(1, &args, "MGWS_QUEUE_SCOPE", "device", "auto or system");
 }
 
 /// `mgws run memset` over `pes` GPU PE processes, with the mock libcuda (`gpus` GPUs) and the
