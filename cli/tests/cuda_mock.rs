@@ -863,6 +863,14 @@ fn the_links_between_a_runs_gpus_are_woken_before_its_kernels_are_launched() {
     assert_eq!(t.matches(COPY).count(), 6, "{t}");
     let first_launch = t.find("mock: launch").expect("a launch");
     assert!(t.rfind(COPY).unwrap() < first_launch, "{t}");
+    // Each GPU's two copies were waited for before the gate let any kernel go.
+    let waited = t.matches("mock: 2 copies between GPUs waited for").count();
+    assert_eq!(waited, 3, "{t}");
+    let first_start = t.find("mock: a kernel passed the gate").expect("a start");
+    assert!(
+        t.rfind("copies between GPUs waited for").unwrap() < first_start,
+        "{t}"
+    );
     // One GPU has no links to wake.
     let o = mgws("memset", 1, &["--device", "cuda", "--tasks", "300"]);
     let t = text(&o);
@@ -875,8 +883,11 @@ fn the_links_between_a_runs_gpus_are_woken_before_its_kernels_are_launched() {
     assert!(o.status.success(), "{t}");
     assert!(t.contains(r#""lost":0"#), "{t}");
     assert!(!t.contains(COPY), "{t}");
-    // A value that is neither on nor off: a configuration error before any launch (exit 1).
+    // A value that is neither on nor off: a configuration error before any launch (exit 1),
+    // with links to wake or none.
     refused_setting(2, &two, "MGWS_LINK_WAKE", "later", "on or off");
+    let one = ["--device", "cuda", "--tasks", "300"];
+    refused_setting(1, &one, "MGWS_LINK_WAKE", "later", "on or off");
 }
 
 #[test]

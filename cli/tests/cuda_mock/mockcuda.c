@@ -386,18 +386,6 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, void *st) 
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     return OK;
 }
-CUresult cuMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, void *st) {
-    (void)st;
-    memset((void *)p, v, n);
-    return OK;
-}
-/* The copies that wake the links between GPUs: logged, for the tests to count. */
-CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, void *st) {
-    (void)st;
-    memmove((void *)d, (const void *)s, n);
-    fprintf(stderr, "mock: copy between GPUs, %zu bytes\n", n);
-    return OK;
-}
 CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, void *st) {
     (void)st;
     memcpy(d, (void *)s, n);
@@ -407,6 +395,8 @@ CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, void *st) {
 struct stream {
     volatile int busy;
     volatile int fault;
+    /* Copies between GPUs queued on the stream and not yet waited for. */
+    int copies;
     /* cuStreamWaitValue32: the word the stream's next kernel waits for (GEQ value), or NULL. */
     volatile uint32_t *gate;
     uint32_t gate_value;
@@ -418,8 +408,18 @@ CUresult cuStreamQuery(void *s) {
     if (st->fault) return E_LAUNCH_FAILED;
     return st->busy ? E_NOT_READY : OK;
 }
+/* The copies that wake the links between GPUs: logged as queued, and as done when their stream
+ * is waited for, for the tests to count and order. */
+CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, void *stream) {
+    memmove((void *)d, (const void *)s, n);
+    ((struct stream *)stream)->copies++;
+    fprintf(stderr, "mock: copy between GPUs, %zu bytes\n", n);
+    return OK;
+}
 CUresult cuStreamSynchronize(void *s) {
     struct stream *st = s;
+    if (st->copies) fprintf(stderr, "mock: %d copies between GPUs waited for\n", st->copies);
+    st->copies = 0;
     while (st->busy) usleep(100);
     return st->fault ? E_LAUNCH_FAILED : OK;
 }
@@ -458,6 +458,7 @@ static void *kernel(void *arg) {
         int waited = 0;
         while (*l->st->gate < l->st->gate_value && waited < 10000) { usleep(1000); waited++; }
         if (*l->st->gate < l->st->gate_value) fprintf(stderr, "mock: the launch gate never opened\n");
+        else fprintf(stderr, "mock: a kernel passed the gate\n");
         l->st->gate = NULL;
     }
     uint8_t *shared = route(rd(l->env + ENV_SHARED));

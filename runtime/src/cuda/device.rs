@@ -36,8 +36,9 @@ pub struct CudaDevice<'a> {
     s: Session,
     funcs: Vec<Function>,
     grid: Option<CudaGrid>,
-    /// The pairs of GPUs (indices into the session's) that peer access joins.
-    peers: Vec<(usize, usize)>,
+    /// The pairs of GPUs (indices into the session's) whose links the launch wakes: those that
+    /// peer access joins, none with `MGWS_LINK_WAKE=off`.
+    wake_pairs: Vec<(usize, usize)>,
     /// The launch streams and (start, end) events per run device, kept for `read_back`.
     streams: Vec<Stream>,
     events: Vec<(Event, Event)>,
@@ -70,7 +71,7 @@ impl<'a> CudaDevice<'a> {
             s,
             funcs,
             grid: None,
-            peers: Vec::new(),
+            wake_pairs: Vec::new(),
             streams: Vec::new(),
             events: Vec::new(),
             gate: None,
@@ -154,7 +155,9 @@ impl Device for CudaDevice<'_> {
             lanes,
             Some(sched.config.workers),
         )?;
-        self.peers = self.s.prepare_placement(self.b.placement)?;
+        let wake = super::link_wake::wake_wanted(std::env::var("MGWS_LINK_WAKE").ok().as_deref())?;
+        let peers = self.s.prepare_placement(self.b.placement)?;
+        self.wake_pairs = if wake { peers } else { Vec::new() };
         let mut config = self.b.scoped(self.method, &sched.config);
         config.workers = grid.topology.workers();
         let topology = grid.topology;
@@ -188,12 +191,12 @@ impl Device for CudaDevice<'_> {
         }
         let cg = self.grid.as_ref().expect("size_grid runs first");
         let lanes = grid.lanes;
-        // Woken while the kernels are launched, so that they start with their links awake.
-        let wake = LinkWake::start(&s.gpus, &self.peers)?;
         // Opened once every kernel is queued (or a launch failed), so that the launch calls
         // stay out of the timed run; dropping it opens it too.
         let gate = self.gate.insert(LaunchGate::new(&s.gpus[0])?);
         let launching = Instant::now();
+        // Woken while the kernels are launched, so that they start with their links awake.
+        let wake = LinkWake::start(&s.gpus, &self.wake_pairs)?;
         let mut all_held = true;
         let mut launched = 0;
         let mut pending = None;
@@ -240,10 +243,18 @@ impl Device for CudaDevice<'_> {
             let _ = self.events[d].1.record(&self.streams[d]);
             launched += 1;
         }
-        if let Some(Err(e)) = wake.as_ref().map(LinkWake::finish) {
-            // The kernels are queued: the supervisor aborts them and reports the error.
-            pending.get_or_insert(e);
-        }
+        // Waited for only where the gate holds the kernels. An ungated kernel already runs: its
+        // copies are waited for when `_ungated_wake` drops, after the run.
+        let _ungated_wake = match wake {
+            Some(wake) if all_held => {
+                if let Err(e) = wake.finish() {
+                    // The kernels are queued: the supervisor aborts them and reports the error.
+                    pending.get_or_insert(e);
+                }
+                None
+            }
+            wake => wake,
+        };
         self.released_at = Some(if all_held { Instant::now() } else { launching });
         gate.open();
         self.launch_s = if all_held {

@@ -8,7 +8,8 @@
 //! before the launch calls, and waits for the copies before it opens the launch gate: the wake
 //! overlaps the launches, and the kernels start with their links awake.
 //!
-//! `MGWS_LINK_WAKE=off` leaves the copies out.
+//! `MGWS_LINK_WAKE=off` leaves the copies out ([`wake_wanted`], read with the run's other
+//! settings before anything is allocated).
 
 use std::sync::Arc;
 
@@ -21,8 +22,7 @@ const SLICE_BYTES: usize = 512 << 10;
 
 /// The copies that wake a run's links, in flight until [`LinkWake::finish`] (or the drop).
 pub(super) struct LinkWake {
-    /// One stream per GPU, synchronised before the buffers go (field order is drop order, but
-    /// `Drop` synchronises first).
+    /// One stream per GPU; `Drop` synchronises them before any buffer goes back to the pool.
     streams: Vec<Stream>,
     /// Per GPU: slice `a` is GPU `a`'s source in its own buffer and the destination of its copy
     /// in every peer's, so no two copies write the same bytes.
@@ -30,15 +30,15 @@ pub(super) struct LinkWake {
 }
 
 /// Whether to wake the links, given the value of `MGWS_LINK_WAKE` (unset: yes).
-fn wake_wanted(setting: Option<&str>) -> Result<bool> {
+pub(super) fn wake_wanted(setting: Option<&str>) -> Result<bool> {
     super::switch_setting("MGWS_LINK_WAKE", setting)
 }
 
 impl LinkWake {
     /// Starts a copy over every pair `(from, to)` of `pairs` (indices into `gpus`, the pairs
-    /// that peer access joins); `None` where there are none or `MGWS_LINK_WAKE` is off.
+    /// that peer access joins); `None` where there are none.
     pub(super) fn start(gpus: &[Arc<Gpu>], pairs: &[(usize, usize)]) -> Result<Option<LinkWake>> {
-        if pairs.is_empty() || !wake_wanted(std::env::var("MGWS_LINK_WAKE").ok().as_deref())? {
+        if pairs.is_empty() {
             return Ok(None);
         }
         let _span = tracing::debug_span!("cuda.link_wake", pairs = pairs.len()).entered();
@@ -52,32 +52,27 @@ impl LinkWake {
             .map(|g| Stream::new(g))
             .collect::<Result<Vec<_>>>()?;
         let wake = LinkWake { streams, buffers };
+        // What the bytes are does not matter: only that they cross the links.
         let slice = |g: usize| g * SLICE_BYTES;
-        for (g, buffer) in wake.buffers.iter().enumerate() {
-            // The source slice is zeroed first: its bytes are never read, but they are defined.
-            buffer.zero_async(slice(g), SLICE_BYTES, &wake.streams[g])?;
-        }
         for &(from, to) in pairs {
             let (src, dst) = (&wake.buffers[from], &wake.buffers[to]);
-            src.copy_to_async(
-                slice(from),
-                dst,
-                slice(from),
-                SLICE_BYTES,
-                &wake.streams[from],
-            )?;
+            let stream = &wake.streams[from];
+            // SAFETY: both buffers belong to `wake`, whose `Drop` synchronises every stream
+            // before they go; slice `from` of `dst` is written by this copy alone.
+            unsafe { src.copy_to_async(slice(from), dst, slice(from), SLICE_BYTES, stream) }?;
         }
         Ok(Some(wake))
     }
 
     /// Waits for every copy: the links they crossed are awake.
-    pub(super) fn finish(&self) -> Result<()> {
+    pub(super) fn finish(self) -> Result<()> {
         self.streams.iter().try_for_each(Stream::synchronize)
     }
 }
 
 impl Drop for LinkWake {
-    /// The buffers go back only once no copy uses them (a run that failed before `finish`).
+    /// The buffers go back only once no copy uses them: also without `finish` (an ungated run,
+    /// a failed launch).
     fn drop(&mut self) {
         for s in &self.streams {
             let _ = s.synchronize();

@@ -685,6 +685,30 @@ mod tests {
     use mgws_core::TerminationMode;
 
     #[test]
+    fn an_on_off_setting_takes_the_usual_spellings_and_refuses_others_by_name() {
+        for on in [
+            None,
+            Some(""),
+            Some("on"),
+            Some(" 1 "),
+            Some("true"),
+            Some("yes"),
+        ] {
+            assert!(switch_setting("MGWS_X", on).unwrap(), "{on:?}");
+        }
+        for off in [Some("off"), Some(" 0 "), Some("false"), Some("no")] {
+            assert!(!switch_setting("MGWS_X", off).unwrap(), "{off:?}");
+        }
+        let e = switch_setting("MGWS_X", Some("maybe")).unwrap_err();
+        assert_eq!(e.kind(), "config");
+        assert!(
+            e.to_string()
+                .contains("MGWS_X=\"maybe\": expected on or off"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn the_device_api_transport_is_refused_outside_runs_over_gpu_pes() {
         let b = CudaBackend {
             pe_transport: PeTransport::DeviceApi,

@@ -147,23 +147,14 @@ impl DeviceBuffer {
         stream.synchronize()
     }
 
-    /// Queues zeroing `bytes` bytes from byte `offset` on `stream` (see
-    /// [`DeviceBuffer::copy_to_async`]).
-    pub fn zero_async(&self, offset: usize, bytes: usize, stream: &Stream) -> Result<()> {
-        assert!(offset + bytes <= self.bytes);
-        set_current(self.ctx)?;
-        ok(
-            // SAFETY: the range lies inside the buffer (asserted), which the caller keeps until
-            // the stream has finished.
-            unsafe { result::memset_d8_async(self.ptr + offset as u64, 0, bytes, stream.raw) },
-            || format!("zeroing {} of GPU memory", human_bytes(bytes)),
-        )
-    }
-
     /// Queues a copy of `bytes` bytes from byte `offset` to byte `dst_offset` of `dst`, which
-    /// may be another GPU's buffer (over peer access, with unified addressing), on `stream`.
-    /// Nothing waits for it: the caller synchronises `stream` before either buffer is dropped.
-    pub fn copy_to_async(
+    /// may be another GPU's buffer (over peer access, with unified addressing), on `stream`,
+    /// and returns without waiting for it.
+    ///
+    /// # Safety
+    /// Neither buffer may be dropped (freed, or handed back to the pool for another run) before
+    /// `stream` has finished the copy.
+    pub unsafe fn copy_to_async(
         &self,
         offset: usize,
         dst: &DeviceBuffer,
@@ -175,7 +166,7 @@ impl DeviceBuffer {
         set_current(self.ctx)?;
         ok(
             // SAFETY: both ranges lie inside their buffers (asserted); the caller keeps both
-            // buffers until the stream has finished the copy.
+            // buffers until the stream has finished the copy (this function's contract).
             unsafe {
                 result::memcpy_dtod_async(
                     dst.ptr + dst_offset as u64,
