@@ -460,9 +460,11 @@ fn contains_baselines_agree_with_the_reference() {
 
 #[test]
 fn the_baselines_report_how_long_each_worker_waited() {
-    // Worker 0's share is one 32 MiB document, worker 1's one of 8 bytes: worker 1 waits (static:
-    // after its share until the run ends; levels: at the barrier of the only level) for about the
-    // whole run, worker 0 for next to nothing.
+    // Worker 0's share is one 32 MiB document, worker 1's one of 8 bytes: one worker waits
+    // (static: after its share until the run ends; levels: at the barrier of the only level) for
+    // about the whole run, the other for next to nothing. Usually worker 1 waits; on a loaded
+    // machine worker 1's thread may start later than worker 0's scan takes, and then worker 0
+    // waits for it. Either way the run's waits are one worker's.
     let mut corpus = Corpus::default();
     corpus.push(&vec![b'x'; 32 << 20]);
     corpus.push(b"zwischen");
@@ -479,9 +481,10 @@ fn the_baselines_report_how_long_each_worker_waited() {
             .collect();
         let name = backend.name();
         assert_eq!(idle.len(), 2, "{name}");
-        assert!(idle[1] > idle[0], "{name}: {idle:?}");
+        let (least, most) = (idle[0].min(idle[1]), idle[0].max(idle[1]));
+        assert!(least * 10 <= most, "{name}: {idle:?}");
         assert!(
-            idle[1] as f64 * 1e-9 <= report.elapsed_s,
+            most as f64 * 1e-9 <= report.elapsed_s,
             "{name}: {idle:?} of {}",
             report.elapsed_s
         );
