@@ -991,6 +991,12 @@ fn gpu_pes_join_through_the_unique_id_and_run_over_the_symmetric_heap() {
             "{t}"
         );
         assert!(!t.contains("mock: fill "), "{t}");
+        // After the gate each PE woke its links: one copy into each other PE's part.
+        assert_eq!(
+            t.matches("mock: copy between GPUs").count(),
+            (count * (count - 1)) as usize,
+            "{t}"
+        );
         for pe in 0..count {
             assert!(
                 t.contains(&format!("mock-nvshmem: PE {pe} of {count} joined")),
@@ -1009,6 +1015,25 @@ fn gpu_pes_join_through_the_unique_id_and_run_over_the_symmetric_heap() {
             );
         }
     }
+}
+
+#[test]
+fn gpu_pes_leave_the_link_wake_out_when_told_and_refuse_a_bad_setting() {
+    let args = ["--workers", "4", "--tasks", "3000", "--json"];
+    let o = pes("memset", 2, 2, &args, &[("MGWS_LINK_WAKE", "off")]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains(r#""lost":0"#), "{t}");
+    assert!(!t.contains("mock: copy between GPUs"), "{t}");
+    // A bad value stops the PEs before the gate: no kernel starts.
+    let o = pes("memset", 2, 2, &args, &[("MGWS_LINK_WAKE", "later")]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains(r#"MGWS_LINK_WAKE="later": expected on or off"#),
+        "{t}"
+    );
+    assert!(!t.contains("mock: launch"), "{t}");
 }
 
 #[test]

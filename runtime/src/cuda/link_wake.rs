@@ -18,10 +18,10 @@ use crate::error::Result;
 
 /// Bytes each GPU copies to each peer: enough to cross every link between two GPUs (NVLink
 /// stripes a copy over them).
-const SLICE_BYTES: usize = 512 << 10;
+pub(crate) const SLICE_BYTES: usize = 512 << 10;
 
 /// The copies that wake a run's links, in flight until [`LinkWake::finish`] (or the drop).
-pub(super) struct LinkWake {
+pub(crate) struct LinkWake {
     /// One stream per GPU; `Drop` synchronises them before any buffer goes back to the pool.
     streams: Vec<Stream>,
     /// Per GPU: slice `a` is GPU `a`'s source in its own buffer and the destination of its copy
@@ -30,7 +30,7 @@ pub(super) struct LinkWake {
 }
 
 /// Whether to wake the links, given the value of `MGWS_LINK_WAKE` (unset: yes).
-pub(super) fn wake_wanted(setting: Option<&str>) -> Result<bool> {
+pub(crate) fn wake_wanted(setting: Option<&str>) -> Result<bool> {
     super::switch_setting("MGWS_LINK_WAKE", setting)
 }
 
@@ -64,8 +64,40 @@ impl LinkWake {
         Ok(Some(wake))
     }
 
+    /// A GPU PE's copies: slice `me` at byte `at` of its own part `own` of the symmetric heap to
+    /// the same place in every other PE's part (`parts`, their addresses as this process maps
+    /// them); `None` where there is no other PE. The caller reads `MGWS_LINK_WAKE`.
+    pub(crate) fn start_to_peers(
+        gpu: &Gpu,
+        own: &DeviceBuffer,
+        at: usize,
+        me: usize,
+        parts: &[u64],
+    ) -> Result<Option<LinkWake>> {
+        if parts.len() < 2 {
+            return Ok(None);
+        }
+        let _span =
+            tracing::debug_span!("cuda.link_wake", pe = me, peers = parts.len() - 1).entered();
+        let wake = LinkWake {
+            streams: vec![Stream::new(gpu)?],
+            buffers: Vec::new(),
+        };
+        let slice = at + me * SLICE_BYTES;
+        for (e, &part) in parts.iter().enumerate().filter(|&(e, _)| e != me) {
+            // SAFETY: slice `me` of PE `e`'s wake region, inside its part, which stays mapped
+            // until the run's final barrier; no one else writes it.
+            let dst = unsafe { DeviceBuffer::borrowed(gpu, part + slice as u64, SLICE_BYTES) };
+            tracing::trace!(to = e, "link wake copy");
+            // SAFETY: `own` and `dst` borrow the PE's part and PE `e`'s, which outlive the run
+            // (dropping a borrow frees nothing); `finish` or the drop waits for the copy.
+            unsafe { own.copy_to_async(slice, &dst, 0, SLICE_BYTES, &wake.streams[0]) }?;
+        }
+        Ok(Some(wake))
+    }
+
     /// Waits for every copy: the links they crossed are awake.
-    pub(super) fn finish(self) -> Result<()> {
+    pub(crate) fn finish(self) -> Result<()> {
         self.streams.iter().try_for_each(Stream::synchronize)
     }
 }

@@ -33,7 +33,7 @@ pub(crate) mod fill;
 mod gate;
 pub(crate) mod grid;
 mod level_device;
-mod link_wake;
+pub(crate) mod link_wake;
 pub(crate) mod memory;
 mod mixed_device;
 pub(crate) mod plan;

@@ -34,6 +34,7 @@ use mgws_tasks::{Registry, TaskStruct};
 
 use super::nvshmem::{Nvshmem, UniqueId};
 use crate::cuda::driver::{self, DeviceBuffer, Event, Stream};
+use crate::cuda::link_wake::{self, LinkWake};
 use crate::cuda::memory;
 use crate::cuda::plan::{self, shared_field};
 use crate::cuda::session::Session;
@@ -319,6 +320,9 @@ impl Joined<'_> {
         if let Parts::Window(window) = layout_of_parts {
             set_window(s, gpu, &window)?;
         }
+        // Read before the gate, so that a bad value stops this PE before any kernel starts.
+        let wake_links = layout_of_parts == Parts::Mapped
+            && link_wake::wake_wanted(std::env::var("MGWS_LINK_WAKE").ok().as_deref())?;
         let own_at = match layout_of_parts {
             Parts::Window(window) => window.part(pe),
             Parts::Mapped => symmetric,
@@ -353,6 +357,16 @@ impl Joined<'_> {
         header.gate.arrive();
         if !crate::processes::wait_for_gate(header, patience)? {
             return Ok(Served::Cancelled);
+        }
+        // The links to the other PEs' GPUs woken before this PE's start (a single process wakes
+        // its GPUs' links before its gate opens: `cuda/link_wake.rs`). After the gate, since
+        // every PE zeroed its part before it arrived there; over the mapped transport only, whose
+        // parts are the other GPUs' memory as this process maps it.
+        if wake_links {
+            if let Some(wake) = LinkWake::start_to_peers(gpu, &own, sym.wake_at, p, &parts[..pes])?
+            {
+                wake.finish()?;
+            }
         }
         let mut env_ptr = local.env.ptr;
         let mut scratch = smem as u32;
@@ -754,7 +768,8 @@ mod tests {
         assert!(l.idle_at >= l.run_at + l.run.total);
         assert_eq!(l.areas_at[0], 0, "read-only areas are copied to every PE");
         assert!(l.areas_at[2] > l.idle_at);
-        assert!(l.total >= l.areas_at[2] + 24);
+        assert!(l.wake_at >= l.areas_at[2] + 24);
+        assert!(l.total >= l.wake_at + 2 * link_wake::SLICE_BYTES);
         assert_eq!(SymmetricLayout::new(&topology, 16, &limits), l);
     }
 

@@ -3,6 +3,7 @@
 
 use mgws_core::{DeviceIdle, HostWord, PeWindow, Topology, AREA_WRITABLE, DATA_AREAS};
 
+use crate::cuda::link_wake;
 use crate::cuda::plan::{QueueArea, RunArea};
 use crate::cuda::PeTransport;
 use crate::error::{Error, Result};
@@ -122,6 +123,9 @@ pub(crate) struct SymmetricLayout {
     pub idle_at: usize,
     /// Writable data areas (PE 0's are the run's): offset per area, 0 where absent.
     pub areas_at: [usize; DATA_AREAS],
+    /// One slice per PE for the copies that wake the links ([`link_wake::SLICE_BYTES`]): PE `e`
+    /// writes slice `e` of every other PE's part, and nothing else uses them.
+    pub wake_at: usize,
     pub total: usize,
 }
 
@@ -145,6 +149,8 @@ impl SymmetricLayout {
                 end = align(end + (limit & !AREA_WRITABLE) as usize);
             }
         }
+        let wake_at = end;
+        end = align(wake_at + topology.devices as usize * link_wake::SLICE_BYTES);
         SymmetricLayout {
             queues,
             queues_at,
@@ -152,6 +158,7 @@ impl SymmetricLayout {
             run_at,
             idle_at,
             areas_at,
+            wake_at,
             total: end,
         }
     }
