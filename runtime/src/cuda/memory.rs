@@ -301,14 +301,15 @@ pub(super) fn allocate(
 /// The initial tasks in device memory: on one GPU a plain buffer; on several, one range split
 /// so that each GPU holds its own queues' home ranges (`Env::initial_range`) and reaches the
 /// others' over NVLink when it claims from them, or, where a GPU has no virtual memory
-/// management, a copy on each. An indexed set is only its template, copied to every GPU, whose
-/// workers make the tasks from it.
+/// management or the set is too small to split by whole mapping units ([`split_keeps_home`]),
+/// a copy on each. An indexed set is only its template, copied to every GPU, whose workers make
+/// the tasks from it.
 pub(super) enum PlacedInitial {
     None,
     One(DeviceBuffer),
     Split(SplitBuffer),
     /// A copy on each GPU: an indexed set's template, or the tasks where a GPU has no virtual
-    /// memory management.
+    /// memory management or the set is small.
     Copies(Vec<DeviceBuffer>),
 }
 
@@ -329,7 +330,7 @@ impl PlacedInitial {
             buf.write(0, bytes)?;
             return Ok(PlacedInitial::One(buf));
         }
-        if indexed || !splits {
+        if indexed || !splits || !split_keeps_home(bytes.len(), n, split::unit(&s.gpus[..n])?) {
             return Ok(PlacedInitial::Copies(copy_to_each(
                 &s.gpus[..n],
                 bytes,
@@ -350,6 +351,22 @@ impl PlacedInitial {
             PlacedInitial::Split(b) => b.ptr,
         }
     }
+}
+
+/// Mapping units in each GPU's share of a listed initial set, at least, for the set to be split
+/// rather than copied to every GPU (see [`split_keeps_home`]).
+const SPLIT_MIN_UNITS: usize = 32;
+
+/// Whether a listed initial set of `bytes` bytes, split over `gpus` GPUs in mapping units of
+/// `unit` bytes, leaves each GPU's home ranges in its own memory but for a small part. Each
+/// boundary between two GPUs' slices is rounded to a unit, so up to half a unit of a GPU's tasks
+/// lies in its neighbour's memory, where every claim of them is a round trip over NVLink: 2.57
+/// MB of CONTAINS tasks over 2 GPUs put 63% of the second GPU's tasks on the first, and the run
+/// took twice as long as on one GPU (docs/results.md). Below [`SPLIT_MIN_UNITS`] units per
+/// share (64 MB at the H200s' 2 MB) a copy on each GPU costs little and misplaces nothing;
+/// above it, at most 1/64 of a share is misplaced.
+fn split_keeps_home(bytes: usize, gpus: usize, unit: usize) -> bool {
+    bytes / gpus.max(1) >= SPLIT_MIN_UNITS * unit
 }
 
 /// `bytes` bytes split over the run's GPUs in proportion to each GPU's public queues, i.e. to its
@@ -605,6 +622,18 @@ pub(crate) fn damping_rows(
 mod tests {
     use super::*;
     use mgws_core::SchedConfig;
+
+    #[test]
+    fn a_listed_set_is_split_only_where_whole_units_keep_each_share_home() {
+        const MB: usize = 1 << 20;
+        // CONTAINS' 40,132 tasks (2.57 MB) over 2 GPUs of 2 MB units: copied.
+        assert!(!split_keeps_home(40_132 * 64, 2, 2 * MB));
+        // 64 MB per GPU is the least that is split; 2^22 tasks (256 MB) over 4 GPUs is.
+        assert!(split_keeps_home(128 * MB, 2, 2 * MB));
+        assert!(!split_keeps_home(128 * MB - 1, 2, 2 * MB));
+        assert!(split_keeps_home(256 * MB, 4, 2 * MB));
+        assert!(!split_keeps_home(256 * MB, 8, 2 * MB));
+    }
 
     #[test]
     fn env_and_tasks_have_no_padding() {

@@ -53,6 +53,13 @@ pub fn supported(gpus: &[Arc<Gpu>]) -> Result<bool> {
     Ok(true)
 }
 
+/// The mapping unit of a [`SplitBuffer`] over `gpus`: the largest of their granularities.
+pub fn unit(gpus: &[Arc<Gpu>]) -> Result<usize> {
+    gpus.iter()
+        .map(|g| granularity(g))
+        .try_fold(1, |unit, g| Ok(unit.max(g?)))
+}
+
 /// The mapping granularity of `gpu`, which has virtual memory management.
 fn granularity(gpu: &Gpu) -> Result<usize> {
     let mut g = 0usize;
@@ -78,11 +85,7 @@ impl SplitBuffer {
     /// nothing gets no memory), not initialised. `what` names the buffer in errors.
     pub fn alloc(gpus: &[Arc<Gpu>], weights: &[u64], bytes: usize, what: &str) -> Result<Self> {
         assert_eq!(gpus.len(), weights.len());
-        let units = gpus
-            .iter()
-            .map(|g| granularity(g))
-            .collect::<Result<Vec<_>>>()?;
-        let unit = units.into_iter().max().unwrap_or(1);
+        let unit = unit(gpus)?;
         let bounds = area_layout::split_bounds(bytes as u64, weights, unit as u64);
         let reserved = bytes.max(1).next_multiple_of(unit);
         gpus[0].make_current()?;
