@@ -362,7 +362,7 @@ const SPLIT_MIN_UNITS: usize = 32;
 /// boundary between two GPUs' slices is rounded to a unit, so up to half a unit of a GPU's tasks
 /// lies in its neighbour's memory, where every claim of them is a round trip over NVLink: 2.57
 /// MB of CONTAINS tasks over 2 GPUs put 63% of the second GPU's tasks on the first, and the run
-/// took twice as long as on one GPU (docs/results.md). Below [`SPLIT_MIN_UNITS`] units per
+/// took 200 us against 140 on one GPU (docs/results.md). Below [`SPLIT_MIN_UNITS`] units per
 /// share (64 MB at the H200s' 2 MB) a copy on each GPU costs little and misplaces nothing;
 /// above it, at most 1/64 of a share is misplaced.
 fn split_keeps_home(bytes: usize, gpus: usize, unit: usize) -> bool {
