@@ -991,12 +991,15 @@ fn gpu_pes_join_through_the_unique_id_and_run_over_the_symmetric_heap() {
             "{t}"
         );
         assert!(!t.contains("mock: fill "), "{t}");
-        // After the gate each PE woke its links: one copy into each other PE's part.
+        // After the gate each PE woke its links: one slice copied into each other PE's part,
+        // and each PE waited for its copies before its launch.
         assert_eq!(
-            t.matches("mock: copy between GPUs").count(),
+            t.matches("mock: copy between GPUs, 524288 bytes").count(),
             (count * (count - 1)) as usize,
             "{t}"
         );
+        let waited = format!("mock: {} copies between GPUs waited for", count - 1);
+        assert_eq!(t.matches(&waited).count(), count as usize, "{t}");
         for pe in 0..count {
             assert!(
                 t.contains(&format!("mock-nvshmem: PE {pe} of {count} joined")),
@@ -1025,15 +1028,20 @@ fn gpu_pes_leave_the_link_wake_out_when_told_and_refuse_a_bad_setting() {
     assert!(o.status.success(), "{t}");
     assert!(t.contains(r#""lost":0"#), "{t}");
     assert!(!t.contains("mock: copy between GPUs"), "{t}");
-    // A bad value stops the PEs before the gate: no kernel starts.
-    let o = pes("memset", 2, 2, &args, &[("MGWS_LINK_WAKE", "later")]);
-    let t = text(&o);
-    assert_eq!(o.status.code(), Some(1), "{t}");
-    assert!(
-        t.contains(r#"MGWS_LINK_WAKE="later": expected on or off"#),
-        "{t}"
-    );
-    assert!(!t.contains("mock: launch"), "{t}");
+    // A bad value stops the PEs before the gate, on either transport: no kernel starts.
+    let bad = [("MGWS_LINK_WAKE", "later")];
+    for o in [
+        pes("memset", 2, 2, &args, &bad),
+        api_pes("memset", 2, "cache-wake", &args, &bad),
+    ] {
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{t}");
+        assert!(
+            t.contains(r#"MGWS_LINK_WAKE="later": expected on or off"#),
+            "{t}"
+        );
+        assert!(!t.contains("mock: launch"), "{t}");
+    }
 }
 
 #[test]
@@ -1127,6 +1135,8 @@ fn gpu_pes_over_the_device_api_link_route_through_the_window_and_add_their_copie
             t.contains(r#""lost":0"#) && t.contains(r#""duplicated":0"#),
             "{t}"
         );
+        // Parts reached through NVSHMEM's calls are not mapped: no copies wake the links.
+        assert!(!t.contains("mock: copy between GPUs"), "{t}");
         // The launcher compiled the wrappers once and cached them; the PEs linked the cached
         // cubin with the PTX and the device library, and registered their modules after the
         // init.

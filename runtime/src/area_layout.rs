@@ -17,9 +17,9 @@ pub enum AreaLayout {
     /// One copy, in the first GPU's memory; the other GPUs reach it over NVLink.
     SingleHome,
     /// One address range split into contiguous slices, one in each GPU's memory, in proportion
-    /// to the GPU's share of the initial tasks (which are split the same way): task `i` of `n`
-    /// and byte `i * len / n` live on the same GPU, up to the driver's mapping granularity.
-    /// Tasks address the area as one buffer. The default for read-write areas.
+    /// to the GPU's share of the initial tasks (split the same way where the set is large):
+    /// task `i` of `n` and byte `i * len / n` live on the same GPU, up to the driver's mapping
+    /// granularity. Tasks address the area as one buffer. The default for read-write areas.
     Partitioned,
     /// A copy on each GPU, each starting from the job's bytes; after the run the copies are
     /// combined element by element with `Combine`. Tasks see only their own GPU's copy during the

@@ -1,15 +1,18 @@
-//! Waking the NVLink links between a run's GPUs while its kernels are launched.
+//! Waking the NVLink links between a run's GPUs before its kernels start.
 //!
 //! A link that carried nothing for a while drops to a low-power state (after 50 ms on the H200s
 //! measured, `nvidia-smi nvlink -gLowPwrInfo`), and the first access over it then waits about
 //! 100 us for it to wake (docs/results.md). In a run on several GPUs the first remote atomic
 //! paid that inside the timed kernel: a fixed cost of every such run, which a short one could
-//! not hide. So the host copies a slice of memory from every GPU to every peer it reaches
-//! before the launch calls, and waits for the copies before it opens the launch gate: the wake
-//! overlaps the launches, and the kernels start with their links awake.
+//! not hide. So memory is copied over every link before the kernels start:
+//! - one process ([`LinkWake::start`]): the host copies a slice from every GPU to every peer it
+//!   reaches before the launch calls, and waits for the copies before it opens the launch gate,
+//!   so the wake overlaps the launches;
+//! - GPU PEs ([`LinkWake::start_to_peers`]): after the gate, each PE copies its slice of the wake
+//!   region of its symmetric block into every other PE's block, and waits before its launch.
 //!
-//! `MGWS_LINK_WAKE=off` leaves the copies out ([`wake_wanted`], read with the run's other
-//! settings before anything is allocated).
+//! `MGWS_LINK_WAKE=off` leaves the copies out ([`wake_wanted`], read before anything is
+//! allocated, or by a PE before the gate).
 
 use std::sync::Arc;
 
@@ -18,14 +21,21 @@ use crate::error::Result;
 
 /// Bytes each GPU copies to each peer: enough to cross every link between two GPUs (NVLink
 /// stripes a copy over them).
-pub(crate) const SLICE_BYTES: usize = 512 << 10;
+const SLICE_BYTES: usize = 512 << 10;
+
+/// The bytes of a GPU PE's wake region for `pes` PEs: one slice per PE.
+pub(crate) fn region_bytes(pes: usize) -> usize {
+    pes * SLICE_BYTES
+}
 
 /// The copies that wake a run's links, in flight until [`LinkWake::finish`] (or the drop).
 pub(crate) struct LinkWake {
-    /// One stream per GPU; `Drop` synchronises them before any buffer goes back to the pool.
+    /// One stream per GPU (a PE's: one); `Drop` synchronises them before any buffer goes back
+    /// to the pool.
     streams: Vec<Stream>,
-    /// Per GPU: slice `a` is GPU `a`'s source in its own buffer and the destination of its copy
-    /// in every peer's, so no two copies write the same bytes.
+    /// One process, per GPU: slice `a` is GPU `a`'s source in its own buffer and the
+    /// destination of its copy in every peer's, so no two copies write the same bytes. A PE's
+    /// copies use the symmetric heap and have none.
     buffers: Vec<DeviceBuffer>,
 }
 
@@ -64,16 +74,22 @@ impl LinkWake {
         Ok(Some(wake))
     }
 
-    /// A GPU PE's copies: slice `me` at byte `at` of its own part `own` of the symmetric heap to
-    /// the same place in every other PE's part (`parts`, their addresses as this process maps
+    /// A GPU PE's copies: slice `me` of the wake region at byte `at` of its own block `own` to
+    /// the same place in every other PE's block (`parts`, their addresses as this process maps
     /// them); `None` where there is no other PE. The caller reads `MGWS_LINK_WAKE`.
-    pub(crate) fn start_to_peers(
+    ///
+    /// # Safety
+    /// Every `parts[e]` is the address of PE `e`'s block, mapped in this process, of the size of
+    /// `own`; `me < parts.len()`; and the wake region, `at..at + region_bytes(parts.len())`,
+    /// lies in a block and is written by these copies alone until the run's final barrier.
+    pub(crate) unsafe fn start_to_peers(
         gpu: &Gpu,
         own: &DeviceBuffer,
         at: usize,
         me: usize,
         parts: &[u64],
     ) -> Result<Option<LinkWake>> {
+        debug_assert!(me < parts.len() && at + region_bytes(parts.len()) <= own.bytes);
         if parts.len() < 2 {
             return Ok(None);
         }
@@ -85,12 +101,13 @@ impl LinkWake {
         };
         let slice = at + me * SLICE_BYTES;
         for (e, &part) in parts.iter().enumerate().filter(|&(e, _)| e != me) {
-            // SAFETY: slice `me` of PE `e`'s wake region, inside its part, which stays mapped
-            // until the run's final barrier; no one else writes it.
+            // SAFETY: slice `me` of PE `e`'s wake region, inside its block and written by this
+            // copy alone (the caller's contract).
             let dst = unsafe { DeviceBuffer::borrowed(gpu, part + slice as u64, SLICE_BYTES) };
             tracing::trace!(to = e, "link wake copy");
-            // SAFETY: `own` and `dst` borrow the PE's part and PE `e`'s, which outlive the run
-            // (dropping a borrow frees nothing); `finish` or the drop waits for the copy.
+            // SAFETY: `own` and `dst` borrow this PE's block and PE `e`'s, which stay mapped
+            // until the final barrier (dropping a borrow frees nothing); `finish` or the drop
+            // waits for the copy.
             unsafe { own.copy_to_async(slice, &dst, 0, SLICE_BYTES, &wake.streams[0]) }?;
         }
         Ok(Some(wake))

@@ -325,21 +325,27 @@ impl PlacedInitial {
         let n = s.run_devices;
         let bytes = task_bytes(initial.held());
         let indexed = matches!(initial, InitialTasks::Indexed { .. });
-        if n == 1 || bytes.is_empty() {
-            let buf = DeviceBuffer::alloc(&s.gpus[0], bytes.len(), what)?;
-            buf.write(0, bytes)?;
-            return Ok(PlacedInitial::One(buf));
-        }
-        if indexed || !splits || !split_keeps_home(bytes.len(), n, split::unit(&s.gpus[..n])?) {
-            return Ok(PlacedInitial::Copies(copy_to_each(
-                &s.gpus[..n],
-                bytes,
-                what,
-            )?));
-        }
-        let buf = split_by_queues(s, topology, bytes.len(), what)?;
-        buf.write_all(bytes)?;
-        Ok(PlacedInitial::Split(buf))
+        let unit = match splits && !indexed {
+            true => Some(split::unit(&s.gpus[..n])?),
+            false => None,
+        };
+        Ok(
+            match initial_placement(n, bytes.len(), indexed, unit, &queue_shares(topology, n)) {
+                InitialPlacement::One => {
+                    let buf = DeviceBuffer::alloc(&s.gpus[0], bytes.len(), what)?;
+                    buf.write(0, bytes)?;
+                    PlacedInitial::One(buf)
+                }
+                InitialPlacement::Copies => {
+                    PlacedInitial::Copies(copy_to_each(&s.gpus[..n], bytes, what)?)
+                }
+                InitialPlacement::Split => {
+                    let buf = split_by_queues(s, topology, bytes.len(), what)?;
+                    buf.write_all(bytes)?;
+                    PlacedInitial::Split(buf)
+                }
+            },
+        )
     }
 
     /// The address GPU `d` reads them at (0 if there are none).
@@ -353,20 +359,57 @@ impl PlacedInitial {
     }
 }
 
-/// Mapping units in each GPU's share of a listed initial set, at least, for the set to be split
-/// rather than copied to every GPU (see [`split_keeps_home`]).
-const SPLIT_MIN_UNITS: usize = 32;
+/// Where a run's initial tasks go ([`PlacedInitial`] without the memory).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum InitialPlacement {
+    One,
+    Copies,
+    Split,
+}
 
-/// Whether a listed initial set of `bytes` bytes, split over `gpus` GPUs in mapping units of
-/// `unit` bytes, leaves each GPU's home ranges in its own memory but for a small part. Each
-/// boundary between two GPUs' slices is rounded to a unit, so up to half a unit of a GPU's tasks
-/// lies in its neighbour's memory, where every claim of them is a round trip over NVLink: 2.57
-/// MB of CONTAINS tasks over 2 GPUs put 63% of the second GPU's tasks on the first, and the run
-/// took 200 us against 140 on one GPU (docs/results.md). Below [`SPLIT_MIN_UNITS`] units per
-/// share (64 MB at the H200s' 2 MB) a copy on each GPU costs little and misplaces nothing;
-/// above it, at most 1/64 of a share is misplaced.
-fn split_keeps_home(bytes: usize, gpus: usize, unit: usize) -> bool {
-    bytes / gpus.max(1) >= SPLIT_MIN_UNITS * unit
+/// The placement of `bytes` bytes of initial tasks on `gpus` GPUs, given whether the set is
+/// indexed (its bytes are a template), the mapping unit of a split (`None` where a GPU has no
+/// virtual memory management) and each GPU's share of the home ranges (its public queues).
+fn initial_placement(
+    gpus: usize,
+    bytes: usize,
+    indexed: bool,
+    unit: Option<usize>,
+    shares: &[u64],
+) -> InitialPlacement {
+    if gpus == 1 || bytes == 0 {
+        return InitialPlacement::One;
+    }
+    match unit {
+        Some(unit) if !indexed && split_keeps_home(bytes, shares, unit) => InitialPlacement::Split,
+        _ => InitialPlacement::Copies,
+    }
+}
+
+/// Mapping units in the smallest GPU's share of a listed initial set, at least, for the set to
+/// be split rather than copied to every GPU (see [`split_keeps_home`]).
+const SPLIT_MIN_UNITS: u64 = 32;
+
+/// Whether a listed initial set of `bytes` bytes, split in proportion to `shares` in mapping
+/// units of `unit` bytes, leaves each GPU's home ranges in its own memory but for a small part.
+/// Each boundary between two GPUs' slices is rounded to a unit, so up to half a unit of a GPU's
+/// tasks lies in a neighbour's memory at each of its boundaries, where every claim of them is a
+/// round trip over NVLink: 2.57 MB of CONTAINS tasks over 2 GPUs put 63% of the second GPU's
+/// tasks on the first, and the run took 200 us against 140 on one GPU (docs/results.md). With
+/// fewer than [`SPLIT_MIN_UNITS`] units in the smallest share (64 MB at the H200s' 2 MB) the set
+/// is copied to every GPU, which misplaces nothing (a set of at most 64 MB per GPU: up to 256
+/// MB copied to each of 4); with more, a split misplaces at most 1/32 of a share.
+fn split_keeps_home(bytes: usize, shares: &[u64], unit: usize) -> bool {
+    let total: u64 = shares.iter().sum();
+    let least = shares.iter().copied().min().unwrap_or(0);
+    bytes as u128 * u128::from(least) >= u128::from(SPLIT_MIN_UNITS * unit as u64 * total.max(1))
+}
+
+/// Each of the `gpus` GPUs' public queues: its share of the home ranges.
+fn queue_shares(topology: &Topology, gpus: usize) -> Vec<u64> {
+    (0..gpus)
+        .map(|d| u64::from(topology.first_queue[d + 1] - topology.first_queue[d]))
+        .collect()
 }
 
 /// `bytes` bytes split over the run's GPUs in proportion to each GPU's public queues, i.e. to its
@@ -378,11 +421,7 @@ fn split_by_queues(
     what: &str,
 ) -> Result<SplitBuffer> {
     let n = s.run_devices;
-    let gpus = &s.gpus[..n];
-    let weights: Vec<u64> = (0..n)
-        .map(|d| u64::from(topology.first_queue[d + 1] - topology.first_queue[d]))
-        .collect();
-    SplitBuffer::alloc(gpus, &weights, bytes, what)
+    SplitBuffer::alloc(&s.gpus[..n], &queue_shares(topology, n), bytes, what)
 }
 
 /// One data area in device memory.
@@ -625,14 +664,36 @@ mod tests {
 
     #[test]
     fn a_listed_set_is_split_only_where_whole_units_keep_each_share_home() {
+        use InitialPlacement::{Copies, One, Split};
         const MB: usize = 1 << 20;
+        let unit = Some(2 * MB);
+        let (even2, even4) = ([2112, 2112], [2112; 4]);
         // CONTAINS' 40,132 tasks (2.57 MB) over 2 GPUs of 2 MB units: copied.
-        assert!(!split_keeps_home(40_132 * 64, 2, 2 * MB));
-        // 64 MB per GPU is the least that is split; 2^22 tasks (256 MB) over 4 GPUs is.
-        assert!(split_keeps_home(128 * MB, 2, 2 * MB));
-        assert!(!split_keeps_home(128 * MB - 1, 2, 2 * MB));
-        assert!(split_keeps_home(256 * MB, 4, 2 * MB));
-        assert!(!split_keeps_home(256 * MB, 8, 2 * MB));
+        assert_eq!(
+            initial_placement(2, 40_132 * 64, false, unit, &even2),
+            Copies
+        );
+        // 64 MB in the smallest share is the least that is split.
+        assert_eq!(initial_placement(2, 128 * MB, false, unit, &even2), Split);
+        assert_eq!(
+            initial_placement(2, 128 * MB - 1, false, unit, &even2),
+            Copies
+        );
+        assert_eq!(initial_placement(4, 256 * MB, false, unit, &even4), Split);
+        assert_eq!(
+            initial_placement(4, 256 * MB, false, unit, &[3, 3, 3, 1]),
+            Copies
+        );
+        assert_eq!(
+            initial_placement(4, 640 * MB, false, unit, &[3, 3, 3, 1]),
+            Split
+        );
+        // An indexed set (a template) and GPUs without virtual memory management: copies.
+        assert_eq!(initial_placement(2, 1 << 40, true, unit, &even2), Copies);
+        assert_eq!(initial_placement(2, 1 << 40, false, None, &even2), Copies);
+        // One GPU, or no tasks: one buffer.
+        assert_eq!(initial_placement(1, 1 << 40, false, unit, &[2112]), One);
+        assert_eq!(initial_placement(2, 0, false, unit, &even2), One);
     }
 
     #[test]

@@ -320,9 +320,10 @@ impl Joined<'_> {
         if let Parts::Window(window) = layout_of_parts {
             set_window(s, gpu, &window)?;
         }
-        // Read before the gate, so that a bad value stops this PE before any kernel starts.
-        let wake_links = layout_of_parts == Parts::Mapped
-            && link_wake::wake_wanted(std::env::var("MGWS_LINK_WAKE").ok().as_deref())?;
+        // Read before the gate, so that a bad value stops this PE before any kernel starts
+        // (on either transport: the device-API one copies nothing, its parts are not mapped).
+        let wake_wanted = link_wake::wake_wanted(std::env::var("MGWS_LINK_WAKE").ok().as_deref())?;
+        let wake_links = wake_wanted && layout_of_parts == Parts::Mapped;
         let own_at = match layout_of_parts {
             Parts::Window(window) => window.part(pe),
             Parts::Mapped => symmetric,
@@ -363,8 +364,13 @@ impl Joined<'_> {
         // every PE zeroed its part before it arrived there; over the mapped transport only, whose
         // parts are the other GPUs' memory as this process maps it.
         if wake_links {
-            if let Some(wake) = LinkWake::start_to_peers(gpu, &own, sym.wake_at, p, &parts[..pes])?
-            {
+            // SAFETY: over the mapped transport `parts` are every PE's block as this process
+            // maps it, each `sym.total` bytes like `own`, whose layout (the same on every PE)
+            // reserves the wake region for these copies alone; the blocks stay mapped until the
+            // final barrier.
+            let wake =
+                unsafe { LinkWake::start_to_peers(gpu, &own, sym.wake_at, p, &parts[..pes]) };
+            if let Some(wake) = wake? {
                 wake.finish()?;
             }
         }
@@ -762,15 +768,18 @@ mod tests {
         let mut limits = [0; DATA_AREAS];
         limits[0] = 100;
         limits[2] = 24 | AREA_WRITABLE;
-        let l = SymmetricLayout::new(&topology, 16, &limits);
+        let l = SymmetricLayout::new(&topology, 16, &limits, true);
         assert_eq!(l.queues.queues, 4);
         assert!(l.run_at >= l.queues.total);
         assert!(l.idle_at >= l.run_at + l.run.total);
         assert_eq!(l.areas_at[0], 0, "read-only areas are copied to every PE");
         assert!(l.areas_at[2] > l.idle_at);
         assert!(l.wake_at >= l.areas_at[2] + 24);
-        assert!(l.total >= l.wake_at + 2 * link_wake::SLICE_BYTES);
-        assert_eq!(SymmetricLayout::new(&topology, 16, &limits), l);
+        assert!(l.total >= l.wake_at + link_wake::region_bytes(2));
+        assert_eq!(SymmetricLayout::new(&topology, 16, &limits, true), l);
+        // The device-API transport copies nothing through the heap: no wake region.
+        let api = SymmetricLayout::new(&topology, 16, &limits, false);
+        assert_eq!((api.wake_at, api.total), (l.wake_at, l.wake_at));
     }
 
     #[test]

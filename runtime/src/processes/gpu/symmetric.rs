@@ -94,6 +94,7 @@ pub(crate) fn symmetric_of(
                 topology,
                 public_capacity,
                 &without_copies(area_limits, area_copies),
+                true,
             );
             (sym, sym.total as u64)
         }
@@ -102,6 +103,7 @@ pub(crate) fn symmetric_of(
                 topology,
                 public_capacity,
                 &without_copies(area_limits, u64::MAX),
+                false,
             );
             let window = PeWindow::new(0, sym.total as u64, topology.devices);
             (sym, window.bytes())
@@ -123,14 +125,21 @@ pub(crate) struct SymmetricLayout {
     pub idle_at: usize,
     /// Writable data areas (PE 0's are the run's): offset per area, 0 where absent.
     pub areas_at: [usize; DATA_AREAS],
-    /// One slice per PE for the copies that wake the links ([`link_wake::SLICE_BYTES`]): PE `e`
-    /// writes slice `e` of every other PE's part, and nothing else uses them.
+    /// The region of the copies that wake the links ([`link_wake::region_bytes`]; mapped
+    /// transport only, else empty): PE `e` writes slice `e` of every other PE's part, and
+    /// nothing else uses them.
     pub wake_at: usize,
     pub total: usize,
 }
 
 impl SymmetricLayout {
-    pub fn new(topology: &Topology, public_capacity: u32, area_limits: &[u64; DATA_AREAS]) -> Self {
+    /// `wake`: whether the PEs wake their links through the heap (the mapped transport).
+    pub fn new(
+        topology: &Topology,
+        public_capacity: u32,
+        area_limits: &[u64; DATA_AREAS],
+        wake: bool,
+    ) -> Self {
         let most = (0..topology.devices as usize)
             .map(|d| topology.first_queue[d + 1] - topology.first_queue[d])
             .max()
@@ -150,7 +159,9 @@ impl SymmetricLayout {
             }
         }
         let wake_at = end;
-        end = align(wake_at + topology.devices as usize * link_wake::SLICE_BYTES);
+        if wake {
+            end = align(wake_at + link_wake::region_bytes(topology.devices as usize));
+        }
         SymmetricLayout {
             queues,
             queues_at,
