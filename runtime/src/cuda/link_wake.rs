@@ -24,6 +24,7 @@ use crate::error::Result;
 const SLICE_BYTES: usize = 512 << 10;
 
 /// The bytes of a GPU PE's wake region for `pes` PEs: one slice per PE.
+#[cfg(feature = "processes")]
 pub(crate) fn region_bytes(pes: usize) -> usize {
     pes * SLICE_BYTES
 }
@@ -82,6 +83,7 @@ impl LinkWake {
     /// Every `parts[e]` is the address of PE `e`'s block, mapped in this process, of the size of
     /// `own`; `me < parts.len()`; and the wake region, `at..at + region_bytes(parts.len())`,
     /// lies in a block and is written by these copies alone until the run's final barrier.
+    #[cfg(feature = "processes")]
     pub(crate) unsafe fn start_to_peers(
         gpu: &Gpu,
         own: &DeviceBuffer,
