@@ -325,9 +325,10 @@ impl PlacedInitial {
         let n = s.run_devices;
         let bytes = task_bytes(initial.held());
         let indexed = matches!(initial, InitialTasks::Indexed { .. });
-        let unit = match splits && !indexed {
-            true => Some(split::unit(&s.gpus[..n])?),
-            false => None,
+        let unit = if splits && !indexed {
+            Some(split::unit(&s.gpus[..n])?)
+        } else {
+            None
         };
         Ok(
             match initial_placement(n, bytes.len(), indexed, unit, &queue_shares(topology, n)) {
