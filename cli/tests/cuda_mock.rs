@@ -360,6 +360,41 @@ fn every_area_layout_over_several_gpus_keeps_memset_exact() {
 }
 
 #[test]
+fn a_listed_initial_set_is_split_over_the_gpus_only_where_whole_units_keep_each_share_home() {
+    // MEMSET's tasks listed (the diagnostic flag lists them; the mock runs every task by its
+    // index), 20,000 of 64 bytes over 2 GPUs: 625 KiB per GPU's share.
+    let args = [
+        "--device",
+        "cuda",
+        "--devices",
+        "0,1",
+        "--tasks",
+        "20000",
+        "--corrupt-tag-of",
+        "0",
+    ];
+    // 32 units of 512 bytes fit in a share: split; 32 of 64 KiB do not: a copy on each GPU.
+    for (granularity, placement) in [("512", "Split"), ("65536", "Copies")] {
+        let env = [
+            ("MOCK_CUDA_GRANULARITY", granularity),
+            ("MGWS_LOG", "mgws::cuda::memory=debug"),
+        ];
+        let o = mgws_with_env("memset", 2, "mock.ptx", &args, &env);
+        let t = text(&o);
+        assert!(o.status.success(), "{granularity}: {t}");
+        assert!(t.contains("mock: initial tasks listed"), "{t}");
+        assert!(
+            t.contains(r#""lost":0"#) && t.contains(r#""duplicated":0"#),
+            "{granularity}: {t}"
+        );
+        assert!(
+            t.contains(&format!("placement={placement} bytes=1280000")),
+            "{granularity}: {t}"
+        );
+    }
+}
+
+#[test]
 fn a_partitioned_area_needs_virtual_memory_management_and_the_default_falls_back() {
     let args = |layout| {
         [

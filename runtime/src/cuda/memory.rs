@@ -330,23 +330,28 @@ impl PlacedInitial {
         } else {
             None
         };
-        Ok(
-            match initial_placement(n, bytes.len(), indexed, unit, &queue_shares(topology, n)) {
-                InitialPlacement::One => {
-                    let buf = DeviceBuffer::alloc(&s.gpus[0], bytes.len(), what)?;
-                    buf.write(0, bytes)?;
-                    PlacedInitial::One(buf)
-                }
-                InitialPlacement::Copies => {
-                    PlacedInitial::Copies(copy_to_each(&s.gpus[..n], bytes, what)?)
-                }
-                InitialPlacement::Split => {
-                    let buf = split_by_queues(s, topology, bytes.len(), what)?;
-                    buf.write_all(bytes)?;
-                    PlacedInitial::Split(buf)
-                }
-            },
-        )
+        let placement =
+            initial_placement(n, bytes.len(), indexed, unit, &queue_shares(topology, n));
+        tracing::debug!(
+            ?placement,
+            bytes = bytes.len(),
+            "the initial tasks' placement"
+        );
+        Ok(match placement {
+            InitialPlacement::One => {
+                let buf = DeviceBuffer::alloc(&s.gpus[0], bytes.len(), what)?;
+                buf.write(0, bytes)?;
+                PlacedInitial::One(buf)
+            }
+            InitialPlacement::Copies => {
+                PlacedInitial::Copies(copy_to_each(&s.gpus[..n], bytes, what)?)
+            }
+            InitialPlacement::Split => {
+                let buf = split_by_queues(s, topology, bytes.len(), what)?;
+                buf.write_all(bytes)?;
+                PlacedInitial::Split(buf)
+            }
+        })
     }
 
     /// The address GPU `d` reads them at (0 if there are none).
