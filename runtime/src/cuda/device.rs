@@ -155,7 +155,7 @@ impl Device for CudaDevice<'_> {
             lanes,
             Some(sched.config.workers),
         )?;
-        let wake = super::link_wake::wake_wanted(std::env::var("MGWS_LINK_WAKE").ok().as_deref())?;
+        let wake = super::link_wake::wake_wanted()?;
         let peers = self.s.prepare_placement(self.b.placement)?;
         self.wake_pairs = if wake { peers } else { Vec::new() };
         let mut config = self.b.scoped(self.method, &sched.config);

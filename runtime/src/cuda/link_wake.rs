@@ -40,9 +40,17 @@ pub(crate) struct LinkWake {
     buffers: Vec<DeviceBuffer>,
 }
 
-/// Whether to wake the links, given the value of `MGWS_LINK_WAKE` (unset: yes).
-pub(crate) fn wake_wanted(setting: Option<&str>) -> Result<bool> {
-    super::switch_setting("MGWS_LINK_WAKE", setting)
+/// The environment variable that turns the wake off.
+const SETTING: &str = "MGWS_LINK_WAKE";
+
+/// Whether to wake the links, as `MGWS_LINK_WAKE` says (unset: yes).
+pub(crate) fn wake_wanted() -> Result<bool> {
+    wake_wanted_by(std::env::var(SETTING).ok().as_deref())
+}
+
+/// Whether to wake the links, given the value of `MGWS_LINK_WAKE`.
+fn wake_wanted_by(setting: Option<&str>) -> Result<bool> {
+    super::switch_setting(SETTING, setting)
 }
 
 impl LinkWake {
@@ -133,14 +141,14 @@ impl Drop for LinkWake {
 
 #[cfg(test)]
 mod tests {
-    use super::wake_wanted;
+    use super::wake_wanted_by;
 
     #[test]
     fn the_setting_turns_the_wake_off_and_refuses_other_values() {
-        assert!(wake_wanted(None).unwrap());
-        assert!(wake_wanted(Some("on")).unwrap());
-        assert!(!wake_wanted(Some("off")).unwrap());
-        let e = wake_wanted(Some("later")).unwrap_err();
+        assert!(wake_wanted_by(None).unwrap());
+        assert!(wake_wanted_by(Some("on")).unwrap());
+        assert!(!wake_wanted_by(Some("off")).unwrap());
+        let e = wake_wanted_by(Some("later")).unwrap_err();
         assert_eq!(e.kind(), "config");
         assert!(e.to_string().contains("MGWS_LINK_WAKE=\"later\""), "{e}");
     }

@@ -322,8 +322,7 @@ impl Joined<'_> {
         }
         // Read before the gate, so that a bad value stops this PE before any kernel starts
         // (on either transport: the device-API one copies nothing, its parts are not mapped).
-        let wake_wanted = link_wake::wake_wanted(std::env::var("MGWS_LINK_WAKE").ok().as_deref())?;
-        let wake_links = wake_wanted && layout_of_parts == Parts::Mapped;
+        let wake_links = link_wake::wake_wanted()? && layout_of_parts == Parts::Mapped;
         let own_at = match layout_of_parts {
             Parts::Window(window) => window.part(pe),
             Parts::Mapped => symmetric,
