@@ -163,7 +163,13 @@ fn mgws_command(mode: &str, gpus: u32, ptx: &str, args: &[&str], env: &[(&str, &
 /// before any launch.
 fn refused_setting(gpus: u32, args: &[&str], var: &str, value: &str, expected: &str) {
     let o = mgws_with_env("memset", gpus, "mock.ptx", args, &[(var, value)]);
-    let t = text(&o);
+    assert_setting_refused(&o, var, value, expected);
+}
+
+/// Checks that the run `o` ended as a configuration error (exit code 1) saying
+/// `var="value": expected ...`, before any launch.
+fn assert_setting_refused(o: &Output, var: &str, value: &str, expected: &str) {
+    let t = text(o);
     assert_eq!(o.status.code(), Some(1), "{t}");
     assert!(
         t.contains(&format!("{var}={value:?}: expected {expected}")),
@@ -1069,13 +1075,7 @@ fn gpu_pes_leave_the_link_wake_out_when_told_and_refuse_a_bad_setting() {
         pes("memset", 2, 2, &args, &bad),
         api_pes("memset", 2, "cache-wake", &args, &bad),
     ] {
-        let t = text(&o);
-        assert_eq!(o.status.code(), Some(1), "{t}");
-        assert!(
-            t.contains(r#"MGWS_LINK_WAKE="later": expected on or off"#),
-            "{t}"
-        );
-        assert!(!t.contains("mock: launch"), "{t}");
+        assert_setting_refused(&o, "MGWS_LINK_WAKE", "later", "on or off");
     }
 }
 
