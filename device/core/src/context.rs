@@ -178,6 +178,16 @@ pub trait Context {
     /// lie in a data area (on a GPU: global memory, i.e. device, mapped host or peer memory, never
     /// shared memory).
     unsafe fn atomic_add(&self, target: *mut u64, value: u64) -> u64;
+    /// Atomically adds `value` to the `u64` at `target`, as [`Context::atomic_add`], returning
+    /// nothing, so that the worker does not wait for the word: a GPU issues a fire-and-forget
+    /// reduction (`red`), a CPU a relaxed `fetch_add` ([`crate::AtomicWord::add_relaxed`]). The
+    /// assembler turns an `atom` whose result is unused into a `red` too, but not always: MEMSET's
+    /// add stayed an `atom` after an unrelated change elsewhere in its kernel, which then ran 19%
+    /// slower (docs/results.md).
+    ///
+    /// # Safety
+    /// As for [`Context::atomic_add`].
+    unsafe fn reduce_add(&self, target: *mut u64, value: u64);
     /// Adds `value` to the `u64` at `target`, a word that only this worker writes during the run
     /// (its row of a result table): call it on one lane. Returns nothing, so that the worker
     /// does not wait for the word: a GPU issues a fire-and-forget reduction, a CPU a plain load
@@ -557,6 +567,12 @@ impl<P: Platform, T: Copy, S: Spec> Context for TaskContext<'_, '_, P, T, S> {
     unsafe fn atomic_add(&self, target: *mut u64, value: u64) -> u64 {
         // SAFETY: the caller meets this method's contract.
         unsafe { task_fetch_add::<P::Word>(target, value, self.core.scope()) }
+    }
+    #[inline(always)]
+    unsafe fn reduce_add(&self, target: *mut u64, value: u64) {
+        // SAFETY: the caller meets this method's contract, which includes `single_writer_add`'s
+        // but the single writer: the update is atomic.
+        unsafe { task_update::<P::Word>(target, value, self.core.scope(), Update::Add, true) }
     }
     #[inline(always)]
     unsafe fn single_writer_add(&self, target: *mut u64, value: u64) {

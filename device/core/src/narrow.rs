@@ -298,6 +298,11 @@ impl<W: NarrowWorker> Context for NarrowContext<W> {
         unsafe { self.w.whole().atomic_add(target, value) }
     }
     #[inline(always)]
+    unsafe fn reduce_add(&self, target: *mut u64, value: u64) {
+        // SAFETY: the caller meets this method's contract.
+        unsafe { self.w.whole().reduce_add(target, value) }
+    }
+    #[inline(always)]
     unsafe fn single_writer_add(&self, target: *mut u64, value: u64) {
         // Other tasks of this worker may add to the same word at once: shared.
         // SAFETY: the caller meets this method's contract.

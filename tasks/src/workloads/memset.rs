@@ -31,7 +31,7 @@ impl TaskFunctor for MemsetTask {
             let slot = out.resolve(ctx.area(out.area as usize)) as *mut u64;
             // SAFETY: the slot is inside the output descriptor (checked above), which the host
             // allocated as u64s used only atomically during the run.
-            unsafe { ctx.atomic_add(slot.add(self.index as usize), self.index + 1) };
+            unsafe { ctx.reduce_add(slot.add(self.index as usize), self.index + 1) };
         }
         Ok(())
     }

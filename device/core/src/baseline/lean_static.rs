@@ -625,6 +625,11 @@ impl<P: Platform, T: Copy + Tagged, S: Spec> Context for LeanContext<'_, '_, P, 
         unsafe { task_fetch_add::<P::Word>(target, value, self.w.scope()) }
     }
     #[inline(always)]
+    unsafe fn reduce_add(&self, target: *mut u64, value: u64) {
+        // SAFETY: the caller meets this method's contract (atomic: any number of writers).
+        unsafe { task_update::<P::Word>(target, value, self.w.scope(), Update::Add, true) }
+    }
+    #[inline(always)]
     unsafe fn single_writer_add(&self, target: *mut u64, value: u64) {
         // SAFETY: the caller meets this method's contract.
         unsafe { task_update::<P::Word>(target, value, self.w.scope(), Update::Add, false) }
