@@ -2,11 +2,13 @@
 //! constant stealing, in every termination and overflow mode, on one CPU domain and on several
 //! (the multi-device topology of a GPU run, one of them with the slots replicated per domain);
 //! each run verifies that every MEMSET task (10^6, or a tenth of that with four lanes) ran
-//! exactly once; and initial tasks claimed from home ranges that co-owners of a shared queue
-//! split.
+//! exactly once; initial tasks claimed from home ranges that co-owners of a shared queue
+//! split; and MEMSET's atomic add from every worker at once.
 
-use mgws::{AreaLayout, Combine, OverflowMode, Scheduler, TerminationMode};
-use mgws_tests::spawned_memset_laid_out;
+use mgws::job::u64_bytes_mut;
+use mgws::{AreaBytes, AreaLayout, Combine, Job, OverflowMode, Scheduler, TerminationMode};
+use mgws_tasks::workloads::memset::MemsetTask;
+use mgws_tests::{spawned_memset_laid_out, TestTasks};
 
 /// Termination, overflow prevention, and the CPU domains (devices) asked for.
 const MODES: [(TerminationMode, OverflowMode, u32); 6] = [
@@ -107,5 +109,29 @@ fn initial_tasks_in_shared_home_ranges_run_exactly_once() {
             assert!(check.ok(), "sharing {sharing}, {n} roots: {check:?}");
             assert_eq!(report.tasks_run, 2 * n, "sharing {sharing}, {n} roots");
         }
+    }
+}
+
+/// MEMSET's add to its slot (`Context::reduce_add`) is atomic: tasks that all add to one slot,
+/// run by several worker threads at once, leave the exact sum. A load and a store, as a single
+/// writer's add is, lose some of the adds here.
+#[test]
+fn adds_of_every_worker_to_one_slot_lose_nothing() {
+    let n = 200_000u64;
+    let out = mgws_tasks::workloads::memset::output_descriptor(0, 1);
+    let task = TestTasks::task(&MemsetTask { index: 0 }).with_data(0, out);
+    let tasks = vec![task; n as usize];
+    for (workers, lanes) in [(4, 1), (4, 2)] {
+        let sched = Scheduler::builder()
+            .workers(workers)
+            .lanes(lanes)
+            .build()
+            .unwrap();
+        let mut slot = [0u64];
+        let job = Job::new(&tasks).area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut slot)));
+        let report = mgws::cpu::run(&sched, &TestTasks, job).unwrap();
+        assert_eq!(report.tasks_run, n);
+        // Task 0 adds 0 + 1.
+        assert_eq!(slot[0], n, "{workers} workers x {lanes} lanes");
     }
 }
