@@ -181,9 +181,8 @@ pub trait Context {
     /// Atomically adds `value` to the `u64` at `target`, as [`Context::atomic_add`], returning
     /// nothing, so that the worker does not wait for the word: a GPU issues a fire-and-forget
     /// reduction (`red`), a CPU a relaxed `fetch_add` ([`crate::AtomicWord::add_relaxed`]). The
-    /// assembler turns an `atom` whose result is unused into a `red` too, but not always: MEMSET's
-    /// add stayed an `atom` after an unrelated change elsewhere in its kernel, which then ran 19%
-    /// slower (docs/results.md).
+    /// assembler turns an `atom` whose result is unused into a `red` too, but not always: in one
+    /// build MEMSET's `atomic_add` stayed an `atom`, and MEMSET ran slower (docs/results.md).
     ///
     /// # Safety
     /// As for [`Context::atomic_add`].
