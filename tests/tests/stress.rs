@@ -8,7 +8,7 @@
 use mgws::job::u64_bytes_mut;
 use mgws::{AreaBytes, AreaLayout, Combine, Job, OverflowMode, Scheduler, TerminationMode};
 use mgws_tasks::workloads::memset::MemsetTask;
-use mgws_tests::{spawned_memset_laid_out, TestTasks};
+use mgws_tests::{spawned_memset_laid_out, IndexedSpawnTasks, TestTasks};
 
 /// Termination, overflow prevention, and the CPU domains (devices) asked for.
 const MODES: [(TerminationMode, OverflowMode, u32); 6] = [
@@ -113,24 +113,35 @@ fn initial_tasks_in_shared_home_ranges_run_exactly_once() {
 }
 
 /// MEMSET's add to its slot (`Context::reduce_add`) is atomic: tasks that all add to one slot,
-/// run by several worker threads at once, leave the exact sum. A load and a store, as a single
+/// run by several worker threads at once, worker-wide and (`IndexedSpawnTasks`, one lane each)
+/// side by side on a worker's lanes, leave the exact sum. A load and a store, as a single
 /// writer's add is, lose some of the adds here.
 #[test]
 fn adds_of_every_worker_to_one_slot_lose_nothing() {
     let n = 200_000u64;
     let out = mgws_tasks::workloads::memset::output_descriptor(0, 1);
-    let task = TestTasks::task(&MemsetTask { index: 0 }).with_data(0, out);
-    let tasks = vec![task; n as usize];
-    for (workers, lanes) in [(4, 1), (4, 2)] {
+    let wide = TestTasks::task(&MemsetTask { index: 0 }).with_data(0, out);
+    let narrow = IndexedSpawnTasks::task(&MemsetTask { index: 0 }).with_data(0, out);
+    for (workers, lanes, is_narrow) in [(4, 1, false), (4, 2, false), (4, 4, true)] {
         let sched = Scheduler::builder()
             .workers(workers)
             .lanes(lanes)
             .build()
             .unwrap();
+        let tasks = vec![if is_narrow { narrow } else { wide }; n as usize];
         let mut slot = [0u64];
         let job = Job::new(&tasks).area(0, AreaBytes::ReadWrite(u64_bytes_mut(&mut slot)));
-        let report = mgws::cpu::run(&sched, &TestTasks, job).unwrap();
+        let report = if is_narrow {
+            mgws::cpu::run(&sched, &IndexedSpawnTasks, job)
+        } else {
+            mgws::cpu::run(&sched, &TestTasks, job)
+        }
+        .unwrap();
         assert_eq!(report.tasks_run, n);
+        if is_narrow {
+            let batches: u64 = report.per_worker.iter().map(|w| w.narrow_batches).sum();
+            assert!(batches > 0, "the tasks ran side by side");
+        }
         // Task 0 adds 0 + 1.
         assert_eq!(slot[0], n, "{workers} workers x {lanes} lanes");
     }

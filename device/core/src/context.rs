@@ -569,8 +569,8 @@ impl<P: Platform, T: Copy, S: Spec> Context for TaskContext<'_, '_, P, T, S> {
     }
     #[inline(always)]
     unsafe fn reduce_add(&self, target: *mut u64, value: u64) {
-        // SAFETY: the caller meets this method's contract, which includes `single_writer_add`'s
-        // but the single writer: the update is atomic.
+        // SAFETY: the caller meets this method's contract: `task_update`'s but for the single
+        // writer, which the shared (atomic) update does not need.
         unsafe { task_update::<P::Word>(target, value, self.core.scope(), Update::Add, true) }
     }
     #[inline(always)]
