@@ -78,7 +78,7 @@ impl AreaLayout {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Combine {
     /// The job's value plus every copy's change to it: what one shared area would hold after
-    /// every task's `atomic_add`.
+    /// every task's `atomic_add` or `reduce_add`.
     AddU64,
     /// As `AddU64`, for 32-bit elements.
     AddU32,

@@ -12,9 +12,9 @@ use crate::processes::layout::{Header, HeapLayout};
 ///
 /// Word `w` of the area ends as `initial[w] + sum over PEs of (copy[w] - initial[w])` (wrapping):
 /// exact for words only one PE changes (each of MEMSET's slots, each worker's result row, a
-/// task's own output) and for additions from any PEs (`Context::atomic_add`). Its limits
-/// (docs/design.md 5.8): words that several PEs change otherwise (two PEs storing 1 into a flag
-/// leave 2; OR or max updates from several PEs) add up their changes; the value
+/// task's own output) and for additions from any PEs (`Context::atomic_add`, `reduce_add`). Its
+/// limits (docs/design.md 5.8): words that several PEs change otherwise (two PEs storing 1 into a
+/// flag leave 2; OR or max updates from several PEs) add up their changes; the value
 /// `Context::atomic_add` returns is unique within a PE only; a task sees no other PE's writes to
 /// the area during the run. Bytes past the last whole word are taken from the PE that changed
 /// them.
