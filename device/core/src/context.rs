@@ -14,8 +14,8 @@ use crate::layout::AREA_WRITABLE;
 use crate::platform::{AtomicWord, Ordering, Platform, Scope};
 use crate::spec::Spec;
 
-/// The word a task atomic (`Context::atomic_add`, `single_writer_add`, `single_writer_max`)
-/// names by its address.
+/// The word a task atomic (`Context::atomic_add`, `reduce_add`, `single_writer_add`,
+/// `single_writer_max`) names by its address.
 ///
 /// # Safety
 /// `target` meets [`Context::atomic_add`]'s contract and stays valid for `'a`.
@@ -50,12 +50,13 @@ pub(crate) enum Update {
     Max,
 }
 
-/// `update` of the word at `target` by `value` at `scope`; `shared` where other tasks of the
-/// worker may update the word at once (narrow tasks side by side): then atomic, relaxed as the
-/// single writer's (nothing reads the word before the run ended).
+/// `update` of the word at `target` by `value` at `scope`; `shared` where other tasks may update
+/// the word at once (narrow tasks side by side, or any task: [`Context::reduce_add`]): then
+/// atomic and relaxed.
 ///
 /// # Safety
-/// As for [`Context::single_writer_add`].
+/// As for [`Context::atomic_add`]; without `shared`, also [`Context::single_writer_add`]'s
+/// single writer and no reads before the run ended.
 #[inline(always)]
 pub(crate) unsafe fn task_update<W: AtomicWord>(
     target: *mut u64,
@@ -180,9 +181,10 @@ pub trait Context {
     unsafe fn atomic_add(&self, target: *mut u64, value: u64) -> u64;
     /// Atomically adds `value` to the `u64` at `target`, as [`Context::atomic_add`], returning
     /// nothing, so that the worker does not wait for the word: a GPU issues a fire-and-forget
-    /// reduction (`red`), a CPU a relaxed `fetch_add` ([`crate::AtomicWord::add_relaxed`]). The
-    /// assembler turns an `atom` whose result is unused into a `red` too, but not always: in one
-    /// build MEMSET's `atomic_add` stayed an `atom`, and MEMSET ran slower (docs/results.md).
+    /// reduction (`red`), a CPU (and a GPU PE over NVSHMEM's device API) a relaxed `fetch_add`
+    /// ([`crate::AtomicWord::add_relaxed`]). The assembler turns an `atom` whose result is unused
+    /// into a `red` too, but not in every build: in one MEMSET's `atomic_add` stayed an `atom`,
+    /// and MEMSET ran slower (docs/results.md).
     ///
     /// # Safety
     /// As for [`Context::atomic_add`].
@@ -569,8 +571,7 @@ impl<P: Platform, T: Copy, S: Spec> Context for TaskContext<'_, '_, P, T, S> {
     }
     #[inline(always)]
     unsafe fn reduce_add(&self, target: *mut u64, value: u64) {
-        // SAFETY: the caller meets this method's contract: `task_update`'s but for the single
-        // writer, which the shared (atomic) update does not need.
+        // SAFETY: the caller meets `atomic_add`'s contract, all that a shared update needs.
         unsafe { task_update::<P::Word>(target, value, self.core.scope(), Update::Add, true) }
     }
     #[inline(always)]

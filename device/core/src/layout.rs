@@ -613,7 +613,7 @@ impl<W: AtomicWord, T> Env<W, T> {
 #[repr(C)]
 pub struct LevelArgs {
     /// The scheduler configuration (local capacity and lanes size the scratch; the scope of
-    /// `ctx.atomic_add` is `queue_scope`).
+    /// `ctx.atomic_add` and `ctx.reduce_add` is `queue_scope`).
     pub config: SchedConfig,
     /// `*const TaskStruct`: the tasks of this level.
     pub frontier: u64,

@@ -77,8 +77,9 @@ pub trait AtomicWord: Sync {
     }
 
     /// Adds `value` atomically (relaxed), returning nothing: [`AtomicWord::add_single_writer`]
-    /// for a word that several lanes of one worker write at once (narrow tasks side by side).
-    /// The default is a `fetch_add`; the GPU word's reduction is atomic already.
+    /// for a word that others write at once (several lanes of one worker running narrow tasks
+    /// side by side, or any worker: `Context::reduce_add`). The default is a `fetch_add`; the
+    /// GPU word's reduction is atomic already.
     #[inline(always)]
     fn add_relaxed(&self, value: u64, scope: Scope) {
         self.fetch_add(value, Ordering::Relaxed, scope);

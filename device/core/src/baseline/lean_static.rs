@@ -626,7 +626,7 @@ impl<P: Platform, T: Copy + Tagged, S: Spec> Context for LeanContext<'_, '_, P, 
     }
     #[inline(always)]
     unsafe fn reduce_add(&self, target: *mut u64, value: u64) {
-        // SAFETY: the caller meets this method's contract (atomic: any number of writers).
+        // SAFETY: the caller meets `atomic_add`'s contract, all that a shared update needs.
         unsafe { task_update::<P::Word>(target, value, self.w.scope(), Update::Add, true) }
     }
     #[inline(always)]
