@@ -166,6 +166,11 @@ fn refused_setting(gpus: u32, args: &[&str], var: &str, value: &str, expected: &
     assert_setting_refused(&o, var, value, expected);
 }
 
+/// Whether a MEMSET run's output says that no slot was lost and none written twice.
+fn memset_exact(t: &str) -> bool {
+    t.contains(r#""lost":0"#) && t.contains(r#""duplicated":0"#)
+}
+
 /// Checks that the run `o` ended as a configuration error (exit code 1) saying
 /// `var="value": expected ...`, before any launch.
 fn assert_setting_refused(o: &Output, var: &str, value: &str, expected: &str) {
@@ -215,10 +220,7 @@ fn data_areas_and_initial_tasks_reach_the_kernel_in_every_placement() {
         let t = text(&o);
         // The mock ran every task through the env's pointers; the host copied the area back.
         assert!(o.status.success(), "{t}");
-        assert!(
-            t.contains(r#""lost":0"#) && t.contains(r#""duplicated":0"#),
-            "{t}"
-        );
+        assert!(memset_exact(&t), "{t}");
         assert!(t.contains("mock: launch grid="), "{t}");
     }
 }
@@ -356,10 +358,7 @@ fn every_area_layout_over_several_gpus_keeps_memset_exact() {
             );
             let t = text(&o);
             assert!(o.status.success(), "{gpus} GPUs, {layout}: {t}");
-            assert!(
-                t.contains(r#""lost":0"#) && t.contains(r#""duplicated":0"#),
-                "{gpus} GPUs, {layout}: {t}"
-            );
+            assert!(memset_exact(&t), "{gpus} GPUs, {layout}: {t}");
             assert_eq!(t.matches("mock: launch grid").count(), gpus as usize, "{t}");
         }
     }
@@ -389,10 +388,7 @@ fn a_listed_initial_set_is_split_over_the_gpus_only_where_whole_units_keep_each_
         let t = text(&o);
         assert!(o.status.success(), "{granularity}: {t}");
         assert!(t.contains("mock: initial tasks listed"), "{t}");
-        assert!(
-            t.contains(r#""lost":0"#) && t.contains(r#""duplicated":0"#),
-            "{granularity}: {t}"
-        );
+        assert!(memset_exact(&t), "{granularity}: {t}");
         assert!(
             t.contains(&format!("placement={placement} bytes=1280000")),
             "{granularity}: {t}"
@@ -428,10 +424,7 @@ fn a_partitioned_area_needs_virtual_memory_management_and_the_default_falls_back
     let o = mgws_with_env("memset", 2, "mock.ptx", &args("auto"), &no_vmm);
     let t = text(&o);
     assert!(o.status.success(), "{t}");
-    assert!(
-        t.contains(r#""lost":0"#) && t.contains(r#""duplicated":0"#),
-        "{t}"
-    );
+    assert!(memset_exact(&t), "{t}");
     // A layout flag on the CPU backend is refused, not ignored.
     refused(
         &["--device", "cpu", "--area-layout", "single-home"],
@@ -1019,10 +1012,7 @@ fn gpu_pes_join_through_the_unique_id_and_run_over_the_symmetric_heap() {
         // Each PE's mock kernel ran its share of the tasks through its env, whose area 0 is PE
         // 0's part of the symmetric heap; PE 0 copied it back through the control heap.
         assert!(o.status.success(), "{t}");
-        assert!(
-            t.contains(r#""lost":0"#) && t.contains(r#""duplicated":0"#),
-            "{t}"
-        );
+        assert!(memset_exact(&t), "{t}");
         assert!(t.contains(r#""backend":"cuda-processes""#), "{t}");
         // Each PE's kernel made MEMSET's indexed initial tasks from the template (none came
         // through the control heap, and none was built first).
@@ -1098,10 +1088,7 @@ fn gpu_pes_over_the_mapped_transport_add_their_own_copies_of_additive_areas() {
         let o = pes("memset", 2, 2, &args, &[]);
         let t = text(&o);
         assert!(o.status.success(), "{layout}: {t}");
-        assert!(
-            t.contains(r#""lost":0"#) && t.contains(r#""duplicated":0"#),
-            "{layout}: {t}"
-        );
+        assert!(memset_exact(&t), "{layout}: {t}");
         assert!(t.contains(r#""tasks":5000"#), "{layout}: {t}");
     }
 }
@@ -1166,10 +1153,7 @@ fn gpu_pes_over_the_device_api_link_route_through_the_window_and_add_their_copie
         // Each PE's mock kernel ran its half of the tasks into its own copy of area 0: the
         // slots are exact only if both copies were added back into the launcher's area.
         assert!(o.status.success(), "{t}");
-        assert!(
-            t.contains(r#""lost":0"#) && t.contains(r#""duplicated":0"#),
-            "{t}"
-        );
+        assert!(memset_exact(&t), "{t}");
         // Parts reached through NVSHMEM's calls are not mapped: no copies wake the links.
         assert!(!t.contains("mock: copy between GPUs"), "{t}");
         // The launcher compiled the wrappers once and cached them; the PEs linked the cached
@@ -1264,10 +1248,7 @@ fn a_run_across_nodes_joins_its_launchers_and_every_node_reports_the_run() {
     let (t0, t1) = (text(&o0), text(&o1));
     for (t, o) in [(&t0, &o0), (&t1, &o1)] {
         assert!(o.status.success(), "node 0: {t0}\nnode 1: {t1}");
-        assert!(
-            t.contains(r#""lost":0"#) && t.contains(r#""duplicated":0"#),
-            "{t}"
-        );
+        assert!(memset_exact(t), "{t}");
         assert!(t.contains(r#""tasks_run":5000"#), "{t}");
         // Victims by PE, then node, unless a victim flag says otherwise.
         assert!(t.contains(r#""same_device_bias":0.9"#), "{t}");
@@ -1692,10 +1673,7 @@ fn gpu_pes_that_would_share_gpus_unevenly_are_refused() {
     );
     let t = text(&o);
     assert!(o.status.success(), "{t}");
-    assert!(
-        t.contains(r#""lost":0"#) && t.contains(r#""duplicated":0"#),
-        "{t}"
-    );
+    assert!(memset_exact(&t), "{t}");
 }
 
 #[test]
@@ -1747,10 +1725,7 @@ fn gpu_pes_that_hang_in_their_teardown_after_finishing_do_not_fail_the_run() {
         t.contains("mock-nvshmem: PE 1 waits in its finalize forever"),
         "{t}"
     );
-    assert!(
-        t.contains(r#""lost":0"#) && t.contains(r#""duplicated":0"#),
-        "{t}"
-    );
+    assert!(memset_exact(&t), "{t}");
     assert!(!t.contains("watchdog"), "{t}");
     assert!(start.elapsed() < Duration::from_secs(10), "{t}");
 }

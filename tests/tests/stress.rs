@@ -6,7 +6,9 @@
 //! split; and MEMSET's atomic add from every worker at once.
 
 use mgws::job::u64_bytes_mut;
-use mgws::{AreaBytes, AreaLayout, Combine, Job, OverflowMode, Scheduler, TerminationMode};
+use mgws::{
+    AreaBytes, AreaLayout, Combine, Job, OverflowMode, RunReport, Scheduler, TerminationMode,
+};
 use mgws_tasks::workloads::memset::MemsetTask;
 use mgws_tests::{spawned_memset_laid_out, IndexedSpawnTasks, TestTasks};
 
@@ -62,11 +64,16 @@ fn stress(workers: u32, lanes: u32, sharing: u32, slots: u64) {
             // With shared queues, co-owners spread work through their common queue instead.
             assert!(report.total(|w| w.steals) > 0, "{label}: no steal happened");
         }
-        assert!(
-            report.per_worker.iter().filter(|w| w.tasks_run > 0).count() > 1,
-            "{label}: one worker did all"
-        );
+        assert_several_workers_ran(&report, &label);
     }
+}
+
+/// Fails unless more than one worker of `report`'s run ran tasks.
+fn assert_several_workers_ran(report: &RunReport, label: &str) {
+    assert!(
+        report.per_worker.iter().filter(|w| w.tasks_run > 0).count() > 1,
+        "{label}: one worker did all"
+    );
 }
 
 #[test]
@@ -139,12 +146,9 @@ fn adds_of_every_worker_to_one_slot_lose_nothing() {
         .unwrap();
         assert_eq!(report.tasks_run, n);
         let label = format!("{workers} workers x {lanes} lanes");
-        assert!(
-            report.per_worker.iter().filter(|w| w.tasks_run > 0).count() > 1,
-            "{label}: one worker did all"
-        );
+        assert_several_workers_ran(&report, &label);
         if is_narrow {
-            let batches: u64 = report.per_worker.iter().map(|w| w.narrow_batches).sum();
+            let batches = report.total(|w| w.narrow_batches);
             assert!(n > batches, "{label}: the tasks did not run side by side");
         }
         // Task 0 adds 0 + 1.
