@@ -40,6 +40,7 @@ pub(crate) mod plan;
 mod poll;
 mod pool;
 pub mod ptx;
+mod ptx_prune;
 pub(crate) mod session;
 mod split;
 

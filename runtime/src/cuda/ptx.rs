@@ -238,56 +238,7 @@ pub fn check_fingerprint<R: Registry>(ptx: &str, origin: &str) -> Result<()> {
     }
 }
 
-/// The part of `ptx` the driver needs to JIT-compile `entry` alone: every line but those of
-/// the other kernel entries (header directives, globals and the functions a kernel calls, which
-/// are few and small, are kept). A module of several registries and spec variants holds dozens
-/// of entries; compiling only the one a run launches keeps the JIT time of a run that of one
-/// kernel. `None` if `ptx` has no `.entry entry`.
-pub fn prune_to_entry(ptx: &str, entry: &str) -> Option<String> {
-    let mut out = String::with_capacity(ptx.len() / 4);
-    let mut found = false;
-    // Inside another entry: its brace depth, and whether its body has opened.
-    let mut skipping: Option<(i32, bool)> = None;
-    for line in ptx.split_inclusive('\n') {
-        if skipping.is_none() {
-            match entry_name(line) {
-                Some(name) if name == entry => found = true,
-                Some(_) => skipping = Some((0, false)),
-                None => {}
-            }
-        }
-        let Some((depth, opened)) = skipping.as_mut() else {
-            out.push_str(line);
-            continue;
-        };
-        for c in line.split("//").next().unwrap_or("").chars() {
-            match c {
-                '{' => {
-                    *depth += 1;
-                    *opened = true;
-                }
-                '}' => *depth -= 1,
-                _ => {}
-            }
-        }
-        if *opened && *depth == 0 {
-            skipping = None;
-        }
-    }
-    found.then_some(out)
-}
-
-/// The name a `.entry NAME(` declaration line declares.
-fn entry_name(line: &str) -> Option<&str> {
-    let code = line.trim_start();
-    if code.starts_with("//") {
-        return None;
-    }
-    let rest = code.split_once(".entry ")?.1.trim_start();
-    rest.split(|c: char| c == '(' || c.is_whitespace())
-        .next()
-        .filter(|n| !n.is_empty())
-}
+pub use super::ptx_prune::prune_to_entry;
 
 /// File name of the built-in kernel's PTX that `cargo xtask ptx` writes.
 pub const DEFAULT_PTX: &str = "mgws_kernel.sm_90.ptx";
@@ -497,56 +448,6 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("it has kernels uts"), "{e}");
-    }
-
-    #[test]
-    fn pruning_keeps_one_entry_and_everything_else() {
-        let ptx = "\
-.version 8.7
-.target sm_90
-.address_size 64
-
-\t// .globl\tmgws_a
-.global .align 8 .u64 mgws_fib_fingerprint = 1;
-.func helper
-(
-\t.param .b64 p
-)
-;
-.visible .entry mgws_a(
-\t.param .u64 a
-)
-.maxntid 32
-{
-\t{ // inner scope
-\tret;
-\t}
-}
-\t// .globl\tmgws_b
-.visible .entry mgws_b(
-\t.param .u64 b
-)
-{
-\tret;
-}
-.func helper(
-\t.param .b64 p
-)
-{
-\tret;
-}
-";
-        let a = prune_to_entry(ptx, "mgws_a").unwrap();
-        assert!(a.contains(".entry mgws_a(") && a.contains("// inner scope"));
-        assert!(!a.contains(".entry mgws_b") && !a.contains(".param .u64 b"));
-        assert_eq!(a.matches(".func helper").count(), 2, "{a}");
-        assert!(a.starts_with(".version 8.7\n.target sm_90\n"));
-        let b = prune_to_entry(ptx, "mgws_b").unwrap();
-        assert!(
-            b.contains(".entry mgws_b(") && !b.contains(".entry mgws_a") && !b.contains("inner")
-        );
-        assert!(b.ends_with("{\n\tret;\n}\n"), "{b}");
-        assert_eq!(prune_to_entry(ptx, "mgws_c"), None);
     }
 
     #[test]
