@@ -324,24 +324,24 @@ mod tests {
         assert_eq!(prune_to_entry(PTX, "mgws_c"), None);
     }
 
+    /// The parts' texts one after the other.
+    fn joined(parts: &[Part<'_>]) -> String {
+        parts
+            .iter()
+            .map(|p| match p {
+                Part::Lines(t) | Part::Entry(_, t) | Part::Func(_, t, _) => *t,
+            })
+            .collect()
+    }
+
     #[test]
     fn every_line_of_the_module_is_in_one_part_in_order() {
-        let text: String = parts_of(PTX)
-            .iter()
-            .map(|p| match p {
-                Part::Lines(t) | Part::Entry(_, t) | Part::Func(_, t, _) => *t,
-            })
-            .collect();
-        assert_eq!(text, PTX);
+        assert_eq!(joined(&parts_of(PTX)), PTX);
         // A module cut inside a function keeps the cut part as plain lines.
         let cut = &PTX[..PTX.find("\tcall.uni g").unwrap()];
-        let text: String = parts_of(cut)
-            .iter()
-            .map(|p| match p {
-                Part::Lines(t) | Part::Entry(_, t) | Part::Func(_, t, _) => *t,
-            })
-            .collect();
-        assert_eq!(text, cut);
+        let parts = parts_of(cut);
+        assert_eq!(joined(&parts), cut);
+        assert!(matches!(parts.last(), Some(Part::Lines(t)) if t.starts_with(".func")));
     }
 
     #[test]
