@@ -18,6 +18,8 @@ use std::time::SystemTime;
 
 use mgws_tasks::Registry;
 
+pub use super::ptx_prune::prune_to_entry;
+
 use super::cache::{lookup, remember};
 use crate::error::{Error, Result};
 
@@ -237,8 +239,6 @@ pub fn check_fingerprint<R: Registry>(ptx: &str, origin: &str) -> Result<()> {
         }
     }
 }
-
-pub use super::ptx_prune::prune_to_entry;
 
 /// File name of the built-in kernel's PTX that `cargo xtask ptx` writes.
 pub const DEFAULT_PTX: &str = "mgws_kernel.sm_90.ptx";

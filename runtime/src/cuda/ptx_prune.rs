@@ -2,9 +2,12 @@
 //! that the driver's JIT compiles what a run launches and nothing else.
 //!
 //! The built-in module holds hundreds of entries and, since the bridged entries call their
-//! loops out of line, over a hundred `.func` definitions, most of them large. The JIT compiles
+//! loops out of line, about eighty `.func` definitions, most of them large. The JIT compiles
 //! every function of the text it is given, called or not: linked with NVSHMEM's device code
 //! (the device-API transport) one entry with all of them took minutes (docs/results.md).
+//!
+//! The parser reads LLVM's PTX: braces and parentheses are counted outside `//` comments (LLVM
+//! writes no `/* */` comments), and a function's header line names it.
 
 use std::collections::{HashMap, HashSet};
 
@@ -12,56 +15,83 @@ use std::collections::{HashMap, HashSet};
 enum Part<'a> {
     /// Lines outside every function and entry: the header, globals, comments.
     Lines(&'a str),
-    /// A kernel entry, with its name.
-    Entry(&'a str, &'a str),
-    /// A `.func` declaration or definition: its name where the header line names it, its text,
-    /// and whether it is an `.extern` declaration (NVSHMEM's wrappers, resolved by the linker).
-    Func(Option<&'a str>, &'a str, bool),
+    /// A kernel entry (its definition, or a declaration ending in `;`).
+    Entry { name: &'a str, text: &'a str },
+    /// A `.func` declaration or definition; `name` is `None` where the header line does not
+    /// name it plainly.
+    Func {
+        name: Option<&'a str>,
+        text: &'a str,
+        kind: FuncKind,
+    },
 }
 
-/// The part of `ptx` the driver needs to JIT-compile `entry` alone: the lines outside functions
-/// and entries (header directives, globals), the entry, every `.func` it reaches through its
-/// calls (or any other mention, and those of the globals) with their declarations, and the
-/// `.extern` declarations; the module's order is kept. `None` if `ptx` has no `.entry entry`.
+/// What a `.func` part is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FuncKind {
+    /// A header ending in `;`: the function is defined elsewhere in the module, or by the linker.
+    Declaration,
+    /// A header with a body.
+    Definition,
+}
+
+/// The part of `ptx` the driver needs to JIT-compile `entry` alone, in the module's order: the
+/// lines outside functions and entries (header directives, globals), the entry, and every `.func`
+/// the entry reaches, with their declarations. A function is reached if the entry, a global or a
+/// reached function names it (a call, or its address taken), and so on. Declarations of
+/// functions the module does not define (NVSHMEM's wrappers, resolved by the linker) and
+/// functions whose header the parser could not read are kept too. `None` if `ptx` has no
+/// `.entry entry`.
 pub fn prune_to_entry(ptx: &str, entry: &str) -> Option<String> {
     let parts = parts_of(ptx);
-    let entry_text = parts.iter().find_map(|p| match p {
-        Part::Entry(name, text) if *name == entry => Some(*text),
-        _ => None,
-    })?;
+    let is_entry = |p: &Part<'_>| matches!(p, Part::Entry { name, .. } if *name == entry);
+    if !parts.iter().any(is_entry) {
+        return None;
+    }
     let definitions: HashMap<&str, &str> = parts
         .iter()
         .filter_map(|p| match p {
-            Part::Func(Some(name), text, false) if text.contains('{') => Some((*name, *text)),
+            Part::Func {
+                name: Some(name),
+                text,
+                kind: FuncKind::Definition,
+            } => Some((*name, *text)),
             _ => None,
         })
         .collect();
-    // The functions reached from the entry and the globals, transitively.
-    let globals = parts.iter().filter_map(|p| match p {
+    // Where reaching starts: the entry (its declaration too), the globals (their code, not the
+    // comments: LLVM's `// .globl NAME` names every visible function), and the functions kept
+    // because their name was not read.
+    let starts = parts.iter().filter_map(|p| match p {
+        Part::Entry { text, .. } if is_entry(p) => Some(*text),
         Part::Lines(text) => Some(*text),
+        Part::Func {
+            name: None, text, ..
+        } => Some(*text),
         _ => None,
     });
-    let reached = reached_from(core::iter::once(entry_text).chain(globals), &definitions);
-    let mut out = String::with_capacity(entry_text.len() * 2);
+    let reached = reached_from(starts, &definitions);
+    let mut out = String::new();
     for p in &parts {
-        match p {
-            Part::Lines(text) => out.push_str(text),
-            Part::Entry(name, text) if *name == entry => out.push_str(text),
-            Part::Entry(..) => {}
-            Part::Func(name, text, external) => {
-                // A function whose name the parser missed is kept: dropping it could break
-                // the entry, keeping it only costs JIT time.
-                if *external || name.is_none_or(|n| reached.contains(n)) {
-                    out.push_str(text);
-                }
-            }
+        let keep = match p {
+            Part::Lines(_) => true,
+            Part::Entry { .. } => is_entry(p),
+            Part::Func { name: None, .. } => true,
+            Part::Func {
+                name: Some(name), ..
+            } => reached.contains(name) || !definitions.contains_key(name),
+        };
+        if keep {
+            out.push_str(match p {
+                Part::Lines(text) | Part::Entry { text, .. } | Part::Func { text, .. } => text,
+            });
         }
     }
     Some(out)
 }
 
-/// The names of `definitions` that `texts` mention, and those their definitions mention, and so
-/// on.
+/// The names of `definitions` that the code of `texts` mentions (outside `//` comments), and
+/// those their definitions mention, and so on.
 fn reached_from<'a>(
     texts: impl Iterator<Item = &'a str>,
     definitions: &HashMap<&'a str, &'a str>,
@@ -69,7 +99,8 @@ fn reached_from<'a>(
     let mut reached = HashSet::new();
     let mut pending: Vec<&str> = texts.collect();
     while let Some(text) = pending.pop() {
-        for token in identifiers(text) {
+        let code = text.lines().map(|l| l.split("//").next().unwrap_or(""));
+        for token in code.flat_map(identifiers) {
             if let Some((&name, &definition)) = definitions.get_key_value(token) {
                 if reached.insert(name) {
                     pending.push(definition);
@@ -124,8 +155,16 @@ fn parts_of(ptx: &str) -> Vec<Part<'_>> {
             let (from, header) = open.take().expect("a part is open");
             let text = &ptx[from..at];
             parts.push(match header {
-                Header::Entry(name) => Part::Entry(name, text),
-                Header::Func(name, external) => Part::Func(name, text, external),
+                Header::Entry(name) => Part::Entry { name, text },
+                Header::Func(name) => Part::Func {
+                    name,
+                    text,
+                    kind: if opened {
+                        FuncKind::Definition
+                    } else {
+                        FuncKind::Declaration
+                    },
+                },
             });
             lines_from = at;
         }
@@ -138,11 +177,10 @@ fn parts_of(ptx: &str) -> Vec<Part<'_>> {
     parts
 }
 
-/// What a header line opens.
+/// What a header line opens: an entry, or a function with its name if the line gives it.
 enum Header<'a> {
     Entry(&'a str),
-    /// A function's name (if the line gives it) and whether it is `.extern`.
-    Func(Option<&'a str>, bool),
+    Func(Option<&'a str>),
 }
 
 /// The part `line` opens, if it is the header line of an entry or a function.
@@ -151,28 +189,29 @@ fn header_of(line: &str) -> Option<Header<'_>> {
         return Some(Header::Entry(name));
     }
     let mut code = line.trim_start();
-    let mut external = false;
-    loop {
-        if let Some(rest) = code.strip_prefix(".visible").or(code.strip_prefix(".weak")) {
-            code = rest.trim_start();
-        } else if let Some(rest) = code.strip_prefix(".extern") {
-            external = true;
-            code = rest.trim_start();
-        } else {
-            break;
-        }
+    while let Some(rest) = [".visible", ".weak", ".extern"]
+        .iter()
+        .find_map(|d| directive(code, d))
+    {
+        code = rest;
     }
-    let rest = code.strip_prefix(".func")?;
-    if !rest.starts_with(char::is_whitespace) && !rest.starts_with('(') {
-        return None;
-    }
-    let mut rest = rest.trim_start();
+    let mut rest = directive(code, ".func")?;
     // The return parameter, `(.param .b32 func_retval0)`, comes before the name.
     if rest.starts_with('(') {
         rest = rest.split_once(')').map_or("", |(_, r)| r).trim_start();
     }
-    let name = identifiers(rest).next();
-    Some(Header::Func(name, external))
+    let name = rest
+        .split(|c: char| c == '(' || c.is_whitespace())
+        .next()
+        .filter(|n| !n.is_empty() && identifiers(n).eq([*n]));
+    Some(Header::Func(name))
+}
+
+/// `code` after the directive `d` and the blanks after it, if `code` starts with `d` as a word.
+fn directive<'a>(code: &'a str, d: &str) -> Option<&'a str> {
+    let rest = code.strip_prefix(d)?;
+    (rest.is_empty() || rest.starts_with(|c: char| c.is_whitespace() || c == '('))
+        .then(|| rest.trim_start())
 }
 
 /// The name a `.entry NAME(` declaration line declares.
@@ -198,8 +237,10 @@ mod tests {
     use super::*;
 
     /// Two entries, each calling a function of its own: `a` calls `f`, which calls `g`; `b`
-    /// calls `h`; `unused` is declared and defined and called by none; a global points at
-    /// `pointed`; NVSHMEM's wrapper is an `.extern` declaration.
+    /// calls `h` and takes the address of `k`; `unused` is declared and defined and called by
+    /// none; a global points at `pointed`; NVSHMEM's wrapper is an `.extern` declaration, `w` a
+    /// weak one without a definition; `a` is declared before it is defined, as LLVM does for an
+    /// entry that something names.
     const PTX: &str = "\
 .version 8.7
 .target sm_90
@@ -210,6 +251,8 @@ mod tests {
 \t.param .b64 mgws_nvshmem_add_param_0
 )
 ;
+.weak .func w()
+;
 .func  (.param .b32 func_retval0) f
 (
 \t.param .b64 f_param_0
@@ -218,7 +261,7 @@ mod tests {
 .func g(
 \t.param .b64 g_param_0
 )
-;
+.noreturn;
 .func h
 (
 \t.param .b64 h_param_0
@@ -231,6 +274,10 @@ mod tests {
 ;
 .func pointed()
 ;
+.visible .entry mgws_a(
+\t.param .u64 a
+)
+;
 .global .align 8 .u64 mgws_fib_fingerprint = 1;
 .global .align 8 .u64 table[1] = {pointed};
 \t// .globl\tmgws_a
@@ -241,6 +288,7 @@ mod tests {
 {
 \t{ // inner scope
 \tcall.uni (retval0), f, (param0);
+\tcall.uni w, ();
 \t}
 }
 \t// .globl\tmgws_b
@@ -248,6 +296,7 @@ mod tests {
 \t.param .u64 b
 )
 {
+\tmov.u64 %rd1, k;
 \tcall.uni h, (param0);
 \tret;
 }
@@ -261,8 +310,9 @@ mod tests {
 .func g(
 \t.param .b64 g_param_0
 )
+.noreturn
 {
-\tret;
+\ttrap;
 }
 .func h(
 \t.param .b64 h_param_0
@@ -271,10 +321,15 @@ mod tests {
 \tcall.uni mgws_nvshmem_add, (param0);
 \tret;
 }
-.func unused(
+\t// .globl\tunused
+.visible .func unused(
 \t.param .b64 unused_param_0
 )
 { // never called
+\tret;
+}
+.func k()
+{
 \tret;
 }
 .func pointed()
@@ -283,10 +338,11 @@ mod tests {
 }
 ";
 
-    /// How many times `text` declares or defines the function `name`.
+    /// How many times `text` declares or defines the function `name` (read with `header_of`,
+    /// whose own test checks the names it reads).
     fn funcs_named(text: &str, name: &str) -> usize {
         text.lines()
-            .filter(|l| matches!(header_of(l), Some(Header::Func(Some(n), _)) if n == name))
+            .filter(|l| matches!(header_of(l), Some(Header::Func(Some(n))) if n == name))
             .count()
     }
 
@@ -294,22 +350,22 @@ mod tests {
     fn pruning_keeps_one_entry_and_the_functions_it_reaches() {
         let a = prune_to_entry(PTX, "mgws_a").unwrap();
         assert!(a.starts_with(".version 8.7\n.target sm_90\n"), "{a}");
-        assert!(
-            a.contains(".entry mgws_a(") && a.contains("// inner scope"),
-            "{a}"
-        );
+        assert!(a.contains("// inner scope"), "{a}");
+        // The entry's declaration and definition, no other entry.
+        assert_eq!(a.matches(".entry mgws_a(").count(), 2, "{a}");
         assert!(
             !a.contains(".entry mgws_b") && !a.contains(".param .u64 b"),
             "{a}"
         );
-        // f and g (through f), each declared and defined; h and unused not at all.
-        for (name, count) in [("f", 2), ("g", 2), ("h", 0), ("unused", 0)] {
+        // f and g (through f, `.noreturn` both), each declared and defined; not h, k, unused.
+        for (name, count) in [("f", 2), ("g", 2), ("h", 0), ("k", 0), ("unused", 0)] {
             assert_eq!(funcs_named(&a, name), count, "{name}:\n{a}");
         }
-        // What the globals name, the globals and the extern declarations stay.
+        // What the globals name, the globals, and the declarations of functions not defined.
         assert_eq!(funcs_named(&a, "pointed"), 2, "{a}");
         assert!(a.contains("table[1] = {pointed};") && a.contains("mgws_fib_fingerprint"));
         assert_eq!(funcs_named(&a, "mgws_nvshmem_add"), 1, "{a}");
+        assert_eq!(funcs_named(&a, "w"), 1, "{a}");
         assert!(!a.contains("never called"), "{a}");
 
         let b = prune_to_entry(PTX, "mgws_b").unwrap();
@@ -317,11 +373,50 @@ mod tests {
             b.contains(".entry mgws_b(") && !b.contains(".entry mgws_a"),
             "{b}"
         );
-        for (name, count) in [("f", 0), ("g", 0), ("h", 2), ("unused", 0), ("pointed", 2)] {
+        let expected = [
+            ("f", 0),
+            ("g", 0),
+            ("h", 2),
+            ("k", 1),
+            ("unused", 0),
+            ("pointed", 2),
+        ];
+        for (name, count) in expected {
             assert_eq!(funcs_named(&b, name), count, "{name}:\n{b}");
         }
         assert!(b.ends_with(".func pointed()\n{\n\tret;\n}\n"), "{b}");
         assert_eq!(prune_to_entry(PTX, "mgws_c"), None);
+    }
+
+    #[test]
+    fn a_function_whose_name_is_not_read_is_kept_with_what_it_calls() {
+        let ptx = "\
+.func .attribute(.unified) odd(
+\t.param .b64 p
+)
+{
+\tcall.uni g, (p);
+\tret;
+}
+.func g()
+{
+\tret;
+}
+.func unused()
+{
+\tret;
+}
+.visible .entry mgws_a()
+{
+\tret;
+}
+";
+        let a = prune_to_entry(ptx, "mgws_a").unwrap();
+        assert!(
+            a.contains("unified) odd(") && a.contains(".func g()"),
+            "{a}"
+        );
+        assert!(!a.contains("unused"), "{a}");
     }
 
     /// The parts' texts one after the other.
@@ -329,14 +424,29 @@ mod tests {
         parts
             .iter()
             .map(|p| match p {
-                Part::Lines(t) | Part::Entry(_, t) | Part::Func(_, t, _) => *t,
+                Part::Lines(text) | Part::Entry { text, .. } | Part::Func { text, .. } => *text,
             })
             .collect()
     }
 
     #[test]
     fn every_line_of_the_module_is_in_one_part_in_order() {
-        assert_eq!(joined(&parts_of(PTX)), PTX);
+        let parts = parts_of(PTX);
+        assert_eq!(joined(&parts), PTX);
+        let kinds: Vec<(&str, FuncKind)> = parts
+            .iter()
+            .filter_map(|p| match p {
+                Part::Func {
+                    name: Some(n),
+                    kind,
+                    ..
+                } => Some((*n, *kind)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(kinds.len(), 13, "{kinds:?}");
+        assert!(kinds.contains(&("g", FuncKind::Declaration)), "{kinds:?}");
+        assert!(kinds.contains(&("g", FuncKind::Definition)), "{kinds:?}");
         // A module cut inside a function keeps the cut part as plain lines.
         let cut = &PTX[..PTX.find("\tcall.uni g").unwrap()];
         let parts = parts_of(cut);
@@ -346,26 +456,26 @@ mod tests {
 
     #[test]
     fn function_headers_name_their_function_after_the_return_parameter() {
-        for (line, name, external) in [
-            (".func  (.param .b32 func_retval0) f(\n", "f", false),
-            (".func g\n", "g", false),
-            (".visible .func h(", "h", false),
-            (".weak .func $w(", "$w", false),
+        for (line, name) in [
+            (".func  (.param .b32 func_retval0) f(\n", Some("f")),
+            (".func g\n", Some("g")),
+            (".visible .func h(", Some("h")),
+            (".weak .func $w(", Some("$w")),
             (
-                ".extern .func  (.param .b64 func_retval0) mgws_nvshmem_get\n",
-                "mgws_nvshmem_get",
-                true,
+                ".extern .func  (.param .b64 func_retval0) mgws_get\n",
+                Some("mgws_get"),
             ),
+            (".func .attribute(.unified) f(", None),
         ] {
             match header_of(line) {
-                Some(Header::Func(Some(n), e)) => assert_eq!((n, e), (name, external), "{line}"),
+                Some(Header::Func(n)) => assert_eq!(n, name, "{line}"),
                 _ => panic!("{line:?} is not read as a function header"),
             }
         }
         for line in [
             "\t// .func f(",
             ".funcs",
-            ".global .u64 x;",
+            ".weakly .func f(",
             "\tcall.uni f, (p);",
         ] {
             assert!(header_of(line).is_none(), "{line:?}");
