@@ -200,10 +200,7 @@ fn header_of(line: &str) -> Option<Header<'_>> {
     if rest.starts_with('(') {
         rest = rest.split_once(')').map_or("", |(_, r)| r).trim_start();
     }
-    let name = rest
-        .split(|c: char| c == '(' || c.is_whitespace())
-        .next()
-        .filter(|n| !n.is_empty() && identifiers(n).eq([*n]));
+    let name = first_word(rest).filter(|n| identifiers(n).eq([*n]));
     Some(Header::Func(name))
 }
 
@@ -220,7 +217,11 @@ fn entry_name(line: &str) -> Option<&str> {
     if code.starts_with("//") {
         return None;
     }
-    let rest = code.split_once(".entry ")?.1.trim_start();
+    first_word(code.split_once(".entry ")?.1.trim_start())
+}
+
+/// The name a declaration's `rest` starts with: its text up to `(` or a blank, if any.
+fn first_word(rest: &str) -> Option<&str> {
     rest.split(|c: char| c == '(' || c.is_whitespace())
         .next()
         .filter(|n| !n.is_empty())
