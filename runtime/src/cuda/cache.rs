@@ -15,6 +15,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::driver::{Gpu, Module};
+use super::load_notice::{self, FIRST_NOTICE, NOTICE_EVERY};
 use super::ptx::EntryPtx;
 use crate::error::Result;
 
@@ -59,9 +60,15 @@ pub fn gpu(ordinal: u32) -> Result<Arc<Gpu>> {
     Ok(remember(&GPUS, ordinal, opened))
 }
 
-/// `src` JIT-compiled for `gpu` with `max_registers` (compiled on first use; the driver's own
-/// JIT cache, `CUDA_CACHE_PATH`, keeps the compiled code for later processes).
-pub fn module(gpu: &Gpu, ptx: &EntryPtx, max_registers: Option<u32>) -> Result<Arc<Module>> {
+/// `ptx`, the text of kernel `entry`, JIT-compiled for `gpu` with `max_registers` (compiled on
+/// first use, with a warning while a compile runs long: [`load_notice`]; the driver's own JIT
+/// cache, `CUDA_CACHE_PATH`, keeps the compiled code for later processes).
+pub fn module(
+    gpu: &Gpu,
+    entry: &str,
+    ptx: &EntryPtx,
+    max_registers: Option<u32>,
+) -> Result<Arc<Module>> {
     let src = &ptx.src;
     let key = ModuleKey {
         ordinal: gpu.ordinal,
@@ -75,7 +82,11 @@ pub fn module(gpu: &Gpu, ptx: &EntryPtx, max_registers: Option<u32>) -> Result<A
         let _span =
             tracing::debug_span!("cuda.module_load", gpu = gpu.ordinal, origin = %src.origin)
                 .entered();
-        Module::load(gpu, &src.text, &src.origin, max_registers)
+        let warning =
+            load_notice::slow_load_warning(gpu.ordinal, entry, &src.origin, src.text.len(), false);
+        load_notice::while_loading(FIRST_NOTICE, NOTICE_EVERY, warning, || {
+            Module::load(gpu, &src.text, &src.origin, max_registers)
+        })
     })
 }
 

@@ -34,6 +34,7 @@ mod gate;
 pub(crate) mod grid;
 mod level_device;
 pub(crate) mod link_wake;
+pub(crate) mod load_notice;
 pub(crate) mod memory;
 mod mixed_device;
 pub(crate) mod plan;

@@ -54,7 +54,7 @@ impl Session {
                     Err(e) => tracing::info!(%e, "the embedded cubin: compiling the PTX instead"),
                 }
             }
-            cache::module(gpu, ptx, cap)
+            cache::module(gpu, entry, ptx, cap)
         })
     }
 

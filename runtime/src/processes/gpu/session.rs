@@ -6,6 +6,7 @@ use std::sync::Arc;
 use mgws_tasks::Registry;
 
 use crate::cuda::driver::{self, Module};
+use crate::cuda::load_notice::{self, FIRST_NOTICE, NOTICE_EVERY};
 use crate::cuda::session::Session;
 use crate::cuda::{cache, CudaBackend};
 use crate::error::Result;
@@ -22,14 +23,24 @@ impl Session {
         code: &super::nvshmem_link::DeviceCode,
     ) -> Result<Session> {
         Self::open_with::<R>(b, lanes, entry, true, |gpu, ptx, cap| {
-            Module::link(
-                gpu,
-                &ptx.src.text,
-                &ptx.src.origin,
-                cap,
-                &code.wrappers,
-                &code.library,
-            )
+            let src = &ptx.src;
+            let warning = load_notice::slow_load_warning(
+                gpu.ordinal,
+                entry,
+                &src.origin,
+                src.text.len(),
+                true,
+            );
+            load_notice::while_loading(FIRST_NOTICE, NOTICE_EVERY, warning, || {
+                Module::link(
+                    gpu,
+                    &src.text,
+                    &src.origin,
+                    cap,
+                    &code.wrappers,
+                    &code.library,
+                )
+            })
             .map(Arc::new)
         })
     }
