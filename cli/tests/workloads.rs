@@ -460,13 +460,15 @@ fn contains_baselines_agree_with_the_reference() {
 
 #[test]
 fn the_baselines_report_how_long_each_worker_waited() {
-    // Worker 0's share is one 32 MiB document, worker 1's one of 8 bytes: one worker waits
+    // Worker 0's share is one 128 MiB document, worker 1's one of 8 bytes: one worker waits
     // (static: after its share until the run ends; levels: at the barrier of the only level) for
     // about the whole run, the other for next to nothing. Usually worker 1 waits; on a loaded
     // machine worker 1's thread may start later than worker 0's scan takes, and then worker 0
-    // waits for it. Either way the run's waits are one worker's.
+    // waits for it. Either way the run's waits are one worker's. The scan is long so that a
+    // thread that starts late on a loaded machine takes little of it (at 32 MiB, a start 3 ms
+    // late against an 11.7 ms run once put the share at 0.24).
     let mut corpus = Corpus::default();
-    corpus.push(&vec![b'x'; 32 << 20]);
+    corpus.push(&vec![b'x'; 128 << 20]);
     corpus.push(b"zwischen");
     let word = b"zwischen";
     let tasks = contains::tasks(&corpus, word, 2).unwrap();
@@ -489,6 +491,11 @@ fn the_baselines_report_how_long_each_worker_waited() {
             report.elapsed_s
         );
         let share = report.idle_share().unwrap();
+        let mean_s = (idle[0] + idle[1]) as f64 * 1e-9 / 2.0;
+        assert!(
+            (share - mean_s / report.elapsed_s).abs() < 1e-9,
+            "{name}: {share}"
+        );
         assert!(share > 0.25 && share < 0.6, "{name}: {share}");
     }
     // mgws records no such wait.
