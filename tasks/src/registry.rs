@@ -155,10 +155,33 @@
 //! assert!(<Slots as TaskExecutor<mgws_tasks::TaskStruct>>::INDEXED_IN_PLACE);
 //! ```
 //!
+//! `plain_slots` (a flag) makes a GPU's narrow tasks read and write their slots of the local
+//! queue in plain order (`TaskExecutor::ROTATED_SLOTS` false). The rotated order keeps lanes
+//! whose slots lie 128 bytes apart off each other's banks of shared memory, as FIB's two
+//! children per lane do, and costs about 50 register moves per slot in every warp; tasks that
+//! spawn irregular counts per lane run faster without it (UTS's registry and N-Queens' set it;
+//! docs/results.md):
+//!
+//! ```
+//! use mgws_core::TaskExecutor;
+//! #[mgws_tasks::registry(plain_slots)]
+//! enum Irregular {
+//!     #[width(1)]
+//!     Fib(mgws_tasks::workloads::fib::FibTask),
+//! }
+//! #[mgws_tasks::registry]
+//! enum Rotated {
+//!     #[width(1)]
+//!     Fib(mgws_tasks::workloads::fib::FibTask),
+//! }
+//! assert!(!<Irregular as TaskExecutor<mgws_tasks::TaskStruct>>::ROTATED_SLOTS);
+//! assert!(<Rotated as TaskExecutor<mgws_tasks::TaskStruct>>::ROTATED_SLOTS);
+//! ```
+//!
 //! Arguments other than `ptx = EXPR`, `cubin = EXPR`, `kernel = "name"`, `max_registers = N`,
 //! `local_capacity = N`, `levels_local_capacity = N`, `static_local_capacity = N`,
-//! `public_capacity = N`, `publish_copy_batch = N`, `indexed_in_place`, `results(...)`
-//! and `crate = PATH` are compile errors, and so is a cap outside 16..=255:
+//! `public_capacity = N`, `publish_copy_batch = N`, `indexed_in_place`, `plain_slots`,
+//! `results(...)` and `crate = PATH` are compile errors, and so is a cap outside 16..=255:
 //!
 //! ```compile_fail
 //! #[mgws_tasks::registry(entries = "x")]

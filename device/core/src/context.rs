@@ -98,6 +98,15 @@ pub trait TaskExecutor<T>: Sync {
     /// start from a few listed tasks (`#[registry(indexed_in_place)]`; MEMSET's; docs/results.md).
     const INDEXED_IN_PLACE: bool = false;
 
+    /// Whether narrow tasks read and write their 64-byte slots of the local queue a quarter at a
+    /// time in rotated order on a GPU (`narrow.rs`): lanes whose slots lie 128 bytes apart
+    /// (FIB's two children per lane) then hit different banks of shared memory. The rotation
+    /// moves each slot's quarters between registers, about 50 warp instructions per slot; tasks
+    /// whose lanes spawn irregular counts pay that without the banks' gain, and N-Queens and
+    /// UTS ran 14-20% faster without it, FIB 22% slower (docs/results.md), so each registry
+    /// chooses (`#[registry(plain_slots)]` turns it off).
+    const ROTATED_SLOTS: bool = true;
+
     /// The lanes a task of `task`'s tag runs on: a power of two from 1 to 32, or 0 for the
     /// whole worker (the default). A worker with at most that many lanes runs it on all of them.
     #[inline(always)]

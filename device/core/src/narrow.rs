@@ -6,7 +6,7 @@
 //! worker's spawn cursor; updates of the worker's own state (result slots, heartbeats) take the
 //! worker's narrow lock, since several tasks may make them at once.
 
-use crate::context::{task_update, Context, TaskContext, Update};
+use crate::context::{task_update, Context, TaskContext, TaskExecutor, Update};
 use crate::error::RunError;
 use crate::exec::{SpawnRoom, WorkerCore};
 use crate::platform::{Platform, ProtocolStep, Scope};
@@ -103,10 +103,11 @@ pub(crate) unsafe fn write_task<T: Copy>(slot: *mut T, task: &T, rotate: bool) {
 }
 
 /// Whether lanes read and write their own tasks rotated ([`read_task`]): on a GPU, whose lanes
-/// share the banks of shared memory.
+/// share the banks of shared memory, where `X`'s registry keeps the rotation
+/// ([`TaskExecutor::ROTATED_SLOTS`]).
 #[inline(always)]
-pub(crate) const fn rotate<P: Platform>() -> bool {
-    P::MIN_LANES >= 32
+pub(crate) const fn slots_rotated<P: Platform, T, X: TaskExecutor<T>>() -> bool {
+    P::MIN_LANES >= 32 && X::ROTATED_SLOTS
 }
 
 /// The quarter a lane starts a 64-byte slot at: half its slot index, modulo 4 (two slots of one
@@ -163,12 +164,14 @@ type WordOf<W> = <<W as NarrowWorker>::P as Platform>::Word;
 pub struct NarrowContext<W> {
     w: W,
     width: u32,
+    /// Whether its spawns write their slots' quarters rotated ([`slots_rotated`]).
+    rotate: bool,
 }
 
 impl<W: NarrowWorker> NarrowContext<W> {
     #[inline(always)]
-    pub(crate) fn new(w: W, width: u32) -> Self {
-        NarrowContext { w, width }
+    pub(crate) fn new(w: W, width: u32, rotate: bool) -> Self {
+        NarrowContext { w, width, rotate }
     }
 
     /// The worker's side of the context (the lean kernel reads what its lanes reserved).
@@ -259,19 +262,17 @@ impl<W: NarrowWorker> Context for NarrowContext<W> {
     #[inline(always)]
     fn spawn_from(&mut self, source: u32, task: &W::Task) {
         if self.lane_id() == source {
+            let rotate = self.rotate;
             // SAFETY: the slot is this reservation's alone and valid for a task.
-            self.reserve(1, |_, slot| unsafe {
-                write_task(slot, task, rotate::<W::P>())
-            });
+            self.reserve(1, |_, slot| unsafe { write_task(slot, task, rotate) });
         }
     }
     #[inline(always)]
     fn spawn_each(&mut self, count: u32, task: &W::Task) {
         if self.lane_id() < count {
+            let rotate = self.rotate;
             // SAFETY: as in `spawn_from`.
-            self.reserve(1, |_, slot| unsafe {
-                write_task(slot, task, rotate::<W::P>())
-            });
+            self.reserve(1, |_, slot| unsafe { write_task(slot, task, rotate) });
         }
     }
     #[inline(always)]
@@ -285,11 +286,11 @@ impl<W: NarrowWorker> Context for NarrowContext<W> {
     #[inline(always)]
     fn spawn_many(&mut self, count: u32, make: impl Fn(u32) -> W::Task) {
         // Lane `j` of the group builds tasks `j, j + width, ...`.
-        let (lane, width) = (self.lane_id(), self.width);
+        let (lane, width, rotate) = (self.lane_id(), self.width, self.rotate);
         let mine = count.saturating_sub(lane).div_ceil(width);
         // SAFETY: as in `spawn_from`.
         self.reserve(mine, |k, slot| unsafe {
-            write_task(slot, &make(lane + k * width), rotate::<W::P>())
+            write_task(slot, &make(lane + k * width), rotate)
         });
     }
     #[inline(always)]
@@ -460,4 +461,38 @@ pub(crate) unsafe fn first_error<P: Platform>(
         tag: 0,
         code: 0,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{read_task, write_task};
+
+    /// A 64-byte task of distinct bytes, aligned as a slot.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    #[repr(C, align(16))]
+    struct Task([u8; 64]);
+
+    #[test]
+    fn rotated_and_plain_slots_hold_the_same_layout() {
+        // Registries choose the order (`TaskExecutor::ROTATED_SLOTS`), and every other path
+        // copies slots whole: either order must leave the task in its plain layout. Eight slots
+        // span four 128-byte lines, every starting quarter.
+        let mut ring = [Task([0; 64]); 8];
+        for (i, rotate_write) in [(0usize, true), (1, false)] {
+            for (s, slot) in ring.iter_mut().enumerate() {
+                let task = Task(core::array::from_fn(|b| (s * 64 + b + i) as u8));
+                let slot = slot as *mut Task;
+                // SAFETY: `slot` is a valid, aligned slot of the ring.
+                unsafe { write_task(slot, &task, rotate_write) };
+                // SAFETY: as above; no reference to the slot is live.
+                let written = unsafe { slot.read() };
+                assert_eq!(written, task, "slot {s}, written rotated: {rotate_write}");
+                for rotate_read in [true, false] {
+                    // SAFETY: as above.
+                    let read = unsafe { read_task(slot, rotate_read) };
+                    assert_eq!(read, task, "slot {s}, read rotated: {rotate_read}");
+                }
+            }
+        }
+    }
 }

@@ -37,7 +37,7 @@
 //!   `results(name: Type, ...)`: the kernel's name and its tuning, and the result tables
 //!   (described with examples in `mgws_tasks::registry`); `publish_copy_batch` becomes
 //!   `TaskExecutor::PUBLISH_COPY_BATCH`; `indexed_in_place` becomes
-//!   `TaskExecutor::INDEXED_IN_PLACE`.
+//!   `TaskExecutor::INDEXED_IN_PLACE`; `plain_slots` makes `TaskExecutor::ROTATED_SLOTS` false.
 //! - `crate = PATH`: where the task model lives, for the generated paths. By default the macro
 //!   reads the calling crate's `Cargo.toml`: `::mgws_tasks` when it depends on `mgws-tasks`,
 //!   `::mgws::__tasks` (the `mgws` crate's re-export) when it depends only on `mgws`.
@@ -64,6 +64,8 @@ struct Args {
     publish_copy_batch: Option<syn::LitInt>,
     /// `indexed_in_place`: narrow workers run claims of indexed initial tasks from the template.
     indexed_in_place: bool,
+    /// `plain_slots`: narrow tasks read and write their local-queue slots in plain order.
+    plain_slots: bool,
     local_capacity: Option<syn::LitInt>,
     levels_local_capacity: Option<syn::LitInt>,
     static_local_capacity: Option<syn::LitInt>,
@@ -132,6 +134,12 @@ impl Args {
                 }
                 args.indexed_in_place = true;
                 Ok(())
+            } else if meta.path.is_ident("plain_slots") {
+                if args.plain_slots {
+                    return Err(meta.error("`plain_slots` is given twice"));
+                }
+                args.plain_slots = true;
+                Ok(())
             } else if meta.path.is_ident("local_capacity") {
                 capacity_arg(&meta, &mut args.local_capacity, "local", 65536, 128)
             } else if meta.path.is_ident("levels_local_capacity") {
@@ -183,7 +191,7 @@ impl Args {
                      (the CUDA backend's default register cap for its kernels), \
                      `publish_copy_batch = N` (words each lane copies at once when it publishes), \
                      `indexed_in_place` (narrow workers run indexed initial tasks from their \
-                     template), \
+                     template), `plain_slots` (narrow tasks' slots in plain order), \
                      `local_capacity = N` (the CUDA backend's default local queue), \
                      `levels_local_capacity = N` (the same for the kernel per level), \
                      `static_local_capacity = N` (the same for static assignment), \
@@ -514,6 +522,11 @@ fn expand(
             const INDEXED_IN_PLACE: bool = true;
         }
     });
+    let plain_slots = args.plain_slots.then(|| {
+        quote! {
+            const ROTATED_SLOTS: bool = false;
+        }
+    });
     let (levels_local_capacity, static_local_capacity) = (
         args.levels_local_capacity.as_ref(),
         args.static_local_capacity.as_ref(),
@@ -730,6 +743,7 @@ fn expand(
             const UNIFORM_WIDTH: ::core::option::Option<u32> = #uniform_width;
             #publish_copy_batch
             #indexed_in_place
+            #plain_slots
             #width_fn
             #[inline(always)]
             fn execute<C: #krate::__core::Context<Task = #krate::TaskStruct>>(

@@ -26,7 +26,8 @@ use crate::context::{task_fetch_add, task_update, Context, Tagged, TaskExecutor,
 use crate::error::RunError;
 use crate::layout::{Env, WorkerProgress, WorkerStats};
 use crate::narrow::{
-    first_error, lanes_any, read_task, rotate, spawn_place, NarrowContext, NarrowWorker, SpawnPlace,
+    first_error, lanes_any, read_task, slots_rotated, spawn_place, NarrowContext, NarrowWorker,
+    SpawnPlace,
 };
 use crate::operation::Operation;
 use crate::platform::{AtomicWord, Ordering, Platform, Scope};
@@ -442,7 +443,7 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
             let (count, mine) = if stacked {
                 let (count, top) = (self.len.min(groups), self.len as usize);
                 self.len -= count;
-                let rotate = rotate::<P>();
+                let rotate = slots_rotated::<P, T, X>();
                 // SAFETY: slots below `top` hold tasks written before a barrier; group `g`
                 // takes the `g`-th newest.
                 let mine = (group < count).then(|| unsafe {
@@ -485,7 +486,7 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> LeanStatic<'e, P, T, S> {
                     base,
                     reserved: false,
                 };
-                let mut ctx = NarrowContext::new(round, width);
+                let mut ctx = NarrowContext::new(round, width, slots_rotated::<P, T, X>());
                 if let Err(e) = exec.execute(&task, &mut ctx) {
                     failure = e.into_run_error(worker, task.tag()).pack();
                 }

@@ -11,7 +11,8 @@ use crate::config::RELEASE_MIN_LOCAL;
 use crate::context::{Tagged, TaskExecutor};
 use crate::error::RunError;
 use crate::narrow::{
-    first_error, lanes_any, read_task, rotate, spawn_place, CoreBatch, NarrowContext, SpawnPlace,
+    first_error, lanes_any, read_task, slots_rotated, spawn_place, CoreBatch, NarrowContext,
+    SpawnPlace,
 };
 use crate::operation::Operation;
 use crate::platform::{AtomicWord, Ordering, Platform};
@@ -125,7 +126,7 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> WorkerCore<'e, P, T, S> {
             let slot = self.local_slot(head as u64 + count - 1 - group as u64);
             // SAFETY: positions head..head + count hold tasks written before a barrier; group
             // `g` takes the `g`-th newest.
-            unsafe { read_task(slot, rotate::<P>()) }
+            unsafe { read_task(slot, slots_rotated::<P, T, X>()) }
         });
         let first_tag = if indexed {
             // SAFETY: as above (the batch's first, for the hang report).
@@ -145,7 +146,8 @@ impl<'e, P: Platform, T: Copy + Tagged, S: Spec> WorkerCore<'e, P, T, S> {
         let mut failure = 0;
         if let Some(task) = mine {
             let worker = self.id;
-            let mut ctx = NarrowContext::new(CoreBatch::new(self, room), width);
+            let rotate = slots_rotated::<P, T, X>();
+            let mut ctx = NarrowContext::new(CoreBatch::new(self, room), width, rotate);
             if let Err(e) = exec.execute(&task, &mut ctx) {
                 failure = e.into_run_error(worker, task.tag()).pack();
             }
