@@ -102,8 +102,8 @@ pub trait TaskExecutor<T>: Sync {
     /// time in rotated order on a GPU (`narrow.rs`): lanes whose slots lie 128 bytes apart
     /// (FIB's two children per lane) then hit different banks of shared memory. The rotation
     /// moves each slot's quarters between registers, about 50 warp instructions per slot; tasks
-    /// whose lanes spawn irregular counts pay that without the banks' gain, and N-Queens and
-    /// UTS ran 14-20% faster without it, FIB 22% slower (docs/results.md), so each registry
+    /// whose lanes spawn irregular counts pay that without the banks' gain: N-Queens and UTS
+    /// took 14-20% less time without it, FIB 22% more (docs/results.md), so each registry
     /// chooses (`#[registry(plain_slots)]` turns it off).
     const ROTATED_SLOTS: bool = true;
 
