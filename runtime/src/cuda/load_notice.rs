@@ -8,7 +8,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// When the first notice is given: a first load on a fresh machine takes under 3 s
-/// (docs/results.md), under compute-sanitizer about ten times longer.
+/// (docs/results.md), so a load past 10 s is worth a word.
 pub const FIRST_NOTICE: Duration = Duration::from_secs(10);
 
 /// How often it is repeated after the first.
@@ -68,6 +68,9 @@ pub fn slow_load_warning<'a>(
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU32, Ordering};
+
+    // The counters are read after `while_loading` returned, when its scope has joined the
+    // watcher: the join orders the watcher's adds before the reads, so Relaxed suffices.
 
     #[test]
     fn a_slow_load_is_announced_until_it_ends() {
