@@ -15,7 +15,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::driver::{Gpu, Module};
-use super::load_notice::{self, FIRST_NOTICE, NOTICE_EVERY};
+use super::load_notice;
 use super::ptx::EntryPtx;
 use crate::error::Result;
 
@@ -61,8 +61,8 @@ pub fn gpu(ordinal: u32) -> Result<Arc<Gpu>> {
 }
 
 /// `ptx`, the text of kernel `entry`, JIT-compiled for `gpu` with `max_registers` (compiled on
-/// first use, with a warning while a compile runs long: [`load_notice`]; the driver's own JIT
-/// cache, `CUDA_CACHE_PATH`, keeps the compiled code for later processes).
+/// first use, with a warning while a compile runs long: [`load_notice::watched_load`]; the
+/// driver's own JIT cache, `CUDA_CACHE_PATH`, keeps the compiled code for later processes).
 pub fn module(
     gpu: &Gpu,
     entry: &str,
@@ -82,9 +82,7 @@ pub fn module(
         let _span =
             tracing::debug_span!("cuda.module_load", gpu = gpu.ordinal, origin = %src.origin)
                 .entered();
-        let warning =
-            load_notice::slow_load_warning(gpu.ordinal, entry, &src.origin, src.text.len(), false);
-        load_notice::while_loading(FIRST_NOTICE, NOTICE_EVERY, warning, || {
+        load_notice::watched_load(gpu.ordinal, entry, src, false, || {
             Module::load(gpu, &src.text, &src.origin, max_registers)
         })
     })

@@ -7,17 +7,19 @@
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use super::ptx::PtxSource;
+
 /// When the first notice is given: a first load on a fresh machine takes under 3 s
 /// (docs/results.md), so a load past 10 s is worth a word.
-pub const FIRST_NOTICE: Duration = Duration::from_secs(10);
+const FIRST_NOTICE: Duration = Duration::from_secs(10);
 
 /// How often it is repeated after the first.
-pub const NOTICE_EVERY: Duration = Duration::from_secs(30);
+const NOTICE_EVERY: Duration = Duration::from_secs(30);
 
 /// Runs `load` on this thread; while it runs, calls `notice` with the time spent so far after
 /// `first`, then every `every`, from a watcher thread. Returns what `load` returned; the watcher
 /// has exited by then.
-pub fn while_loading<T>(
+fn while_loading<T>(
     first: Duration,
     every: Duration,
     notice: impl Fn(Duration) + Sync,
@@ -41,9 +43,23 @@ pub fn while_loading<T>(
     })
 }
 
+/// Runs `load`, GPU `ordinal`'s load of kernel entry `entry` from `src` (`linked`: compiled and
+/// linked with NVSHMEM's device library), warning after [`FIRST_NOTICE`] and every
+/// [`NOTICE_EVERY`] while it runs.
+pub fn watched_load<T>(
+    ordinal: u32,
+    entry: &str,
+    src: &PtxSource,
+    linked: bool,
+    load: impl FnOnce() -> T,
+) -> T {
+    let warning = slow_load_warning(ordinal, entry, &src.origin, src.text.len(), linked);
+    while_loading(FIRST_NOTICE, NOTICE_EVERY, warning, load)
+}
+
 /// The notice of a slow load, for [`while_loading`]: a warning naming the GPU, the entry, its
 /// origin and how much PTX the driver compiles (`linked`: and links with NVSHMEM's device library).
-pub fn slow_load_warning<'a>(
+fn slow_load_warning<'a>(
     ordinal: u32,
     entry: &'a str,
     origin: &'a str,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use mgws_tasks::Registry;
 
 use crate::cuda::driver::{self, Module};
-use crate::cuda::load_notice::{self, FIRST_NOTICE, NOTICE_EVERY};
+use crate::cuda::load_notice;
 use crate::cuda::session::Session;
 use crate::cuda::{cache, CudaBackend};
 use crate::error::Result;
@@ -24,14 +24,7 @@ impl Session {
     ) -> Result<Session> {
         Self::open_with::<R>(b, lanes, entry, true, |gpu, ptx, cap| {
             let src = &ptx.src;
-            let warning = load_notice::slow_load_warning(
-                gpu.ordinal,
-                entry,
-                &src.origin,
-                src.text.len(),
-                true,
-            );
-            load_notice::while_loading(FIRST_NOTICE, NOTICE_EVERY, warning, || {
+            load_notice::watched_load(gpu.ordinal, entry, src, true, || {
                 Module::link(
                     gpu,
                     &src.text,
