@@ -5,6 +5,9 @@
 //! fails here rather than in a GPU's JIT (a missing function) or as a slow load (functions kept
 //! that the entry never calls, as before session 30's fix).
 //!
+//! It reads the PTX with a parser of its own, simpler than `ptx_prune`'s: a check that reused
+//! the parser it checks could not catch that parser's misreadings.
+//!
 //! It needs the built modules, so it is ignored by default; `.ci/run` runs it after its PTX build:
 //! `MGWS_BUILT_PTX=a.ptx:b.ptx cargo test -p mgws --release --test built_kernel_cuts -- --ignored`.
 #![cfg(feature = "cuda")]
@@ -31,10 +34,8 @@ fn identifiers(text: &str) -> impl Iterator<Item = &str> {
 fn entries(ptx: &str) -> Vec<&str> {
     ptx.lines()
         .filter_map(|l| {
-            let rest = code(l)
-                .trim_start()
-                .strip_prefix(".visible ")
-                .unwrap_or(code(l).trim_start());
+            let line = code(l).trim_start();
+            let rest = line.strip_prefix(".visible ").unwrap_or(line);
             let rest = rest.strip_prefix(".entry")?;
             rest.trim_start().split('(').next().map(str::trim)
         })
